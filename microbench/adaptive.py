@@ -1,0 +1,100 @@
+"""Warm-up and adaptive repetition: sample until the median is known to the target precision.
+
+Everything here sees time only through a ``Clock`` and samples only through a callable, so the
+stopping rules are tested with a seeded clock and by counting calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from roofline.stats import MIN_SAMPLES_FOR_CI, summarize
+
+# A median from fewer samples than this is not worth reporting, whatever the budget says.
+FLOOR_SAMPLES = 3
+# Warm-up has settled when two consecutive samples agree within this fraction.
+SETTLED_REL = 0.05
+
+
+class Clock(Protocol):
+    def now_s(self) -> float: ...
+
+
+class PerfClock:
+    """The wall clock: ``time.perf_counter``."""
+
+    def now_s(self) -> float:
+        return time.perf_counter()
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    """When to stop sampling a point.
+
+    Stop as soon as the 95% CI of the median is within ``target_rel_ci`` of it (with at least
+    ``min_samples``), or after ``budget_s`` of wall time (with at least ``FLOOR_SAMPLES``), or at
+    ``max_samples``.  Warm-up runs for at least ``warmup_s`` and ``min_warmup_samples`` samples, until
+    two consecutive samples agree within 5%, and gives up waiting at ``4 × warmup_s``.
+    """
+
+    target_rel_ci: float = 0.01
+    budget_s: float = 1.0
+    min_samples: int = 10
+    max_samples: int = 500
+    warmup_s: float = 0.05
+    min_warmup_samples: int = 2
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target_rel_ci < 1:
+            raise ValueError("target CI must be a fraction between 0 and 1")
+        if self.budget_s <= 0:
+            raise ValueError("budget must be positive")
+        if self.min_samples < MIN_SAMPLES_FOR_CI:
+            raise ValueError(f"min_samples must be at least {MIN_SAMPLES_FOR_CI} to give a CI")
+        if self.max_samples < self.min_samples:
+            raise ValueError("max_samples must be at least min_samples")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    samples_s: tuple[float, ...]
+    warmup_samples_s: tuple[float, ...]
+    stop_reason: str  # converged | budget | max_samples
+
+
+def warm_up(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Clock) -> list[float]:
+    """Run samples until clocks and caches have settled; return what warm-up measured."""
+    start = clock.now_s()
+    seen: list[float] = []
+    while True:
+        seen.extend(sample())
+        elapsed = clock.now_s() - start
+        if elapsed >= 4 * rule.warmup_s and len(seen) >= rule.min_warmup_samples:
+            return seen
+        if elapsed < rule.warmup_s or len(seen) < max(2, rule.min_warmup_samples):
+            continue
+        previous, last = seen[-2], seen[-1]
+        if abs(last - previous) <= SETTLED_REL * max(last, previous):
+            return seen
+
+
+def measure(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Clock) -> Measurement:
+    """Warm up, then sample until the rule says stop.  ``sample`` returns one or more per-launch times."""
+    warm = warm_up(sample, rule, clock)
+    start = clock.now_s()
+    samples: list[float] = []
+    while True:
+        samples.extend(sample())
+        n = len(samples)
+        if n >= rule.min_samples and summarize(samples).rel_ci95_half_width <= rule.target_rel_ci:
+            reason = "converged"
+        elif n >= rule.max_samples:
+            reason = "max_samples"
+        elif clock.now_s() - start >= rule.budget_s and n >= FLOOR_SAMPLES:
+            reason = "budget"
+        else:
+            continue
+        return Measurement(tuple(samples), tuple(warm), reason)

@@ -1,0 +1,133 @@
+"""The ``gpubench`` command.  Thin: parse, call a library function, print.
+
+Commands that only read results never import torch; measuring commands import it when they run.
+Exit codes: 0 ok, 1 a requested gate failed, 2 bad usage or bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from roofline.profiles import ProfileError
+from roofline.results import ResultError
+
+
+class BadInput(click.ClickException):
+    """One-line error, exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.echo(f"gpubench: error: {self.message}", err=True)
+
+
+def _bad_input_errors():
+    from microbench.devices import DeviceError
+    from microbench.plan import PlanError
+
+    return (DeviceError, PlanError, ResultError, ProfileError, ValueError)
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    """Options given several times or as comma lists: ``--dtype bf16,fp16 --dtype fp32``."""
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gpubench-roofline", prog_name="gpubench")
+def main() -> None:
+    """Measure where LLM decode (GEMV -> batched GEMM) stops being memory-bound on this machine."""
+
+
+@main.command()
+@click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
+@click.option("--op", "ops", multiple=True, help="gemv, gemm, bmm (repeatable or comma list) [all]")
+@click.option("--dtype", "dtypes", multiple=True, help="fp32, tf32, fp16, bf16, fp8 [GPU: bf16; CPU: fp32,bf16]")
+@click.option("--shape", "shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable)")
+@click.option("--batch", "batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
+@click.option("--budget", type=float, default=None, help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
+@click.option("--target-ci", type=float, default=0.01, show_default=True,
+              help="stop when the 95%% CI of the median is within this fraction")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="result file [results/<sku or cpu>-<UTC time>.json]")
+@click.option("--quick", is_flag=True, help="a small plan: under 30 s on a 2-core CPU")
+@click.option("--timer", type=click.Choice(["graph", "eager"]), default="graph", show_default=True,
+              help="GPU timer: CUDA graph of rotated launches, or one launch per event pair")
+@click.option("--l2", "l2_policy", type=click.Choice(["rotate", "warm"]), default="rotate", show_default=True,
+              help="rotate weight copies so every launch reads DRAM, or reuse one copy (cache-warm)")
+@click.option("--no-ceilings", is_flag=True, help="skip measuring copy/read bandwidth and matmul peak")
+def sweep(device, ops, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
+          no_ceilings) -> None:
+    """Time GEMV, GEMM and batched GEMV across batch sizes and save a result document."""
+    from microbench import plan
+    from microbench.progress import print_sweep_summary, terminal_observer
+    from microbench.sweep import SweepConfig, prepare_sweep, run_sweep
+
+    try:
+        config = SweepConfig(
+            device=device,
+            ops=tuple(_split(ops)) or ("gemv", "gemm", "bmm"),
+            dtypes=tuple(_split(dtypes)) or None,
+            shapes=tuple(plan.parse_shape(s) for s in _split(shapes)) or None,
+            batches=tuple(plan.parse_batches(batches)) if batches is not None else None,
+            budget_s=budget, target_rel_ci=target_ci, seed=seed, quick=quick, timer=timer,
+            l2_policy=l2_policy, output=output, with_ceilings=not no_ceilings, argv=tuple(sys.argv),
+        )
+        with terminal_observer() as observer:
+            prepared = prepare_sweep(config, observer)
+            ceilings = None
+            if config.with_ceilings:
+                from microbench.ceilings import measure_ceilings
+
+                dtypes_measured = sorted({p.dtype for p in prepared.points})
+
+                def ceilings(session):
+                    return measure_ceilings(session, dtypes_measured, quick=quick)
+
+            result = run_sweep(prepared, observer, ceilings)
+    except _bad_input_errors() as exc:
+        raise BadInput(str(exc)) from None
+    print_sweep_summary(result, prepared.output)
+
+
+@main.command()
+@click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
+@click.option("--dtype", "dtypes", multiple=True, help="dtypes for the matmul peak [GPU: all it runs; CPU: fp32,bf16]")
+@click.option("--quick", is_flag=True, help="fewer matmul shapes")
+@click.option("--budget", type=float, default=None, help="seconds of sampling per measurement")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="also save as a result file")
+def ceilings(device, dtypes, quick, budget, output) -> None:
+    """Measure copy and read bandwidth and the best matmul FLOP/s per dtype."""
+    from microbench.ceilings import measure_ceilings
+    from microbench.progress import print_ceilings, terminal_observer
+    from microbench.sweep import SweepConfig, prepare_sweep, run_sweep
+
+    try:
+        with terminal_observer() as observer:
+            config = SweepConfig(device=device, ops=(), dtypes=tuple(_split(dtypes)) or None, budget_s=budget,
+                                 quick=quick, output=output, save=False, argv=tuple(sys.argv))
+            prepared = prepare_sweep(config, observer)
+            wanted = _split(dtypes) or (["fp32", "tf32", "fp16", "bf16", "fp8"]
+                                        if prepared.session.choice.kind == "cuda" else ["fp32", "bf16"])
+            result = run_sweep(prepared, observer, lambda s: measure_ceilings(s, wanted, quick=quick))
+    except _bad_input_errors() as exc:
+        raise BadInput(str(exc)) from None
+    print_ceilings(result.ceilings, result.device)
+    if output is not None:
+        click.echo(f"saved {output}")
+
+
+@main.command()
+def devices() -> None:
+    """List the GPUs (with matched SKU, clocks, power, ECC, MIG) or, without one, the CPU."""
+    from microbench.progress import print_devices
+
+    print_devices()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,223 @@
+"""Which device to measure, and a record of it and of the host, as found.
+
+A field that cannot be read is None, never a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from microbench import nvml
+from roofline.profiles import match_gpu_profile
+
+
+class DeviceError(Exception):
+    """Bad ``--device``: one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    kind: str  # cuda | cpu
+    index: int | None
+    notice: str | None = None
+
+    @property
+    def torch_name(self) -> str:
+        return "cpu" if self.kind == "cpu" else f"cuda:{self.index}"
+
+
+def cuda_status() -> tuple[int, str | None]:
+    """Number of usable CUDA devices, and why there are none."""
+    import torch
+
+    if not torch.cuda.is_available():
+        if torch.version.cuda is None:
+            return 0, "this torch build has no CUDA"
+        return 0, "torch finds no CUDA device (no GPU or no driver)"
+    return torch.cuda.device_count(), None
+
+
+def resolve_device(spec: str) -> DeviceChoice:
+    """``auto`` | ``cpu`` | ``cuda`` | ``cuda:N``."""
+    spec = spec.strip().lower()
+    if spec == "cpu":
+        return DeviceChoice("cpu", None)
+    match = re.fullmatch(r"cuda(?::(\d+))?|auto", spec)
+    if not match:
+        raise DeviceError(f"unknown device {spec!r}; use auto, cpu, cuda or cuda:N")
+    count, why = cuda_status()
+    if spec == "auto":
+        if count:
+            return DeviceChoice("cuda", 0)
+        return DeviceChoice("cpu", None, notice=f"No CUDA GPU ({why}): measuring the CPU instead.")
+    index = int(match.group(1) or 0)
+    if not count:
+        raise DeviceError(f"--device {spec}: {why}")
+    if index >= count:
+        raise DeviceError(f"--device {spec}: only {count} CUDA device(s), numbered from 0")
+    return DeviceChoice("cuda", index)
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _meminfo_bytes(key: str) -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def cpu_cache_bytes() -> dict[str, int]:
+    """Cache sizes of CPU 0 by level (``L1d``, ``L2``, ``L3``), from sysfs."""
+    sizes: dict[str, int] = {}
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        if kind == "Instruction":
+            continue
+        multiplier = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(size[-1:], 1)
+        digits = size.rstrip("KMG")
+        if digits.isdigit():
+            sizes[f"L{level}" + ("d" if kind == "Data" else "")] = int(digits) * multiplier
+    return sizes
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git_state() -> tuple[str | None, bool | None]:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        if sha.returncode != 0:
+            return None, None
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5,
+        )
+        return sha.stdout.strip(), bool(dirty.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def tool_info() -> dict[str, Any]:
+    from microbench import __version__
+
+    sha, dirty = _git_state()
+    return {"name": "gpubench", "version": __version__, "git_sha": sha, "git_dirty": dirty}
+
+
+def host_info() -> dict[str, Any]:
+    """The machine around the device: OS, CPU, memory, Python and library versions."""
+    import torch
+
+    packages = ("torch", "numpy", "nvidia-ml-py", "cupy-cuda12x", "cupy-cuda13x", "click", "matplotlib")
+    return {
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "memory_bytes": _meminfo_bytes("MemTotal"),
+        "python": platform.python_version(),
+        "torch_threads": torch.get_num_threads(),
+        "libraries": {name: _version(name) for name in packages if _version(name)},
+    }
+
+
+def describe_cpu() -> dict[str, Any]:
+    caches = cpu_cache_bytes()
+    return {
+        "kind": "cpu",
+        "index": None,
+        "name": _cpu_model(),
+        "sku": None,
+        "memory_bytes": _meminfo_bytes("MemTotal"),
+        "memory_available_bytes": _meminfo_bytes("MemAvailable"),
+        "caches_bytes": caches,
+        # The rotation must defeat the largest cache: the last level.
+        "last_level_cache_bytes": max(caches.values()) if caches else None,
+        "cores": os.cpu_count(),
+        "threads": _torch_threads(),
+    }
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _cuda_properties(index: int) -> dict[str, Any]:
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+
+    def attr(name):
+        return getattr(props, name, None)
+
+    pci = None
+    if attr("pci_bus_id") is not None:
+        pci = f"{attr('pci_domain_id') or 0:08X}:{attr('pci_bus_id'):02X}:{attr('pci_device_id') or 0:02X}.0"
+    return {
+        "name": props.name,
+        "uuid": str(attr("uuid")) if attr("uuid") is not None else None,
+        "pci_bus_id": pci,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "sm_count": props.multi_processor_count,
+        "memory_bytes": props.total_memory,
+        "l2_cache_bytes": attr("L2_cache_size"),
+        "cuda_runtime": torch.version.cuda,
+        "torch_cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
+
+
+def describe_cuda(index: int) -> dict[str, Any]:
+    record: dict[str, Any] = {"kind": "cuda", "index": index}
+    record.update(_cuda_properties(index))
+    module, why = nvml.init_nvml()
+    if module is None:
+        record["nvml"] = {"available": False, "reason": why}
+    else:
+        handle = nvml.find_handle(module, record["uuid"], record["pci_bus_id"], index)
+        state = nvml.device_state(module, handle) if handle is not None else {}
+        processes = state.get("other_processes")
+        if processes is not None:
+            state["other_processes"] = [p for p in processes if p["pid"] != os.getpid()]
+        record["nvml"] = {"available": handle is not None, "reason": None if handle else "no NVML handle"}
+        record.update(state)
+    profile = match_gpu_profile(record["name"], record["memory_bytes"])
+    record["sku"] = profile.sku if profile else None
+    return record
+
+
+def describe_device(choice: DeviceChoice) -> dict[str, Any]:
+    return describe_cpu() if choice.kind == "cpu" else describe_cuda(choice.index)

@@ -1,0 +1,139 @@
+"""What the terminal shows: a progress bar with ETA while measuring, tables when done (rich)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from microbench.sweep import SweepObserver
+from roofline.schema import Result
+from roofline.summary import summarize_series
+from roofline.units import percent, seconds, si
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def terminal_observer():
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("ETA"), TimeRemainingColumn(), console=stderr, transient=False,
+    )
+    task = {"id": None}
+
+    def on_start(total: int) -> None:
+        task["id"] = progress.add_task("measuring", total=total)
+
+    def on_point(point) -> None:
+        detail = f"{point.op} {point.dtype} {point.n}x{point.k} B={point.batch}"
+        if point.ok:
+            detail += f"  {seconds(point.stats.median_s)}"
+        else:
+            progress.console.print(f"[yellow]{detail}: {point.status}: {point.reason}[/]")
+        progress.update(task["id"], advance=1, description=detail)
+
+    def on_phase(name: str) -> None:
+        if name == "ceilings":
+            progress.console.print("measuring ceilings: copy and read bandwidth, matmul peak ...")
+
+    observer = SweepObserver(on_notice=lambda m: stderr.print(f"[bold]{m}[/]"), on_start=on_start,
+                             on_point=on_point, on_phase=on_phase)
+    with progress:
+        yield observer
+
+
+def print_sweep_summary(result: Result, output: Path | None) -> None:
+    device = result.device
+    table = Table(title=f"{device.get('name')} ({device.get('sku') or device['kind']})", title_justify="left")
+    table.add_column("series")
+    table.add_column("ok", justify="right")
+    table.add_column("bytes/s at lowest B", justify="right")
+    table.add_column("% spec/meas BW", justify="right")
+    table.add_column("best FLOP/s (B)", justify="right")
+    table.add_column("% spec/meas peak", justify="right")
+    for row in summarize_series(result):
+        ok = f"{row.points_ok}/{row.points_total}"
+        if row.failed_checks:
+            ok += f" [red]{row.failed_checks} wrong[/]"
+        low = f"{si(row.low_batch_bytes_per_s, 'B/s')} ({row.low_batch})" if row.low_batch else "–"
+        peak = f"{si(row.peak_flop_per_s, 'FLOP/s')} ({row.peak_batch})" if row.peak_flop_per_s else "–"
+        table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}", ok, low,
+                      f"{percent(row.pct_of_spec_bandwidth)} / {percent(row.pct_of_measured_bandwidth)}", peak,
+                      f"{percent(row.pct_of_spec_peak)} / {percent(row.pct_of_measured_peak)}")
+    stdout.print(table)
+    measured = (result.ceilings or {}).get("measured")
+    if measured:
+        stdout.print(f"measured copy {si(measured['copy']['bytes_per_s'], 'B/s')}, "
+                     f"read {si(measured['read']['bytes_per_s'], 'B/s')}")
+    failed = sum(p.correct is False for p in result.points)
+    bad = [p for p in result.points if not p.ok]
+    if failed:
+        stdout.print(f"[red]{failed} point(s) failed the correctness check[/]")
+    if bad:
+        stdout.print(f"{len(bad)} point(s) not measured: "
+                     + ", ".join(sorted({p.status for p in bad})))
+    if result.telemetry.get("source") in (None, "none"):
+        stdout.print(f"telemetry: none ({result.telemetry.get('reason')})")
+    if output is not None:
+        stdout.print(f"saved {output}")
+
+
+def print_ceilings(ceilings: dict[str, Any], device: dict[str, Any]) -> None:
+    measured, spec = ceilings["measured"], ceilings.get("spec") or {}
+    table = Table(title=f"ceilings: {device.get('name')} ({device.get('sku') or device['kind']})",
+                  title_justify="left")
+    for column in ("what", "measured", "spec", "% of spec", "how"):
+        table.add_column(column)
+    spec_bw = spec.get("memory_bandwidth_bytes_per_s")
+    for kind in ("copy", "read"):
+        entry = measured[kind]
+        table.add_row(f"{kind} bandwidth", si(entry["bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
+                      percent(100 * entry["bytes_per_s"] / spec_bw if spec_bw else None),
+                      f"{entry['kernel']}, {entry['counts']}")
+    for dtype, peak in measured["peak"].items():
+        spec_peak = (spec.get("peak_flop_per_s") or {}).get(dtype)
+        if peak["flop_per_s"]:
+            shape = peak["best_shape"]
+            how = f"{peak['kernel']} best of {len(peak['tried'])}: {shape['m']}×{shape['n']}×{shape['k']}"
+        else:
+            how = peak["reason"]
+        table.add_row(f"{dtype} matmul peak", si(peak["flop_per_s"], "FLOP/s"), si(spec_peak, "FLOP/s"),
+                      percent(100 * peak["flop_per_s"] / spec_peak if spec_peak and peak["flop_per_s"] else None),
+                      how)
+    stdout.print(table)
+    if not spec.get("sku"):
+        stdout.print(f"spec: {spec.get('reason')}")
+
+
+def print_devices() -> None:
+    from microbench.devices import cuda_status, describe_cpu, describe_cuda
+
+    count, why = cuda_status()
+    if not count:
+        stdout.print(f"No CUDA GPU: {why}.")
+        cpu = describe_cpu()
+        stdout.print(f"CPU: {cpu['name']}, {cpu['cores']} cores ({cpu['threads']} torch threads), "
+                     f"{si(cpu['memory_bytes'], 'B')} memory, last-level cache {si(cpu['last_level_cache_bytes'], 'B')}")
+        return
+    table = Table(title="CUDA devices", title_justify="left")
+    for column in ("#", "name", "SKU", "memory", "SM / mem clock max", "power limit", "ECC", "MIG",
+                   "persistence", "other processes", "GPM"):
+        table.add_column(column)
+    for index in range(count):
+        d = describe_cuda(index)
+        ecc, mig = d.get("ecc") or {}, d.get("mig") or {}
+        processes = d.get("other_processes")
+        table.add_row(
+            str(index), d["name"], d.get("sku") or "no match", si(d.get("memory_bytes"), "B"),
+            f"{si(d.get('max_sm_clock_hz'), 'Hz')} / {si(d.get('max_memory_clock_hz'), 'Hz')}",
+            si(d.get("power_limit_w"), "W"), str(ecc.get("current", "–")), str(mig.get("current", "–")),
+            str(d.get("persistence", "–")), "–" if processes is None else str(len(processes)),
+            str(d.get("gpm_supported", "–")),
+        )
+    stdout.print(table)

@@ -1,0 +1,131 @@
+"""Reading and writing result documents: atomic saves, strict loads, schema migration.
+
+A save never leaves a half-written file (temp file, fsync, rename), so an interrupted sweep loses at
+most the point in flight.  A load of anything else than a valid document raises ``ResultError`` with a
+one-line message; loading only parses JSON, it never executes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from roofline.schema import SCHEMA_VERSION, Result
+
+# Larger than any real sweep by orders of magnitude; refusing early keeps a hostile file from eating memory.
+MAX_RESULT_BYTES = 512 * 1024 * 1024
+
+
+class ResultError(Exception):
+    """A result file that cannot be used; the message is one line, fit for the terminal."""
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a measurement can have")
+
+
+# Migrations from version N to N + 1, applied in order on load.  None yet: version 1 is the first.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def migrate(document: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older document up to ``SCHEMA_VERSION``; refuse newer ones."""
+    version = document.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ResultError("not a gpubench result: no integer schema_version")
+    if version > SCHEMA_VERSION:
+        raise ResultError(
+            f"schema_version {version} is newer than this gpubench reads ({SCHEMA_VERSION}); upgrade gpubench"
+        )
+    while version < SCHEMA_VERSION:
+        if version not in MIGRATIONS:
+            raise ResultError(f"no migration from schema_version {version}")
+        document = MIGRATIONS[version](document)
+        version = document["schema_version"]
+    return document
+
+
+def result_from_json(text: str, source: str = "<string>") -> Result:
+    try:
+        document = json.loads(text, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        raise ResultError(f"{source}: not valid JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(document, dict):
+        raise ResultError(f"{source}: not a gpubench result (top level is not an object)")
+    try:
+        document = migrate(document)
+        return Result.from_dict(document)
+    except ResultError as exc:
+        raise ResultError(f"{source}: {exc}") from None
+    except KeyError as exc:
+        raise ResultError(f"{source}: missing field {exc}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ResultError(f"{source}: invalid result ({exc})") from None
+
+
+def load_result(path: str | os.PathLike) -> Result:
+    """Load and validate one result file."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_RESULT_BYTES:
+            raise ResultError(f"{path}: {size} bytes is larger than any result ({MAX_RESULT_BYTES} max)")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ResultError(f"{path}: is a directory, not a result file") from None
+    except UnicodeDecodeError:
+        raise ResultError(f"{path}: not valid JSON (not UTF-8 text)") from None
+    except OSError as exc:
+        raise ResultError(f"{path}: cannot read ({exc.strerror})") from None
+    return result_from_json(text, str(path))
+
+
+def result_to_json(result: Result) -> str:
+    # allow_nan=False: NaN and Infinity are not JSON, and no measured quantity may be one.
+    return json.dumps(result.to_dict(), indent=1, allow_nan=False) + "\n"
+
+
+def save_result(result: Result, path: str | os.PathLike) -> None:
+    """Write atomically: temp file in the same folder, fsync, rename over the target."""
+    path = Path(path)
+    text = result_to_json(result)
+    folder = path.parent if str(path.parent) else Path(".")
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    try:
+        directory = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Fail early, before anything is measured, when the output cannot be written."""
+    path = Path(path)
+    if path.is_dir():
+        raise ResultError(f"{path}: is a directory; give a file name")
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".gpubench-probe.", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ResultError(f"{path}: cannot write there ({exc.strerror or exc})") from None
