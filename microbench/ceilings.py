@@ -12,7 +12,7 @@ from typing import Any
 
 from microbench import ops, plan
 from microbench.adaptive import measure
-from microbench.sweep import Session, make_timer, release_timers, measure_point, utc_now
+from microbench.sweep import Session, make_timer, measure_point, release_timers, utc_now
 from roofline.profiles import ProfileError, load_gpu_profile
 from roofline.stats import summarize
 

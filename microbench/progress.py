@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from microbench.sweep import SweepObserver
@@ -119,7 +126,8 @@ def print_devices() -> None:
         stdout.print(f"No CUDA GPU: {why}.")
         cpu = describe_cpu()
         stdout.print(f"CPU: {cpu['name']}, {cpu['cores']} cores ({cpu['threads']} torch threads), "
-                     f"{si(cpu['memory_bytes'], 'B')} memory, last-level cache {si(cpu['last_level_cache_bytes'], 'B')}")
+                     f"{si(cpu['memory_bytes'], 'B')} memory, "
+                     f"last-level cache {si(cpu['last_level_cache_bytes'], 'B')}")
         return
     table = Table(title="CUDA devices", title_justify="left")
     for column in ("#", "name", "SKU", "memory", "SM / mem clock max", "power limit", "ECC", "MIG",

@@ -1,0 +1,66 @@
+"""Shared test helpers: builders for results and points, a seeded clock, GPU skipping."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from roofline.schema import Point, Result
+
+
+class SeededClock:
+    """A fake clock that advances only when a fake sample is taken: statistics without real time."""
+
+    def __init__(self, seed: int = 0, median_s: float = 1e-3, spread: float = 0.02):
+        self.rng = random.Random(seed)
+        self.t = 0.0
+        self.median_s = median_s
+        self.spread = spread
+        self.calls = 0
+
+    def now_s(self) -> float:
+        return self.t
+
+    def sample(self) -> list[float]:
+        self.calls += 1
+        value = self.median_s * self.rng.lognormvariate(0, self.spread)
+        self.t += value
+        return [value]
+
+
+def make_point(op="gemm", dtype="bf16", batch=1, n=4096, k=4096, time_s=1e-4, status="ok", samples=11,
+               backend="torch", **extra) -> Point:
+    """An ok point whose samples scatter ±1% around ``time_s`` (deterministic)."""
+    if status != "ok":
+        return Point(op=op, dtype=dtype, batch=batch, n=n, k=k, backend=backend, status=status,
+                     reason=extra.pop("reason", "test"), **extra)
+    values = tuple(time_s * (1 + 0.01 * ((i * 7) % 5 - 2) / 2) for i in range(samples))
+    return Point(op=op, dtype=dtype, batch=batch, n=n, k=k, backend=backend, status="ok",
+                 timer=extra.pop("timer", "perf_counter"), samples_s=values, **extra)
+
+
+def make_result(points=(), device=None, ceilings=None, **extra) -> Result:
+    return Result(
+        tool={"name": "gpubench", "version": "test"},
+        created_at="2026-01-01T00:00:00.000Z",
+        argv=("gpubench", "test"),
+        host={"hostname": "test"},
+        device=device or {"kind": "cpu", "name": "test cpu", "sku": None},
+        settings={"timer": "perf_counter"},
+        ceilings=ceilings or {},
+        points=tuple(points),
+        telemetry={"source": "none", "reason": "test"},
+        **extra,
+    )
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+requires_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU on this machine (run on a GPU host)")

@@ -1,0 +1,81 @@
+"""Bad input through the real CLI: one line, exit 2, nothing written."""
+
+import json
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--batch", "0"], "batch must be positive"),
+    (["--batch", "-3"], "batch must be positive"),
+    (["--batch", "1:x"], "not an integer"),
+    (["--op", "conv"], "unknown op"),
+    (["--dtype", "int4"], "unknown dtype"),
+    (["--shape", "8192"], "is not NxK"),
+    (["--shape", "0x8"], "positive dimensions"),
+    (["--shape", "200000x200000"], "needs"),
+    (["--device", "tpu"], "unknown device"),
+    (["--device", "cuda:7"], "cuda"),
+    (["--target-ci", "2"], "target-ci"),
+    (["--budget", "-1"], "budget"),
+])
+def test_bad_sweep_input(tmp_path, args, message):
+    if args[:2] == ["--device", "cuda:7"]:
+        pytest.importorskip("torch")
+    output = tmp_path / "x.json"
+    result = run("sweep", "--device", "cpu", *args, "-o", str(output)) if "--device" not in args else \
+        run("sweep", *args, "-o", str(output))
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[-1].startswith("gpubench: error:") or "Error" in result.output
+    assert message in result.output
+    assert not output.exists()
+
+
+def test_unwritable_output(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = run("sweep", "--device", "cpu", "--quick", "-o", str(blocker / "x.json"))
+    assert result.exit_code == 2
+    assert "cannot write" in result.output
+
+
+def test_output_that_is_a_directory(tmp_path):
+    result = run("sweep", "--device", "cpu", "--quick", "-o", str(tmp_path))
+    assert result.exit_code == 2
+    assert "is a directory" in result.output
+
+
+def test_devices_without_gpu_lists_the_cpu():
+    import torch
+
+    result = run("devices")
+    assert result.exit_code == 0
+    if not torch.cuda.is_available():
+        assert "No CUDA GPU" in result.output
+        assert "CPU:" in result.output
+
+
+def test_read_only_commands_do_not_import_torch():
+    import subprocess
+
+    code = "import sys, microbench.cli, roofline.schema, roofline.results, roofline.summary; " \
+           "print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_help_lists_commands():
+    result = run("--help")
+    assert result.exit_code == 0
+    for command in ("sweep", "ceilings", "devices"):
+        assert command in result.output
+    assert json  # keep the import used by later tests

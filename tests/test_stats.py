@@ -1,0 +1,58 @@
+import math
+import random
+
+import pytest
+
+from roofline.stats import MIN_SAMPLES_FOR_CI, median_ci95, quantile, summarize
+
+
+def test_quantile_matches_linear_interpolation():
+    values = [1.0, 2.0, 3.0, 4.0]
+    assert quantile(values, 0.5) == 2.5
+    assert quantile(values, 0.25) == 1.75
+    assert quantile(values, 0.0) == 1.0
+    assert quantile(values, 1.0) == 4.0
+
+
+def test_summary_of_known_samples():
+    stats = summarize([3.0, 1.0, 2.0, 5.0, 4.0])
+    assert stats.n == 5
+    assert stats.median_s == 3.0
+    assert stats.min_s == 1.0
+    assert stats.mean_s == 3.0
+    assert (stats.q1_s, stats.q3_s) == (2.0, 4.0)
+    # Below MIN_SAMPLES_FOR_CI the interval is the whole range: no claim of precision.
+    assert stats.ci95_s == (1.0, 5.0)
+
+
+def test_ci_narrows_with_more_samples_and_covers_the_median():
+    rng = random.Random(1)
+    widths = []
+    for n in (10, 100, 1000):
+        values = sorted(rng.lognormvariate(0, 0.1) for _ in range(n))
+        lo, hi = median_ci95(values)
+        assert lo <= quantile(values, 0.5) <= hi
+        widths.append(hi - lo)
+    assert widths[0] > widths[1] > widths[2]
+
+
+def test_ci_coverage_is_about_95_percent():
+    rng = random.Random(7)
+    true_median = 1.0  # lognormal(0, s) has median exp(0) = 1
+    covered = 0
+    trials = 400
+    for _ in range(trials):
+        values = sorted(rng.lognormvariate(0, 0.3) for _ in range(31))
+        lo, hi = median_ci95(values)
+        covered += lo <= true_median <= hi
+    assert 0.90 <= covered / trials <= 0.995
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, float("nan")], [1.0, -1.0], [0.0], [math.inf]])
+def test_summary_rejects_bad_samples(bad):
+    with pytest.raises(ValueError):
+        summarize(bad)
+
+
+def test_min_samples_constant_is_sane():
+    assert MIN_SAMPLES_FOR_CI >= 5

@@ -1,0 +1,68 @@
+"""The whole real pipeline on the CPU: plan, inputs, correctness, timing, ceilings, save, load."""
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli import main
+from roofline.results import load_result
+
+
+@pytest.fixture(scope="module")
+def quick_sweep(tmp_path_factory):
+    output = tmp_path_factory.mktemp("sweep") / "x.json"
+    result = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--quick", "-o", str(output)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return output, result.output
+
+
+def test_quick_sweep_writes_ok_points_for_every_op(quick_sweep):
+    output, _ = quick_sweep
+    result = load_result(output)
+    assert result.device["kind"] == "cpu"
+    for op in ("gemv", "gemm", "bmm"):
+        points = [p for p in result.points if p.op == op]
+        assert points and all(p.ok for p in points), op
+        assert all(p.correct for p in points)
+        assert all(p.stats.n >= 3 for p in points)
+        assert all(p.timer == "perf_counter" for p in points)
+    gemm = sorted((p for p in result.points if p.op == "gemm"), key=lambda p: p.batch)
+    # More sequences per weight read: the largest batch must do more FLOP/s than batch 1.
+    assert gemm[-1].flop / gemm[-1].stats.median_s > 3 * gemm[0].flop / gemm[0].stats.median_s
+
+
+def test_quick_sweep_records_environment_and_ceilings(quick_sweep):
+    output, text = quick_sweep
+    result = load_result(output)
+    assert result.host["cpu_cores"] and result.host["libraries"]["torch"]
+    assert result.device["last_level_cache_bytes"]
+    measured = result.ceilings["measured"]
+    assert measured["copy"]["bytes_per_s"] > 1e9
+    assert measured["read"]["bytes_per_s"] > 1e9
+    assert measured["peak_flop_per_s"]["fp32"] > 1e9
+    assert result.ceilings["spec"]["sku"] is None
+    assert result.telemetry["source"] == "none" and result.telemetry["reason"]
+    # Rotation: the weight copies together exceed the last-level cache.
+    llc = result.device["last_level_cache_bytes"]
+    for point in result.points:
+        weights = point.bytes - (point.batch * point.k + point.batch * point.n) * 4
+        assert point.rotation_copies * weights >= min(llc, 1 << 30) or point.rotation_copies >= 1024
+    assert "saved" in text and "gemm fp32" in text
+
+
+def test_ceilings_command_on_cpu():
+    result = CliRunner().invoke(main, ["ceilings", "--device", "cpu", "--quick", "--dtype", "fp32"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "copy bandwidth" in result.output and "fp32 matmul peak" in result.output
+
+
+def test_unsupported_dtypes_are_recorded_not_fatal(tmp_path):
+    output = tmp_path / "u.json"
+    result = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--dtype", "fp8,tf32", "--op", "gemm",
+                                       "--shape", "64x64", "--batch", "1,2", "--no-ceilings", "-o", str(output)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    points = load_result(output).points
+    assert [p.status for p in points] == ["unsupported"] * 4
+    assert all("GPU" in p.reason or "CPU" in p.reason for p in points)
