@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Benchmark of the timer itself, reported in notes (never asserted in tests).
+
+(a) GEMV bandwidth over the copy and read bandwidths measured in the same run;
+(b) this timer's median over a reference timer's median on the same op and inputs:
+    torch.utils.benchmark on the CPU, triton.testing.do_bench on a GPU (when triton is installed);
+(c) wall time of ``gpubench sweep --quick`` (a subprocess, the real command).
+
+    python scripts/bench_timer.py [--device cpu|cuda] [--shape NxK] [--dtype fp32] [-o bench.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from microbench import ops  # noqa: E402
+from microbench.ceilings import measure_stream  # noqa: E402
+from microbench.plan import PointSpec, parse_shape  # noqa: E402
+from microbench.sweep import SweepConfig, SweepObserver, measure_point, prepare_sweep  # noqa: E402
+
+
+def session_for(device: str, l2_policy: str, budget_s: float):
+    config = SweepConfig(device=device, ops=(), budget_s=budget_s, l2_policy=l2_policy, save=False)
+    return prepare_sweep(config, SweepObserver()).session
+
+
+def reference_median(session, spec: PointSpec) -> tuple[str, float | None, str]:
+    """The reference timer's median on the same op (one copy of the inputs)."""
+    torch = session.torch
+    workload = ops.build_workload(torch, spec, session.choice.torch_name, 1, session.seed, ops.WeightCache())
+    if session.choice.kind == "cpu":
+        from torch.utils import benchmark
+
+        timer = benchmark.Timer(stmt="launch(0)", globals={"launch": workload.launch},
+                                num_threads=torch.get_num_threads())
+        return "torch.utils.benchmark blocked_autorange", timer.blocked_autorange(min_run_time=2.0).median, ""
+    try:
+        from triton.testing import do_bench
+    except ImportError:
+        return "triton.testing.do_bench", None, "triton is not installed"
+    # do_bench flushes the L2 between calls and times each call with events (eager launches).
+    milliseconds = do_bench(lambda: workload.launch(0), warmup=100, rep=1000, return_mode="median")
+    return "triton.testing.do_bench (median)", milliseconds * 1e-3, ""
+
+
+def quick_sweep_wall_s(device: str) -> float:
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "microbench.cli", "sweep", "--device", device, "--quick",
+                        "-o", str(Path(folder) / "q.json")], cwd=ROOT, check=True, capture_output=True)
+        return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--shape", default=None, help="GEMV weight NxK [CPU 4096x8192, GPU 8192x28672]")
+    parser.add_argument("--dtype", default=None, help="[CPU fp32, GPU bf16]")
+    parser.add_argument("--budget", type=float, default=2.0)
+    parser.add_argument("-o", "--output", default=None)
+    args = parser.parse_args()
+
+    session = session_for(args.device, "rotate", args.budget)
+    gpu = session.choice.kind == "cuda"
+    n, k = parse_shape(args.shape or ("8192x28672" if gpu else "4096x8192"))
+    spec = PointSpec("gemv", args.dtype or ("bf16" if gpu else "fp32"), 1, n, k)
+    copy, read = measure_stream(session, "copy"), measure_stream(session, "read")
+    cold = measure_point(session, spec)
+    session.weights.clear()
+    if not cold.ok:
+        print(f"GEMV failed: {cold.status}: {cold.reason}", file=sys.stderr)
+        return 1
+    gemv_bw = cold.bytes / cold.stats.median_s
+    reference_name, reference_s, why = reference_median(session, spec)
+    # The reference reuses one copy of the weights; time ours the same way too, so like meets like.
+    same_inputs = measure_point(session_for(args.device, "warm", args.budget), spec)
+    report = {
+        "device": session.device.get("name"),
+        "sku": session.device.get("sku"),
+        "op": spec.label,
+        "gemv_bytes_per_s": gemv_bw,
+        "copy_bytes_per_s": copy["bytes_per_s"],
+        "read_bytes_per_s": read["bytes_per_s"],
+        "gemv_over_copy": gemv_bw / copy["bytes_per_s"],
+        "gemv_over_read": gemv_bw / read["bytes_per_s"],
+        "ours_median_s_rotated": cold.stats.median_s,
+        "ours_median_s_one_copy": same_inputs.stats.median_s,
+        "ours_eager_median_s_rotated": cold.eager_stats.median_s if cold.eager_stats else None,
+        "reference_timer": reference_name,
+        "reference_median_s": reference_s,
+        "reference_missing_because": why or None,
+        "ours_over_reference": same_inputs.stats.median_s / reference_s if reference_s else None,
+        "quick_sweep_wall_s": quick_sweep_wall_s(args.device),
+    }
+    if gpu and reference_s:
+        report["ours_rotated_over_reference"] = cold.stats.median_s / reference_s
+    for key, value in report.items():
+        print(f"{key:32s} {value:.4g}" if isinstance(value, float) else f"{key:32s} {value}")
+    if args.output:
+        Path(args.output).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""GPU tests: run with ``pytest -m gpu`` on a CUDA host; skipped elsewhere, saying why.  Never faked."""
+
+from __future__ import annotations
+
+import pytest
+
+from microbench.plan import PointSpec
+from tests.conftest import requires_gpu
+
+pytestmark = [pytest.mark.gpu, requires_gpu]
+
+
+def cuda_session(l2_policy="rotate", timer="graph", budget_s=0.3):
+    from microbench.sweep import SweepConfig, SweepObserver, prepare_sweep
+
+    config = SweepConfig(device="cuda", ops=(), budget_s=budget_s, l2_policy=l2_policy, timer=timer, save=False)
+    return prepare_sweep(config, SweepObserver()).session
+
+
+def test_device_record_is_complete():
+    session = cuda_session()
+    device = session.device
+    assert device["kind"] == "cuda"
+    for key in ("name", "uuid", "compute_capability", "sm_count", "memory_bytes", "l2_cache_bytes"):
+        assert device[key], key
+    assert device["nvml"]["available"], device["nvml"]
+    assert device["driver_version"] and device["max_sm_clock_hz"]
+
+
+def test_graph_and_eager_agree_within_the_launch_overhead():
+    import torch
+
+    from microbench.sweep import measure_point
+
+    session = cuda_session()
+    point = measure_point(session, PointSpec("gemv", "bf16", 1, 4096, 14336))
+    assert point.ok and point.correct, point.reason
+    assert point.timer == "cuda-graph" and point.eager_samples_s
+    graph, eager = point.stats.median_s, point.eager_stats.median_s
+    # What one eager launch costs beyond its kernel: time a launch of a trivial kernel.
+    tiny = torch.zeros(1, device="cuda")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(50):
+        start.record()
+        tiny.add_(1)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    launch_s = sorted(times)[len(times) // 2]
+    assert eager >= 0.97 * graph
+    assert eager - graph <= max(3 * launch_s, 10e-6), (graph, eager, launch_s)
+
+
+def test_a_gemv_that_fits_in_l2_is_faster_warm_than_cold():
+    from microbench.sweep import measure_point
+
+    spec = PointSpec("gemv", "bf16", 1, 2048, 2048)  # 8 MB of weights: well inside any datacenter L2
+    cold = measure_point(cuda_session("rotate"), spec)
+    warm = measure_point(cuda_session("warm"), spec)
+    assert cold.ok and warm.ok
+    assert cold.rotation_copies > 1 and warm.rotation_copies == 1
+    assert warm.stats.median_s < 0.9 * cold.stats.median_s, (warm.stats.median_s, cold.stats.median_s)
+
+
+def test_eager_timer_option():
+    from microbench.sweep import measure_point
+
+    point = measure_point(cuda_session(timer="eager"), PointSpec("gemm", "bf16", 8, 4096, 4096))
+    assert point.ok and point.timer == "cuda-eager" and not point.eager_samples_s
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "tf32", "fp16", "bf16", "fp8"])
+def test_every_dtype_runs_correctly_or_says_why_not(dtype):
+    from microbench.sweep import measure_point
+
+    session = cuda_session(budget_s=0.1)
+    point = measure_point(session, PointSpec("gemm", dtype, 16, 4096, 4096))
+    if point.status == "unsupported":
+        assert dtype == "fp8" and "compute capability" in point.reason
+        return
+    assert point.ok, point.reason
+    assert point.correct, point.correctness
+    if dtype == "tf32":
+        fp32 = measure_point(session, PointSpec("gemm", "fp32", 16, 4096, 4096))
+        assert point.correctness["rel_err"] > fp32.correctness["rel_err"]
+
+
+def test_quick_cuda_sweep_end_to_end(tmp_path):
+    from click.testing import CliRunner
+
+    from microbench.cli import main
+    from roofline.results import load_result
+
+    output = tmp_path / "gpu.json"
+    run = CliRunner().invoke(main, ["sweep", "--device", "cuda", "--quick", "-o", str(output)],
+                             catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    result = load_result(output)
+    assert all(p.ok and p.correct for p in result.points)
+    assert all(p.launch_overhead_s is not None for p in result.points)
+    assert result.ceilings["measured"]["copy"]["bytes_per_s"] > 1e11
