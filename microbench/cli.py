@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 a requested gate failed, 2 bad usage or bad input.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -119,6 +120,50 @@ def ceilings(device, dtypes, quick, budget, output) -> None:
     print_ceilings(result.ceilings, result.device)
     if output is not None:
         click.echo(f"saved {output}")
+
+
+@main.command()
+@click.argument("result_file", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print the analysis as JSON")
+def fit(result_file, as_json) -> None:
+    """Fit a roofline per series: bandwidth, peak, ridge, critical batch B* with its 95% CI, knees, cliffs."""
+    from microbench.progress import print_fit
+    from roofline.analysis import analyse
+
+    try:
+        from roofline.results import load_result
+
+        analysis = analyse(load_result(result_file))
+    except (ResultError, ProfileError) as exc:
+        raise BadInput(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(analysis, indent=1, allow_nan=False))
+    else:
+        print_fit(analysis)
+
+
+@main.command(name="import")
+@click.argument("csv_file", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="result file to write")
+@click.option("--device-name", required=True, help="the device the data was measured on")
+@click.option("--sku", default=None, help="SKU id from profiles/gpus (matched by name if omitted)")
+@click.option("--device-kind", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+def import_(csv_file, output, device_name, sku, device_kind) -> None:
+    """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample)."""
+    from roofline.importer import ImportError_, import_csv
+    from roofline.results import check_writable, save_result
+
+    try:
+        check_writable(output)
+        result = import_csv(csv_file, device_name, sku, device_kind, argv=tuple(sys.argv))
+    except (ImportError_, ProfileError, ResultError) as exc:
+        raise BadInput(str(exc)) from None
+    save_result(result, output)
+    ok = sum(p.ok for p in result.points)
+    click.echo(f"imported {ok} point(s) ({len(result.points) - ok} without valid samples) "
+               f"for {device_name} ({result.device['sku'] or 'no SKU'}) into {output}")
+    for warning in result.settings["import_warnings"]:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @main.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from roofline.units import percent, seconds, si
 
 stdout = Console()
 stderr = Console(stderr=True)
+if not stdout.is_terminal and "COLUMNS" not in os.environ:
+    stdout.width = 150  # piped or captured: tables keep their columns instead of folding at 80
 
 
 @contextlib.contextmanager
@@ -145,3 +148,45 @@ def print_devices() -> None:
             str(d.get("gpm_supported", "–")),
         )
     stdout.print(table)
+
+
+def _batch(value) -> str:
+    return "–" if value is None else f"{value:.0f}"
+
+
+def print_fit(analysis: dict[str, Any]) -> None:
+    """One table per kind of series, then the verdict in words."""
+    title = f"roofline fit: {analysis['device']} ({analysis['sku'] or 'no SKU'})"
+    if analysis["origin"] == "imported":
+        title += " — imported data"
+    table = Table(title=title, title_justify="left")
+    for column in ("series", "ok", "bandwidth", "peak", "ridge F/B", "B* (95% CI)", "spec B*", "knees 1.1/1.25",
+                   "cliffs"):
+        table.add_column(column, justify="left" if column == "series" else "right")
+    for s in analysis["series"]:
+        if s["status"] == "ok":
+            lo, hi = s["critical_batch_ci95"]
+            critical = f"{_batch(s['critical_batch'])} ({_batch(lo)}–{_batch(hi) if hi else '∞'})"
+        elif s["status"] == "lower-bound":
+            critical = f"> {s['critical_batch_lower_bound']}"
+        elif s["status"] == "memory-bound-at-every-batch":
+            critical = "never"
+        else:
+            critical = "–"
+        peak = si(s["peak_flop_per_s"], "FLOP/s") if s["peak_flop_per_s"] else (
+            f"≥ {si(s['peak_flop_per_s_lower_bound'], 'FLOP/s')}" if s["peak_flop_per_s_lower_bound"] else "–")
+        table.add_row(
+            f"{s['op']} {s['dtype']} {s['n']}×{s['k']}", str(s["points_ok"]),
+            si(s["bandwidth_bytes_per_s"], "B/s"), peak,
+            _batch(s["ridge_flop_per_byte"]), critical, _batch(s["spec_critical_batch"]),
+            f"{_batch(s['knee_batch_1p10'])}/{_batch(s['knee_batch_1p25'])}",
+            ",".join(map(str, s["cliffs"][:6])) + ("…" if len(s["cliffs"]) > 6 else "") or "–",
+        )
+    stdout.print(table)
+    for s in analysis["series"]:
+        if s["status"] in ("insufficient",):
+            stdout.print(f"[yellow]{s['op']} {s['dtype']} {s['n']}x{s['k']}: {s['message']}[/]")
+    if analysis["spec_reason"]:
+        stdout.print(f"spec: {analysis['spec_reason']}")
+    for line in analysis["verdict"]:
+        stdout.print(line)

@@ -66,3 +66,20 @@ def test_unsupported_dtypes_are_recorded_not_fatal(tmp_path):
     points = load_result(output).points
     assert [p.status for p in points] == ["unsupported"] * 4
     assert all("GPU" in p.reason or "CPU" in p.reason for p in points)
+
+
+def test_fit_and_ceilings_on_the_real_cpu_sweep(quick_sweep):
+    output, _ = quick_sweep
+    run = CliRunner().invoke(main, ["fit", str(output)], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    assert "gemm fp32 1024×2048" in run.output
+    assert "On " in run.output  # the verdict in words
+    run = CliRunner().invoke(main, ["fit", str(output), "--json"], catch_exceptions=False)
+    import json
+
+    analysis = json.loads(run.output)
+    gemm = next(s for s in analysis["series"] if s["op"] == "gemm")
+    assert gemm["status"] in ("ok", "lower-bound")
+    assert gemm["bandwidth_bytes_per_s"] > 1e9
+    bmm = next(s for s in analysis["series"] if s["op"] == "bmm")
+    assert bmm["status"] == "memory-bound-at-every-batch"

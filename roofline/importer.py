@@ -1,0 +1,94 @@
+"""Bring measurements made elsewhere into a result document, so they get the same fit and reports.
+
+CSV, one row per sample, columns ``op,dtype,batch,n,k,time_s`` (extra columns are ignored).  Rows with a
+NaN, zero or negative time are dropped and counted; a point left with no valid sample is recorded as an
+``error`` point saying so, and the rest is still imported.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from roofline.profiles import load_gpu_profile, match_gpu_profile
+from roofline.schema import Point, Result
+
+COLUMNS = ("op", "dtype", "batch", "n", "k", "time_s")
+
+
+class ImportError_(ValueError):
+    """Bad CSV or arguments: one line, exit 2."""
+
+
+def _parse_row(row: dict[str, str], line: int) -> tuple[tuple, float]:
+    try:
+        key = (row["op"].strip(), row["dtype"].strip(), int(row["batch"]), int(row["n"]), int(row["k"]))
+    except (KeyError, ValueError, AttributeError):
+        raise ImportError_(f"line {line}: op,dtype,batch,n,k must be text and integers") from None
+    try:
+        time_s = float(row["time_s"])
+    except (TypeError, ValueError):
+        time_s = math.nan
+    return key, time_s
+
+
+def read_samples(path: Path) -> tuple[dict[tuple, list[float]], dict[tuple, int]]:
+    """Valid samples per point, and the count of dropped (NaN, zero, negative) samples per point."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ImportError_(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportError_(f"{path}: cannot read ({exc})") from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ImportError_(f"{path}: missing column(s) {', '.join(missing)}; need {','.join(COLUMNS)}")
+    samples: dict[tuple, list[float]] = defaultdict(list)
+    dropped: dict[tuple, int] = defaultdict(int)
+    for line, row in enumerate(reader, start=2):
+        key, time_s = _parse_row(row, line)
+        if math.isfinite(time_s) and time_s > 0:
+            samples[key].append(time_s)
+        else:
+            dropped[key] += 1
+            samples.setdefault(key, [])
+    if not samples:
+        raise ImportError_(f"{path}: no data rows")
+    return samples, dropped
+
+
+def import_csv(path: Path, device_name: str, sku: str | None = None, device_kind: str = "cuda",
+               argv: tuple[str, ...] = ()) -> Result:
+    samples, dropped = read_samples(Path(path))
+    profile = load_gpu_profile(sku) if sku else match_gpu_profile(device_name, None)
+    points = []
+    warnings = []
+    for key in sorted(samples):
+        op, dtype, batch, n, k = key
+        common = {"op": op, "dtype": dtype, "batch": batch, "n": n, "k": k, "backend": "imported"}
+        try:
+            if samples[key]:
+                points.append(Point(status="ok", timer="imported", samples_s=tuple(samples[key]), **common))
+            else:
+                points.append(Point(status="error", **common,
+                                    reason=f"all {dropped[key]} time(s) were NaN, zero or negative"))
+        except ValueError as exc:
+            raise ImportError_(f"{path}: point {op} {dtype} batch={batch} {n}x{k}: {exc}") from None
+        if dropped[key] and samples[key]:
+            warnings.append(f"{op} {dtype} batch={batch} {n}x{k}: dropped {dropped[key]} NaN/zero/negative time(s)")
+    device: dict[str, Any] = {"kind": device_kind, "name": device_name, "sku": profile.sku if profile else None}
+    ceilings = {"spec": profile.to_dict() if profile else {"sku": None, "reason": "no SKU given or matched"}}
+    return Result(
+        tool={"name": "gpubench", "imported_from": str(path)},
+        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        argv=argv, host={}, device=device,
+        settings={"timer": "imported", "source_file": str(path), "import_warnings": warnings},
+        ceilings=ceilings, points=tuple(points),
+        telemetry={"source": "none", "reason": "imported data has no telemetry"},
+        origin="imported",
+    )
