@@ -61,8 +61,9 @@ def main() -> None:
 @click.option("--l2", "l2_policy", type=click.Choice(["rotate", "warm"]), default="rotate", show_default=True,
               help="rotate weight copies so every launch reads DRAM, or reuse one copy (cache-warm)")
 @click.option("--no-ceilings", is_flag=True, help="skip measuring copy/read bandwidth and matmul peak")
+@click.option("--report", "with_report", is_flag=True, help="write the report folder beside the result at the end")
 def sweep(device, ops, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
-          no_ceilings) -> None:
+          no_ceilings, with_report) -> None:
     """Time GEMV, GEMM and batched GEMV across batch sizes and save a result document."""
     from microbench import plan
     from microbench.progress import print_sweep_summary, terminal_observer
@@ -93,6 +94,12 @@ def sweep(device, ops, dtypes, shapes, batches, budget, target_ci, seed, output,
     except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
     print_sweep_summary(result, prepared.output)
+    if with_report:
+        from roofline.report import default_report_dir, write_report
+
+        folder = default_report_dir(prepared.output)
+        write_report(result, folder)
+        click.echo(f"report: {folder / 'report.html'}")
 
 
 @main.command()
@@ -140,6 +147,27 @@ def fit(result_file, as_json) -> None:
         click.echo(json.dumps(analysis, indent=1, allow_nan=False))
     else:
         print_fit(analysis)
+
+
+@main.command()
+@click.argument("result_file", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="report folder [beside the result: <name>-report/]")
+def report(result_file, output) -> None:
+    """Write report.html (self-contained), report.md with PNGs, and analysis.json for a result."""
+    from roofline.report import default_report_dir, write_report
+    from roofline.results import load_result
+
+    try:
+        result = load_result(result_file)
+    except ResultError as exc:
+        raise BadInput(str(exc)) from None
+    folder = output or default_report_dir(Path(result_file))
+    try:
+        write_report(result, folder)
+    except OSError as exc:
+        raise BadInput(f"{folder}: cannot write the report ({exc.strerror or exc})") from None
+    click.echo(f"report: {folder / 'report.html'} (and report.md, analysis.json, PNGs)")
 
 
 @main.command(name="import")

@@ -163,12 +163,14 @@ def fit_one(result: Result, points: list[Point], seed: int = 0) -> SeriesFit:
 def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
     """Every series fitted, plus the verdict lines; plain data for JSON."""
     fits = [fit_one(result, points, seed) for points in group_series(result.points).values()]
-    _, spec_reason = spec_profile(result)
+    profile, spec_reason = spec_profile(result)
     return {
         "device": result.device.get("name"),
         "sku": result.device.get("sku"),
         "origin": result.origin,
         "spec_reason": spec_reason,
+        "spec": {"bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s,
+                 "peak_flop_per_s": dict(profile.peak_flop_per_s)} if profile else None,
         "envelope_quantile": fit.ENVELOPE_QUANTILE,
         "series": [f.to_dict() for f in fits],
         "verdict": verdict_lines(result, fits),
@@ -177,6 +179,15 @@ def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
 
 def _batch_text(value: float | None) -> str:
     return "?" if value is None else f"{value:.0f}"
+
+
+def _knee_text(f: SeriesFit) -> str:
+    if f.knee_batch_1p10 is None:
+        return " Time per step stays within 10% of batch 1 at every measured batch."
+    text = f" Time per step is 10% above batch 1 by batch {f.knee_batch_1p10}"
+    if f.knee_batch_1p25 is not None:
+        text += f" and 25% above by batch {f.knee_batch_1p25}"
+    return text + "."
 
 
 def verdict_lines(result: Result, fits: list[SeriesFit]) -> list[str]:
@@ -199,6 +210,7 @@ def verdict_lines(result: Result, fits: list[SeriesFit]) -> list[str]:
                 text += (f"; the spec sheet's ridge ({f.spec_ridge_flop_per_byte:.0f} FLOP/byte) puts it at "
                          f"{f.spec_critical_batch:.0f}")
             text += f". Fitted roof: {si(f.bandwidth_bytes_per_s, 'B/s')}, {si(f.peak_flop_per_s, 'FLOP/s')}."
+            text += _knee_text(f)
         elif f.status == "lower-bound":
             text = (f"memory-bound at every measured batch; the crossover lies beyond batch "
                     f"{f.critical_batch_lower_bound} (> {f.critical_batch_lower_bound}).")

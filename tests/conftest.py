@@ -40,17 +40,17 @@ def make_point(op="gemm", dtype="bf16", batch=1, n=4096, k=4096, time_s=1e-4, st
                  timer=extra.pop("timer", "perf_counter"), samples_s=values, **extra)
 
 
-def make_result(points=(), device=None, ceilings=None, **extra) -> Result:
+def make_result(points=(), device=None, ceilings=None, telemetry=None, settings=None, **extra) -> Result:
     return Result(
         tool={"name": "gpubench", "version": "test"},
         created_at="2026-01-01T00:00:00.000Z",
         argv=("gpubench", "test"),
         host={"hostname": "test"},
         device=device or {"kind": "cpu", "name": "test cpu", "sku": None},
-        settings={"timer": "perf_counter"},
+        settings=settings or {"timer": "perf_counter"},
         ceilings=ceilings or {},
         points=tuple(points),
-        telemetry={"source": "none", "reason": "test"},
+        telemetry=telemetry or {"source": "none", "reason": "test"},
         **extra,
     )
 

@@ -10,7 +10,7 @@ from roofline.results import load_result
 @pytest.fixture(scope="module")
 def quick_sweep(tmp_path_factory):
     output = tmp_path_factory.mktemp("sweep") / "x.json"
-    result = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--quick", "-o", str(output)],
+    result = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--quick", "--report", "-o", str(output)],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return output, result.output
@@ -83,3 +83,15 @@ def test_fit_and_ceilings_on_the_real_cpu_sweep(quick_sweep):
     assert gemm["bandwidth_bytes_per_s"] > 1e9
     bmm = next(s for s in analysis["series"] if s["op"] == "bmm")
     assert bmm["status"] == "memory-bound-at-every-batch"
+
+
+def test_quick_sweep_report_opens_offline_with_all_figures(quick_sweep):
+    output, text = quick_sweep
+    folder = output.with_name(output.stem + "-report")
+    page = (folder / "report.html").read_text()
+    for name in ("roofline_fp32", "time_vs_batch", "throughput", "efficiency", "gemm_vs_bmm"):
+        assert (folder / f"{name}.png").stat().st_size > 10_000
+        assert f"alt='{name}'" in page
+    assert "data:image/png;base64," in page and "decode stays memory-bound" in page or "memory-bound" in page
+    assert "No telemetry" in page  # a CPU result says what is missing
+    assert "report:" in text

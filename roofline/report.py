@@ -1,0 +1,225 @@
+"""``gpubench report``: a folder with report.html (self-contained), report.md with PNGs beside it, and
+analysis.json (the fit, as ``gpubench fit --json`` prints it).  Reads the result only: no torch.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from roofline import plots
+from roofline.analysis import analyse
+from roofline.schema import Result
+from roofline.units import seconds, si
+
+# A sample this short is within ~1% of the timers' resolution (events ~0.5 µs, perf_counter ~0.1 µs).
+NOISE_FLOOR_SAMPLE_S = 50e-6
+NOISY_REL_CI = 0.05
+
+
+def default_report_dir(result_path: Path) -> Path:
+    return result_path.with_name(result_path.stem + "-report")
+
+
+def environment_lines(result: Result) -> list[str]:
+    d, host, libs = result.device, result.host, result.host.get("libraries", {})
+    lines = [f"Device: {d.get('name')} ({d['kind']}), SKU: {d.get('sku') or 'none matched'}"]
+    if d["kind"] == "cuda":
+        ecc = (d.get("ecc") or {}).get("current")
+        lines += [
+            f"Driver {d.get('driver_version')}, CUDA runtime {d.get('cuda_runtime')}, "
+            f"compute capability {d.get('compute_capability')}, {d.get('sm_count')} SMs, "
+            f"L2 {si(d.get('l2_cache_bytes'), 'B')}, memory {si(d.get('memory_bytes'), 'B')}",
+            f"Max clocks: SM {si(d.get('max_sm_clock_hz'), 'Hz')}, memory {si(d.get('max_memory_clock_hz'), 'Hz')}; "
+            f"power limit {si(d.get('power_limit_w'), 'W')}; ECC {ecc}; "
+            f"MIG {(d.get('mig') or {}).get('current')}; persistence {d.get('persistence')}; "
+            f"other processes: {len(d.get('other_processes') or [])}",
+        ]
+    elif d["kind"] == "cpu":
+        lines.append(f"{d.get('cores')} cores, {d.get('threads')} torch threads, "
+                     f"last-level cache {si(d.get('last_level_cache_bytes'), 'B')}, "
+                     f"memory {si(d.get('memory_bytes'), 'B')}")
+    if host:
+        lines.append(f"Host {host.get('hostname')}: {host.get('os')}, Python {host.get('python')}, "
+                     + ", ".join(f"{k} {v}" for k, v in libs.items()))
+    tool = result.tool
+    lines.append(f"gpubench {tool.get('version')} (git {str(tool.get('git_sha'))[:10]}"
+                 f"{', dirty' if tool.get('git_dirty') else ''}), created {result.created_at}")
+    return lines
+
+
+def method_lines(result: Result) -> list[str]:
+    s = result.settings
+    if result.origin == "imported":
+        return [f"Imported from {s.get('source_file')}: another tool's timings, not measured by gpubench."]
+    ok = result.ok_points()
+    samples = sorted(p.stats.n for p in ok)
+    lines = [
+        f"Timer: {s.get('timer')}; weights: {s.get('l2_policy')} (copies totalling ≥ "
+        f"{s.get('rotation_cache_factor')}× the {si(s.get('rotation_cache_bytes'), 'B')} cache, so launches read DRAM)",
+        f"Stopping rule: 95% CI of the median within {100 * s.get('target_rel_ci', 0):.1f}% or {s.get('budget_s')} s "
+        f"per point; seed {s.get('seed')}",
+    ]
+    if samples:
+        lines.append(f"Samples per point: median {samples[len(samples) // 2]}, range {samples[0]}–{samples[-1]}")
+    overheads = [p.launch_overhead_s for p in ok if p.launch_overhead_s is not None]
+    if overheads:
+        median = sorted(overheads)[len(overheads) // 2]
+        lines.append(f"Launch overhead (eager − graph median): median {seconds(median)}")
+    return lines
+
+
+def warning_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
+    warnings = []
+    if result.origin == "imported":
+        warnings.append("Imported data: gpubench did not measure it; no ceilings or telemetry of its own.")
+        warnings += result.settings.get("import_warnings", [])
+    throttled = [p for p in result.points if (p.telemetry or {}).get("throttled")]
+    if throttled:
+        warnings.append(f"{len(throttled)} point(s) measured while the GPU was throttled.")
+    wrong = [p for p in result.points if p.correct is False]
+    if wrong:
+        warnings.append(f"{len(wrong)} point(s) failed the correctness check and are left out of the fit: "
+                        + ", ".join(f"{p.op} {p.dtype} B={p.batch}" for p in wrong[:5]))
+    floor = [p for p in result.ok_points() if p.launches_per_sample and
+             p.stats.median_s * p.launches_per_sample < NOISE_FLOOR_SAMPLE_S]
+    noisy = [p for p in result.ok_points() if p.stats.n >= 6 and p.stats.rel_ci95_half_width > NOISY_REL_CI]
+    if floor:
+        warnings.append(f"{len(floor)} point(s) near the timer's noise floor (a sample under "
+                        f"{seconds(NOISE_FLOOR_SAMPLE_S)}).")
+    if noisy:
+        warnings.append(f"{len(noisy)} point(s) with a 95% CI wider than ±{100 * NOISY_REL_CI:.0f}% of the median.")
+    failed = [p for p in result.points if not p.ok]
+    if failed:
+        kinds = sorted({p.status for p in failed})
+        warnings.append(f"{len(failed)} point(s) not measured ({', '.join(kinds)}): "
+                        + "; ".join(sorted({f'{p.op} {p.dtype}: {p.reason}' for p in failed})[:4]))
+    if not result.ok_points():
+        warnings.append("No ok points: nothing to fit or draw.")
+    telemetry = result.telemetry or {}
+    if telemetry.get("source") in (None, "none"):
+        warnings.append(f"No telemetry: {telemetry.get('reason', 'not recorded')}.")
+    if not (result.ceilings or {}).get("measured") and result.origin != "imported":
+        warnings.append("No measured ceilings (run without them): efficiencies are against the spec only.")
+    if analysis.get("spec_reason"):
+        warnings.append(f"Spec: {analysis['spec_reason']}.")
+    return warnings
+
+
+def series_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    header = ["series", "ok", "bandwidth", "peak", "ridge (FLOP/B)", "B* (95% CI)", "spec B*", "knees 1.1/1.25",
+              "cliffs"]
+    rows = []
+    for s in analysis["series"]:
+        if s["status"] == "ok":
+            lo, hi = s["critical_batch_ci95"]
+            critical = f"{s['critical_batch']:.0f} ({_n(lo)}–{_n(hi) if hi else '∞'})"
+        elif s["status"] == "lower-bound":
+            critical = f"> {s['critical_batch_lower_bound']}"
+        elif s["status"] == "memory-bound-at-every-batch":
+            critical = "never"
+        else:
+            critical = s["message"] or "–"
+        rows.append([f"{s['op']} {s['dtype']} {s['n']}×{s['k']}", str(s["points_ok"]),
+                     si(s["bandwidth_bytes_per_s"], "B/s"), si(s["peak_flop_per_s"], "FLOP/s"),
+                     _n(s["ridge_flop_per_byte"]), critical, _n(s["spec_critical_batch"]),
+                     f"{_n(s['knee_batch_1p10'])}/{_n(s['knee_batch_1p25'])}",
+                     ", ".join(map(str, s["cliffs"])) or "–"])
+    return header, rows
+
+
+def _n(value) -> str:
+    return "–" if value is None else f"{value:.0f}"
+
+
+def render_figures(result: Result, analysis: dict[str, Any]) -> tuple[dict[str, bytes], list[str]]:
+    """PNG bytes per figure name, and the names of figures with nothing to draw."""
+    import matplotlib.pyplot as plt
+
+    figures, missing = {}, []
+    for dtype in sorted({s["dtype"] for s in analysis["series"] if s["points"]}):
+        figures[f"roofline_{dtype}"] = plots.roofline_figure(result, analysis, dtype)
+    for name, draw in plots.FIGURES.items():
+        figures[name] = draw(result, analysis)
+    images = {}
+    for name, figure in figures.items():
+        if figure is None:
+            missing.append(name)
+            continue
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        plt.close(figure)
+        images[name] = buffer.getvalue()
+    return images, missing
+
+
+MISSING_WHY = {
+    "telemetry": "no telemetry timeline in this result",
+    "gemm_vs_bmm": "needs both gemm and bmm series",
+    "time_vs_batch": "needs a gemm series with at least two ok points",
+    "throughput": "needs a gemm series",
+    "efficiency": "needs a gemm series and a roof (measured ceilings or a spec SKU)",
+}
+
+
+def write_report(result: Result, folder: Path) -> dict[str, Any]:
+    """Write the report folder; return the analysis."""
+    folder.mkdir(parents=True, exist_ok=True)
+    analysis = analyse(result)
+    images, missing = render_figures(result, analysis)
+    for name, data in images.items():
+        (folder / f"{name}.png").write_bytes(data)
+    (folder / "analysis.json").write_text(json.dumps(analysis, indent=1, allow_nan=False) + "\n")
+    sections = {
+        "verdict": analysis["verdict"] or ["No series could be analysed."],
+        "environment": environment_lines(result),
+        "method": method_lines(result),
+        "warnings": warning_lines(result, analysis),
+        "missing": [f"{name}: {MISSING_WHY.get(name, 'nothing to draw')}" for name in missing],
+    }
+    title = f"gpubench report: {result.device.get('name')} ({result.device.get('sku') or result.device['kind']})"
+    (folder / "report.md").write_text(_markdown(title, sections, analysis, images))
+    (folder / "report.html").write_text(_html(title, sections, analysis, images))
+    return analysis
+
+
+def _markdown(title: str, sections: dict[str, list[str]], analysis, images: dict[str, bytes]) -> str:
+    header, rows = series_table(analysis)
+    out = [f"# {title}", "", "## Verdict", ""] + [f"- {line}" for line in sections["verdict"]]
+    out += ["", "## Fit per series", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    for name in images:
+        out += ["", f"![{name}]({name}.png)"]
+    for key in ("environment", "method", "warnings", "missing"):
+        if sections[key]:
+            out += ["", f"## {key.capitalize()}", ""] + [f"- {line}" for line in sections[key]]
+    return "\n".join(out) + "\n"
+
+
+def _html(title: str, sections: dict[str, list[str]], analysis, images: dict[str, bytes]) -> str:
+    esc = html.escape
+    header, rows = series_table(analysis)
+    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>",
+             "<style>body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;"
+             "color:#111}table{border-collapse:collapse;font-size:14px}td,th{border:1px solid #bbb;"
+             "padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
+             "img{max-width:100%;display:block;margin:1em 0}.warn li{color:#8a4b00}</style></head><body>",
+             f"<h1>{esc(title)}</h1><h2>Verdict</h2><ul>"]
+    parts += [f"<li>{esc(line)}</li>" for line in sections["verdict"]]
+    parts.append("</ul><h2>Fit per series</h2><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>")
+    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows]
+    parts.append("</table>")
+    for name, data in images.items():
+        encoded = base64.b64encode(data).decode()
+        parts.append(f"<img alt='{esc(name)}' src='data:image/png;base64,{encoded}'>")
+    for key in ("environment", "method", "warnings", "missing"):
+        if sections[key]:
+            css = " class='warn'" if key == "warnings" else ""
+            parts.append(f"<h2>{key.capitalize()}</h2><ul{css}>" + "".join(f"<li>{esc(x)}</li>" for x in sections[key])
+                         + "</ul>")
+    parts.append("</body></html>\n")
+    return "".join(parts)
