@@ -46,6 +46,8 @@ class StoppingRule:
     max_samples: int = 500
     warmup_s: float = 0.05
     min_warmup_samples: int = 2
+    # Sample at least this long (GPM counters need >= 100 ms windows); max_samples still stops.
+    min_time_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.target_rel_ci < 1:
@@ -63,6 +65,8 @@ class Measurement:
     samples_s: tuple[float, ...]
     warmup_samples_s: tuple[float, ...]
     stop_reason: str  # converged | budget | max_samples
+    started_s: float = 0.0  # the clock at the start and end of the timed phase (telemetry windows)
+    finished_s: float = 0.0
 
 
 def warm_up(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Clock) -> list[float]:
@@ -89,12 +93,15 @@ def measure(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Cl
     while True:
         samples.extend(sample())
         n = len(samples)
-        if n >= rule.min_samples and summarize(samples).rel_ci95_half_width <= rule.target_rel_ci:
-            reason = "converged"
-        elif n >= rule.max_samples:
+        elapsed = clock.now_s() - start
+        if n >= rule.max_samples:
             reason = "max_samples"
-        elif clock.now_s() - start >= rule.budget_s and n >= FLOOR_SAMPLES:
+        elif elapsed < rule.min_time_s:
+            continue
+        elif n >= rule.min_samples and summarize(samples).rel_ci95_half_width <= rule.target_rel_ci:
+            reason = "converged"
+        elif elapsed >= rule.budget_s and n >= FLOOR_SAMPLES:
             reason = "budget"
         else:
             continue
-        return Measurement(tuple(samples), tuple(warm), reason)
+        return Measurement(tuple(samples), tuple(warm), reason, start, clock.now_s())

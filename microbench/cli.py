@@ -62,8 +62,11 @@ def main() -> None:
               help="rotate weight copies so every launch reads DRAM, or reuse one copy (cache-warm)")
 @click.option("--no-ceilings", is_flag=True, help="skip measuring copy/read bandwidth and matmul peak")
 @click.option("--report", "with_report", is_flag=True, help="write the report folder beside the result at the end")
+@click.option("--telemetry-interval", type=float, default=0.05, show_default=True,
+              help="seconds between NVML readings")
+@click.option("--no-telemetry", is_flag=True, help="do not sample NVML while measuring")
 def sweep(device, ops, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
-          no_ceilings, with_report) -> None:
+          no_ceilings, with_report, telemetry_interval, no_telemetry) -> None:
     """Time GEMV, GEMM and batched GEMV across batch sizes and save a result document."""
     from microbench import plan
     from microbench.progress import print_sweep_summary, terminal_observer
@@ -78,7 +81,10 @@ def sweep(device, ops, dtypes, shapes, batches, budget, target_ci, seed, output,
             batches=tuple(plan.parse_batches(batches)) if batches is not None else None,
             budget_s=budget, target_rel_ci=target_ci, seed=seed, quick=quick, timer=timer,
             l2_policy=l2_policy, output=output, with_ceilings=not no_ceilings, argv=tuple(sys.argv),
+            telemetry=not no_telemetry, telemetry_interval_s=telemetry_interval,
         )
+        if telemetry_interval <= 0:
+            raise plan.PlanError("--telemetry-interval must be positive")
         with terminal_observer() as observer:
             prepared = prepare_sweep(config, observer)
             ceilings = None

@@ -90,6 +90,10 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
                      + ", ".join(sorted({p.status for p in bad})))
     if result.telemetry.get("source") in (None, "none"):
         stdout.print(f"telemetry: none ({result.telemetry.get('reason')})")
+    throttled = [p for p in result.points if (p.telemetry or {}).get("throttled")]
+    if throttled:
+        stdout.print(f"[red]warning: {len(throttled)} point(s) measured while the GPU was throttled: "
+                     + ", ".join(f"{p.op} {p.dtype} B={p.batch}" for p in throttled[:6]) + "[/]")
     if output is not None:
         stdout.print(f"saved {output}")
 

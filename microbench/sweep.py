@@ -9,7 +9,7 @@ import contextlib
 import datetime as dt
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ class SweepConfig:
     l2_policy: str = "rotate"  # rotate | warm
     output: Path | None = None
     with_ceilings: bool = True
+    telemetry: bool = True
+    telemetry_interval_s: float = 0.05
     save: bool = True  # False: keep the result in memory unless an output is named (gpubench ceilings)
     argv: tuple[str, ...] = ()
 
@@ -73,6 +75,40 @@ class Session:
     seed: int
     clock: Clock = field(default_factory=PerfClock)
     weights: ops.WeightCache = field(default_factory=ops.WeightCache)
+    sampler: Any = None  # a started telemetry.Sampler, or None
+    telemetry: dict[str, Any] = field(default_factory=dict)
+
+    def start_telemetry(self, enabled: bool, interval_s: float) -> None:
+        """Start the NVML sampler (or record why there is none); GPM windows lengthen the timed phase."""
+        if not enabled:
+            self.telemetry = {"source": "none", "reason": "turned off (--no-telemetry)"}
+            return
+        from microbench.nvml_reader import start_telemetry
+
+        self.sampler, self.telemetry = start_telemetry(self.device, interval_s)
+        if self.telemetry.get("gpm_min_point_window_s"):
+            self.rule = replace(self.rule, min_time_s=self.telemetry["gpm_min_point_window_s"])
+
+    def stop_telemetry(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+
+    def telemetry_record(self) -> dict[str, Any]:
+        record = dict(self.telemetry)
+        if self.sampler is not None:
+            record["power"] = self.sampler.reader.power_note
+            record["read_errors"] = self.sampler.errors
+            record["timeline"] = self.sampler.rows()
+        return record
+
+    def window_summary(self, measurement, launches: int, timer_bytes_per_s: float) -> dict[str, Any] | None:
+        if self.sampler is None:
+            return None
+        from microbench.telemetry import summarize_window
+
+        self.sampler.wait_past(measurement.finished_s)
+        return summarize_window(self.sampler.rows(), measurement.started_s, measurement.finished_s, launches,
+                                self.device.get("theoretical_bandwidth_bytes_per_s"), timer_bytes_per_s)
 
     @property
     def cache_bytes(self) -> int | None:
@@ -165,6 +201,9 @@ def measure_point(session: Session, spec: plan.PointSpec, backend: str = "torch"
                 )
                 eager_samples = measure(eager.sample, eager_rule, session.clock).samples_s
             session.synchronize()
+            median = sorted(result.samples_s)[len(result.samples_s) // 2]
+            counted = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k).bytes
+            telemetry = session.window_summary(result, len(result.samples_s) * timer.launches, counted / median)
     except Exception as exc:  # noqa: BLE001 - every failure of a point is recorded, the sweep goes on
         oom = isinstance(exc, getattr(torch, "OutOfMemoryError", MemoryError)) or isinstance(exc, MemoryError)
         session.weights.clear()
@@ -181,6 +220,7 @@ def measure_point(session: Session, spec: plan.PointSpec, backend: str = "torch"
         stop_reason=result.stop_reason,
         rotation_copies=copies,
         correctness=correctness,
+        telemetry=telemetry,
         finished_at=utc_now(),
         **base,
     )
@@ -230,6 +270,7 @@ class PreparedSweep:
     points: list[plan.PointSpec]
     result: Result
     output: Path | None
+    config: SweepConfig
 
 
 def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep:
@@ -270,9 +311,9 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
     result = Result(
         tool=tool_info(), created_at=utc_now(), argv=tuple(config.argv), host=host_info(), device=device,
         settings=settings_record(config, session, defaults),
-        telemetry={"source": "none", "reason": "telemetry sampling is not part of this build yet"},
+        telemetry={"source": "none", "reason": "not started"},
     )
-    return PreparedSweep(session, points, result, output)
+    return PreparedSweep(session, points, result, output, config)
 
 
 def _check_shapes_fit(points: list[plan.PointSpec], device: dict[str, Any]) -> None:
@@ -295,24 +336,36 @@ def _check_shapes_fit(points: list[plan.PointSpec], device: dict[str, Any]) -> N
 def run_sweep(prepared: PreparedSweep, observer: SweepObserver,
               ceilings: Callable[[Session], dict[str, Any]] | None = None) -> Result:
     """Measure the ceilings (if asked), then every point, saving after each."""
+    session = prepared.session
+    session.start_telemetry(prepared.config.telemetry, prepared.config.telemetry_interval_s)
+    if session.telemetry.get("source") == "none" or session.telemetry.get("reason"):
+        observer.on_notice(f"telemetry: {session.telemetry['source']} ({session.telemetry.get('reason')})")
+    try:
+        return _run_points(prepared, observer, ceilings)
+    finally:
+        session.stop_telemetry()
+        session.weights.clear()
+
+
+def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> Result:
+    session = prepared.session
     result = prepared.result
 
-    def save(current: Result) -> None:
+    def save(current: Result) -> Result:
+        current = current.with_telemetry(session.telemetry_record())
         if prepared.output is not None:
             save_result(current, prepared.output)
+        return current
 
-    save(result)
+    result = save(result)
     if ceilings is not None:
         observer.on_phase("ceilings")
-        result = result.with_ceilings(ceilings(prepared.session))
-        save(result)
+        result = save(result.with_ceilings(ceilings(session)))
     if prepared.points:
         observer.on_phase("points")
         observer.on_start(len(prepared.points))
     for spec in prepared.points:
-        point = measure_point(prepared.session, spec)
-        result = result.with_point(point)
-        save(result)
+        point = measure_point(session, spec)
+        result = save(result.with_point(point))
         observer.on_point(point)
-    prepared.session.weights.clear()
     return result

@@ -103,6 +103,19 @@ def main() -> int:
     }
     if gpu and reference_s:
         report["ours_rotated_over_reference"] = cold.stats.median_s / reference_s
+    if gpu:
+        # Telemetry overhead: the same GEMV with the NVML sampler running at its default interval.
+        sampled = session_for(args.device, "rotate", args.budget)
+        sampled.start_telemetry(True, 0.05)
+        try:
+            with_sampler = measure_point(sampled, spec)
+        finally:
+            sampled.stop_telemetry()
+        report["telemetry_source"] = sampled.telemetry.get("source")
+        report["median_s_with_telemetry"] = with_sampler.stats.median_s
+        report["telemetry_overhead_rel"] = with_sampler.stats.median_s / cold.stats.median_s - 1
+        counters = with_sampler.telemetry or {}
+        report["timer_over_dram_counter"] = counters.get("timer_over_counter")
     for key, value in report.items():
         print(f"{key:32s} {value:.4g}" if isinstance(value, float) else f"{key:32s} {value}")
     if args.output:

@@ -100,3 +100,12 @@ def test_quick_cuda_sweep_end_to_end(tmp_path):
     assert all(p.ok and p.correct for p in result.points)
     assert all(p.launch_overhead_s is not None for p in result.points)
     assert result.ceilings["measured"]["copy"]["bytes_per_s"] > 1e11
+    # Telemetry from the real NVML: every point carries clocks and power; on Hopper+, GPM DRAM and tensor.
+    assert result.telemetry["source"] in ("nvml-basic", "nvml+gpm"), result.telemetry
+    assert len(result.telemetry["timeline"]) > 10
+    for point in result.points:
+        assert point.telemetry["sm_clock_hz"]["median"] > 1e8
+        assert point.telemetry["power_w"]["median"] > 10
+        if result.telemetry["source"] == "nvml+gpm":
+            assert point.telemetry["gpm_covered"], point.telemetry
+            assert "dram_bw_util_percent" in point.telemetry and "tensor_util_percent" in point.telemetry
