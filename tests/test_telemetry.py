@@ -58,7 +58,7 @@ def test_gpm_readings_are_at_least_100_ms_apart_and_cover_their_window():
         assert end - start >= GPM_MIN_PERIOD_S - 1e-9
         assert end == row["t_s"]
     windows = [r["gpm_window_s"] for r in gpm_rows]
-    assert all(a[1] == b[0] for a, b in zip(windows, windows[1:]))  # back to back, no gaps
+    assert all(a[1] == b[0] for a, b in zip(windows, windows[1:], strict=False))  # back to back, no gaps
 
 
 def test_window_summary_aligns_readings_and_flags_throttling():
