@@ -66,6 +66,11 @@ def method_lines(result: Result) -> list[str]:
     ]
     if samples:
         lines.append(f"Samples per point: median {samples[len(samples) // 2]}, range {samples[0]}–{samples[-1]}")
+    telemetry = result.telemetry or {}
+    if telemetry.get("source") not in (None, "none"):
+        extra = f"; {telemetry['reason']}" if telemetry.get("reason") else ""
+        lines.append(f"Telemetry: {telemetry['source']} every {telemetry.get('interval_s')} s; power "
+                     f"{telemetry.get('power', 'instantaneous')}{extra}")
     overheads = [p.launch_overhead_s for p in ok if p.launch_overhead_s is not None]
     if overheads:
         median = sorted(overheads)[len(overheads) // 2]
@@ -103,11 +108,38 @@ def warning_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
     telemetry = result.telemetry or {}
     if telemetry.get("source") in (None, "none"):
         warnings.append(f"No telemetry: {telemetry.get('reason', 'not recorded')}.")
+    warnings += cross_check_lines(result, analysis)
     if not (result.ceilings or {}).get("measured") and result.origin != "imported":
         warnings.append("No measured ceilings (run without them): efficiencies are against the spec only.")
     if analysis.get("spec_reason"):
         warnings.append(f"Spec: {analysis['spec_reason']}.")
     return warnings
+
+
+CROSS_CHECK_BAND = (0.85, 1.15)
+
+
+def cross_check_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
+    """Memory-bound points whose timer bandwidth disagrees with GPM's DRAM counter by more than 15%."""
+    bound = {(s["op"], s["dtype"], s["n"], s["k"], p["batch"]): p["bound"]
+             for s in analysis["series"] for p in s["points"]}
+    ratios, off = [], []
+    for point in result.ok_points():
+        ratio = (point.telemetry or {}).get("timer_over_counter")
+        if ratio is None or bound.get((point.op, point.dtype, point.n, point.k, point.batch)) != "memory":
+            continue
+        ratios.append(ratio)
+        if not CROSS_CHECK_BAND[0] <= ratio <= CROSS_CHECK_BAND[1]:
+            off.append(f"{point.op} {point.dtype} {point.n}x{point.k} B={point.batch}: {ratio:.2f}")
+    lines = []
+    if ratios:
+        ratios.sort()
+        lines.append(f"Cross-check (timer bytes/s over GPM DRAM counter, memory-bound points): median "
+                     f"{ratios[len(ratios) // 2]:.2f}, range {ratios[0]:.2f}-{ratios[-1]:.2f}.")
+    if off:
+        lines.append(f"{len(off)} memory-bound point(s) disagree with the DRAM counter by more than 15% (the "
+                     "timing, the byte count or the counter is wrong): " + "; ".join(off[:5]))
+    return lines
 
 
 def series_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:

@@ -117,3 +117,18 @@ def test_time_figure_shades_the_interval():
     assert any(type(p).__name__ in ("Polygon", "Rectangle") for p in ax.patches)
     gemm = next(s for s in analyse(result)["series"] if s["op"] == "gemm")
     assert np.isfinite(gemm["critical_batch"])
+
+
+def test_cross_check_disagreement_is_reported(tmp_path):
+    result = full_result()
+    points = []
+    for p in result.points:
+        telemetry = dict(p.telemetry or {})
+        telemetry["timer_over_counter"] = 1.6 if (p.op == "gemm" and p.batch == 4) else 1.02
+        points.append(Point.from_dict({**p.to_dict(), "telemetry": telemetry}))
+    from dataclasses import replace
+
+    write_report(replace(result, points=tuple(points)), tmp_path)
+    page = (tmp_path / "report.md").read_text()
+    assert "Cross-check (timer bytes/s over GPM DRAM counter" in page
+    assert "disagree with the DRAM counter" in page and "B=4: 1.60" in page
