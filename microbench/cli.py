@@ -43,6 +43,27 @@ def main() -> None:
     """Measure where LLM decode (GEMV -> batched GEMM) stops being memory-bound on this machine."""
 
 
+PLAN_OPTIONS = ("device", "ops", "dtypes", "shapes", "batches", "budget", "target_ci", "seed", "quick", "timer",
+                "l2_policy", "no_ceilings", "telemetry_interval", "no_telemetry", "max_memory")
+
+
+def _parse_bytes(text: str | None) -> int | None:
+    """``--max-memory``: bytes, with an optional k/M/G/T suffix (powers of 1000) or Ki/Mi/Gi/Ti."""
+    if text is None:
+        return None
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKMGT]i?)?[bB]?\s*", text)
+    if not match:
+        from microbench.plan import PlanError
+
+        raise PlanError(f"--max-memory {text!r} is not a size (for example 8G, 512Mi, 1000000)")
+    value, unit = float(match.group(1)), match.group(2) or ""
+    scale = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+             "ki": 1024, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}[unit]
+    return int(value * scale)
+
+
 @main.command()
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
 @click.option("--op", "ops", multiple=True, help="gemv, gemm, bmm (repeatable or comma list) [all]")
@@ -65,14 +86,32 @@ def main() -> None:
 @click.option("--telemetry-interval", type=float, default=0.05, show_default=True,
               help="seconds between NVML readings")
 @click.option("--no-telemetry", is_flag=True, help="do not sample NVML while measuring")
-def sweep(device, ops, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
-          no_ceilings, with_report, telemetry_interval, no_telemetry) -> None:
+@click.option("--max-memory", default=None, help="cap on what the sweep allocates: 8G, 512Mi, bytes")
+@click.option("--require-idle", is_flag=True, help="refuse to start (exit 2) when the device is busy")
+@click.option("--resume", type=click.Path(path_type=Path), default=None,
+              help="continue the plan recorded in this result file, skipping its points")
+@click.option("--force", is_flag=True, help="with --resume: resume even if the device or settings differ")
+@click.pass_context
+def sweep(ctx, device, ops, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
+          no_ceilings, with_report, telemetry_interval, no_telemetry, max_memory, require_idle, resume,
+          force) -> None:
     """Time GEMV, GEMM and batched GEMV across batch sizes and save a result document."""
     from microbench import plan
+    from microbench.interrupt import Abandon, stop_on_signals
     from microbench.progress import print_sweep_summary, terminal_observer
-    from microbench.sweep import SweepConfig, prepare_sweep, run_sweep
+    from microbench.resume import ResumeError, prepare_resume
+    from microbench.sweep import Interrupted, SweepConfig, prepare_sweep, run_sweep
 
+    prepared = None
     try:
+        if resume is not None:
+            given = [name for name in PLAN_OPTIONS + ("output",)
+                     if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+            if given:
+                raise plan.PlanError(f"--resume takes the plan from {resume}; do not also give "
+                                     + ", ".join("--" + g.replace("_", "-") for g in given))
+        elif force:
+            raise plan.PlanError("--force only goes with --resume")
         config = SweepConfig(
             device=device,
             ops=tuple(_split(ops)) or ("gemv", "gemm", "bmm"),
@@ -82,23 +121,36 @@ def sweep(device, ops, dtypes, shapes, batches, budget, target_ci, seed, output,
             budget_s=budget, target_rel_ci=target_ci, seed=seed, quick=quick, timer=timer,
             l2_policy=l2_policy, output=output, with_ceilings=not no_ceilings, argv=tuple(sys.argv),
             telemetry=not no_telemetry, telemetry_interval_s=telemetry_interval,
+            max_memory_bytes=_parse_bytes(max_memory), require_idle=require_idle,
         )
         if telemetry_interval <= 0:
             raise plan.PlanError("--telemetry-interval must be positive")
         with terminal_observer() as observer:
-            prepared = prepare_sweep(config, observer)
+            if resume is not None:
+                prepared = prepare_resume(resume, force, observer, argv=tuple(sys.argv))
+                observer.on_notice(f"resuming {resume}: {len(prepared.points)} point(s) left")
+            else:
+                prepared = prepare_sweep(config, observer)
             ceilings = None
-            if config.with_ceilings:
+            if prepared.config.with_ceilings:
                 from microbench.ceilings import measure_ceilings
 
-                dtypes_measured = sorted({p.dtype for p in prepared.points})
+                dtypes_measured = sorted({p.dtype for p in prepared.points} or set(prepared.config.dtypes or ()))
+                quick_ceilings = prepared.config.quick
 
                 def ceilings(session):
-                    return measure_ceilings(session, dtypes_measured, quick=quick)
+                    return measure_ceilings(session, dtypes_measured, quick=quick_ceilings)
 
-            result = run_sweep(prepared, observer, ceilings)
-    except _bad_input_errors() as exc:
+            with stop_on_signals(prepared.session.stop, observer.on_notice):
+                result = run_sweep(prepared, observer, ceilings)
+    except _bad_input_errors() + (ResumeError,) as exc:
         raise BadInput(str(exc)) from None
+    except (Interrupted, Abandon) as exc:
+        where = prepared.output if prepared else None
+        click.echo(f"gpubench: interrupted; everything measured is saved in {where}", err=True)
+        if where is not None:
+            click.echo(f"resume with: gpubench sweep --resume {where}", err=True)
+        ctx.exit(128 + exc.signum)
     print_sweep_summary(result, prepared.output)
     if with_report:
         from roofline.report import default_report_dir, write_report

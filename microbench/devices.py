@@ -76,7 +76,7 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def _meminfo_bytes(key: str) -> int | None:
+def meminfo_bytes(key: str) -> int | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith(key + ":"):
@@ -146,7 +146,7 @@ def host_info() -> dict[str, Any]:
         "os": platform.platform(),
         "cpu_model": _cpu_model(),
         "cpu_cores": os.cpu_count(),
-        "memory_bytes": _meminfo_bytes("MemTotal"),
+        "memory_bytes": meminfo_bytes("MemTotal"),
         "python": platform.python_version(),
         "torch_threads": torch.get_num_threads(),
         "libraries": {name: _version(name) for name in packages if _version(name)},
@@ -160,8 +160,8 @@ def describe_cpu() -> dict[str, Any]:
         "index": None,
         "name": _cpu_model(),
         "sku": None,
-        "memory_bytes": _meminfo_bytes("MemTotal"),
-        "memory_available_bytes": _meminfo_bytes("MemAvailable"),
+        "memory_bytes": meminfo_bytes("MemTotal"),
+        "memory_available_bytes": meminfo_bytes("MemAvailable"),
         "caches_bytes": caches,
         # The rotation must defeat the largest cache: the last level.
         "last_level_cache_bytes": max(caches.values()) if caches else None,
@@ -221,3 +221,46 @@ def describe_cuda(index: int) -> dict[str, Any]:
 
 def describe_device(choice: DeviceChoice) -> dict[str, Any]:
     return describe_cpu() if choice.kind == "cpu" else describe_cuda(choice.index)
+
+
+# Before a sweep: a GPU with other processes or more than this utilisation, or a CPU more than this
+# busy, is shared; its numbers would be slower and noisier than the machine can do.
+BUSY_GPU_UTIL_PERCENT = 10
+BUSY_CPU_FRACTION = 0.5
+
+
+def cpu_busy_fraction(interval_s: float = 0.3) -> float | None:
+    """Share of all CPUs' time spent busy over ``interval_s`` (from /proc/stat), while this process sleeps."""
+    import time
+
+    def snapshot():
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        values = [int(v) for v in fields]
+        return values[3] + values[4], sum(values)  # idle + iowait, total
+
+    try:
+        idle0, total0 = snapshot()
+        time.sleep(interval_s)
+        idle1, total1 = snapshot()
+    except (OSError, ValueError, IndexError):
+        return None
+    total = total1 - total0
+    return 1 - (idle1 - idle0) / total if total > 0 else None
+
+
+def busy_state(device: dict[str, Any]) -> dict[str, Any]:
+    """Is someone else using the device right now?  ``{"busy": bool, "why": str | None}``."""
+    reasons = []
+    if device["kind"] == "cuda":
+        others = device.get("other_processes") or []
+        if others:
+            reasons.append(f"{len(others)} other process(es) on the GPU: "
+                           + ", ".join(str(p["pid"]) for p in others[:5]))
+        util = device.get("utilization_gpu_percent")
+        if util is not None and util > BUSY_GPU_UTIL_PERCENT:
+            reasons.append(f"GPU utilisation {util}% before the start")
+    else:
+        fraction = cpu_busy_fraction()
+        if fraction is not None and fraction > BUSY_CPU_FRACTION:
+            reasons.append(f"CPUs {100 * fraction:.0f}% busy before the start")
+    return {"busy": bool(reasons), "why": "; ".join(reasons) or None}

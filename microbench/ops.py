@@ -7,6 +7,7 @@ captured in a CUDA graph.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import zlib
 from dataclasses import dataclass
@@ -28,6 +29,21 @@ TOLERANCES = {"fp32": 1e-4, "tf32": 2e-3, "fp16": 5e-3, "bf16": 1e-2, "fp8": 1e-
 
 class Unsupported(Exception):
     """This device or build cannot run this op/dtype; the message says why."""
+
+
+class OutOfMemory(MemoryError):
+    """A point would go over ``--max-memory`` (the CPU's cap, enforced by this accounting)."""
+
+
+@contextlib.contextmanager
+def matmul_precision(torch, tf32: bool):
+    """fp32 points run true fp32; tf32 points allow TF32 tensor cores.  Restored afterwards."""
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
 
 
 def torch_dtype(torch, dtype: str):
@@ -173,8 +189,11 @@ class WeightCache:
         self.key = None
         self.weights: list = []
 
+    def key_for(self, spec: PointSpec, copies: int, device: str):
+        return (spec.dtype, spec.n, spec.k, copies, device) if spec.op != "bmm" else None
+
     def get(self, torch, spec: PointSpec, copies: int, device: str, seed: int) -> list:
-        key = (spec.dtype, spec.n, spec.k, copies, device) if spec.op != "bmm" else None
+        key = self.key_for(spec, copies, device)
         if key is not None and key == self.key:
             return self.weights
         self.clear()
@@ -191,7 +210,14 @@ class WeightCache:
         self.key, self.weights = None, []
 
 
-def build_workload(torch, spec: PointSpec, device: str, copies: int, seed: int, cache: WeightCache) -> Workload:
+def build_workload(torch, spec: PointSpec, device: str, copies: int, seed: int, cache: WeightCache,
+                   limit_bytes: int | None = None) -> Workload:
+    """Allocate the point's operands.  ``limit_bytes`` (CPU ``--max-memory``) is checked before allocating."""
+    if limit_bytes is not None and device == "cpu":
+        need = copies * bytes_per_copy(spec)
+        if need > limit_bytes:
+            raise OutOfMemory(f"needs {need / 1e9:.3f} GB for {copies} copies; --max-memory allows "
+                              f"{limit_bytes / 1e9:.3f} GB")
     _, x_shape, y_shape = operand_shapes(spec)
     weights = cache.get(torch, spec, copies, device, seed)
     inputs = [

@@ -1,30 +1,33 @@
 """Run a sweep: for each planned point make inputs, check correctness, time, save.
 
 The result is saved atomically after every point, so an interruption loses at most the point in flight.
+A signal finishes the point in flight (a second one abandons it), saves, and raises ``Interrupted``;
+``--resume`` continues the same plan.  A point that telemetry flags (throttled, SM clock drift) is
+measured once more after a pause, and both attempts are kept.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from microbench import ops, plan
-from microbench.adaptive import Clock, PerfClock, StoppingRule, measure
-from microbench.devices import DeviceChoice, describe_device, host_info, resolve_device, tool_info
+from microbench.adaptive import StoppingRule, measure
+from microbench.devices import busy_state, describe_device, host_info, resolve_device, tool_info
+from microbench.session import Session
 from microbench.timers import CpuTimer, CudaEagerTimer, CudaGraphTimer
 from roofline.results import check_writable, save_result
 from roofline.schema import Point, Result
 
-# Fraction of free memory a point may take: leaves room for the allocator, cuBLAS workspaces, the OS.
-GPU_MEMORY_FRACTION = 0.85
-CPU_MEMORY_FRACTION = 0.5
 # The eager comparison gets this share of the point's budget: it only needs a median.
 EAGER_BUDGET_SHARE = 0.25
+# Before measuring a flagged point again, let clocks and temperature recover.
+RETRY_PAUSE_S = 2.0
 
 
 def utc_now() -> str:
@@ -48,8 +51,32 @@ class SweepConfig:
     with_ceilings: bool = True
     telemetry: bool = True
     telemetry_interval_s: float = 0.05
+    max_memory_bytes: int | None = None
+    require_idle: bool = False
     save: bool = True  # False: keep the result in memory unless an output is named (gpubench ceilings)
     argv: tuple[str, ...] = ()
+
+    # The plan-defining fields, stored in the result so --resume can rebuild the same sweep.
+    PLAN_FIELDS = ("device", "ops", "dtypes", "shapes", "batches", "budget_s", "target_rel_ci", "seed", "quick",
+                   "timer", "l2_policy", "with_ceilings", "telemetry", "telemetry_interval_s", "max_memory_bytes")
+
+    def to_record(self) -> dict[str, Any]:
+        record = asdict(self)
+        return {key: record[key] for key in self.PLAN_FIELDS}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], **overrides) -> SweepConfig:
+        def tuples(value, depth):
+            if value is None:
+                return None
+            return tuple(tuple(v) for v in value) if depth == 2 else tuple(value)
+
+        fields = {key: record[key] for key in cls.PLAN_FIELDS if key in record}
+        fields["ops"] = tuples(fields.get("ops", ()), 1)
+        fields["dtypes"] = tuples(fields.get("dtypes"), 1)
+        fields["shapes"] = tuples(fields.get("shapes"), 2)
+        fields["batches"] = tuples(fields.get("batches"), 1)
+        return cls(**fields, **overrides)
 
 
 @dataclass
@@ -62,85 +89,12 @@ class SweepObserver:
     on_phase: Callable[[str], None] = lambda name: None
 
 
-@dataclass
-class Session:
-    """What every point of a sweep shares: the device, the timing rule, the weight cache."""
+class Interrupted(Exception):
+    """A signal stopped the sweep; everything measured so far is saved in ``output``."""
 
-    torch: Any
-    choice: DeviceChoice
-    device: dict[str, Any]
-    rule: StoppingRule
-    timer: str
-    l2_policy: str
-    seed: int
-    clock: Clock = field(default_factory=PerfClock)
-    weights: ops.WeightCache = field(default_factory=ops.WeightCache)
-    sampler: Any = None  # a started telemetry.Sampler, or None
-    telemetry: dict[str, Any] = field(default_factory=dict)
-
-    def start_telemetry(self, enabled: bool, interval_s: float) -> None:
-        """Start the NVML sampler (or record why there is none); GPM windows lengthen the timed phase."""
-        if not enabled:
-            self.telemetry = {"source": "none", "reason": "turned off (--no-telemetry)"}
-            return
-        from microbench.nvml_reader import start_telemetry
-
-        self.sampler, self.telemetry = start_telemetry(self.device, interval_s)
-        if self.telemetry.get("gpm_min_point_window_s"):
-            self.rule = replace(self.rule, min_time_s=self.telemetry["gpm_min_point_window_s"])
-
-    def stop_telemetry(self) -> None:
-        if self.sampler is not None:
-            self.sampler.stop()
-
-    def telemetry_record(self) -> dict[str, Any]:
-        record = dict(self.telemetry)
-        if self.sampler is not None:
-            record["power"] = self.sampler.reader.power_note
-            record["read_errors"] = self.sampler.errors
-            record["timeline"] = self.sampler.rows()
-        return record
-
-    def window_summary(self, measurement, launches: int, timer_bytes_per_s: float) -> dict[str, Any] | None:
-        if self.sampler is None:
-            return None
-        from microbench.telemetry import summarize_window
-
-        self.sampler.wait_past(measurement.finished_s)
-        return summarize_window(self.sampler.rows(), measurement.started_s, measurement.finished_s, launches,
-                                self.device.get("theoretical_bandwidth_bytes_per_s"), timer_bytes_per_s)
-
-    @property
-    def cache_bytes(self) -> int | None:
-        if self.choice.kind == "cuda":
-            return self.device.get("l2_cache_bytes")
-        return self.device.get("last_level_cache_bytes")
-
-    def memory_cap_bytes(self) -> float:
-        """What a new point may allocate now, beyond what the weight cache already holds."""
-        torch = self.torch
-        if self.choice.kind == "cuda":
-            free, _ = torch.cuda.mem_get_info(self.choice.index)
-            return free * GPU_MEMORY_FRACTION
-        from microbench.devices import _meminfo_bytes
-
-        available = _meminfo_bytes("MemAvailable") or self.device.get("memory_bytes") or 0
-        return available * CPU_MEMORY_FRACTION
-
-    def synchronize(self) -> None:
-        if self.choice.kind == "cuda":
-            self.torch.cuda.synchronize(self.choice.index)
-
-
-@contextlib.contextmanager
-def matmul_precision(torch, tf32: bool):
-    """fp32 points run true fp32; tf32 points allow TF32 tensor cores.  Restored afterwards."""
-    previous = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous
+    def __init__(self, signum: int, output: Path | None):
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum, self.output = signum, output
 
 
 def make_timer(session: Session, workload: ops.Workload, eager: bool = False):
@@ -149,81 +103,6 @@ def make_timer(session: Session, workload: ops.Workload, eager: bool = False):
     if eager or session.timer == "eager":
         return CudaEagerTimer(workload.launch, workload.copies, session.torch)
     return CudaGraphTimer(workload.launch, workload.copies, session.torch)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{exc.__class__.__name__}: {text[0] if text else ''}"[:300]
-
-
-def measure_point(session: Session, spec: plan.PointSpec, backend: str = "torch") -> Point:
-    """Measure one point; never raises for a problem of the point itself (it is recorded instead)."""
-    torch = session.torch
-    started = utc_now()
-    base = {"op": spec.op, "dtype": spec.dtype, "batch": spec.batch, "n": spec.n, "k": spec.k,
-            "backend": backend, "started_at": started}
-    problem = ops.support_problem(torch, spec, session.device)
-    if problem:
-        return Point(status="unsupported", reason=problem, finished_at=utc_now(), **base)
-    per_copy = ops.bytes_per_copy(spec)
-    cap = session.memory_cap_bytes()
-    if per_copy > cap:
-        session.weights.clear()
-        cap = session.memory_cap_bytes()
-        if per_copy > cap:
-            return Point(status="skipped", finished_at=utc_now(), **base,
-                         reason=f"needs {per_copy / 1e9:.2f} GB, {cap / 1e9:.2f} GB may be allocated")
-    if session.l2_policy == "warm":
-        copies = 1
-    else:
-        weight_bytes = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k).weight_bytes
-        copies = ops.rotation_copies(weight_bytes, session.cache_bytes, per_copy, cap)
-    timers = []
-    try:
-        with matmul_precision(torch, spec.dtype == "tf32"):
-            workload = ops.build_workload(torch, spec, session.choice.torch_name, copies, session.seed,
-                                          session.weights)
-            correctness = workload.check(ops.seed_for(session.seed, "check", spec.label))
-            timer = make_timer(session, workload)
-            timers.append(timer)
-            timer.prepare()
-            result = measure(timer.sample, session.rule, session.clock)
-            eager_samples: tuple[float, ...] = ()
-            if timer.name == "cuda-graph":
-                eager = make_timer(session, workload, eager=True)
-                eager_rule = StoppingRule(
-                    target_rel_ci=session.rule.target_rel_ci,
-                    budget_s=session.rule.budget_s * EAGER_BUDGET_SHARE,
-                    min_samples=session.rule.min_samples,
-                    max_samples=session.rule.max_samples,
-                    warmup_s=0.0,
-                    min_warmup_samples=1,
-                )
-                eager_samples = measure(eager.sample, eager_rule, session.clock).samples_s
-            session.synchronize()
-            median = sorted(result.samples_s)[len(result.samples_s) // 2]
-            counted = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k).bytes
-            telemetry = session.window_summary(result, len(result.samples_s) * timer.launches, counted / median)
-    except Exception as exc:  # noqa: BLE001 - every failure of a point is recorded, the sweep goes on
-        oom = isinstance(exc, getattr(torch, "OutOfMemoryError", MemoryError)) or isinstance(exc, MemoryError)
-        session.weights.clear()
-        release_timers(session, timers)
-        return Point(status="oom" if oom else "error", reason=_first_line(exc), finished_at=utc_now(), **base)
-    release_timers(session, timers)
-    return Point(
-        status="ok",
-        timer=timer.name,
-        samples_s=result.samples_s,
-        warmup_samples_s=result.warmup_samples_s,
-        eager_samples_s=eager_samples,
-        launches_per_sample=timer.launches,
-        stop_reason=result.stop_reason,
-        rotation_copies=copies,
-        correctness=correctness,
-        telemetry=telemetry,
-        finished_at=utc_now(),
-        **base,
-    )
 
 
 def release_timers(session: Session, timers: list) -> None:
@@ -235,9 +114,84 @@ def release_timers(session: Session, timers: list) -> None:
         session.torch.cuda.empty_cache()
 
 
-def settings_record(config: SweepConfig, session: Session, defaults: plan.Defaults) -> dict[str, Any]:
-    rule = session.rule
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{exc.__class__.__name__}: {text[0] if text else ''}"[:300]
+
+
+def _is_oom(torch, exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or isinstance(exc, getattr(torch, "OutOfMemoryError", MemoryError)) or \
+        "out of memory" in str(exc).lower()
+
+
+def _eager_rule(rule: StoppingRule) -> StoppingRule:
+    return replace(rule, budget_s=rule.budget_s * EAGER_BUDGET_SHARE, warmup_s=0.0, min_warmup_samples=1,
+                   min_time_s=0.0)
+
+
+def measure_point(session: Session, spec: plan.PointSpec, backend: str = "torch", attempt: int = 1) -> Point:
+    """Measure one point; never raises for a problem of the point itself (it is recorded instead)."""
     torch = session.torch
+    base = {"op": spec.op, "dtype": spec.dtype, "batch": spec.batch, "n": spec.n, "k": spec.k,
+            "backend": backend, "started_at": utc_now(), "attempt": attempt}
+    problem = ops.support_problem(torch, spec, session.device)
+    if problem:
+        return Point(status="unsupported", reason=problem, finished_at=utc_now(), **base)
+    per_copy = ops.bytes_per_copy(spec)
+    if per_copy > session.free_memory_bytes():
+        session.weights.clear()
+        if per_copy > session.free_memory_bytes():  # predicted at plan time: do not even try
+            return Point(status="skipped", finished_at=utc_now(), **base,
+                         reason=f"needs {per_copy / 1e9:.2f} GB, the device can give "
+                                f"{session.free_memory_bytes() / 1e9:.2f} GB")
+    if session.l2_policy == "warm":
+        copies = 1
+    else:
+        weight_bytes = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k).weight_bytes
+        copies = ops.rotation_copies(weight_bytes, session.cache_bytes, per_copy, session.memory_cap_bytes())
+    timers: list = []
+    try:
+        with ops.matmul_precision(torch, spec.dtype == "tf32"):
+            workload = ops.build_workload(torch, spec, session.choice.torch_name, copies, session.seed,
+                                          session.weights, session.max_memory_bytes)
+            correctness = workload.check(ops.seed_for(session.seed, "check", spec.label))
+            timer = make_timer(session, workload)
+            timers.append(timer)
+            timer.prepare()
+            result = measure(timer.sample, session.rule, session.clock)
+            eager_samples: tuple[float, ...] = ()
+            if timer.name == "cuda-graph":
+                eager = make_timer(session, workload, eager=True)
+                eager_samples = measure(eager.sample, _eager_rule(session.rule), session.clock).samples_s
+            session.synchronize()
+            median = sorted(result.samples_s)[len(result.samples_s) // 2]
+            counted = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k).bytes
+            telemetry = session.window_summary(result, len(result.samples_s) * timer.launches, counted / median)
+    except Exception as exc:  # noqa: BLE001 - every failure of a point is recorded, the sweep goes on
+        workload = None
+        session.weights.clear()
+        release_timers(session, timers)
+        status = "oom" if _is_oom(torch, exc) else "error"
+        return Point(status=status, reason=_first_line(exc), finished_at=utc_now(), **base)
+    release_timers(session, timers)
+    return Point(status="ok", timer=timer.name, samples_s=result.samples_s, warmup_samples_s=result.warmup_samples_s,
+                 eager_samples_s=eager_samples, launches_per_sample=timer.launches, stop_reason=result.stop_reason,
+                 rotation_copies=copies, correctness=correctness, telemetry=telemetry, finished_at=utc_now(),
+                 **base)
+
+
+def needs_retry(point: Point) -> str | None:
+    """Why a point must be measured again: throttling or SM clock drift during its window."""
+    telemetry = point.telemetry or {}
+    if telemetry.get("throttled"):
+        return "throttled: " + ", ".join(telemetry.get("clock_event_reasons") or [])
+    if telemetry.get("sm_clock_drift"):
+        return "SM clock changed during the point"
+    return None
+
+
+def settings_record(config: SweepConfig, session: Session) -> dict[str, Any]:
+    rule, torch = session.rule, session.torch
     return {
         "backend": "torch",
         "timer": "perf_counter" if session.choice.kind == "cpu" else f"cuda-{config.timer}",
@@ -251,11 +205,13 @@ def settings_record(config: SweepConfig, session: Session, defaults: plan.Defaul
         "warmup_s": rule.warmup_s,
         "seed": session.seed,
         "quick": config.quick,
+        "max_memory_bytes": config.max_memory_bytes,
         "torch_threads": torch.get_num_threads(),
         "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
         "bf16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
         "tolerances": dict(ops.TOLERANCES),
-        "defaults": "quick" if config.quick else "full",
+        "retry_pause_s": RETRY_PAUSE_S,
+        "config": config.to_record(),
     }
 
 
@@ -273,6 +229,15 @@ class PreparedSweep:
     config: SweepConfig
 
 
+def _plan_for(config: SweepConfig, kind: str) -> tuple[list[plan.PointSpec], plan.Defaults]:
+    defaults = plan.defaults_for(kind, config.quick)
+    points = plan.build_plan(
+        list(config.ops), list(config.dtypes or defaults.dtypes), list(config.shapes or defaults.shapes),
+        list(config.shapes or defaults.bmm_shapes), list(config.batches or defaults.batches),
+    )
+    return points, defaults
+
+
 def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep:
     """Everything that can fail on bad input, before anything is measured or written.
 
@@ -283,13 +248,7 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
         observer.on_notice(choice.notice)
     import torch
 
-    defaults = plan.defaults_for(choice.kind, config.quick)
-    shapes = list(config.shapes or defaults.shapes)
-    bmm_shapes = list(config.shapes or defaults.bmm_shapes)
-    points = plan.build_plan(
-        list(config.ops), list(config.dtypes or defaults.dtypes), shapes, bmm_shapes,
-        list(config.batches or defaults.batches),
-    )
+    points, defaults = _plan_for(config, choice.kind)
     if config.timer not in ("graph", "eager"):
         raise plan.PlanError(f"unknown timer {config.timer!r}; use graph or eager")
     if config.l2_policy not in ("rotate", "warm"):
@@ -299,20 +258,26 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
         raise plan.PlanError("--budget must be positive")
     if not 0 < config.target_rel_ci < 1:
         raise plan.PlanError("--target-ci must be between 0 and 1 (0.01 is 1%)")
+    if config.max_memory_bytes is not None and config.max_memory_bytes <= 0:
+        raise plan.PlanError("--max-memory must be a positive number of bytes")
     rule = StoppingRule(target_rel_ci=config.target_rel_ci, budget_s=budget,
                         warmup_s=0.05 if choice.kind == "cuda" else 0.02)
     device = describe_device(choice)
     _check_shapes_fit(points, device)
+    busy = busy_state(device)
+    if busy["busy"]:
+        if config.require_idle:
+            raise plan.PlanError(f"the device is busy ({busy['why']}) and --require-idle was given")
+        observer.on_notice(f"WARNING: the device is busy ({busy['why']}): measurements may be slower and noisier")
     output = Path(config.output) if config.output else (default_output(device) if config.save else None)
     if output is not None:
         check_writable(output)
     session = Session(torch=torch, choice=choice, device=device, rule=rule, timer=config.timer,
-                      l2_policy=config.l2_policy, seed=config.seed)
-    result = Result(
-        tool=tool_info(), created_at=utc_now(), argv=tuple(config.argv), host=host_info(), device=device,
-        settings=settings_record(config, session, defaults),
-        telemetry={"source": "none", "reason": "not started"},
-    )
+                      l2_policy=config.l2_policy, seed=config.seed, max_memory_bytes=config.max_memory_bytes)
+    settings = settings_record(config, session)
+    settings["busy_at_start"] = busy
+    result = Result(tool=tool_info(), created_at=utc_now(), argv=tuple(config.argv), host=host_info(),
+                    device=device, settings=settings, telemetry={"source": "none", "reason": "not started"})
     return PreparedSweep(session, points, result, output, config)
 
 
@@ -327,16 +292,15 @@ def _check_shapes_fit(points: list[plan.PointSpec], device: dict[str, Any]) -> N
         smallest[key] = min(smallest.get(key, sys.maxsize), ops.bytes_per_copy(spec))
     for (op, n, k), need in smallest.items():
         if need > memory:
-            raise plan.PlanError(
-                f"shape {n}x{k} ({op}) needs {need / 1e9:.1f} GB at its smallest batch; "
-                f"the device has {memory / 1e9:.1f} GB"
-            )
+            raise plan.PlanError(f"shape {n}x{k} ({op}) needs {need / 1e9:.1f} GB at its smallest batch; "
+                                 f"the device has {memory / 1e9:.1f} GB")
 
 
 def run_sweep(prepared: PreparedSweep, observer: SweepObserver,
               ceilings: Callable[[Session], dict[str, Any]] | None = None) -> Result:
-    """Measure the ceilings (if asked), then every point, saving after each."""
+    """Measure the ceilings (if asked and not already there), then every remaining point, saving after each."""
     session = prepared.session
+    session.apply_memory_cap()
     session.start_telemetry(prepared.config.telemetry, prepared.config.telemetry_interval_s)
     if session.telemetry.get("source") == "none" or session.telemetry.get("reason"):
         observer.on_notice(f"telemetry: {session.telemetry['source']} ({session.telemetry.get('reason')})")
@@ -357,15 +321,27 @@ def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> R
             save_result(current, prepared.output)
         return current
 
+    def check_stop() -> None:
+        if session.stop.is_set():
+            raise Interrupted(getattr(session.stop, "signum", 2), prepared.output)
+
     result = save(result)
-    if ceilings is not None:
+    if ceilings is not None and not (result.ceilings or {}).get("measured"):
         observer.on_phase("ceilings")
         result = save(result.with_ceilings(ceilings(session)))
+    check_stop()
     if prepared.points:
         observer.on_phase("points")
         observer.on_start(len(prepared.points))
     for spec in prepared.points:
         point = measure_point(session, spec)
+        why = needs_retry(point)
+        if why and not session.stop.is_set():
+            observer.on_notice(f"{spec.label}: {why}; measuring it again after {RETRY_PAUSE_S:.0f} s")
+            result = save(result.with_point(replace(point, superseded=True)))
+            time.sleep(RETRY_PAUSE_S)
+            point = measure_point(session, spec, attempt=2)
         result = save(result.with_point(point))
         observer.on_point(point)
+        check_stop()
     return result

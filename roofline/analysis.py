@@ -108,7 +108,7 @@ def _ratio(value: float, reference: float | None) -> float | None:
 
 def fit_one(result: Result, points: list[Point], seed: int = 0) -> SeriesFit:
     first = points[0]
-    usable = sorted((p for p in points if p.ok and p.correct is not False), key=lambda p: p.batch)
+    usable = sorted((p for p in points if p.usable), key=lambda p: p.batch)
     base = {"op": first.op, "backend": first.backend, "dtype": first.dtype, "n": first.n, "k": first.k,
             "points_ok": len(usable), "batches": [p.batch for p in usable]}
     profile, _ = spec_profile(result)

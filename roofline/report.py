@@ -86,6 +86,11 @@ def warning_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
     throttled = [p for p in result.points if (p.telemetry or {}).get("throttled")]
     if throttled:
         warnings.append(f"{len(throttled)} point(s) measured while the GPU was throttled.")
+    retried = [p for p in result.points if p.superseded]
+    if retried:
+        warnings.append(f"{len(retried)} point(s) were flagged by telemetry (throttled or SM clock drift) and "
+                        "measured again after a pause; both attempts are kept and the fit used the second: "
+                        + ", ".join(f"{p.op} {p.dtype} B={p.batch}" for p in retried[:6]))
     wrong = [p for p in result.points if p.correct is False]
     if wrong:
         warnings.append(f"{len(wrong)} point(s) failed the correctness check and are left out of the fit: "

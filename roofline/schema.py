@@ -48,6 +48,10 @@ class Point:
     telemetry: dict[str, Any] | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    # A point flagged by telemetry (throttled, clock drift) is measured again: the first attempt is kept
+    # with superseded=True, the second has attempt=2, and analyses use only points not superseded.
+    attempt: int = 1
+    superseded: bool = False
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -110,8 +114,18 @@ class Point:
         return self.status == "ok"
 
     @property
+    def usable(self) -> bool:
+        """What analyses use: measured, not shown wrong, not replaced by a second attempt."""
+        return self.ok and self.correct is not False and not self.superseded
+
+    @property
     def correct(self) -> bool | None:
         return None if self.correctness is None else bool(self.correctness.get("passed"))
+
+    @property
+    def plan_key(self) -> tuple[str, str, int, int, int]:
+        """Identifies the planned point: what --resume matches on."""
+        return (self.op, self.dtype, self.batch, self.n, self.k)
 
     @property
     def series_key(self) -> tuple[str, str, str, int, int]:
@@ -152,6 +166,8 @@ class Point:
             "telemetry": self.telemetry,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
+            "attempt": self.attempt,
+            "superseded": self.superseded,
         }
 
     @classmethod
@@ -177,6 +193,8 @@ class Point:
             telemetry=d.get("telemetry"),
             started_at=d.get("started_at"),
             finished_at=d.get("finished_at"),
+            attempt=d.get("attempt", 1),
+            superseded=bool(d.get("superseded", False)),
         )
         for key in ("flop", "bytes"):
             if key in d and d[key] != getattr(point, key):

@@ -48,7 +48,7 @@ def spec_peak(result: Result, dtype: str) -> float | None:
 
 
 def _trusted(result: Result) -> list[Point]:
-    return [p for p in result.points if p.ok and p.correct is not False]
+    return [p for p in result.points if p.usable]
 
 
 def measured_bandwidth(result: Result) -> float | None:
@@ -74,14 +74,15 @@ def measured_peak(result: Result, dtype: str) -> float | None:
 def summarize_series(result: Result) -> list[SeriesSummary]:
     rows = []
     for (op, backend, dtype, n, k), points in group_series(result.points).items():
-        good = [p for p in points if p.ok and p.correct is not False]
+        good = [p for p in points if p.usable]
         low = good[0] if good else None
         best = max(good, key=lambda p: p.flop / p.stats.median_s) if good else None
         low_bw = low.bytes / low.stats.median_s if low else None
         peak = best.flop / best.stats.median_s if best else None
         rows.append(SeriesSummary(
             op=op, backend=backend, dtype=dtype, n=n, k=k,
-            points_ok=sum(p.ok for p in points), points_total=len(points),
+            points_ok=sum(p.ok and not p.superseded for p in points),
+            points_total=sum(not p.superseded for p in points),
             failed_checks=sum(p.correct is False for p in points),
             low_batch=low.batch if low else None,
             low_batch_bytes_per_s=low_bw,

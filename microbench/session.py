@@ -1,0 +1,100 @@
+"""What every point of a sweep shares: the device, the timing rule, the weight cache, memory limits,
+telemetry, and the stop flag that signals set.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from microbench import ops
+from microbench.adaptive import Clock, PerfClock, StoppingRule
+from microbench.devices import DeviceChoice, meminfo_bytes
+
+# Fraction of free memory a point may take: leaves room for the allocator, cuBLAS workspaces, the OS.
+GPU_MEMORY_FRACTION = 0.85
+CPU_MEMORY_FRACTION = 0.5
+
+
+@dataclass
+class Session:
+    torch: Any
+    choice: DeviceChoice
+    device: dict[str, Any]
+    rule: StoppingRule
+    timer: str
+    l2_policy: str
+    seed: int
+    max_memory_bytes: int | None = None
+    clock: Clock = field(default_factory=PerfClock)
+    weights: ops.WeightCache = field(default_factory=ops.WeightCache)
+    sampler: Any = None  # a started telemetry.Sampler, or None
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    previous_timeline: list[dict[str, Any]] = field(default_factory=list)  # from a resumed file
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    # --- memory ---------------------------------------------------------------------------------
+    @property
+    def cache_bytes(self) -> int | None:
+        if self.choice.kind == "cuda":
+            return self.device.get("l2_cache_bytes")
+        return self.device.get("last_level_cache_bytes")
+
+    def free_memory_bytes(self) -> float:
+        """What the device can give a new point now (a fraction of its free memory)."""
+        if self.choice.kind == "cuda":
+            free, _ = self.torch.cuda.mem_get_info(self.choice.index)
+            return free * GPU_MEMORY_FRACTION
+        available = meminfo_bytes("MemAvailable") or self.device.get("memory_bytes") or 0
+        return available * CPU_MEMORY_FRACTION
+
+    def apply_memory_cap(self) -> None:
+        """On a GPU, ``--max-memory`` becomes the caching allocator's limit: going over is a real OOM."""
+        if self.max_memory_bytes and self.choice.kind == "cuda":
+            cuda = self.torch.cuda
+            total = self.device.get("memory_bytes") or cuda.get_device_properties(self.choice.index).total_memory
+            cuda.set_per_process_memory_fraction(min(1.0, self.max_memory_bytes / total), self.choice.index)
+
+    def memory_cap_bytes(self) -> float:
+        cap = self.free_memory_bytes()
+        return min(cap, self.max_memory_bytes) if self.max_memory_bytes else cap
+
+    def synchronize(self) -> None:
+        if self.choice.kind == "cuda":
+            self.torch.cuda.synchronize(self.choice.index)
+
+    # --- telemetry ------------------------------------------------------------------------------
+    def start_telemetry(self, enabled: bool, interval_s: float) -> None:
+        """Start the NVML sampler (or record why there is none); GPM windows lengthen the timed phase."""
+        if not enabled:
+            self.telemetry = {"source": "none", "reason": "turned off (--no-telemetry)"}
+            return
+        from microbench.nvml_reader import start_telemetry
+
+        self.sampler, self.telemetry = start_telemetry(self.device, interval_s)
+        if self.telemetry.get("gpm_min_point_window_s"):
+            self.rule = replace(self.rule, min_time_s=self.telemetry["gpm_min_point_window_s"])
+
+    def stop_telemetry(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+
+    def telemetry_record(self) -> dict[str, Any]:
+        record = dict(self.telemetry)
+        if self.sampler is not None:
+            record["power"] = getattr(self.sampler.reader, "power_note", None)
+            record["read_errors"] = self.sampler.errors
+            record["timeline"] = self.previous_timeline + self.sampler.rows()
+        elif self.previous_timeline:
+            record["timeline"] = list(self.previous_timeline)
+        return record
+
+    def window_summary(self, measurement, launches: int, timer_bytes_per_s: float) -> dict[str, Any] | None:
+        if self.sampler is None:
+            return None
+        from microbench.telemetry import summarize_window
+
+        self.sampler.wait_past(measurement.finished_s)
+        return summarize_window(self.sampler.rows(), measurement.started_s, measurement.finished_s, launches,
+                                self.device.get("theoretical_bandwidth_bytes_per_s"), timer_bytes_per_s)

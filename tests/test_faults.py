@@ -1,0 +1,278 @@
+"""Faults injected for real: signals into a running CPU sweep, resume, a memory cap, a busy CPU, throttling
+through the telemetry seam, hostile result files (fuzzed), and determinism."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from microbench.cli import main
+from roofline.results import ResultError, load_result, result_from_json, result_to_json
+
+ROOT = Path(__file__).resolve().parent.parent
+SLOW_PLAN = ["--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "512x1024", "--batch", "1:64:+1",
+             "--budget", "0.05", "--no-ceilings"]
+
+
+def start_sweep(output: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "microbench.cli", "sweep", *SLOW_PLAN, "-o", str(output), *extra],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def wait_for_points(output: Path, count: int, timeout_s: float = 120) -> int:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            points = len(load_result(output).points)
+            if points >= count:
+                return points
+        except ResultError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {count} points after {timeout_s} s")
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_saves_and_resume_completes_without_remeasuring(tmp_path, signum, code):
+    output = tmp_path / "run.json"
+    process = start_sweep(output)
+    wait_for_points(output, 3)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == code, stderr
+    assert f"resume with: gpubench sweep --resume {output}" in stderr
+    before = load_result(output)
+    assert 3 <= len(before.points) < 64
+    run = CliRunner().invoke(main, ["sweep", "--resume", str(output)], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    after = load_result(output)
+    assert sorted(p.batch for p in after.points) == list(range(1, 65))
+    assert after.points[:len(before.points)] == before.points  # nothing re-measured
+    assert after.settings["resumed"][0]["remaining_points"] == 64 - len(before.points)
+
+
+def test_a_second_signal_abandons_the_point_in_flight(tmp_path):
+    output = tmp_path / "run.json"
+    process = start_sweep(output)
+    wait_for_points(output, 2)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert load_result(output).points  # a valid file with what was measured
+
+
+def small_result(tmp_path) -> Path:
+    output = tmp_path / "small.json"
+    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "256x256",
+                                    "--batch", "1,2",
+                                    "--budget", "0.02", "--no-ceilings", "-o", str(output)], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    return output
+
+
+def test_resume_refuses_other_settings_unless_forced(tmp_path):
+    output = small_result(tmp_path)
+    document = json.loads(output.read_text())
+    document["settings"]["budget_s"] = 9.0
+    document["points"] = document["points"][:1]
+    output.write_text(json.dumps(document))
+    refused = CliRunner().invoke(main, ["sweep", "--resume", str(output)])
+    assert refused.exit_code == 2 and "not the same sweep" in refused.output and "budget_s" in refused.output
+    assert len(load_result(output).points) == 1
+    forced = CliRunner().invoke(main, ["sweep", "--resume", str(output), "--force"], catch_exceptions=False)
+    assert forced.exit_code == 0, forced.output
+    result = load_result(output)
+    assert len(result.points) == 2 and result.settings["resumed"][0]["forced_over"]
+
+
+def test_resume_takes_no_plan_options(tmp_path):
+    output = small_result(tmp_path)
+    run = CliRunner().invoke(main, ["sweep", "--resume", str(output), "--batch", "4"])
+    assert run.exit_code == 2 and "--resume takes the plan" in run.output
+    run = CliRunner().invoke(main, ["sweep", "--force", "--device", "cpu"])
+    assert run.exit_code == 2 and "--force only goes with --resume" in run.output
+
+
+def test_max_memory_forces_an_oom_point_and_the_sweep_finishes(tmp_path):
+    output = tmp_path / "oom.json"
+    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32",
+                                    "--shape", "1024x1024", "--shape", "256x256", "--batch", "1,2,4096",
+                                    "--budget", "0.05", "--no-ceilings", "--max-memory", "10M", "-o", str(output)],
+                             catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    points = [(p.n, p.batch, p.status) for p in load_result(output).points]
+    assert points == [(1024, 1, "ok"), (1024, 2, "ok"), (1024, 4096, "oom"),
+                      (256, 1, "ok"), (256, 2, "ok"), (256, 4096, "ok")]  # the sweep went on after the oom
+    oom = load_result(output).points[2]
+    assert "--max-memory" in oom.reason
+    assert load_result(output).points[0].rotation_copies * 1024 * 1024 * 4 <= 10e6
+
+
+def test_bad_max_memory(tmp_path):
+    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--max-memory", "lots", "-o", str(tmp_path / "x.json")])
+    assert run.exit_code == 2 and "is not a size" in run.output
+
+
+def test_a_busy_cpu_warns_and_require_idle_refuses(tmp_path):
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        time.sleep(0.5)
+        refused = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--quick", "--require-idle",
+                                            "-o", str(tmp_path / "x.json")])
+        assert refused.exit_code == 2 and "busy" in refused.output
+        assert not (tmp_path / "x.json").exists()
+        from microbench.devices import busy_state
+
+        assert busy_state({"kind": "cpu"})["busy"]
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+def test_a_throttled_point_is_measured_again_and_both_are_kept(tmp_path, monkeypatch):
+    """The sweep is real; the telemetry seam reports a thermal slowdown during the first 0.3 s."""
+    from microbench import nvml_reader, sweep
+    from microbench.telemetry import Sampler
+
+    class ThermalReader:
+        source = "nvml-basic"
+        power_note = "recorded"
+
+        def __init__(self):
+            self.start = time.perf_counter()
+
+        def read(self):
+            hot = time.perf_counter() - self.start < 0.3
+            return {"sm_clock_hz": 1.98e9, "clock_event_reasons": 0x20 if hot else 0, "power_w": 100.0}
+
+        def gpm(self):
+            return None
+
+    def fake_start(device, interval_s):
+        sampler = Sampler(ThermalReader(), interval_s=0.01)
+        sampler.start()
+        return sampler, {"source": "nvml-basic", "interval_s": 0.01, "reason": "recorded readings (test)"}
+
+    monkeypatch.setattr(nvml_reader, "start_telemetry", fake_start)
+    monkeypatch.setattr(sweep, "RETRY_PAUSE_S", 0.3)
+    output = tmp_path / "hot.json"
+    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "512x512",
+                                    "--batch", "1,2", "--budget", "0.1", "--no-ceilings", "-o", str(output)],
+                             catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    points = load_result(output).points
+    first = [p for p in points if p.batch == 1]
+    assert [(p.attempt, p.superseded) for p in first] == [(1, True), (2, False)]
+    assert first[0].telemetry["throttled"] and not first[1].telemetry["throttled"]
+    assert "sw_thermal_slowdown" in first[0].telemetry["clock_event_reasons"]
+    from roofline.report import write_report
+
+    write_report(load_result(output), tmp_path / "report")
+    assert "the fit used the second" in (tmp_path / "report" / "report.md").read_text()
+
+
+# --- hostile files ---
+
+def test_truncated_and_corrupted_files_exit_2(tmp_path):
+    good = small_result(tmp_path)
+    text = good.read_text()
+    cases = {"truncated.json": text[: len(text) // 2], "corrupt.json": text.replace('"points"', '"po\x00ints"', 1),
+             "binary.bin": "\udcff"}
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content.encode("utf-8", "surrogateescape"))
+        for command in (["fit", str(path)], ["report", str(path)]):
+            run = CliRunner().invoke(main, command)
+            assert run.exit_code == 2, (name, run.output)
+            assert run.output.count("\n") == 1 and "gpubench: error:" in run.output
+
+
+def test_a_huge_file_is_refused_without_reading_it(tmp_path):
+    path = tmp_path / "huge.json"
+    with open(path, "wb") as stream:
+        stream.truncate(600 * 1024 * 1024)  # sparse: no disk used
+    run = CliRunner().invoke(main, ["fit", str(path)])
+    assert run.exit_code == 2 and "larger than any result" in run.output
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(json_values)
+def test_loader_fuzz_random_documents(value):
+    try:
+        result_from_json(json.dumps(value))
+    except ResultError as exc:
+        assert "\n" not in str(exc)
+
+
+GOLDEN = json.loads((ROOT / "tests" / "golden" / "result_v1.json").read_text())
+
+
+def _paths(node, prefix=()):
+    yield prefix
+    if isinstance(node, dict):
+        for key, child in node.items():
+            yield from _paths(child, prefix + (key,))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            yield from _paths(child, prefix + (index,))
+
+
+PATHS = [p for p in _paths(GOLDEN) if p]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(PATHS), json_values)
+def test_loader_fuzz_mutated_valid_documents(path, replacement):
+    document = json.loads(json.dumps(GOLDEN))
+    node = document
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = replacement
+    try:
+        result = result_from_json(json.dumps(document))
+    except ResultError as exc:
+        assert "\n" not in str(exc)
+        return
+    # Whatever loads must save again and load to the same thing.
+    assert result_from_json(result_to_json(result)) == result
+
+
+# --- determinism ---
+
+def test_same_seed_same_plan_and_inputs():
+    import torch
+
+    from microbench import ops
+    from microbench.plan import PointSpec, build_plan
+
+    assert build_plan(["gemm"], ["fp32"], [(64, 32)], [(8, 8)], [1, 4]) == \
+        build_plan(["gemm"], ["fp32"], [(64, 32)], [(8, 8)], [1, 4])
+    spec = PointSpec("gemm", "fp32", 4, 64, 32)
+    first = ops.build_workload(torch, spec, "cpu", 2, 7, ops.WeightCache())
+    again = ops.build_workload(torch, spec, "cpu", 2, 7, ops.WeightCache())
+    other = ops.build_workload(torch, spec, "cpu", 2, 8, ops.WeightCache())
+    assert all(torch.equal(a, b) for a, b in zip(first.weights + first.inputs, again.weights + again.inputs,
+                                                 strict=True))
+    assert not torch.equal(first.weights[0], other.weights[0])
+    assert not torch.equal(first.weights[0], first.weights[1])  # copies differ: no accidental sharing
