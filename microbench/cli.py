@@ -253,6 +253,57 @@ def import_(csv_file, output, device_name, sku, device_kind) -> None:
 
 
 @main.command()
+@click.option("--model", default=None, help="model id from profiles/models (llama-3-70b, mixtral-8x7b, ...)")
+@click.option("--hf-config", type=click.Path(path_type=Path), default=None, help="a Hugging Face config.json on disk")
+@click.option("--tp", type=int, default=1, show_default=True, help="tensor-parallel GPUs")
+@click.option("--context", type=int, default=4096, show_default=True, help="tokens in each sequence's KV cache")
+@click.option("--dtype", default="bf16", show_default=True, help="weights and activations")
+@click.option("--kv-dtype", default=None, help="KV cache dtype [--dtype]")
+@click.option("--batch", "batches", default="1:1024:x2", show_default=True, help="batches: list and ranges")
+@click.option("--mem-fraction", type=float, default=0.9, show_default=True,
+              help="share of device memory for weights + KV cache")
+@click.option("--analytic", is_flag=True, help="from the spec sheet only (needs --gpu), no measuring")
+@click.option("--gpu", "sku", default=None, help="SKU for the analytic side [the matched SKU]")
+@click.option("--from", "from_result", type=click.Path(path_type=Path), default=None,
+              help="take launch times from this sweep result instead of measuring")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--budget", type=float, default=None, help="seconds of sampling per launch measured")
+@click.option("--json", "as_json", is_flag=True, help="print the whole document as JSON")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="folder for decode.json and decode.png")
+def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction, analytic, sku, from_result,
+           device, budget, as_json, output) -> None:
+    """A whole model's decode step: tokens/s against batch, MBU/MFU, the crossover, and the KV-cache cap."""
+    from microbench.decode_cli import run_decode
+
+    try:
+        document = run_decode(model=model, hf_config=hf_config, tp=tp, context=context, dtype=dtype,
+                              kv_dtype=kv_dtype, batches=batches, mem_fraction=mem_fraction, analytic=analytic,
+                              sku=sku, from_result=from_result, device=device, budget=budget)
+    except _bad_input_errors() as exc:
+        raise BadInput(str(exc)) from None
+    from microbench.progress import print_decode
+
+    if as_json:
+        click.echo(json.dumps(document, indent=1, allow_nan=False))
+    else:
+        print_decode(document)
+    if output is not None:
+        from roofline.decode_report import decode_figure
+
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "decode.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
+        figure = decode_figure(document)
+        figure.savefig(output / "decode.png")
+        click.echo(f"saved {output / 'decode.json'} and {output / 'decode.png'}", err=as_json)
+    measured = document.get("measured") or document.get("analytic")
+    if measured and measured["kv"]["fits"] is False:
+        raise BadInput(f"{document['setup']['model']} does not fit: {measured['kv']['weight_bytes'] / 1e9:.1f} GB "
+                       f"of weights per GPU at TP {tp} in {mem_fraction:.0%} of "
+                       f"{measured['kv']['memory_bytes'] / 1e9:.1f} GB")
+
+
+@main.command()
 def devices() -> None:
     """List the GPUs (with matched SKU, clocks, power, ECC, MIG) or, without one, the CPU."""
     from microbench.progress import print_devices

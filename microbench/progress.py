@@ -194,3 +194,28 @@ def print_fit(analysis: dict[str, Any]) -> None:
         stdout.print(f"spec: {analysis['spec_reason']}")
     for line in analysis["verdict"]:
         stdout.print(line)
+
+
+def print_decode(document: dict[str, Any]) -> None:
+    """Measured and analytic side by side, one row per batch, then the answer in words."""
+    setup = document["setup"]
+    parts = [(key, document[key]) for key in ("measured", "analytic") if document.get(key)]
+    table = Table(title=f"decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, "
+                        f"{setup['dtype']} (KV {setup['kv_dtype']})", title_justify="left")
+    table.add_column("batch", justify="right")
+    for key, _ in parts:
+        for column in ("ms/token", "tokens/s", "MBU", "MFU", "bound", "KV fits"):
+            label = "meas" if key == "measured" else "spec"
+            table.add_column(f"{label} {column}", justify="right")
+    for index, batch in enumerate(setup["batches"]):
+        cells = [str(batch)]
+        for _, part in parts:
+            row = part["rows"][index]
+            cells += [f"{row['step_time_s'] * 1e3:.3g}", f"{row['tokens_per_s']:.4g}",
+                      percent(100 * row["mbu"] if row["mbu"] is not None else None),
+                      f"{100 * row['mfu']:.2f}%" if row["mfu"] is not None else "–", row["bound"],
+                      {True: "yes", False: "[red]no[/]", None: "–"}[row["kv_fits"]]]
+        table.add_row(*cells)
+    stdout.print(table)
+    for line in document["summary"]:
+        stdout.print(line)

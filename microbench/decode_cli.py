@@ -1,0 +1,66 @@
+"""The work behind ``gpubench decode``: check the arguments, measure or look up, assemble the document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from microbench.plan import PlanError, parse_batches
+from roofline.counting import DTYPES
+from roofline.decode import DecodeSetup
+from roofline.decode_report import analytic_document, measured_document, summary_lines
+from roofline.models import check_tp, load_hf_config, load_model
+from roofline.profiles import load_gpu_profile
+
+
+def run_decode(model: str | None, hf_config: Path | None, tp: int, context: int, dtype: str, kv_dtype: str | None,
+               batches: str, mem_fraction: float, analytic: bool, sku: str | None, from_result: Path | None,
+               device: str, budget: float | None) -> dict[str, Any]:
+    if bool(model) == bool(hf_config):
+        raise PlanError("give one of --model NAME or --hf-config PATH")
+    profile = load_model(model) if model else load_hf_config(hf_config)
+    check_tp(profile, tp)
+    if context <= 0:
+        raise PlanError(f"--context must be positive, got {context}")
+    kv_dtype = kv_dtype or dtype
+    for value in (dtype, kv_dtype):
+        if value not in DTYPES:
+            raise PlanError(f"unknown dtype {value!r}; choose from {', '.join(DTYPES)}")
+    if not 0 < mem_fraction <= 1:
+        raise PlanError("--mem-fraction must be in (0, 1]")
+    if analytic and not sku:
+        raise PlanError("--analytic needs --gpu SKU")
+    batch_list = parse_batches(batches)
+    setup = DecodeSetup(profile, tp, context, dtype, kv_dtype)
+    document: dict[str, Any] = {"setup": {"model": profile.name, "model_id": profile.id, "tp": tp, "context": context,
+                                          "dtype": dtype, "kv_dtype": kv_dtype, "batches": batch_list,
+                                          "model_source": profile.source}}
+    if not analytic:
+        document["measured"] = _measured(setup, batch_list, mem_fraction, from_result, device, budget)
+        sku = sku or document["measured"].pop("sku", None)
+    if sku:
+        document["analytic"] = analytic_document(setup, load_gpu_profile(sku), batch_list, mem_fraction)
+    document["summary"] = summary_lines(document)
+    return document
+
+
+def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_result: Path | None, device: str,
+              budget: float | None) -> dict[str, Any]:
+    from microbench.decode_run import measure_launches, measured_roof, needed_launches, times_from_result
+
+    keys = needed_launches(setup, batches)
+    if from_result is not None:
+        times, device_record = times_from_result(from_result, keys)
+        points, roof = [], {}
+    else:
+        from microbench.progress import terminal_observer
+
+        with terminal_observer() as observer:
+            times, device_record, points, roof = measure_launches(keys, device, budget, observer, setup.dtype)
+    bandwidth, peak = measured_roof(points, roof, setup.dtype)
+    if from_result is not None:
+        bandwidth = peak = None  # only the times travel with --from; MBU/MFU come from the spec side
+    memory = device_record.get("memory_bytes")
+    part = measured_document(setup, batches, times, bandwidth, peak, memory, mem_fraction, device_record)
+    part["sku"] = device_record.get("sku")
+    return part

@@ -1,0 +1,67 @@
+"""``gpubench decode`` measured: time every distinct launch of the step on this device (or take them from
+a sweep's result), then hand the times to ``roofline.decode``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from microbench.plan import PlanError, PointSpec
+from microbench.sweep import SweepConfig, SweepObserver, measure_point, prepare_sweep
+from roofline.decode import DecodeSetup
+from roofline.results import load_result
+
+
+def needed_launches(setup: DecodeSetup, batches: list[int]) -> list[tuple[str, str, int, int, int]]:
+    keys = []
+    for batch in batches:
+        for launch in setup.launches(batch):
+            if launch.key not in keys:
+                keys.append(launch.key)
+    return keys
+
+
+def times_from_result(path: Path, keys) -> tuple[dict, dict[str, Any]]:
+    result = load_result(path)
+    medians = {p.plan_key: p.stats.median_s for p in result.points if p.usable}
+    missing = [k for k in keys if k not in medians]
+    if missing:
+        shown = ", ".join(f"{op} {dtype} B={b} {n}x{k}" for op, dtype, b, n, k in missing[:4])
+        raise PlanError(f"{path} lacks {len(missing)} of the step's launches ({shown}...); measure them "
+                        "without --from")
+    return {k: medians[k] for k in keys}, result.device
+
+
+def measure_launches(keys, device: str, budget_s: float | None, observer: SweepObserver, dtype: str
+                     ) -> tuple[dict, dict[str, Any], list, dict[str, float | None]]:
+    """Median time of each launch measured here (the same protocol as a sweep), and the measured roof:
+    copy/read bandwidth and the quick matmul-peak search for ``dtype``."""
+    from microbench.ceilings import CPU_QUICK_PEAK_SHAPES, GPU_QUICK_PEAK_SHAPES, measure_peak, measure_stream
+
+    config = SweepConfig(device=device, ops=(), budget_s=budget_s, save=False, with_ceilings=False)
+    session = prepare_sweep(config, observer).session
+    shapes = GPU_QUICK_PEAK_SHAPES if session.choice.kind == "cuda" else CPU_QUICK_PEAK_SHAPES
+    roof = {"bandwidth_bytes_per_s": max(measure_stream(session, kind)["bytes_per_s"] for kind in ("copy", "read")),
+            "peak_flop_per_s": measure_peak(session, dtype, shapes)["flop_per_s"]}
+    observer.on_start(len(keys))
+    times, points = {}, []
+    try:
+        for op, dtype, batch, n, k in keys:
+            point = measure_point(session, PointSpec(op, dtype, batch, n, k))
+            observer.on_point(point)
+            if not point.ok:
+                raise PlanError(f"could not measure {op} {dtype} B={batch} {n}x{k}: {point.status}: {point.reason}")
+            times[(op, dtype, batch, n, k)] = point.stats.median_s
+            points.append(point)
+    finally:
+        session.weights.clear()
+    return times, session.device, points, roof
+
+
+def measured_roof(points: list, roof: dict[str, float | None], dtype: str) -> tuple[float | None, float | None]:
+    """What MBU and MFU are measured against: the best of the roof kernels and of the step's own launches."""
+    bandwidths = [p.bytes / p.stats.median_s for p in points] + [roof.get("bandwidth_bytes_per_s") or 0]
+    peaks = [p.flop / p.stats.median_s for p in points if p.op == "gemm" and p.dtype == dtype]
+    peaks.append(roof.get("peak_flop_per_s") or 0)
+    return (max(bandwidths) or None), (max(peaks) or None)

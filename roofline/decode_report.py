@@ -1,0 +1,127 @@
+"""Assemble a decode analysis (measured and/or analytic) into one JSON-able document, a table and a figure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roofline.decode import (
+    DecodeSetup,
+    analytic_time,
+    kv_capacity,
+    latency_knee,
+    ridge_crossing,
+    rows_to_dicts,
+    step_rows,
+)
+from roofline.profiles import GpuProfile
+
+
+def analytic_document(setup: DecodeSetup, profile: GpuProfile, batches: list[int], mem_fraction: float
+                      ) -> dict[str, Any]:
+    """The same step from the spec sheet alone: no GPU needed."""
+    peak = profile.peak_flop_per_s.get(setup.dtype) or profile.peak_flop_per_s.get("bf16")
+    capacity = kv_capacity(setup, profile.capacity_bytes, mem_fraction)
+    rows = step_rows(setup, batches, analytic_time(profile.bandwidth_bytes_per_s, profile.peak_flop_per_s),
+                     profile.bandwidth_bytes_per_s, peak, capacity["max_batch"])
+    return {"source": f"spec sheet: {profile.name} ({profile.sku})",
+            "bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s, "peak_flop_per_s": peak,
+            "rows": rows_to_dicts(rows), "kv": capacity,
+            "crossing": ridge_crossing(setup, peak / profile.bandwidth_bytes_per_s, batches),
+            "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
+
+
+def measured_document(setup: DecodeSetup, batches: list[int], times: dict, bandwidth: float | None,
+                      peak: float | None, memory_bytes: float | None, mem_fraction: float, device: dict
+                      ) -> dict[str, Any]:
+    capacity = kv_capacity(setup, memory_bytes, mem_fraction)
+    rows = step_rows(setup, batches, lambda *key: times[key], bandwidth, peak, capacity["max_batch"])
+    return {"source": f"measured on {device.get('name')} ({device.get('sku') or device['kind']})",
+            "bandwidth_bytes_per_s": bandwidth, "peak_flop_per_s": peak,
+            "rows": rows_to_dicts(rows), "kv": capacity,
+            "crossing": ridge_crossing(setup, peak / bandwidth, batches) if peak and bandwidth else None,
+            "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
+
+
+def summary_lines(document: dict[str, Any]) -> list[str]:
+    """The answer in words, for each of measured and analytic."""
+    lines = []
+    setup = document["setup"]
+    head = f"{setup['model']} (TP {setup['tp']}, context {setup['context']}, {setup['dtype']}, KV {setup['kv_dtype']})"
+    for key in ("measured", "analytic"):
+        part = document.get(key)
+        if not part:
+            continue
+        first = part["rows"][0]
+        text = (f"{key}, {part['source']}: {head}: batch {first['batch']} takes {first['step_time_s'] * 1e3:.3g} ms "
+                f"per token, reads {first['bytes'] / 1e9:.4g} GB")
+        if first["mfu_linear"] is not None:
+            text += (f", the weight GEMMs use {100 * first['mfu_linear']:.2f}% of peak FLOP/s "
+                     f"({100 * first['mfu']:.2f}% with attention)")
+        if first["mbu"] is not None:
+            text += f", MBU {100 * first['mbu']:.0f}%"
+        crossing = part.get("crossing")
+        if crossing:
+            text += f". Ridge {crossing['ridge_flop_per_byte']:.0f} FLOP/byte: "
+            if crossing["never"]:
+                text += (f"the step never turns compute-bound at this context (its intensity tends to "
+                         f"{crossing['limit_intensity_flop_per_byte']:.0f} FLOP/byte as the batch grows: attention)")
+            elif crossing["crossover_batch"] is not None:
+                text += f"the step turns compute-bound at batch {crossing['crossover_batch']}"
+            else:
+                text += f"compute-bound only past batch {crossing.get('crossover_batch_beyond_list')}"
+            if crossing["context_limit"]:
+                text += f"; past context {crossing['context_limit']} it stays memory-bound at every batch"
+        kv = part["kv"]
+        if kv["fits"] is False:
+            text += ". The weights do not fit in memory at this TP"
+        elif kv["max_batch"] is not None:
+            text += f". The KV cache caps the batch at {kv['max_batch']}"
+        if part.get("knee_batch_1p10"):
+            text += f"; time per token is 10% above batch 1 by batch {part['knee_batch_1p10']}"
+        lines.append(text + ".")
+    return lines
+
+
+def decode_figure(document: dict[str, Any]):
+    """Tokens/s and time per token against batch, measured beside analytic, KV cap and crossover marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from roofline.plots import OKABE_ITO
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for index, key in enumerate(("measured", "analytic")):
+        part = document.get(key)
+        if not part:
+            continue
+        batches = [r["batch"] for r in part["rows"]]
+        style = "-o" if key == "measured" else "--s"
+        left.plot(batches, [r["tokens_per_s"] for r in part["rows"]], style, color=OKABE_ITO[index], ms=4,
+                  label=part["source"])
+        right.plot(batches, [r["step_time_s"] * 1e3 for r in part["rows"]], style, color=OKABE_ITO[index], ms=4)
+        kv = part["kv"].get("max_batch")
+        if kv is not None:
+            # Draw the cap where it falls among the batches; far beyond them, say it in the legend only.
+            if kv <= 2 * max(batches):
+                for ax in (left, right):
+                    ax.axvline(max(kv, 0.5), color=OKABE_ITO[index], ls=":", lw=1)
+            left.plot([], [], ls=":", color=OKABE_ITO[index], label=f"KV cache cap ({key}): batch {kv}")
+        crossing = (part.get("crossing") or {}).get("crossover_batch")
+        if crossing:
+            right.axvline(crossing, color=OKABE_ITO[3 + index], lw=1, label=f"turns compute-bound ({key})")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch (sequences)")
+        ax.grid(alpha=0.3)
+    left.set_yscale("log")
+    left.set_ylabel("tokens/s (all sequences)")
+    right.set_ylabel("time per output token (ms)")
+    setup = document["setup"]
+    fig.suptitle(f"Decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, {setup['dtype']}")
+    left.legend(fontsize=7)
+    if right.get_legend_handles_labels()[0]:
+        right.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,163 @@
+"""LLM model profiles (``profiles/models/<id>.toml`` or a Hugging Face ``config.json`` on disk) and the
+layer shapes one decode step reads, with tensor parallelism.
+
+Per layer, weights stored N×K as ``nn.Linear`` does: qkv (column split), o (row split), gate+up (column
+split), down (row split); once per step, lm_head (column split over the vocabulary).  Attention is a
+batched GEMV over each sequence's KV cache: per KV head, a context × head_dim matrix for K and one for V.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from roofline.counting import DTYPE_SIZES
+from roofline.profiles import ProfileError, profiles_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    id: str
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    gated_mlp: bool = True
+    experts: int = 1
+    experts_per_token: int = 1
+    tied_embeddings: bool = False
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "experts",
+                     "experts_per_token"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ProfileError(f"model {self.id}: {name} must be a positive integer, got {value!r}")
+        if self.heads % self.kv_heads:
+            raise ProfileError(f"model {self.id}: {self.heads} heads are not a multiple of {self.kv_heads} KV heads")
+        if self.experts_per_token > self.experts:
+            raise ProfileError(f"model {self.id}: more experts per token than experts")
+
+    @property
+    def group(self) -> int:
+        """Query heads per KV head (GQA group size)."""
+        return self.heads // self.kv_heads
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """One GEMM of the decode step: ``count`` launches per step of an N×K weight."""
+
+    name: str
+    n: int
+    k: int
+    count: int  # per step: layers (× experts touched for MoE, filled in per batch)
+    expert: bool = False  # an MoE expert's matrix: batch and count depend on routing
+
+
+def load_model(model_id: str) -> ModelProfile:
+    path = profiles_dir() / "models" / f"{model_id}.toml"
+    if not path.exists():
+        known = sorted(p.stem for p in (profiles_dir() / "models").glob("*.toml"))
+        raise ProfileError(f"unknown model {model_id!r}; known: {', '.join(known)} (or --hf-config PATH)")
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    fields = {k: data[k] for k in ModelProfile.__dataclass_fields__ if k in data and k != "id"}
+    try:
+        return ModelProfile(id=model_id, **fields)
+    except TypeError as exc:
+        raise ProfileError(f"model {model_id}: {exc}") from None
+
+
+def load_hf_config(path: Path) -> ModelProfile:
+    """A model from a Hugging Face ``config.json`` on disk (never the network)."""
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path}: cannot read a config.json ({exc})") from None
+    if not isinstance(config, dict):
+        raise ProfileError(f"{path}: not a config.json object")
+    try:
+        heads = int(config["num_attention_heads"])
+        hidden = int(config["hidden_size"])
+        return ModelProfile(
+            id=Path(path).parent.name or "hf-config", name=str(config.get("_name_or_path") or Path(path).name),
+            layers=int(config["num_hidden_layers"]), hidden=hidden, heads=heads,
+            kv_heads=int(config.get("num_key_value_heads") or heads),
+            head_dim=int(config.get("head_dim") or hidden // heads),
+            intermediate=int(config["intermediate_size"]), vocab=int(config["vocab_size"]),
+            gated_mlp=config.get("hidden_act", "silu") in ("silu", "swiglu", "gelu_pytorch_tanh") or
+            "gate_proj" in json.dumps(config),
+            experts=int(config.get("num_local_experts") or config.get("num_experts") or 1),
+            experts_per_token=int(config.get("num_experts_per_tok") or 1),
+            tied_embeddings=bool(config.get("tie_word_embeddings", False)), source=str(path),
+        )
+    except KeyError as exc:
+        raise ProfileError(f"{path}: config.json lacks {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise ProfileError(f"{path}: {exc}") from None
+
+
+def check_tp(model: ModelProfile, tp: int) -> None:
+    if tp <= 0:
+        raise ProfileError("--tp must be a positive integer")
+    for what, value in (("attention heads", model.heads), ("KV heads", model.kv_heads),
+                        ("intermediate size", model.intermediate)):
+        if value % tp:
+            raise ProfileError(f"--tp {tp} does not divide the {value} {what} of {model.name}")
+
+
+def layer_shapes(model: ModelProfile, tp: int = 1) -> list[LayerShape]:
+    """The GEMMs of one decode step on one of ``tp`` GPUs."""
+    check_tp(model, tp)
+    q_k_v = (model.heads + 2 * model.kv_heads) * model.head_dim // tp
+    mlp_in = (2 if model.gated_mlp else 1) * model.intermediate // tp
+    expert = model.experts > 1
+    return [
+        LayerShape("qkv", q_k_v, model.hidden, model.layers),
+        LayerShape("o", model.hidden, model.heads * model.head_dim // tp, model.layers),
+        LayerShape("gate_up" if model.gated_mlp else "up", mlp_in, model.hidden, model.layers, expert),
+        LayerShape("down", model.hidden, model.intermediate // tp, model.layers, expert),
+        LayerShape("lm_head", math.ceil(model.vocab / tp), model.hidden, 1),
+    ]
+
+
+def experts_touched(model: ModelProfile, batch: int) -> float:
+    """Expected distinct experts a batch routes to (uniform routing): E·(1 − (1 − k/E)^B)."""
+    if model.experts == 1:
+        return 1.0
+    return model.experts * (1 - (1 - model.experts_per_token / model.experts) ** batch)
+
+
+def tokens_per_expert(model: ModelProfile, batch: int) -> int:
+    """The batch one touched expert's GEMM sees, on average (at least one token)."""
+    if model.experts == 1:
+        return batch
+    return max(1, round(batch * model.experts_per_token / experts_touched(model, batch)))
+
+
+def kv_bytes_per_token(model: ModelProfile, kv_dtype: str, tp: int = 1) -> int:
+    """KV cache per token per sequence on one GPU: K and V, every layer, every KV head (Llama-2-70B fp16: 320 KiB)."""
+    return 2 * model.layers * (model.kv_heads // tp) * model.head_dim * DTYPE_SIZES[kv_dtype][0]
+
+
+def weight_bytes(model: ModelProfile, dtype: str, tp: int = 1) -> int:
+    """Bytes of weights on one GPU: all layers' matrices (all experts) and lm_head; embeddings aside."""
+    size = DTYPE_SIZES[dtype][0]
+    total = 0
+    for shape in layer_shapes(model, tp):
+        matrices = model.experts if shape.expert else 1
+        total += shape.n * shape.k * shape.count * matrices
+    return total * size

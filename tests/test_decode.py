@@ -1,0 +1,123 @@
+"""gpubench decode: layer shapes and KV bytes by hand, the seed arithmetic from --analytic, a real CPU run."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli import main
+from roofline.decode import DecodeSetup
+from roofline.models import experts_touched, kv_bytes_per_token, layer_shapes, load_model, weight_bytes
+from roofline.profiles import ProfileError
+
+TINY = {"_name_or_path": "tiny-llama-test", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024, "hidden_act": "silu"}
+
+
+def test_llama_2_70b_shapes_and_kv_by_hand():
+    model = load_model("llama-2-70b")
+    shapes = {s.name: (s.n, s.k, s.count) for s in layer_shapes(model)}
+    assert shapes == {"qkv": (8192 + 2 * 1024, 8192, 80), "o": (8192, 8192, 80), "gate_up": (2 * 28672, 8192, 80),
+                      "down": (8192, 28672, 80), "lm_head": (32000, 8192, 1)}
+    assert kv_bytes_per_token(model, "fp16") == 320 * 1024  # 80 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes
+    assert weight_bytes(model, "fp16") == pytest.approx(137.4e9, rel=0.001)
+
+
+def test_tensor_parallel_splits():
+    model = load_model("llama-3-70b")
+    shapes = {s.name: (s.n, s.k) for s in layer_shapes(model, tp=4)}
+    assert shapes["qkv"] == ((64 + 16) * 128 // 4, 8192)  # column split
+    assert shapes["o"] == (8192, 64 * 128 // 4)  # row split
+    assert shapes["down"] == (8192, 28672 // 4)
+    assert shapes["lm_head"] == (128256 // 4, 8192)
+    assert kv_bytes_per_token(model, "bf16", tp=4) == 320 * 1024 // 4
+    with pytest.raises(ProfileError, match="does not divide"):
+        layer_shapes(model, tp=3)
+
+
+def test_mixture_of_experts_routing():
+    model = load_model("mixtral-8x7b")
+    assert experts_touched(model, 1) == pytest.approx(2)
+    assert experts_touched(model, 1000) == pytest.approx(8, rel=1e-6)
+    setup = DecodeSetup(model, 1, 1024, "bf16", "bf16")
+    up = next(launch for launch in setup.launches(64) if launch.name == "gate_up")
+    assert up.batch == 16 and up.count == pytest.approx(32 * experts_touched(model, 64))
+    # Weights on the GPU hold every expert; batch 1 reads only two.
+    assert weight_bytes(model, "bf16") > 80e9
+
+
+def test_every_shipped_model_loads():
+    for model_id in ("llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b",
+                     "qwen2.5-72b"):
+        model = load_model(model_id)
+        assert model.source and layer_shapes(model)
+
+
+def test_seed_arithmetic_from_the_analytic_model():
+    run = CliRunner().invoke(main, ["decode", "--model", "llama-2-70b", "--analytic", "--gpu", "h100-sxm",
+                                    "--dtype", "fp16", "--batch", "1,64,1024", "--json"])
+    # One H100 cannot hold Llama-2-70B: the numbers come, then the stated "does not fit", exit 2.
+    assert run.exit_code == 2
+    assert "does not fit" in run.output
+    document = json.loads(run.output[: run.output.rindex("}") + 1])
+    first = document["analytic"]["rows"][0]
+    assert 138e9 <= first["bytes"] <= 140e9
+    assert first["step_time_s"] >= 0.041
+    assert f"{100 * first['mfu_linear']:.2f}" == "0.34"
+    assert document["analytic"]["crossing"]["ridge_flop_per_byte"] == pytest.approx(295, abs=1)
+    assert document["analytic"]["kv"]["fits"] is False
+    assert any("0.34% of peak FLOP/s" in line for line in document["summary"])
+
+
+def test_analytic_crossover_and_kv_cap_when_it_fits():
+    run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h200-sxm",
+                                    "--context", "128", "--json"])
+    assert run.exit_code == 0, run.output
+    analytic = json.loads(run.output)["analytic"]
+    assert analytic["crossing"]["crossover_batch"] == 512
+    assert analytic["kv"]["max_batch"] > 1000
+    long = json.loads(CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu",
+                                                "h200-sxm", "--context", "32768", "--json"]).output)
+    assert long["analytic"]["crossing"]["never"] is True  # attention keeps it memory-bound
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "gpt-9"], "unknown model"),
+    (["--model", "llama-2-70b", "--tp", "3"], "does not divide"),
+    (["--model", "llama-2-70b", "--context", "0"], "--context must be positive"),
+    (["--model", "llama-2-70b", "--analytic"], "needs --gpu"),
+    (["--model", "llama-2-70b", "--analytic", "--gpu", "h900"], "unknown SKU"),
+    ([], "one of --model"),
+])
+def test_bad_decode_input(args, message):
+    run = CliRunner().invoke(main, ["decode", *args])
+    assert run.exit_code == 2 and message in run.output
+
+
+def test_measured_decode_on_the_cpu_with_a_small_model(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    run = CliRunner().invoke(main, ["decode", "--hf-config", str(config), "--context", "128", "--batch", "1,4,16",
+                                    "--device", "cpu", "--dtype", "fp32", "--budget", "0.03",
+                                    "-o", str(tmp_path / "out")], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    document = json.loads((tmp_path / "out" / "decode.json").read_text())
+    rows = document["measured"]["rows"]
+    assert [r["batch"] for r in rows] == [1, 4, 16]
+    assert rows[-1]["tokens_per_s"] > rows[0]["tokens_per_s"]
+    assert all(r["step_time_s"] > 0 and r["mbu"] and r["mfu"] for r in rows)
+    assert document["measured"]["kv"]["max_batch"] > 16
+    assert (tmp_path / "out" / "decode.png").stat().st_size > 10_000
+    assert "measured on" in run.output and "tokens/s" in run.output
+
+
+def test_decode_from_a_sweep_result(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    sweep = tmp_path / "sweep.json"
+    # Without the step's shapes the result cannot stand in for a measurement: it says which are missing.
+    CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "64x64",
+                              "--batch", "1", "--budget", "0.02", "--no-ceilings", "-o", str(sweep)])
+    run = CliRunner().invoke(main, ["decode", "--hf-config", str(config), "--batch", "1", "--dtype", "fp32",
+                                    "--from", str(sweep)])
+    assert run.exit_code == 2 and "lacks" in run.output
