@@ -81,14 +81,48 @@ def measure_stream(session: Session, kind: str) -> dict[str, Any]:
     }
 
 
-def measure_peak(session: Session, dtype: str, shapes) -> dict[str, Any]:
-    """Best matmul FLOP/s over a few large shapes, each point timed like any sweep point."""
+@dataclass
+class CupyStreamWorkload:
+    launch: Any
+    copies: int = 1
+
+
+def measure_cupy_streams(session: Session) -> dict[str, Any]:
+    """Our STREAM kernels (copy, scale, add, triad, read) through CuPy, on three fp32 arrays."""
+    from microbench.cupy_backend import STREAM_KERNELS, stream_launcher
+
+    torch = session.torch
+    elements = stream_bytes(session) // 4 // 4 * 4  # whole float4 vectors
+    device = session.choice.torch_name
+    arrays = [ops.random_tensor(torch, (elements,), "fp32", device, ops.seed_for(session.seed, "stream", i))
+              for i in range(3)]
+    arrays.append(torch.empty(4096 * 4, device=device))  # read_sum's per-block partial sums
+    out = {}
+    for kind, moved in STREAM_KERNELS.items():
+        workload = CupyStreamWorkload(stream_launcher(torch, kind, arrays, session.choice.index))
+        timer = make_timer(session, workload)
+        try:
+            timer.prepare()
+            result = measure(timer.sample, session.rule, session.clock)
+        finally:
+            release_timers(session, [timer])
+        nbytes = moved * elements * 4
+        median = summarize(result.samples_s).median_s
+        out[kind] = {"kernel": f"gpubench stream_{kind}" if kind != "read" else "gpubench read_sum",
+                     "bytes": nbytes, "bytes_per_s": nbytes / median, "time_s": median, "timer": timer.name,
+                     "samples_s": list(result.samples_s)}
+    return out
+
+
+def measure_peak(session: Session, dtype: str, shapes, backends=("torch",)) -> dict[str, Any]:
+    """Best matmul FLOP/s over a few large shapes (and back ends), each timed like any sweep point."""
     tried = []
     best = None
-    for m, n, k in shapes:
-        point = measure_point(session, plan.PointSpec("gemm", dtype, m, n, k))
+    for (m, n, k), backend in ((shape, backend) for shape in shapes for backend in backends):
+        point = measure_point(session, plan.PointSpec("gemm", dtype, m, n, k, backend))
         session.weights.clear()
-        entry = {"m": m, "n": n, "k": k, "status": point.status, "reason": point.reason}
+        entry = {"m": m, "n": n, "k": k, "backend": backend, "kernel": point.kernel, "status": point.status,
+                 "reason": point.reason}
         if point.ok:
             entry["flop_per_s"] = point.flop / point.stats.median_s
             entry["rel_err"] = (point.correctness or {}).get("rel_err")
@@ -99,7 +133,7 @@ def measure_peak(session: Session, dtype: str, shapes) -> dict[str, Any]:
         reasons = {e["reason"] for e in tried if e["reason"]}
         return {"flop_per_s": None, "reason": "; ".join(sorted(reasons)) or "no shape ran", "tried": tried}
     return {"flop_per_s": best["flop_per_s"], "best_shape": {"m": best["m"], "n": best["n"], "k": best["k"]},
-            "kernel": "torch.matmul" if dtype != "fp8" else "torch._scaled_mm", "tried": tried}
+            "kernel": best["kernel"], "backend": best["backend"], "tried": tried}
 
 
 def spec_ceilings(device: dict[str, Any]) -> dict[str, Any]:
@@ -113,23 +147,34 @@ def spec_ceilings(device: dict[str, Any]) -> dict[str, Any]:
         return {"sku": sku, "reason": str(exc)}
 
 
-def measure_ceilings(session: Session, dtypes: list[str], quick: bool = False) -> dict[str, Any]:
-    """Copy and read bandwidth, then the peak per dtype; the record stored in ``Result.ceilings``."""
+def measure_ceilings(session: Session, dtypes: list[str], quick: bool = False,
+                     backends: tuple[str, ...] = ("torch",)) -> dict[str, Any]:
+    """Copy and read bandwidth, then the peak per dtype; the record stored in ``Result.ceilings``.
+
+    With the CuPy back end, our STREAM kernels and cuBLAS through CuPy compete too: the roofline's
+    slope and roof come from the best kernel of either back end, which is named.
+    """
     started = utc_now()
     copy = measure_stream(session, "copy")
     read = measure_stream(session, "read")
+    kernels = {"torch copy": copy, "torch read": read}
+    if "cupy" in backends:
+        kernels.update({f"cupy {kind}": entry for kind, entry in measure_cupy_streams(session).items()})
+    best_bandwidth = max(kernels, key=lambda name: kernels[name]["bytes_per_s"])
     if session.choice.kind == "cuda":
         shapes = GPU_QUICK_PEAK_SHAPES if quick else GPU_PEAK_SHAPES
     else:
         shapes = CPU_QUICK_PEAK_SHAPES if quick else CPU_PEAK_SHAPES
-    peaks = {dtype: measure_peak(session, dtype, shapes) for dtype in dtypes}
+    peaks = {dtype: measure_peak(session, dtype, shapes, backends) for dtype in dtypes}
     return {
         "measured": {
             "copy": copy,
             "read": read,
+            "stream_kernels": {name: {k: v for k, v in entry.items() if k != "samples_s"}
+                               for name, entry in kernels.items()},
             # The slope of the measured roofline: the best bandwidth any of our kernels reached.
-            "bandwidth_bytes_per_s": max(copy["bytes_per_s"], read["bytes_per_s"]),
-            "bandwidth_kernel": "copy" if copy["bytes_per_s"] >= read["bytes_per_s"] else "read",
+            "bandwidth_bytes_per_s": kernels[best_bandwidth]["bytes_per_s"],
+            "bandwidth_kernel": best_bandwidth,
             "peak": peaks,
             "peak_flop_per_s": {d: p["flop_per_s"] for d, p in peaks.items() if p["flop_per_s"]},
             "started_at": started,

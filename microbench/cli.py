@@ -43,7 +43,8 @@ def main() -> None:
     """Measure where LLM decode (GEMV -> batched GEMM) stops being memory-bound on this machine."""
 
 
-PLAN_OPTIONS = ("device", "ops", "dtypes", "shapes", "batches", "budget", "target_ci", "seed", "quick", "timer",
+PLAN_OPTIONS = ("device", "ops", "backends", "dtypes", "shapes", "batches", "budget", "target_ci", "seed", "quick",
+                "timer",
                 "l2_policy", "no_ceilings", "telemetry_interval", "no_telemetry", "max_memory")
 
 
@@ -67,6 +68,8 @@ def _parse_bytes(text: str | None) -> int | None:
 @main.command()
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
 @click.option("--op", "ops", multiple=True, help="gemv, gemm, bmm (repeatable or comma list) [all]")
+@click.option("--backend", "backends", multiple=True,
+              help="torch, cupy (our kernels + cuBLAS via CuPy), or both: torch,cupy [torch]")
 @click.option("--dtype", "dtypes", multiple=True, help="fp32, tf32, fp16, bf16, fp8 [GPU: bf16; CPU: fp32,bf16]")
 @click.option("--shape", "shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable)")
 @click.option("--batch", "batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
@@ -92,7 +95,7 @@ def _parse_bytes(text: str | None) -> int | None:
               help="continue the plan recorded in this result file, skipping its points")
 @click.option("--force", is_flag=True, help="with --resume: resume even if the device or settings differ")
 @click.pass_context
-def sweep(ctx, device, ops, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
+def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
           no_ceilings, with_report, telemetry_interval, no_telemetry, max_memory, require_idle, resume,
           force) -> None:
     """Time GEMV, GEMM and batched GEMV across batch sizes and save a result document."""
@@ -115,6 +118,7 @@ def sweep(ctx, device, ops, dtypes, shapes, batches, budget, target_ci, seed, ou
         config = SweepConfig(
             device=device,
             ops=tuple(_split(ops)) or ("gemv", "gemm", "bmm"),
+            backends=tuple(plan.check_choices(_split(backends), plan.BACKENDS, "backend")) or ("torch",),
             dtypes=tuple(_split(dtypes)) or None,
             shapes=tuple(plan.parse_shape(s) for s in _split(shapes)) or None,
             batches=tuple(plan.parse_batches(batches)) if batches is not None else None,
@@ -139,7 +143,8 @@ def sweep(ctx, device, ops, dtypes, shapes, batches, budget, target_ci, seed, ou
                 quick_ceilings = prepared.config.quick
 
                 def ceilings(session):
-                    return measure_ceilings(session, dtypes_measured, quick=quick_ceilings)
+                    return measure_ceilings(session, dtypes_measured, quick=quick_ceilings,
+                                            backends=prepared.config.backends)
 
             with stop_on_signals(prepared.session.stop, observer.on_notice):
                 result = run_sweep(prepared, observer, ceilings)
@@ -163,10 +168,11 @@ def sweep(ctx, device, ops, dtypes, shapes, batches, budget, target_ci, seed, ou
 @main.command()
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
 @click.option("--dtype", "dtypes", multiple=True, help="dtypes for the matmul peak [GPU: all it runs; CPU: fp32,bf16]")
+@click.option("--backend", "backends", multiple=True, help="torch, cupy or torch,cupy [torch]")
 @click.option("--quick", is_flag=True, help="fewer matmul shapes")
 @click.option("--budget", type=float, default=None, help="seconds of sampling per measurement")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="also save as a result file")
-def ceilings(device, dtypes, quick, budget, output) -> None:
+def ceilings(device, dtypes, backends, quick, budget, output) -> None:
     """Measure copy and read bandwidth and the best matmul FLOP/s per dtype."""
     from microbench.ceilings import measure_ceilings
     from microbench.progress import print_ceilings, terminal_observer
@@ -174,12 +180,16 @@ def ceilings(device, dtypes, quick, budget, output) -> None:
 
     try:
         with terminal_observer() as observer:
-            config = SweepConfig(device=device, ops=(), dtypes=tuple(_split(dtypes)) or None, budget_s=budget,
-                                 quick=quick, output=output, save=False, argv=tuple(sys.argv))
+            from microbench import plan
+
+            chosen = tuple(plan.check_choices(_split(backends), plan.BACKENDS, "backend")) or ("torch",)
+            config = SweepConfig(device=device, ops=(), backends=chosen, dtypes=tuple(_split(dtypes)) or None,
+                                 budget_s=budget, quick=quick, output=output, save=False, argv=tuple(sys.argv))
             prepared = prepare_sweep(config, observer)
             wanted = _split(dtypes) or (["fp32", "tf32", "fp16", "bf16", "fp8"]
                                         if prepared.session.choice.kind == "cuda" else ["fp32", "bf16"])
-            result = run_sweep(prepared, observer, lambda s: measure_ceilings(s, wanted, quick=quick))
+            result = run_sweep(prepared, observer,
+                               lambda s: measure_ceilings(s, wanted, quick=quick, backends=chosen))
     except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
     print_ceilings(result.ceilings, result.device)

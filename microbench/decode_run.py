@@ -24,7 +24,7 @@ def needed_launches(setup: DecodeSetup, batches: list[int]) -> list[tuple[str, s
 
 def times_from_result(path: Path, keys) -> tuple[dict, dict[str, Any]]:
     result = load_result(path)
-    medians = {p.plan_key: p.stats.median_s for p in result.points if p.usable}
+    medians = {p.plan_key[:5]: p.stats.median_s for p in result.points if p.usable and p.backend == "torch"}
     missing = [k for k in keys if k not in medians]
     if missing:
         shown = ", ".join(f"{op} {dtype} B={b} {n}x{k}" for op, dtype, b, n, k in missing[:4])

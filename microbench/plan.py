@@ -14,6 +14,7 @@ from roofline.counting import DTYPES, OPS, count_work
 DEFAULT_BATCHES = tuple(sorted({2**i for i in range(11)} | {24, 48, 96, 192, 384, 640}))
 QUICK_BATCHES = (1, 4, 16, 64, 256)
 MAX_BATCH = 1 << 20
+BACKENDS = ("torch", "cupy")
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,21 @@ class PointSpec:
     batch: int
     n: int
     k: int
+    backend: str = "torch"
 
     def __post_init__(self) -> None:
         count_work(self.op, self.dtype, self.batch, self.n, self.k)
+        if self.backend not in BACKENDS:
+            raise PlanError(f"unknown backend {self.backend!r}; choose from {', '.join(BACKENDS)}")
+
+    @property
+    def key(self) -> tuple[str, str, int, int, int, str]:
+        return (self.op, self.dtype, self.batch, self.n, self.k, self.backend)
 
     @property
     def label(self) -> str:
-        return f"{self.op} {self.dtype} {self.n}x{self.k} B={self.batch}"
+        where = "" if self.backend == "torch" else f" [{self.backend}]"
+        return f"{self.op} {self.dtype} {self.n}x{self.k} B={self.batch}{where}"
 
 
 def parse_batches(text: str) -> list[int]:
@@ -142,18 +151,21 @@ def build_plan(
     shapes: list[tuple[int, int]],
     bmm_shapes: list[tuple[int, int]],
     batches: list[int],
+    backends: list[str] = ("torch",),
 ) -> list[PointSpec]:
-    """Points grouped by (dtype, shape, op) so one series' weights are allocated once."""
+    """Points grouped by (backend, dtype, shape, op) so one series' weights are allocated once."""
     check_choices(ops, OPS, "op")
     check_choices(dtypes, DTYPES, "dtype")
+    check_choices(list(backends), BACKENDS, "backend")
     plan: list[PointSpec] = []
-    for dtype in dtypes:
-        for n, k in shapes:
-            if "gemv" in ops:
-                plan.append(PointSpec("gemv", dtype, 1, n, k))
-            if "gemm" in ops:
-                plan.extend(PointSpec("gemm", dtype, b, n, k) for b in batches)
-        if "bmm" in ops:
-            for n, k in bmm_shapes:
-                plan.extend(PointSpec("bmm", dtype, b, n, k) for b in batches)
+    for backend in backends:
+        for dtype in dtypes:
+            for n, k in shapes:
+                if "gemv" in ops:
+                    plan.append(PointSpec("gemv", dtype, 1, n, k, backend))
+                if "gemm" in ops:
+                    plan.extend(PointSpec("gemm", dtype, b, n, k, backend) for b in batches)
+            if "bmm" in ops:
+                for n, k in bmm_shapes:
+                    plan.extend(PointSpec("bmm", dtype, b, n, k, backend) for b in batches)
     return plan

@@ -73,7 +73,8 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
             ok += f" [red]{row.failed_checks} wrong[/]"
         low = f"{si(row.low_batch_bytes_per_s, 'B/s')} ({row.low_batch})" if row.low_batch else "–"
         peak = f"{si(row.peak_flop_per_s, 'FLOP/s')} ({row.peak_batch})" if row.peak_flop_per_s else "–"
-        table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}", ok, low,
+        where = "" if row.backend == "torch" else f" [{row.backend}]"
+        table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}{where}", ok, low,
                       f"{percent(row.pct_of_spec_bandwidth)} / {percent(row.pct_of_measured_bandwidth)}", peak,
                       f"{percent(row.pct_of_spec_peak)} / {percent(row.pct_of_measured_peak)}")
     stdout.print(table)
@@ -110,11 +111,18 @@ def print_ceilings(ceilings: dict[str, Any], device: dict[str, Any]) -> None:
         table.add_row(f"{kind} bandwidth", si(entry["bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
                       percent(100 * entry["bytes_per_s"] / spec_bw if spec_bw else None),
                       f"{entry['kernel']}, {entry['counts']}")
+    for name, entry in (measured.get("stream_kernels") or {}).items():
+        if not name.startswith("torch"):
+            table.add_row(f"{name} bandwidth", si(entry["bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
+                          percent(100 * entry["bytes_per_s"] / spec_bw if spec_bw else None), entry["kernel"])
+    table.add_row("roofline slope", si(measured["bandwidth_bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
+                  percent(100 * measured["bandwidth_bytes_per_s"] / spec_bw if spec_bw else None),
+                  f"best kernel: {measured.get('bandwidth_kernel')}")
     for dtype, peak in measured["peak"].items():
         spec_peak = (spec.get("peak_flop_per_s") or {}).get(dtype)
         if peak["flop_per_s"]:
             shape = peak["best_shape"]
-            how = f"{peak['kernel']} best of {len(peak['tried'])}: {shape['m']}×{shape['n']}×{shape['k']}"
+            how = f"{peak['kernel']}, best of {len(peak['tried'])}: {shape['m']}×{shape['n']}×{shape['k']}"
         else:
             how = peak["reason"]
         table.add_row(f"{dtype} matmul peak", si(peak["flop_per_s"], "FLOP/s"), si(spec_peak, "FLOP/s"),
@@ -179,8 +187,9 @@ def print_fit(analysis: dict[str, Any]) -> None:
             critical = "–"
         peak = si(s["peak_flop_per_s"], "FLOP/s") if s["peak_flop_per_s"] else (
             f"≥ {si(s['peak_flop_per_s_lower_bound'], 'FLOP/s')}" if s["peak_flop_per_s_lower_bound"] else "–")
+        where = "" if s["backend"] == "torch" else f" [{s['backend']}]"
         table.add_row(
-            f"{s['op']} {s['dtype']} {s['n']}×{s['k']}", str(s["points_ok"]),
+            f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}", str(s["points_ok"]),
             si(s["bandwidth_bytes_per_s"], "B/s"), peak,
             _batch(s["ridge_flop_per_byte"]), critical, _batch(s["spec_critical_batch"]),
             f"{_batch(s['knee_batch_1p10'])}/{_batch(s['knee_batch_1p25'])}",

@@ -35,7 +35,7 @@ def prepare_resume(path: Path, force: bool, observer: SweepObserver, argv: tuple
     if differences and not force:
         raise ResumeError(f"{path}: not the same sweep here ({'; '.join(differences)}); --force resumes anyway")
     done = {p.plan_key for p in existing.points}
-    remaining = [s for s in prepared.points if (s.op, s.dtype, s.batch, s.n, s.k) not in done]
+    remaining = [s for s in prepared.points if s.key not in done]
     prepared.session.previous_timeline = list(existing.telemetry.get("timeline") or [])
     history = list(existing.settings.get("resumed") or [])
     history.append({"at": utc_now(), "remaining_points": len(remaining), "forced_over": differences or None})

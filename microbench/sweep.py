@@ -38,6 +38,7 @@ def utc_now() -> str:
 class SweepConfig:
     device: str = "auto"
     ops: tuple[str, ...] = ("gemv", "gemm", "bmm")
+    backends: tuple[str, ...] = ("torch",)
     dtypes: tuple[str, ...] | None = None
     shapes: tuple[tuple[int, int], ...] | None = None
     batches: tuple[int, ...] | None = None
@@ -57,7 +58,8 @@ class SweepConfig:
     argv: tuple[str, ...] = ()
 
     # The plan-defining fields, stored in the result so --resume can rebuild the same sweep.
-    PLAN_FIELDS = ("device", "ops", "dtypes", "shapes", "batches", "budget_s", "target_rel_ci", "seed", "quick",
+    PLAN_FIELDS = ("device", "ops", "backends", "dtypes", "shapes", "batches", "budget_s", "target_rel_ci", "seed",
+                   "quick",
                    "timer", "l2_policy", "with_ceilings", "telemetry", "telemetry_interval_s", "max_memory_bytes")
 
     def to_record(self) -> dict[str, Any]:
@@ -73,6 +75,7 @@ class SweepConfig:
 
         fields = {key: record[key] for key in cls.PLAN_FIELDS if key in record}
         fields["ops"] = tuples(fields.get("ops", ()), 1)
+        fields["backends"] = tuples(fields.get("backends", ("torch",)), 1)
         fields["dtypes"] = tuples(fields.get("dtypes"), 1)
         fields["shapes"] = tuples(fields.get("shapes"), 2)
         fields["batches"] = tuples(fields.get("batches"), 1)
@@ -129,12 +132,49 @@ def _eager_rule(rule: StoppingRule) -> StoppingRule:
                    min_time_s=0.0)
 
 
-def measure_point(session: Session, spec: plan.PointSpec, backend: str = "torch", attempt: int = 1) -> Point:
+TORCH_KERNELS = {"gemv": "torch.mv", "gemm": "torch.matmul", "bmm": "torch.bmm"}
+
+
+def _build(session: Session, spec: plan.PointSpec, copies: int):
+    """The point's operands and launch: torch ops, or (``--backend cupy``) our kernels and cupy.matmul."""
+    if spec.backend == "cupy":
+        from microbench import cupy_backend
+
+        return cupy_backend.build_workload(session.torch, spec, session.device, copies, session.seed,
+                                           session.weights, session.max_memory_bytes)
+    return ops.build_workload(session.torch, spec, session.choice.torch_name, copies, session.seed,
+                              session.weights, session.max_memory_bytes)
+
+
+def _backend_problem(session: Session, spec: plan.PointSpec) -> str | None:
+    if spec.backend != "cupy":
+        return None
+    from microbench import cupy_backend
+
+    return cupy_backend.unavailable_reason(session.device) or cupy_backend.support_problem(spec)
+
+
+def _prepared_timer(session: Session, workload):
+    """The main timer, prepared.  A graph capture that fails (a library call that allocates while
+    capturing) falls back to eager events, and the point's timer says so."""
+    timer = make_timer(session, workload)
+    try:
+        timer.prepare()
+    except Exception:  # noqa: BLE001
+        if timer.name != "cuda-graph":
+            raise
+        release_timers(session, [timer])
+        timer = make_timer(session, workload, eager=True)
+        timer.prepare()
+    return timer
+
+
+def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1) -> Point:
     """Measure one point; never raises for a problem of the point itself (it is recorded instead)."""
     torch = session.torch
     base = {"op": spec.op, "dtype": spec.dtype, "batch": spec.batch, "n": spec.n, "k": spec.k,
-            "backend": backend, "started_at": utc_now(), "attempt": attempt}
-    problem = ops.support_problem(torch, spec, session.device)
+            "backend": spec.backend, "started_at": utc_now(), "attempt": attempt}
+    problem = ops.support_problem(torch, spec, session.device) or _backend_problem(session, spec)
     if problem:
         return Point(status="unsupported", reason=problem, finished_at=utc_now(), **base)
     per_copy = ops.bytes_per_copy(spec)
@@ -152,12 +192,10 @@ def measure_point(session: Session, spec: plan.PointSpec, backend: str = "torch"
     timers: list = []
     try:
         with ops.matmul_precision(torch, spec.dtype == "tf32"):
-            workload = ops.build_workload(torch, spec, session.choice.torch_name, copies, session.seed,
-                                          session.weights, session.max_memory_bytes)
+            workload = _build(session, spec, copies)
             correctness = workload.check(ops.seed_for(session.seed, "check", spec.label))
-            timer = make_timer(session, workload)
+            timer = _prepared_timer(session, workload)
             timers.append(timer)
-            timer.prepare()
             result = measure(timer.sample, session.rule, session.clock)
             eager_samples: tuple[float, ...] = ()
             if timer.name == "cuda-graph":
@@ -177,7 +215,11 @@ def measure_point(session: Session, spec: plan.PointSpec, backend: str = "torch"
     return Point(status="ok", timer=timer.name, samples_s=result.samples_s, warmup_samples_s=result.warmup_samples_s,
                  eager_samples_s=eager_samples, launches_per_sample=timer.launches, stop_reason=result.stop_reason,
                  rotation_copies=copies, correctness=correctness, telemetry=telemetry, finished_at=utc_now(),
-                 **base)
+                 kernel=getattr(workload, "kernel", None) or _torch_kernel(spec), **base)
+
+
+def _torch_kernel(spec: plan.PointSpec) -> str:
+    return "torch._scaled_mm" if spec.dtype == "fp8" else TORCH_KERNELS[spec.op]
 
 
 def needs_retry(point: Point) -> str | None:
@@ -193,7 +235,7 @@ def needs_retry(point: Point) -> str | None:
 def settings_record(config: SweepConfig, session: Session) -> dict[str, Any]:
     rule, torch = session.rule, session.torch
     return {
-        "backend": "torch",
+        "backends": list(config.backends),
         "timer": "perf_counter" if session.choice.kind == "cpu" else f"cuda-{config.timer}",
         "l2_policy": session.l2_policy,
         "rotation_cache_factor": ops.ROTATION_CACHE_FACTOR,
@@ -233,7 +275,7 @@ def _plan_for(config: SweepConfig, kind: str) -> tuple[list[plan.PointSpec], pla
     defaults = plan.defaults_for(kind, config.quick)
     points = plan.build_plan(
         list(config.ops), list(config.dtypes or defaults.dtypes), list(config.shapes or defaults.shapes),
-        list(config.shapes or defaults.bmm_shapes), list(config.batches or defaults.batches),
+        list(config.shapes or defaults.bmm_shapes), list(config.batches or defaults.batches), list(config.backends),
     )
     return points, defaults
 
@@ -264,6 +306,12 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
                         warmup_s=0.05 if choice.kind == "cuda" else 0.02)
     device = describe_device(choice)
     _check_shapes_fit(points, device)
+    if "cupy" in config.backends:
+        from microbench.cupy_backend import unavailable_reason
+
+        why = unavailable_reason(device)
+        if why:
+            raise plan.PlanError(f"--backend cupy: {why}")
     busy = busy_state(device)
     if busy["busy"]:
         if config.require_idle:

@@ -196,10 +196,11 @@ def verdict_lines(result: Result, fits: list[SeriesFit]) -> list[str]:
     sku = result.device.get("sku")
     where = f"On {name}" + (f" ({sku})" if sku else "")
     copy = ((result.ceilings.get("measured") or {}).get("copy") or {}).get("bytes_per_s")
-    gemv = {(f.dtype, f.n, f.k): f for f in fits if f.op == "gemv"}
+    gemv = {(f.dtype, f.n, f.k, f.backend): f for f in fits if f.op == "gemv"}
     lines = []
     for f in fits:
-        head = f"{where}, {f.op} {f.dtype} {f.n}x{f.k}: "
+        backend = "" if f.backend == "torch" else f" [{f.backend}]"
+        head = f"{where}, {f.op} {f.dtype} {f.n}x{f.k}{backend}: "
         if f.op == "gemv":
             continue
         if f.status == "ok":
@@ -218,7 +219,7 @@ def verdict_lines(result: Result, fits: list[SeriesFit]) -> list[str]:
             text = f"memory-bound at every batch ({f.message}); moves {si(f.bandwidth_bytes_per_s, 'B/s')}."
         else:
             text = f"not analysed: {f.message}."
-        single = gemv.get((f.dtype, f.n, f.k))
+        single = gemv.get((f.dtype, f.n, f.k, f.backend))
         if f.op == "gemm" and single and single.bandwidth_bytes_per_s:
             text += f" GEMV moves {si(single.bandwidth_bytes_per_s, 'B/s')}"
             parts = []

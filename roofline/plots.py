@@ -34,7 +34,8 @@ def _series(analysis: dict[str, Any], op: str | None = None, dtype: str | None =
 
 
 def _label(s: dict[str, Any]) -> str:
-    return f"{s['op']} {s['n']}×{s['k']}"
+    where = "" if s.get("backend", "torch") == "torch" else f" [{s['backend']}]"
+    return f"{s['op']} {s['n']}×{s['k']}{where}"
 
 
 def roofline_figure(result: Result, analysis: dict[str, Any], dtype: str):
@@ -139,7 +140,7 @@ def throughput_figure(result: Result, analysis: dict[str, Any]):
     for index, s in enumerate(series):
         batches = [p["batch"] for p in s["points"]]
         top.plot(batches, [p["flop_per_s"] / 1e12 for p in s["points"]], marker=MARKERS[index % 8],
-                 color=OKABE_ITO[index % 8], label=f"{s['dtype']} {s['n']}×{s['k']}")
+                 color=OKABE_ITO[index % 8], label=f"{s['dtype']} {_label(s)}")
         bottom.plot(batches, [p["bytes_per_s"] / 1e9 for p in s["points"]], marker=MARKERS[index % 8],
                     color=OKABE_ITO[index % 8], label=f"{s['dtype']} {s['n']}×{s['k']}")
     top.set_ylabel("achieved TFLOP/s")

@@ -161,7 +161,8 @@ def series_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             critical = "never"
         else:
             critical = s["message"] or "–"
-        rows.append([f"{s['op']} {s['dtype']} {s['n']}×{s['k']}", str(s["points_ok"]),
+        where = "" if s["backend"] == "torch" else f" [{s['backend']}]"
+        rows.append([f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}", str(s["points_ok"]),
                      si(s["bandwidth_bytes_per_s"], "B/s"), si(s["peak_flop_per_s"], "FLOP/s"),
                      _n(s["ridge_flop_per_byte"]), critical, _n(s["spec_critical_batch"]),
                      f"{_n(s['knee_batch_1p10'])}/{_n(s['knee_batch_1p25'])}",

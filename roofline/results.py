@@ -98,6 +98,7 @@ def save_result(result: Result, path: str | os.PathLike) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
+        os.fchmod(handle, 0o666 & ~_umask())  # mkstemp makes 0600; a result is as readable as any file
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
@@ -114,6 +115,12 @@ def save_result(result: Result, path: str | os.PathLike) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def check_writable(path: str | os.PathLike) -> None:

@@ -52,6 +52,7 @@ class Point:
     # with superseded=True, the second has attempt=2, and analyses use only points not superseded.
     attempt: int = 1
     superseded: bool = False
+    kernel: str | None = None  # what ran: torch.matmul, cuBLAS via cupy.matmul, gpubench gemv_warp, ...
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -123,9 +124,9 @@ class Point:
         return None if self.correctness is None else bool(self.correctness.get("passed"))
 
     @property
-    def plan_key(self) -> tuple[str, str, int, int, int]:
+    def plan_key(self) -> tuple[str, str, int, int, int, str]:
         """Identifies the planned point: what --resume matches on."""
-        return (self.op, self.dtype, self.batch, self.n, self.k)
+        return (self.op, self.dtype, self.batch, self.n, self.k, self.backend)
 
     @property
     def series_key(self) -> tuple[str, str, str, int, int]:
@@ -168,6 +169,7 @@ class Point:
             "finished_at": self.finished_at,
             "attempt": self.attempt,
             "superseded": self.superseded,
+            "kernel": self.kernel,
         }
 
     @classmethod
@@ -195,6 +197,7 @@ class Point:
             finished_at=d.get("finished_at"),
             attempt=d.get("attempt", 1),
             superseded=bool(d.get("superseded", False)),
+            kernel=d.get("kernel"),
         )
         for key in ("flop", "bytes"):
             if key in d and d[key] != getattr(point, key):

@@ -15,7 +15,7 @@ OUT=$(cd "$OUT" && pwd)
 cd "$ROOT" || exit 2
 export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg
 LOG="$OUT/gpu_check.log"
-STEPS="$OUT/steps.txt"
+STEPS="$(mktemp)"  # folded into summary.txt: the device tool brings back at most 8 files
 : >"$LOG"
 : >"$STEPS"
 gpubench() { python3 -m microbench.cli "$@"; }
@@ -33,9 +33,12 @@ step() {  # step NAME TIMEOUT_S COMMAND...: run, log, record status and seconds
 
 step env 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,power.limit,driver_version --format=csv 2>&1; python3 -c "import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda)"'
 step devices 60 python3 -m microbench.cli devices
-step tests 150 python3 -m pytest -m gpu -q -rs tests/test_gpu.py
-step ceilings 90 python3 -m microbench.cli ceilings --device "$DEVICE" -o "$OUT/ceilings.json"
-step sweep 210 python3 -m microbench.cli sweep --device "$DEVICE" --no-ceilings -o "$OUT/sweep.json"
+BACKENDS=torch
+python3 -c "import cupy" >/dev/null 2>&1 && [ "$DEVICE" != cpu ] && BACKENDS=torch,cupy
+step tests 150 python3 -m pytest -m gpu -q -rs tests/test_gpu.py tests/test_cupy_backend.py
+step ceilings 90 python3 -m microbench.cli ceilings --device "$DEVICE" --backend "$BACKENDS" -o "$OUT/ceilings.json"
+step sweep 210 python3 -m microbench.cli sweep --device "$DEVICE" --backend "$BACKENDS" --no-ceilings \
+  -o "$OUT/sweep.json"
 if [ -f "$OUT/ceilings.json" ] && [ -f "$OUT/sweep.json" ]; then
   # The sweep skipped its own ceilings to save time; give it the ones just measured.
   python3 - "$OUT/ceilings.json" "$OUT/sweep.json" <<'PY' >>"$LOG" 2>&1
@@ -46,10 +49,15 @@ save_result(sweep.with_ceilings(ceilings.ceilings), sys.argv[2])
 print("sweep.json: ceilings merged from ceilings.json")
 PY
 fi
-if python3 -m microbench.cli report --help >/dev/null 2>&1 && [ -f "$OUT/sweep.json" ]; then
+if [ -f "$OUT/sweep.json" ]; then
   step report 60 python3 -m microbench.cli report "$OUT/sweep.json" -o "$OUT/report"
-  [ -d "$OUT/report" ] && tar -C "$OUT" -czf "$OUT/report.tar.gz" report && rm -rf "$OUT/report"
 fi
+if [ "$DEVICE" = cpu ]; then DECODE_MODEL=(--hf-config tests/data/tiny-llama-config.json --dtype fp32); \
+else DECODE_MODEL=(--model llama-3-8b); fi
+step decode 90 python3 -m microbench.cli decode "${DECODE_MODEL[@]}" --batch 1:256:x2 --device "$DEVICE" \
+  -o "$OUT/report/decode"
+[ -f "$OUT/report/decode/decode.json" ] && cp "$OUT/report/decode/decode.json" "$OUT/decode.json"
+[ -d "$OUT/report" ] && tar -C "$OUT" -czf "$OUT/report.tar.gz" report && rm -rf "$OUT/report"
 step bench 90 python3 scripts/bench_timer.py --device "$DEVICE" -o "$OUT/bench.json"
 
 {

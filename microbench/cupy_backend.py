@@ -1,0 +1,188 @@
+"""The CuPy back end: our own STREAM and GEMV kernels (``microbench/kernels/*.cu``) and cuBLAS through
+``cupy.matmul``, on the same torch-allocated inputs and the same CUDA stream as the torch back end, so
+the same timers, graphs and correctness checks apply and the two back ends see identical data.
+
+Without CuPy (or without a GPU) the back end is unavailable with a one-line reason; nothing else needs it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from microbench import ops
+from roofline.counting import DTYPE_SIZES
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+SUFFIX = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+WARPS_PER_BLOCK = 8
+# GEMV variants tried per shape; the faster one (timed right here) is kept.
+VARIANT_TRIALS = 20
+
+
+def unavailable_reason(device: dict[str, Any]) -> str | None:
+    """Why ``--backend cupy`` cannot run here, or None."""
+    if device["kind"] != "cuda":
+        return "the CuPy back end needs a CUDA GPU"
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return "CuPy is not installed (pip install 'gpubench-roofline[cupy-cuda12x]' or '[cupy-cuda13x]')"
+    except Exception as exc:  # noqa: BLE001 - a broken CuPy install says why in one line
+        return f"CuPy does not load: {exc}"
+    return None
+
+
+def kernel_source() -> str:
+    """All kernels as one translation unit, common.cuh inlined (NVRTC then needs no include path)."""
+    common = (KERNELS / "common.cuh").read_text()
+    bodies = [(KERNELS / name).read_text().replace('#include "common.cuh"', "") for name in ("gemv.cu", "stream.cu")]
+    return common.replace("#pragma once", "") + "\n".join(bodies)
+
+
+_MODULES: dict[int, Any] = {}
+
+
+def module(device_index: int):
+    """The compiled RawModule for this device (NVRTC, built for its architecture by CuPy)."""
+    if device_index not in _MODULES:
+        import cupy
+
+        with cupy.cuda.Device(device_index):
+            _MODULES[device_index] = cupy.RawModule(code=kernel_source(), options=("--std=c++14",))
+    return _MODULES[device_index]
+
+
+def current_stream(torch):
+    import cupy
+
+    return cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+
+
+def support_problem(spec) -> str | None:
+    if spec.op == "gemv":
+        if spec.dtype not in SUFFIX:
+            return f"our GEMV kernel has no {spec.dtype} variant (fp32, fp16, bf16)"
+        if (spec.k * DTYPE_SIZES[spec.dtype][0]) % 16:
+            return "our GEMV kernel needs rows of whole 16-byte vectors (K × element size divisible by 16)"
+        return None
+    if spec.dtype not in ("fp32", "fp16"):
+        return f"cupy.matmul has no {spec.dtype} (CuPy has no bfloat16 or fp8 dtype)"
+    return None
+
+
+@dataclass
+class CupyWorkload(ops.Workload):
+    """The torch back end's operands, launched through CuPy: our GEMV kernel, or cuBLAS via cupy.matmul."""
+
+    device_index: int = 0
+    variant: str = "warp"
+    splits: int = 1
+    partial: Any = None
+    views: dict = field(default_factory=dict)
+
+    @property
+    def kernel(self) -> str:
+        if self.spec.op == "gemv":
+            return f"gpubench gemv_{self.variant} ({SUFFIX[self.spec.dtype]}, splits={self.splits})"
+        return "cuBLAS via cupy.matmul"
+
+    def _gemv(self, i: int, variant: str, splits: int) -> None:
+        import numpy as np
+
+        mod, spec, stream = module(self.device_index), self.spec, current_stream(self.torch)
+        sfx = SUFFIX[spec.dtype]
+        k16 = np.int64(spec.k * self.weights[i].element_size() // 16)
+        blocks = (math.ceil(spec.n / WARPS_PER_BLOCK), splits)
+        args_w = (self.weights[i].data_ptr(), self.inputs[i].data_ptr())
+        if variant == "warp":
+            mod.get_function(f"gemv_warp_{sfx}")(blocks[:1], (32 * WARPS_PER_BLOCK,),
+                                                 (*args_w, self.outputs[i].data_ptr(), np.int32(spec.n), k16),
+                                                 stream=stream)
+        else:
+            mod.get_function(f"gemv_splitk_{sfx}")(blocks, (32 * WARPS_PER_BLOCK,),
+                                                   (*args_w, self.partial.data_ptr(), np.int32(spec.n), k16),
+                                                   stream=stream)
+            mod.get_function(f"splitk_finish_{sfx}")((math.ceil(spec.n / 256),), (256,),
+                                                     (self.partial.data_ptr(), self.outputs[i].data_ptr(),
+                                                      np.int32(spec.n), np.int32(splits)), stream=stream)
+
+    def _view(self, tensor):
+        import cupy
+
+        key = tensor.data_ptr()
+        if key not in self.views:
+            self.views[key] = cupy.from_dlpack(tensor.detach())
+        return self.views[key]
+
+    def launch(self, i: int) -> None:
+        if self.spec.op == "gemv":
+            self._gemv(i, self.variant, self.splits)
+            return
+        import cupy
+
+        w, x, y = (self._view(t) for t in (self.weights[i], self.inputs[i], self.outputs[i]))
+        with current_stream(self.torch):
+            if self.spec.op == "gemm":
+                cupy.matmul(x, w.T, out=y)
+            else:
+                cupy.matmul(x, w.transpose(0, 2, 1), out=y)
+
+    def choose_variant(self, sm_count: int) -> None:
+        """Time warp-per-row against split-K on this shape and keep the faster (memory-bound either way)."""
+        if self.spec.op != "gemv":
+            return
+        torch = self.torch
+        splits = max(2, min(16, math.ceil(2 * 32 * sm_count / max(self.spec.n, 1))))
+        self.partial = torch.empty(splits * self.spec.n, device=self.weights[0].device, dtype=torch.float32)
+        timings = {}
+        for variant, count in (("warp", 1), ("splitk", splits)):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self._gemv(0, variant, count)
+            start.record()
+            for n in range(VARIANT_TRIALS):
+                self._gemv(n % self.copies, variant, count)
+            end.record()
+            end.synchronize()
+            timings[(variant, count)] = start.elapsed_time(end)
+        self.variant, self.splits = min(timings, key=timings.get)
+
+
+def build_workload(torch, spec, device: dict[str, Any], copies: int, seed: int, cache: ops.WeightCache,
+                   limit_bytes: int | None = None) -> CupyWorkload:
+    base = ops.build_workload(torch, spec, f"cuda:{device['index']}", copies, seed, cache, limit_bytes)
+    workload = CupyWorkload(base.torch, base.spec, base.weights, base.inputs, base.outputs, base.copies,
+                            device_index=device["index"])
+    workload.choose_variant(device.get("sm_count") or 1)
+    return workload
+
+
+# --- STREAM kernels for the ceilings ---
+STREAM_KERNELS = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "read": 1}  # arrays moved per element
+
+
+def stream_launcher(torch, kind: str, arrays: list, device_index: int):
+    """A launch() for one STREAM kernel over fp32 buffers (each a multiple of 16 bytes)."""
+    import numpy as np
+
+    mod = module(device_index)
+    n4 = np.int64(arrays[0].numel() // 4)
+    sm_blocks = (torch.cuda.get_device_properties(device_index).multi_processor_count * 4,)
+    threads = (256,)
+    ptr = [a.data_ptr() for a in arrays]
+    scalar = np.float32(3.0)
+    calls = {
+        "copy": lambda: mod.get_function("stream_copy")(sm_blocks, threads, (ptr[0], ptr[1], n4),
+                                                        stream=current_stream(torch)),
+        "scale": lambda: mod.get_function("stream_scale")(sm_blocks, threads, (ptr[1], ptr[0], scalar, n4),
+                                                          stream=current_stream(torch)),
+        "add": lambda: mod.get_function("stream_add")(sm_blocks, threads, (ptr[0], ptr[1], ptr[2], n4),
+                                                      stream=current_stream(torch)),
+        "triad": lambda: mod.get_function("stream_triad")(sm_blocks, threads, (ptr[2], ptr[0], ptr[1], scalar, n4),
+                                                          stream=current_stream(torch)),
+        "read": lambda: mod.get_function("read_sum")(sm_blocks, threads, (ptr[0], ptr[3], n4),
+                                                     stream=current_stream(torch)),
+    }
+    return lambda i: calls[kind]()

@@ -1,0 +1,108 @@
+"""The CuPy back end: kernels compile for sm_80 and sm_90 with no warning; without CuPy or a GPU it is
+unavailable with a one-line reason and nothing else breaks; on a GPU it agrees with torch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from microbench import cupy_backend
+from microbench.cli import main
+from tests.conftest import requires_gpu
+
+NVCC = shutil.which("nvcc")
+
+
+def _require_nvcc():
+    if NVCC is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must compile the kernels, and nvcc is not on PATH")
+        pytest.skip("nvcc is not installed here")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("source", ["gemv.cu", "stream.cu", "all-in-one"])
+def test_kernels_compile_without_warnings(tmp_path, arch, source):
+    _require_nvcc()
+    if source == "all-in-one":  # what CuPy's RawModule compiles: common.cuh inlined
+        path = tmp_path / "all.cu"
+        path.write_text(cupy_backend.kernel_source())
+    else:
+        path = cupy_backend.KERNELS / source
+    out = subprocess.run([NVCC, f"-arch={arch}", "-cubin", "-Werror", "all-warnings", "-Xptxas", "-v",
+                          str(path), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "warning" not in out.stderr.lower()
+    report = out.stderr
+    assert " 0 bytes spill stores" in report and "spill stores" in report
+    for line in report.splitlines():
+        if "spill stores" in line:
+            assert "0 bytes spill stores, 0 bytes spill loads" in line, line
+
+
+def test_every_gemv_and_stream_kernel_is_exported():
+    source = cupy_backend.kernel_source()
+    for suffix in cupy_backend.SUFFIX.values():
+        for name in ("gemv_warp_", "gemv_splitk_", "splitk_finish_"):
+            assert f"{name}##SUFFIX" in source or f"{name}{suffix}" in source
+    for kind in ("copy", "scale", "add", "triad"):
+        assert f'extern "C" __global__ void stream_{kind}(' in source
+    assert 'extern "C" __global__ void read_sum(' in source
+
+
+def test_unavailable_with_a_reason():
+    assert "CUDA GPU" in cupy_backend.unavailable_reason({"kind": "cpu"})
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        assert "CuPy is not installed" in cupy_backend.unavailable_reason({"kind": "cuda", "index": 0})
+
+
+def test_cupy_backend_on_the_cpu_is_a_clear_error_and_torch_still_works(tmp_path):
+    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--backend", "cupy", "--quick",
+                                    "-o", str(tmp_path / "x.json")])
+    assert run.exit_code == 2 and "--backend cupy" in run.output
+    assert len([line for line in run.output.splitlines() if line.strip()]) == 1
+    assert not (tmp_path / "x.json").exists()
+    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--backend", "numba", "-o", str(tmp_path / "y.json")])
+    assert run.exit_code == 2 and "unknown backend" in run.output
+
+
+def test_support_rules():
+    from microbench.plan import PointSpec
+
+    assert cupy_backend.support_problem(PointSpec("gemv", "bf16", 1, 64, 64, "cupy")) is None
+    assert "16-byte" in cupy_backend.support_problem(PointSpec("gemv", "bf16", 1, 64, 12, "cupy"))
+    assert "bfloat16" in cupy_backend.support_problem(PointSpec("gemm", "bf16", 4, 64, 64, "cupy"))
+    assert cupy_backend.support_problem(PointSpec("gemm", "fp16", 4, 64, 64, "cupy")) is None
+
+
+@pytest.mark.gpu
+@requires_gpu
+@pytest.mark.parametrize("op, dtype, batch", [("gemv", "bf16", 1), ("gemv", "fp16", 1), ("gemv", "fp32", 1),
+                                              ("gemm", "fp16", 16), ("bmm", "fp32", 8)])
+def test_cupy_and_torch_agree_on_the_same_inputs(op, dtype, batch):
+    pytest.importorskip("cupy")
+    import torch
+
+    from microbench import ops
+    from microbench.plan import PointSpec
+    from microbench.sweep import SweepConfig, SweepObserver, prepare_sweep
+
+    session = prepare_sweep(SweepConfig(device="cuda", ops=(), save=False), SweepObserver()).session
+    n, k = (4096, 14336) if op != "bmm" else (1024, 128)
+    torch_spec, cupy_spec = PointSpec(op, dtype, batch, n, k), PointSpec(op, dtype, batch, n, k, "cupy")
+    ours = cupy_backend.build_workload(torch, cupy_spec, session.device, 1, 0, ops.WeightCache())
+    reference = ops.build_workload(torch, torch_spec, "cuda:0", 1, 0, ops.WeightCache())
+    assert torch.equal(ours.weights[0], reference.weights[0])  # same seed, same inputs
+    ours.launch(0)
+    reference.launch(0)
+    torch.cuda.synchronize()
+    a, b = ours.outputs[0].float(), reference.outputs[0].float()
+    rel = float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
+    assert rel <= ops.TOLERANCES[dtype], (rel, ours.kernel)
+    assert ours.check(1)["passed"]
