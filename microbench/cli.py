@@ -94,11 +94,17 @@ def _parse_bytes(text: str | None) -> int | None:
 @click.option("--resume", type=click.Path(path_type=Path), default=None,
               help="continue the plan recorded in this result file, skipping its points")
 @click.option("--force", is_flag=True, help="with --resume: resume even if the device or settings differ")
+@click.option("--serial", is_flag=True, help="with --device all: one GPU at a time instead of in parallel")
 @click.pass_context
 def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
           no_ceilings, with_report, telemetry_interval, no_telemetry, max_memory, require_idle, resume,
-          force) -> None:
-    """Time GEMV, GEMM and batched GEMV across batch sizes and save a result document."""
+          force, serial) -> None:
+    """Time GEMV, GEMM and batched GEMV across batch sizes and save a result document.
+
+    --device all runs one process per GPU and writes one result each into the -o folder."""
+    if device.strip().lower() == "all":
+        _sweep_all(ctx, output, serial)
+        return
     from microbench import plan
     from microbench.interrupt import Abandon, stop_on_signals
     from microbench.progress import print_sweep_summary, terminal_observer
@@ -163,6 +169,45 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
         folder = default_report_dir(prepared.output)
         write_report(result, folder)
         click.echo(f"report: {folder / 'report.html'}")
+
+
+def _forwarded_options(ctx) -> list[str]:
+    """The options given on the command line, as arguments for each per-GPU child sweep."""
+    args = []
+    for param in ctx.command.params:
+        name = param.name
+        if name in ("device", "output", "serial", "resume", "force") or \
+                ctx.get_parameter_source(name) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        value, flag = ctx.params[name], param.opts[-1] if param.opts[-1].startswith("--") else param.opts[0]
+        if getattr(param, "is_flag", False):
+            args += [flag] if value else []
+        elif isinstance(value, tuple):
+            for item in value:
+                args += [flag, str(item)]
+        elif value is not None:
+            args += [flag, str(value)]
+    return args
+
+
+def _sweep_all(ctx, output, serial) -> None:
+    from microbench.multi import run_all
+    from roofline.compare import collect, compare_results, fleet
+
+    folder = Path(output) if output is not None else Path("results")
+    if folder.suffix == ".json":
+        raise BadInput("--device all writes one result per GPU: give -o a folder, not a .json file")
+    written, failures = run_all(_forwarded_options(ctx), folder, serial, lambda m: click.echo(m, err=True))
+    for line in failures:
+        click.echo(f"gpubench: failed: {line}", err=True)
+    if written:
+        from microbench.progress import print_compare
+
+        loaded, skipped = collect(written)
+        print_compare(compare_results(loaded), fleet(loaded))
+        click.echo(f"{len(written)} result(s) in {folder}: " + ", ".join(p.name for p in written))
+    if failures:
+        ctx.exit(1)
 
 
 @main.command()
@@ -311,6 +356,54 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
         raise BadInput(f"{document['setup']['model']} does not fit: {measured['kv']['weight_bytes'] / 1e9:.1f} GB "
                        f"of weights per GPU at TP {tp} in {mem_fraction:.0%} of "
                        f"{measured['kv']['memory_bytes'] / 1e9:.1f} GB")
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--baseline", default=None, help="the result others are compared to [the first]")
+@click.option("--spec", "specs", default=None, help="add spec-only rows for these SKUs: h200-sxm,b200")
+@click.option("--format", "fmt", type=click.Choice(["table", "md", "json"]), default="table", show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="folder for compare.md, compare.json and overlaid figures")
+@click.option("--mad-k", type=float, default=3.0, show_default=True,
+              help="fleet: flag units more than k robust sd (1.4826 MAD) from their SKU's median")
+@click.option("--fail-on-outlier", is_flag=True, help="exit 1 when any unit is flagged")
+def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> None:
+    """Compare results (files or folders): SKUs side by side, speed against a baseline, fleet outliers."""
+    from roofline.compare import collect, compare_results, fleet
+    from roofline.compare_view import markdown, overlay_figures
+
+    try:
+        loaded, skipped = collect(list(inputs))
+        if not loaded:
+            raise ResultError("no usable result among the inputs: " + "; ".join(skipped))
+        sku_list = [s.strip() for s in (specs or "").split(",") if s.strip()]
+        comparison = compare_results(loaded, baseline, sku_list)
+    except (ResultError, ProfileError) as exc:
+        raise BadInput(str(exc)) from None
+    units = fleet(loaded, mad_k)
+    for note in skipped:
+        click.echo(f"skipped: {note}", err=True)
+    document = {"comparison": comparison, "fleet": units, "skipped": skipped}
+    if fmt == "json":
+        click.echo(json.dumps(document, indent=1, allow_nan=False, default=str))
+    elif fmt == "md":
+        click.echo(markdown(comparison, units))
+    else:
+        from microbench.progress import print_compare
+
+        print_compare(comparison, units)
+    if output is not None:
+        import matplotlib.pyplot as plt
+
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "compare.md").write_text(markdown(comparison, units))
+        (output / "compare.json").write_text(json.dumps(document, indent=1, allow_nan=False, default=str) + "\n")
+        for name, figure in overlay_figures(comparison).items():
+            figure.savefig(output / f"{name}.png")
+            plt.close(figure)
+    if fail_on_outlier and any(unit["outlier"] for unit in units["units"]):
+        raise SystemExit(1)
 
 
 @main.command()

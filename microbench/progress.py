@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -73,7 +74,7 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
             ok += f" [red]{row.failed_checks} wrong[/]"
         low = f"{si(row.low_batch_bytes_per_s, 'B/s')} ({row.low_batch})" if row.low_batch else "–"
         peak = f"{si(row.peak_flop_per_s, 'FLOP/s')} ({row.peak_batch})" if row.peak_flop_per_s else "–"
-        where = "" if row.backend == "torch" else f" [{row.backend}]"
+        where = "" if row.backend == "torch" else escape(f" [{row.backend}]")
         table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}{where}", ok, low,
                       f"{percent(row.pct_of_spec_bandwidth)} / {percent(row.pct_of_measured_bandwidth)}", peak,
                       f"{percent(row.pct_of_spec_peak)} / {percent(row.pct_of_measured_peak)}")
@@ -187,7 +188,7 @@ def print_fit(analysis: dict[str, Any]) -> None:
             critical = "–"
         peak = si(s["peak_flop_per_s"], "FLOP/s") if s["peak_flop_per_s"] else (
             f"≥ {si(s['peak_flop_per_s_lower_bound'], 'FLOP/s')}" if s["peak_flop_per_s_lower_bound"] else "–")
-        where = "" if s["backend"] == "torch" else f" [{s['backend']}]"
+        where = "" if s["backend"] == "torch" else escape(f" [{s['backend']}]")
         table.add_row(
             f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}", str(s["points_ok"]),
             si(s["bandwidth_bytes_per_s"], "B/s"), peak,
@@ -202,7 +203,7 @@ def print_fit(analysis: dict[str, Any]) -> None:
     if analysis["spec_reason"]:
         stdout.print(f"spec: {analysis['spec_reason']}")
     for line in analysis["verdict"]:
-        stdout.print(line)
+        stdout.print(escape(line))
 
 
 def print_decode(document: dict[str, Any]) -> None:
@@ -227,4 +228,28 @@ def print_decode(document: dict[str, Any]) -> None:
         table.add_row(*cells)
     stdout.print(table)
     for line in document["summary"]:
-        stdout.print(line)
+        stdout.print(escape(line))
+
+
+def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
+    from roofline.compare_view import COLUMNS, row_cells
+
+    for group in comparison["groups"]:
+        table = Table(title=f"{group['dtype']} {group['n']}×{group['k']}", title_justify="left")
+        for column in COLUMNS:
+            table.add_column(column, justify="left" if column == "device" else "right", no_wrap=column == "device")
+        for row in group["rows"]:
+            table.add_row(*map(escape, row_cells(row, group["speed_vs_baseline"], comparison["baseline"])))
+        stdout.print(table)
+    for line in comparison["not_comparable"]:
+        stdout.print(f"[yellow]not comparable: {line}[/]")
+    flagged = [u for u in fleet["units"] if u["outlier"]]
+    if len(fleet["units"]) >= 3 or flagged:
+        table = Table(title=f"fleet: {len(fleet['units'])} unit(s), outliers beyond {fleet['k']} robust sd",
+                      title_justify="left")
+        for column in ("file", "device", "SKU", "outlier", "why"):
+            table.add_column(column)
+        for unit in fleet["units"]:
+            table.add_row(escape(unit["file"]), escape(str(unit["device"])), escape(str(unit["sku"])),
+                          "[red]yes[/]" if unit["outlier"] else "no", escape("; ".join(unit["why"]) or "–"))
+        stdout.print(table)

@@ -118,7 +118,8 @@ def bootstrap_critical_batch(data: SeriesData, seed: int = 0, replicates: int = 
         value = critical_batch(data, envelope)
         values.append(np.inf if value is None else value)
     values = np.sort(np.array(values))
-    lo, hi = np.quantile(values, 0.025), np.quantile(values, 0.975)
+    # Order statistics, not interpolation: replicates without a crossover are +inf.
+    lo, hi = np.quantile(values, 0.025, method="lower"), np.quantile(values, 0.975, method="higher")
     unidentified = float(np.mean(~np.isfinite(values)))
     return (float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None, unidentified)
 
