@@ -92,22 +92,22 @@ class CupyWorkload(ops.Workload):
     def _gemv(self, i: int, variant: str, splits: int) -> None:
         import numpy as np
 
-        mod, spec, stream = module(self.device_index), self.spec, current_stream(self.torch)
+        mod, spec = module(self.device_index), self.spec
         sfx = SUFFIX[spec.dtype]
         k16 = np.int64(spec.k * self.weights[i].element_size() // 16)
         blocks = (math.ceil(spec.n / WARPS_PER_BLOCK), splits)
         args_w = (self.weights[i].data_ptr(), self.inputs[i].data_ptr())
-        if variant == "warp":
-            mod.get_function(f"gemv_warp_{sfx}")(blocks[:1], (32 * WARPS_PER_BLOCK,),
-                                                 (*args_w, self.outputs[i].data_ptr(), np.int32(spec.n), k16),
-                                                 stream=stream)
-        else:
-            mod.get_function(f"gemv_splitk_{sfx}")(blocks, (32 * WARPS_PER_BLOCK,),
-                                                   (*args_w, self.partial.data_ptr(), np.int32(spec.n), k16),
-                                                   stream=stream)
-            mod.get_function(f"splitk_finish_{sfx}")((math.ceil(spec.n / 256),), (256,),
-                                                     (self.partial.data_ptr(), self.outputs[i].data_ptr(),
-                                                      np.int32(spec.n), np.int32(splits)), stream=stream)
+        # RawKernel launches on CuPy's current stream: make it torch's (the one being timed or captured).
+        with current_stream(self.torch):
+            if variant == "warp":
+                mod.get_function(f"gemv_warp_{sfx}")(blocks[:1], (32 * WARPS_PER_BLOCK,),
+                                                     (*args_w, self.outputs[i].data_ptr(), np.int32(spec.n), k16))
+            else:
+                mod.get_function(f"gemv_splitk_{sfx}")(blocks, (32 * WARPS_PER_BLOCK,),
+                                                       (*args_w, self.partial.data_ptr(), np.int32(spec.n), k16))
+                mod.get_function(f"splitk_finish_{sfx}")((math.ceil(spec.n / 256),), (256,),
+                                                         (self.partial.data_ptr(), self.outputs[i].data_ptr(),
+                                                          np.int32(spec.n), np.int32(splits)))
 
     def _view(self, tensor):
         import cupy
@@ -173,16 +173,18 @@ def stream_launcher(torch, kind: str, arrays: list, device_index: int):
     threads = (256,)
     ptr = [a.data_ptr() for a in arrays]
     scalar = np.float32(3.0)
-    calls = {
-        "copy": lambda: mod.get_function("stream_copy")(sm_blocks, threads, (ptr[0], ptr[1], n4),
-                                                        stream=current_stream(torch)),
-        "scale": lambda: mod.get_function("stream_scale")(sm_blocks, threads, (ptr[1], ptr[0], scalar, n4),
-                                                          stream=current_stream(torch)),
-        "add": lambda: mod.get_function("stream_add")(sm_blocks, threads, (ptr[0], ptr[1], ptr[2], n4),
-                                                      stream=current_stream(torch)),
-        "triad": lambda: mod.get_function("stream_triad")(sm_blocks, threads, (ptr[2], ptr[0], ptr[1], scalar, n4),
-                                                          stream=current_stream(torch)),
-        "read": lambda: mod.get_function("read_sum")(sm_blocks, threads, (ptr[0], ptr[3], n4),
-                                                     stream=current_stream(torch)),
+    launches = {
+        "copy": ("stream_copy", (ptr[0], ptr[1], n4)),
+        "scale": ("stream_scale", (ptr[1], ptr[0], scalar, n4)),
+        "add": ("stream_add", (ptr[0], ptr[1], ptr[2], n4)),
+        "triad": ("stream_triad", (ptr[2], ptr[0], ptr[1], scalar, n4)),
+        "read": ("read_sum", (ptr[0], ptr[3], n4)),
     }
-    return lambda i: calls[kind]()
+    name, args = launches[kind]
+    kernel = mod.get_function(name)
+
+    def launch(i: int) -> None:
+        with current_stream(torch):
+            kernel(sm_blocks, threads, args)
+
+    return launch

@@ -147,7 +147,7 @@ class Workload:
             x2 = x.reshape(-1, spec.k)
             rows = torch.randperm(x2.shape[0], generator=generator)[: min(CHECK_ROWS, x2.shape[0])]
             rows = rows.to(w.device)
-            ref = _f64(x2[rows]) @ _f64(w[cols]).T
+            ref = _f64(_take(torch, x2, rows)) @ _f64(_take(torch, w, cols)).T
             got = _f64(y.reshape(-1, spec.n)[rows][:, cols])
         norm = float(torch.linalg.vector_norm(ref))
         rel_err = float(torch.linalg.vector_norm(got - ref)) / norm if norm > 0 else float("inf")
@@ -167,11 +167,20 @@ def _f64(tensor):
     return tensor.float().double().cpu()
 
 
+def _take(torch, tensor, index):
+    """``tensor[index]`` along dim 0; fp8 tensors are indexed through their bytes (no fp8 index kernels)."""
+    if tensor.dtype == getattr(torch, "float8_e4m3fn", None):
+        return tensor.view(torch.uint8)[index].view(tensor.dtype)
+    return tensor[index]
+
+
 def operand_shapes(spec: PointSpec) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(weight, input, output) tensor shapes of one copy."""
     b, n, k = spec.batch, spec.n, spec.k
-    if spec.op == "gemv":
+    if spec.op == "gemv" and spec.dtype != "fp8":
         return (n, k), (k,), (n,)
+    if spec.op == "gemv":  # torch._scaled_mm is 2-D only: a GEMV is its M = 1 case
+        return (n, k), (1, k), (1, n)
     if spec.op == "gemm":
         return (n, k), (b, k), (b, n)
     return (b, n, k), (b, 1, k), (b, 1, n)

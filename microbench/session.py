@@ -12,6 +12,9 @@ from microbench import ops
 from microbench.adaptive import Clock, PerfClock, StoppingRule
 from microbench.devices import DeviceChoice, meminfo_bytes
 
+# When the device does not report its L2 (older torch), assume more than any datacenter GPU has
+# (H100 50 MB, B200 126 MB): more rotation copies cost memory, too few would time a warm cache.
+L2_FALLBACK_BYTES = 128 * 1024 * 1024
 # Fraction of free memory a point may take: leaves room for the allocator, cuBLAS workspaces, the OS.
 GPU_MEMORY_FRACTION = 0.85
 CPU_MEMORY_FRACTION = 0.5
@@ -38,7 +41,7 @@ class Session:
     @property
     def cache_bytes(self) -> int | None:
         if self.choice.kind == "cuda":
-            return self.device.get("l2_cache_bytes")
+            return self.device.get("l2_cache_bytes") or L2_FALLBACK_BYTES
         return self.device.get("last_level_cache_bytes")
 
     def free_memory_bytes(self) -> float:

@@ -27,7 +27,10 @@ from roofline.schema import Point, Result
 # The eager comparison gets this share of the point's budget: it only needs a median.
 EAGER_BUDGET_SHARE = 0.25
 # Before measuring a flagged point again, let clocks and temperature recover.
-RETRY_PAUSE_S = 2.0
+RETRY_PAUSE_S = 1.0
+# A card that throttles at every compute-bound point (power capping under GEMM is common) must not double
+# the sweep: at most this share of the plan (and at least 3 points) is measured again.
+RETRY_SHARE = 0.1
 
 
 def utc_now() -> str:
@@ -290,6 +293,8 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
         observer.on_notice(choice.notice)
     import torch
 
+    if choice.kind == "cuda":
+        torch.cuda.set_device(choice.index)  # events, streams and graphs then belong to the measured GPU
     points, defaults = _plan_for(config, choice.kind)
     if config.timer not in ("graph", "eager"):
         raise plan.PlanError(f"unknown timer {config.timer!r}; use graph or eager")
@@ -381,10 +386,14 @@ def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> R
     if prepared.points:
         observer.on_phase("points")
         observer.on_start(len(prepared.points))
+    retries_left = max(3, int(RETRY_SHARE * len(prepared.points)))
     for spec in prepared.points:
         point = measure_point(session, spec)
         why = needs_retry(point)
-        if why and not session.stop.is_set():
+        if why and retries_left == 0:
+            observer.on_notice(f"{spec.label}: {why}; not measured again (retry allowance spent)")
+        elif why and not session.stop.is_set():
+            retries_left -= 1
             observer.on_notice(f"{spec.label}: {why}; measuring it again after {RETRY_PAUSE_S:.0f} s")
             result = save(result.with_point(replace(point, superseded=True)))
             time.sleep(RETRY_PAUSE_S)

@@ -57,13 +57,14 @@ def roofline_figure(result: Result, analysis: dict[str, Any], dtype: str):
                     label=f"{name} roof: {si(bw, 'B/s')}" + (f", {si(peak, 'FLOP/s')}" if peak else ""))
             if peak:
                 ax.axvline(peak / bw, ls=style, color="0.6", lw=0.8)
+    labelled = next((s for s in series if s["op"] == "gemm"), None)  # batch labels once: series share them
     for index, s in enumerate(series):
         color, marker = OKABE_ITO[index % 8], MARKERS[index % 8]
         xs = [p["intensity_flop_per_byte"] for p in s["points"]]
         ys = [p["flop_per_s"] for p in s["points"]]
         ax.plot(xs, ys, marker=marker, ls=":", color=color, ms=5, label=_label(s))
         for p in s["points"]:
-            if p["batch"] in LABELLED_BATCHES and s["op"] != "bmm":
+            if p["batch"] in LABELLED_BATCHES and s is labelled:
                 ax.annotate(f"B={p['batch']}", (p["intensity_flop_per_byte"], p["flop_per_s"]),
                             textcoords="offset points", xytext=(4, -11), fontsize=7, color=color)
         if s.get("ridge_flop_per_byte"):

@@ -55,7 +55,7 @@ def test_graph_and_eager_agree_within_the_launch_overhead():
 def test_a_gemv_that_fits_in_l2_is_faster_warm_than_cold():
     from microbench.sweep import measure_point
 
-    spec = PointSpec("gemv", "bf16", 1, 2048, 2048)  # 8 MB of weights: well inside any datacenter L2
+    spec = PointSpec("gemv", "bf16", 1, 4096, 2048)  # 16 MB of weights: inside any datacenter GPU's L2
     cold = measure_point(cuda_session("rotate"), spec)
     warm = measure_point(cuda_session("warm"), spec)
     assert cold.ok and warm.ok
@@ -104,6 +104,8 @@ def test_quick_cuda_sweep_end_to_end(tmp_path):
     assert result.telemetry["source"] in ("nvml-basic", "nvml+gpm"), result.telemetry
     assert len(result.telemetry["timeline"]) > 10
     for point in result.points:
+        if point.telemetry["readings"] == 0:
+            continue  # a point shorter than one sampling interval (no GPM to lengthen it)
         assert point.telemetry["sm_clock_hz"]["median"] > 1e8
         assert point.telemetry["power_w"]["median"] > 10
         if result.telemetry["source"] == "nvml+gpm":
