@@ -22,6 +22,7 @@ from rich.table import Table
 from microbench.sweep import SweepObserver
 from roofline.schema import Result
 from roofline.summary import summarize_series
+from roofline.tables import series_table
 from roofline.units import percent, seconds, si
 
 stdout = Console()
@@ -163,39 +164,17 @@ def print_devices() -> None:
     stdout.print(table)
 
 
-def _batch(value) -> str:
-    return "–" if value is None else f"{value:.0f}"
-
-
 def print_fit(analysis: dict[str, Any]) -> None:
     """One table per kind of series, then the verdict in words."""
     title = f"roofline fit: {analysis['device']} ({analysis['sku'] or 'no SKU'})"
     if analysis["origin"] == "imported":
         title += " — imported data"
     table = Table(title=title, title_justify="left")
-    for column in ("series", "ok", "bandwidth", "peak", "ridge F/B", "B* (95% CI)", "spec B*", "knees 1.1/1.25",
-                   "cliffs"):
-        table.add_column(column, justify="left" if column == "series" else "right")
-    for s in analysis["series"]:
-        if s["status"] == "ok":
-            lo, hi = s["critical_batch_ci95"]
-            critical = f"{_batch(s['critical_batch'])} ({_batch(lo)}–{_batch(hi) if hi else '∞'})"
-        elif s["status"] == "lower-bound":
-            critical = f"> {s['critical_batch_lower_bound']}"
-        elif s["status"] == "memory-bound-at-every-batch":
-            critical = "never"
-        else:
-            critical = "–"
-        peak = si(s["peak_flop_per_s"], "FLOP/s") if s["peak_flop_per_s"] else (
-            f"≥ {si(s['peak_flop_per_s_lower_bound'], 'FLOP/s')}" if s["peak_flop_per_s_lower_bound"] else "–")
-        where = "" if s["backend"] == "torch" else escape(f" [{s['backend']}]")
-        table.add_row(
-            f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}", str(s["points_ok"]),
-            si(s["bandwidth_bytes_per_s"], "B/s"), peak,
-            _batch(s["ridge_flop_per_byte"]), critical, _batch(s["spec_critical_batch"]),
-            f"{_batch(s['knee_batch_1p10'])}/{_batch(s['knee_batch_1p25'])}",
-            ",".join(map(str, s["cliffs"][:6])) + ("…" if len(s["cliffs"]) > 6 else "") or "–",
-        )
+    header, rows = series_table(analysis)
+    for column in header:
+        table.add_column(column, justify="left" if column == "series" else "right", no_wrap=column == "series")
+    for row in rows:
+        table.add_row(*map(escape, row))
     stdout.print(table)
     for s in analysis["series"]:
         if s["status"] in ("insufficient",):

@@ -58,6 +58,19 @@ class CpuTimer:
         return [(self.clock_ns() - start) * 1e-9 / self.launches]
 
 
+def event_times_s(torch, action) -> list[float]:
+    """``EVENTS_PER_SYNC`` back-to-back (start event, action, end event) triples, one synchronisation,
+    and the seconds between each pair: no host round trip and no idle GPU between samples."""
+    cuda = torch.cuda
+    pairs = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(EVENTS_PER_SYNC)]
+    for start, end in pairs:
+        start.record()
+        action()
+        end.record()
+    pairs[-1][1].synchronize()
+    return [start.elapsed_time(end) * 1e-3 for start, end in pairs]
+
+
 class CudaEagerTimer:
     """One launch between each pair of events, rotating through the copies."""
 
@@ -74,15 +87,11 @@ class CudaEagerTimer:
         self.sample()
 
     def sample(self) -> list[float]:
-        cuda = self.torch.cuda
-        pairs = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(EVENTS_PER_SYNC)]
-        for start, end in pairs:
-            start.record()
-            self.launch(self._next % self.copies)
-            end.record()
-            self._next += 1
-        pairs[-1][1].synchronize()
-        return [start.elapsed_time(end) * 1e-3 for start, end in pairs]
+        return event_times_s(self.torch, self._launch_next)
+
+    def _launch_next(self) -> None:
+        self.launch(self._next % self.copies)
+        self._next += 1
 
 
 class CudaGraphTimer:
@@ -118,14 +127,7 @@ class CudaGraphTimer:
         self.graph = graph
 
     def sample(self) -> list[float]:
-        cuda = self.torch.cuda
-        pairs = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(EVENTS_PER_SYNC)]
-        for start, end in pairs:
-            start.record()
-            self.graph.replay()
-            end.record()
-        pairs[-1][1].synchronize()
-        return [start.elapsed_time(end) * 1e-3 / self.launches for start, end in pairs]
+        return [t / self.launches for t in event_times_s(self.torch, self.graph.replay)]
 
     def release(self) -> None:
         if self.graph is not None:

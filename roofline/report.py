@@ -14,6 +14,7 @@ from typing import Any
 from roofline import plots
 from roofline.analysis import analyse
 from roofline.schema import Result
+from roofline.tables import series_table
 from roofline.units import seconds, si
 
 # A sample this short is within ~1% of the timers' resolution (events ~0.5 µs, perf_counter ~0.1 µs).
@@ -145,33 +146,6 @@ def cross_check_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
         lines.append(f"{len(off)} memory-bound point(s) disagree with the DRAM counter by more than 15% (the "
                      "timing, the byte count or the counter is wrong): " + "; ".join(off[:5]))
     return lines
-
-
-def series_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    header = ["series", "ok", "bandwidth", "peak", "ridge (FLOP/B)", "B* (95% CI)", "spec B*", "knees 1.1/1.25",
-              "cliffs"]
-    rows = []
-    for s in analysis["series"]:
-        if s["status"] == "ok":
-            lo, hi = s["critical_batch_ci95"]
-            critical = f"{s['critical_batch']:.0f} ({_n(lo)}–{_n(hi) if hi else '∞'})"
-        elif s["status"] == "lower-bound":
-            critical = f"> {s['critical_batch_lower_bound']}"
-        elif s["status"] == "memory-bound-at-every-batch":
-            critical = "never"
-        else:
-            critical = s["message"] or "–"
-        where = "" if s["backend"] == "torch" else f" [{s['backend']}]"
-        rows.append([f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}", str(s["points_ok"]),
-                     si(s["bandwidth_bytes_per_s"], "B/s"), si(s["peak_flop_per_s"], "FLOP/s"),
-                     _n(s["ridge_flop_per_byte"]), critical, _n(s["spec_critical_batch"]),
-                     f"{_n(s['knee_batch_1p10'])}/{_n(s['knee_batch_1p25'])}",
-                     ", ".join(map(str, s["cliffs"])) or "–"])
-    return header, rows
-
-
-def _n(value) -> str:
-    return "–" if value is None else f"{value:.0f}"
 
 
 def render_figures(result: Result, analysis: dict[str, Any]) -> tuple[dict[str, bytes], list[str]]:
