@@ -57,9 +57,8 @@ def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_
 
         with terminal_observer() as observer:
             times, device_record, points, roof = measure_launches(keys, device, budget, observer, setup.dtype)
-    bandwidth, peak = measured_roof(points, roof, setup.dtype)
-    if from_result is not None:
-        bandwidth = peak = None  # only the times travel with --from; MBU/MFU come from the spec side
+    # Only the times travel with --from; MBU/MFU then come from the spec side.
+    bandwidth, peak = measured_roof(points, roof, setup.dtype) if from_result is None else (None, None)
     memory = device_record.get("memory_bytes")
     part = measured_document(setup, batches, times, bandwidth, peak, memory, mem_fraction, device_record)
     part["sku"] = device_record.get("sku")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
-from roofline.counting import DTYPES, OPS, count_work
+from roofline.counting import DTYPES, OPS, Work, count_work
 from roofline.stats import Stats, summarize
 
 SCHEMA_VERSION = 1
@@ -83,23 +84,28 @@ class Point:
     def groups(self) -> int:
         return self.batch if self.op == "bmm" else 1
 
+    # Derived once per point: a sweep saves (and so serialises every point) after each new point.
+    @cached_property
+    def work(self) -> Work:
+        return count_work(self.op, self.dtype, self.batch, self.n, self.k)
+
     @property
     def flop(self) -> int:
-        return count_work(self.op, self.dtype, self.batch, self.n, self.k).flop
+        return self.work.flop
 
     @property
     def bytes(self) -> int:
-        return count_work(self.op, self.dtype, self.batch, self.n, self.k).bytes
+        return self.work.bytes
 
     @property
     def intensity_flop_per_byte(self) -> float:
         return self.flop / self.bytes
 
-    @property
+    @cached_property
     def stats(self) -> Stats | None:
         return summarize(self.samples_s) if self.samples_s else None
 
-    @property
+    @cached_property
     def eager_stats(self) -> Stats | None:
         return summarize(self.eager_samples_s) if self.eager_samples_s else None
 

@@ -46,9 +46,11 @@ def test_kernels_compile_without_warnings(tmp_path, arch, source):
 
 def test_every_gemv_and_stream_kernel_is_exported():
     source = cupy_backend.kernel_source()
-    for suffix in cupy_backend.SUFFIX.values():
-        for name in ("gemv_warp_", "gemv_splitk_", "splitk_finish_"):
-            assert f"{name}##SUFFIX" in source or f"{name}{suffix}" in source
+    for name in ("gemv_warp_", "gemv_splitk_", "splitk_finish_"):
+        assert f'extern "C" __global__ void {name}##SUFFIX(' in source
+    kinds = {"f32": 0, "f16": 1, "bf16": 2}
+    for dtype, suffix in cupy_backend.SUFFIX.items():  # every dtype the back end launches is instantiated
+        assert f"GEMV_ENTRIES({suffix}, {kinds[suffix]})" in source, dtype
     for kind in ("copy", "scale", "add", "triad"):
         assert f'extern "C" __global__ void stream_{kind}(' in source
     assert 'extern "C" __global__ void read_sum(' in source
