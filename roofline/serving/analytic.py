@@ -1,0 +1,148 @@
+"""A step profile from a roofline instead of timers: the spec sheet of a SKU, or the fitted roofline of each
+series of a measured sweep (``--from RESULT.json``).  Same document as a measured profile, ``source: analytic``.
+
+Linear layers use the project's roofline time (``roofline.decode.analytic_time``: max(bytes/BW, FLOP/P) per
+launch, with bytes and FLOP from ``roofline.counting``).  Attention kernels are not GEMMs, so their bytes and
+FLOP are counted here (flash-style: Q, K, V read once, the output written once) and put through the same
+max(bytes/BW, FLOP/P).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from roofline.counting import DTYPE_SIZES
+from roofline.decode import analytic_time
+from roofline.models import ModelProfile, check_tp, kv_bytes_per_token, layer_shapes, weight_bytes
+from roofline.profiles import GpuProfile, ProfileError
+from roofline.schema import Result
+from roofline.serving.profile_doc import LinearTable, StepProfile, Table1D, Table2D
+
+LINEAR_NAMES = {"qkv": "qkv_proj", "o": "o_proj", "gate_up": "gate_up_proj", "up": "up_proj",
+                "down": "down_proj"}
+DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+DECODE_CONTEXTS = (1, 128, 512, 2048, 8192, 32768)
+
+
+def token_grid(maximum: int) -> tuple[int, ...]:
+    """1, 2, 3, 4, 6, 8, 12, … up to and including ``maximum``: 1.5× steps keep interpolation close."""
+    out, power = [], 1
+    while power <= maximum:
+        out += [power] + ([power * 3 // 2] if power >= 2 and power * 3 // 2 <= maximum else [])
+        power *= 2
+    return tuple(sorted(set(out + [maximum])))
+
+
+@dataclass(frozen=True)
+class Roof:
+    """Bandwidth (bytes/s) and peak (FLOP/s) one kernel runs against."""
+
+    bandwidth_bytes_per_s: float
+    peak_flop_per_s: float
+
+    def time_s(self, flop: float, nbytes: float) -> float:
+        return max(nbytes / self.bandwidth_bytes_per_s, flop / self.peak_flop_per_s)
+
+
+def spec_roof(gpu: GpuProfile, dtype: str) -> Roof:
+    peak = gpu.peak_flop_per_s.get(dtype)
+    if not peak:
+        raise ProfileError(f"{gpu.sku} has no {dtype} peak in its spec sheet")
+    return Roof(gpu.bandwidth_bytes_per_s, peak)
+
+
+def fitted_roofs(result: Result, dtype: str, default: Roof) -> dict[tuple[int, int], Roof]:
+    """Per GEMM series (n, k) of ``dtype``: its fitted roofline where the fit found one, with the default's
+    peak where the fit saw bandwidth only."""
+    from roofline.analysis import analyse
+
+    roofs = {}
+    for s in analyse(result)["series"]:
+        if s["op"] != "gemm" or s["dtype"] != dtype or not s.get("bandwidth_bytes_per_s"):
+            continue
+        roofs[(s["n"], s["k"])] = Roof(s["bandwidth_bytes_per_s"], s.get("peak_flop_per_s") or default.peak_flop_per_s)
+    return roofs
+
+
+def result_roof(result: Result, dtype: str, spec: Roof | None) -> Roof:
+    """The run's best measured bandwidth and peak (its ceilings), else the spec sheet's."""
+    from roofline.summary import measured_bandwidth, measured_peak
+
+    bandwidth, peak = measured_bandwidth(result), measured_peak(result, dtype)
+    if spec is None and not (bandwidth and peak):
+        raise ProfileError(f"the result measured no {dtype} ceilings and matched no SKU: give --gpu SKU")
+    return Roof(bandwidth or spec.bandwidth_bytes_per_s, peak or spec.peak_flop_per_s)
+
+
+def _linear(name: str, n: int, k: int, dtype: str, roof: Roof, tokens: tuple[int, ...]) -> LinearTable:
+    time_fn = analytic_time(roof.bandwidth_bytes_per_s, {dtype: roof.peak_flop_per_s})
+    return LinearTable(name, n, k, 1, tokens, tuple(time_fn("gemm", dtype, t, n, k) for t in tokens))
+
+
+def _attention_tables(model: ModelProfile, tp: int, dtype: str, kv_dtype: str, roof: Roof, tokens, contexts):
+    heads, kv_heads, hd = model.heads // tp, model.kv_heads // tp, model.head_dim
+    s, s_kv = DTYPE_SIZES[dtype][0], DTYPE_SIZES[kv_dtype][0]
+
+    def attn(queries: int, keys: int, query_keys: float) -> float:
+        flop = 4 * heads * hd * query_keys
+        nbytes = 2 * queries * heads * hd * s + 2 * keys * kv_heads * hd * s_kv
+        return roof.time_s(flop, nbytes)
+
+    decode = Table2D("roofline", "batches", "contexts", DECODE_BATCHES, contexts,
+                     tuple(tuple(attn(b, b * c, b * c) for c in contexts) for b in DECODE_BATCHES))
+    prefill = Table1D("roofline", "prompt_tokens", contexts_grid := token_grid(max(contexts)),
+                      tuple(attn(p, p, p * (p + 1) / 2) for p in contexts_grid))
+    prefixes = (0,) + tuple(contexts)
+    chunk = Table2D("roofline", "chunk_tokens", "prefix_tokens", tokens, prefixes,
+                    tuple(tuple(attn(c, c + p, c * (p + (c + 1) / 2)) for p in prefixes) for c in tokens))
+    return decode, prefill, chunk
+
+
+def analytic_profile(model: ModelProfile, *, tp: int, dtype: str, kv_dtype: str, max_tokens: int, max_context: int,
+                     gpu: GpuProfile | None, result: Result | None = None, result_name: str = "",
+                     tool: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
+                     argv: tuple[str, ...] = ()) -> StepProfile:
+    """The step profile of ``model`` on a roofline: ``gpu``'s spec sheet, or the fits of ``result``."""
+    check_tp(model, tp)
+    if model.experts > 1:
+        raise ProfileError(f"{model.name} is a mixture of experts: the serving simulator models dense models only")
+    if max_tokens < 2 or max_context < 2:
+        raise ProfileError("--max-tokens and --max-context must be at least 2")
+    spec = spec_roof(gpu, dtype) if gpu else None
+    if result is None and spec is None:
+        raise ProfileError("--analytic needs --gpu SKU or --from RESULT.json")
+    default = result_roof(result, dtype, spec) if result is not None else spec
+    per_series = fitted_roofs(result, dtype, default) if result is not None else {}
+    tokens = token_grid(max_tokens)
+    contexts = tuple(sorted({c for c in DECODE_CONTEXTS if c < max_context} | {max_context}))
+    shapes = layer_shapes(model, tp)
+    linears = tuple(_linear(LINEAR_NAMES[s.name], s.n, s.k, dtype, per_series.get((s.n, s.k), default), tokens)
+                    for s in shapes if s.name != "lm_head")
+    head = shapes[-1]
+    lm_head = _linear("lm_head", head.n, head.k, dtype, per_series.get((head.n, head.k), default), tokens)
+    decode, prefill, chunk = _attention_tables(model, tp, dtype, kv_dtype, default, tokens, contexts)
+    device = dict(result.device) if result is not None else {"kind": "cuda", "name": gpu.name, "sku": gpu.sku,
+                                                             "memory_bytes": int(gpu.capacity_bytes)}
+    memory_bytes = device.get("memory_bytes") or (gpu.capacity_bytes if gpu else None)
+    basis = f"fit of {result_name}" if result is not None else f"spec sheet {gpu.sku}"
+    return StepProfile(
+        source="analytic", basis=basis, model=model_dict(model), tp=tp, dtype=dtype, kv_dtype=kv_dtype,
+        memory={"device_bytes": int(memory_bytes) if memory_bytes else None,
+                "weight_bytes": weight_bytes(model, dtype, tp), "kv_bytes_per_token": kv_bytes_per_token(model,
+                                                                                                         kv_dtype, tp)},
+        linears=linears, lm_head=lm_head, decode_attention=decode, prefill_attention=prefill, chunk_attention=chunk,
+        other=None, engine_overhead=None,
+        roof={"bandwidth_bytes_per_s": default.bandwidth_bytes_per_s, "peak_flop_per_s": default.peak_flop_per_s,
+              "basis": basis},
+        tool=tool or {}, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        argv=argv, host=host or {}, device=device)
+
+
+def model_dict(model: ModelProfile) -> dict[str, Any]:
+    """The profile document's ``model`` object (the keys docs/serving.md names, plus id and source)."""
+    return {"name": model.name, "id": model.id, "layers": model.layers, "hidden": model.hidden, "heads": model.heads,
+            "kv_heads": model.kv_heads, "head_dim": model.head_dim, "intermediate": model.intermediate,
+            "vocab": model.vocab, "mlp": "gated" if model.gated_mlp else "plain", "experts": model.experts,
+            "tied_embeddings": model.tied_embeddings, "source": model.source}

@@ -1,0 +1,297 @@
+"""The step-profile document: what one engine step of one model costs on one device, as kernel-time tables.
+
+Format and rules: ``docs/serving.md``.  ``from_dict`` validates everything the step-cost model relies on, so a
+profile that loads can be simulated; a bad file is one ``ProfileDocError`` line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roofline.counting import DTYPES
+
+SCHEMA_VERSION = 1
+KIND = "gpubench-step-profile"
+SOURCES = ("measured", "analytic")
+MODEL_KEYS = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "mlp")
+
+
+class ProfileDocError(ValueError):
+    """A step profile that cannot be used; one line.  A ValueError, so the CLI turns it into exit 2."""
+
+
+def _grid(values: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ProfileDocError(f"{what} must be a non-empty list")
+    out = []
+    for value in values:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ProfileDocError(f"{what} must hold non-negative integers, got {value!r}")
+        out.append(value)
+    if any(b <= a for a, b in zip(out, out[1:], strict=False)):
+        raise ProfileDocError(f"{what} must be strictly increasing")
+    return tuple(out)
+
+
+def _times(values: Any, length: int, what: str) -> tuple[float, ...]:
+    if not isinstance(values, (list, tuple)) or len(values) != length:
+        raise ProfileDocError(f"{what} must be a list of {length} times")
+    out = []
+    for value in values:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+            raise ProfileDocError(f"{what} must hold finite non-negative seconds, got {value!r}")
+        out.append(float(value))
+    return tuple(out)
+
+
+def _table(values: Any, rows: int, cols: int, what: str) -> tuple[tuple[float, ...], ...]:
+    if not isinstance(values, (list, tuple)) or len(values) != rows:
+        raise ProfileDocError(f"{what} must have {rows} rows")
+    return tuple(_times(row, cols, f"{what}[{i}]") for i, row in enumerate(values))
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ProfileDocError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class LinearTable:
+    """One linear layer (weight N×K), ``per_layer`` instances per transformer layer; time of ONE instance."""
+
+    name: str
+    n: int
+    k: int
+    per_layer: int
+    tokens: tuple[int, ...]
+    time_s: tuple[float, ...]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], what: str) -> LinearTable:
+        tokens = _grid(d.get("tokens"), f"{what}.tokens")
+        return cls(name=str(d.get("name", what)), n=_positive_int(d.get("n"), f"{what}.n"),
+                   k=_positive_int(d.get("k"), f"{what}.k"), per_layer=_positive_int(d.get("per_layer", 1),
+                                                                                     f"{what}.per_layer"),
+                   tokens=tokens, time_s=_times(d.get("time_s"), len(tokens), f"{what}.time_s"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "n": self.n, "k": self.k, "per_layer": self.per_layer,
+                "tokens": list(self.tokens), "time_s": list(self.time_s)}
+
+
+@dataclass(frozen=True)
+class Table1D:
+    """Time against one grid (prompt tokens, or tokens in the step); ``axis`` names the grid's key."""
+
+    kernel: str
+    axis: str
+    grid: tuple[int, ...]
+    time_s: tuple[float, ...]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], axis: str, what: str) -> Table1D:
+        grid = _grid(d.get(axis), f"{what}.{axis}")
+        return cls(kernel=str(d.get("kernel", "")), axis=axis, grid=grid,
+                   time_s=_times(d.get("time_s"), len(grid), f"{what}.time_s"))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {self.axis: list(self.grid), "time_s": list(self.time_s)}
+        return {"kernel": self.kernel, **out} if self.kernel else out
+
+
+@dataclass(frozen=True)
+class Table2D:
+    """Time over rows × columns (decode: batch × context; chunk: chunk tokens × prefix tokens)."""
+
+    kernel: str
+    row_axis: str
+    col_axis: str
+    rows: tuple[int, ...]
+    cols: tuple[int, ...]
+    time_s: tuple[tuple[float, ...], ...]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], row_axis: str, col_axis: str, what: str) -> Table2D:
+        rows, cols = _grid(d.get(row_axis), f"{what}.{row_axis}"), _grid(d.get(col_axis), f"{what}.{col_axis}")
+        return cls(kernel=str(d.get("kernel", "")), row_axis=row_axis, col_axis=col_axis, rows=rows, cols=cols,
+                   time_s=_table(d.get("time_s"), len(rows), len(cols), f"{what}.time_s"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, self.row_axis: list(self.rows), self.col_axis: list(self.cols),
+                "time_s": [list(r) for r in self.time_s]}
+
+
+@dataclass(frozen=True)
+class EngineOverhead:
+    """Engine time outside the kernels: per step, plus per sequence in the step (seconds)."""
+
+    per_step_s: float
+    per_sequence_s: float = 0.0
+    fitted_on: str = "given"
+
+    def __post_init__(self) -> None:
+        for name in ("per_step_s", "per_sequence_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ProfileDocError(f"engine overhead {name} must be a finite non-negative number")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EngineOverhead:
+        return cls(per_step_s=d.get("per_step_s"), per_sequence_s=d.get("per_sequence_s", 0.0),
+                   fitted_on=str(d.get("fitted_on", "")))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_step_s": self.per_step_s, "per_sequence_s": self.per_sequence_s, "fitted_on": self.fitted_on}
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    source: str
+    basis: str
+    model: dict[str, Any]
+    tp: int
+    dtype: str
+    kv_dtype: str
+    memory: dict[str, Any]
+    linears: tuple[LinearTable, ...]
+    lm_head: LinearTable
+    decode_attention: Table2D
+    prefill_attention: Table1D
+    chunk_attention: Table2D | None = None
+    other: Table1D | None = None
+    engine_overhead: EngineOverhead | None = None
+    roof: dict[str, Any] | None = None
+    tool: dict[str, Any] = field(default_factory=dict)
+    created_at: str = ""
+    argv: tuple[str, ...] = ()
+    host: dict[str, Any] = field(default_factory=dict)
+    device: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ProfileDocError(f"source must be one of {', '.join(SOURCES)}, got {self.source!r}")
+        missing = [k for k in MODEL_KEYS if k not in self.model]
+        if missing:
+            raise ProfileDocError(f"model lacks {', '.join(missing)}")
+        for key in MODEL_KEYS[1:-1]:
+            _positive_int(self.model[key], f"model.{key}")
+        if self.model["mlp"] not in ("gated", "plain"):
+            raise ProfileDocError(f"model.mlp must be 'gated' or 'plain', got {self.model['mlp']!r}")
+        _positive_int(self.tp, "tp")
+        for name in ("dtype", "kv_dtype"):
+            if getattr(self, name) not in DTYPES:
+                raise ProfileDocError(f"{name} {getattr(self, name)!r} is not one of {', '.join(DTYPES)}")
+        for key in ("weight_bytes", "kv_bytes_per_token"):
+            _positive_int(self.memory.get(key), f"memory.{key}")
+        if self.memory.get("device_bytes") is not None:
+            _positive_int(self.memory["device_bytes"], "memory.device_bytes")
+        if not self.linears:
+            raise ProfileDocError("linears must not be empty")
+        if self.roof is not None:
+            for key in ("bandwidth_bytes_per_s", "peak_flop_per_s"):
+                value = self.roof.get(key)
+                if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                    raise ProfileDocError(f"roof.{key} must be a positive number")
+
+    @property
+    def layers(self) -> int:
+        return self.model["layers"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version, "kind": KIND, "tool": self.tool, "created_at": self.created_at,
+            "argv": list(self.argv), "host": self.host, "device": self.device, "source": self.source,
+            "basis": self.basis, "model": dict(self.model), "tp": self.tp, "dtype": self.dtype,
+            "kv_dtype": self.kv_dtype, "memory": dict(self.memory), "roof": dict(self.roof) if self.roof else None,
+            "linears": [t.to_dict() for t in self.linears],
+            "lm_head": {k: v for k, v in self.lm_head.to_dict().items() if k not in ("name", "per_layer")},
+            "decode_attention": self.decode_attention.to_dict(),
+            "prefill_attention": self.prefill_attention.to_dict(),
+            "chunk_attention": self.chunk_attention.to_dict() if self.chunk_attention else None,
+            "other": self.other.to_dict() if self.other else None,
+            "engine_overhead": self.engine_overhead.to_dict() if self.engine_overhead else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StepProfile:
+        if not isinstance(d, dict) or d.get("kind") != KIND:
+            raise ProfileDocError(f"not a step profile (kind is not {KIND!r})")
+        version = d.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ProfileDocError(f"step profile schema_version {version!r}; this gpubench reads {SCHEMA_VERSION}")
+        try:
+            return cls._parse(d)
+        except KeyError as exc:
+            raise ProfileDocError(f"step profile lacks {exc}") from None
+        except (TypeError, AttributeError) as exc:
+            raise ProfileDocError(f"malformed step profile ({exc})") from None
+
+    @classmethod
+    def _parse(cls, d: dict[str, Any]) -> StepProfile:
+        linears = d["linears"]
+        if not isinstance(linears, list):
+            raise ProfileDocError("linears must be a list")
+        chunk, other, overhead = d.get("chunk_attention"), d.get("other"), d.get("engine_overhead")
+        return cls(
+            source=d["source"], basis=str(d.get("basis", "")), model=dict(d["model"]), tp=d.get("tp", 1),
+            dtype=d["dtype"], kv_dtype=d.get("kv_dtype", d["dtype"]), memory=dict(d["memory"]),
+            linears=tuple(LinearTable.from_dict(t, f"linears[{i}]") for i, t in enumerate(linears)),
+            lm_head=LinearTable.from_dict({"name": "lm_head", **d["lm_head"]}, "lm_head"),
+            decode_attention=Table2D.from_dict(d["decode_attention"], "batches", "contexts", "decode_attention"),
+            prefill_attention=Table1D.from_dict(d["prefill_attention"], "prompt_tokens", "prefill_attention"),
+            chunk_attention=Table2D.from_dict(chunk, "chunk_tokens", "prefix_tokens", "chunk_attention")
+            if chunk else None,
+            other=Table1D.from_dict(other, "tokens", "other") if other else None,
+            engine_overhead=EngineOverhead.from_dict(overhead) if overhead else None,
+            roof=dict(d["roof"]) if d.get("roof") else None,
+            tool=dict(d.get("tool") or {}), created_at=str(d.get("created_at", "")),
+            argv=tuple(str(a) for a in d.get("argv") or ()), host=dict(d.get("host") or {}),
+            device=dict(d.get("device") or {}),
+        )
+
+
+def load_profile(path: str | os.PathLike) -> StepProfile:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileDocError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ProfileDocError(f"{path}: not valid JSON ({str(exc).splitlines()[0]})") from None
+    try:
+        return StepProfile.from_dict(document)
+    except ProfileDocError as exc:
+        raise ProfileDocError(f"{path}: {exc}") from None
+
+
+def save_json_atomic(document: dict[str, Any], path: str | os.PathLike) -> None:
+    """Temp file in the same folder, fsync, rename: a reader never sees half a file."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(document, indent=1, allow_nan=False) + "\n"
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temp_name, 0o644)
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+
+
+def save_profile(profile: StepProfile, path: str | os.PathLike) -> None:
+    save_json_atomic(profile.to_dict(), path)

@@ -1,0 +1,96 @@
+"""Step-profile documents: round trip, validation on load, the analytic builder and the step-cost model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roofline.counting import count_work
+from roofline.models import load_model
+from roofline.profiles import load_gpu_profile
+from roofline.serving.analytic import analytic_profile, token_grid
+from roofline.serving.profile_doc import EngineOverhead, ProfileDocError, StepProfile, load_profile, save_profile
+from roofline.serving.step_cost import interp1, step_cost
+
+
+@pytest.fixture(scope="module")
+def llama_h200() -> StepProfile:
+    return analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=8192,
+                            max_context=8192, gpu=load_gpu_profile("h200-sxm"))
+
+
+def test_round_trip_through_a_file(tmp_path, llama_h200):
+    path = tmp_path / "p.json"
+    save_profile(llama_h200, path)
+    assert load_profile(path) == llama_h200
+    assert json.loads(path.read_text())["kind"] == "gpubench-step-profile"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.update(kind="gpubench-result"), "not a step profile"),
+    (lambda d: d.update(schema_version=2), "schema_version 2"),
+    (lambda d: d["model"].update(mlp="moe"), "model.mlp"),
+    (lambda d: d["linears"][0].update(tokens=[4, 2, 8]), "strictly increasing"),
+    (lambda d: d["linears"][0]["time_s"].pop(), "list of"),
+    (lambda d: d["decode_attention"]["time_s"][0].__setitem__(0, -1.0), "non-negative"),
+    (lambda d: d.pop("lm_head"), "lacks 'lm_head'"),
+    (lambda d: d.update(dtype="int3"), "dtype"),
+])
+def test_bad_documents_are_one_line_errors(tmp_path, llama_h200, edit, message):
+    document = llama_h200.to_dict()
+    edit(document)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(ProfileDocError, match=message) as info:
+        load_profile(path)
+    assert "\n" not in str(info.value)
+
+
+def test_token_grid_is_dense_and_ends_at_the_maximum():
+    assert token_grid(16) == (1, 2, 3, 4, 6, 8, 12, 16)
+    assert token_grid(20)[-2:] == (16, 20)
+
+
+def test_interpolation_is_linear_in_tokens_and_extrapolates():
+    assert interp1((2, 4), (1.0, 3.0), 3) == 2.0
+    assert interp1((2, 4), (1.0, 3.0), 6) == 5.0
+    assert interp1((2, 4), (1.0, 3.0), 0) == 0.0  # clamped at zero, never negative
+
+
+def test_analytic_linear_is_exact_between_grid_points(llama_h200):
+    """A roofline is affine in tokens on each side of the ridge, so interpolation reproduces it exactly."""
+    gpu = load_gpu_profile("h200-sxm")
+    for tokens in (5, 48, 100, 3000):
+        cost = step_cost(llama_h200, [], [(tokens - 1, 0)], None)
+        expected = 0.0
+        for t in llama_h200.linears:
+            w = count_work("gemm", "bf16", tokens - 1, t.n, t.k)
+            expected += 32 * max(w.bytes / gpu.bandwidth_bytes_per_s, w.flop / gpu.peak_flop_per_s["bf16"])
+        head = count_work("gemm", "bf16", 1, llama_h200.lm_head.n, llama_h200.lm_head.k)
+        expected += max(head.bytes / gpu.bandwidth_bytes_per_s, head.flop / gpu.peak_flop_per_s["bf16"])
+        assert cost.linear_s == pytest.approx(expected, rel=0.02)
+
+
+def test_step_counts_match_the_gemm_counts(llama_h200):
+    cost = step_cost(llama_h200, [1] * 8, [], None)
+    linear_flop = sum(32 * count_work("gemm", "bf16", 8, t.n, t.k).flop for t in llama_h200.linears)
+    linear_flop += count_work("gemm", "bf16", 8, llama_h200.lm_head.n, llama_h200.lm_head.k).flop
+    attention_flop = 8 * 4 * 32 * 128 * 32  # 8 sequences of 1 key: QK and PV over 32 heads × 128 dims, 32 layers
+    assert cost.flop == linear_flop + attention_flop
+
+
+def test_decode_memory_bound_prefill_compute_bound_and_overhead(llama_h200):
+    decode = step_cost(llama_h200, [1024] * 16, [], None)
+    prefill = step_cost(llama_h200, [], [(2048, 0)], None)
+    assert not decode.compute_bound and prefill.compute_bound
+    with_overhead = step_cost(llama_h200, [1024] * 16, [], EngineOverhead(0.002, 0.0001))
+    assert with_overhead.overhead_s == pytest.approx(0.002 + 16 * 0.0001)
+    assert with_overhead.time_s == pytest.approx(decode.time_s + with_overhead.overhead_s)
+
+
+def test_chunk_over_a_prefix_costs_what_the_whole_prompt_costs_less_the_prefix(llama_h200):
+    whole = step_cost(llama_h200, [], [(1024, 0)], None).attention_s
+    halves = step_cost(llama_h200, [], [(512, 0)], None).attention_s + \
+        step_cost(llama_h200, [], [(512, 512)], None).attention_s
+    assert halves == pytest.approx(whole, rel=0.05)
