@@ -413,6 +413,7 @@ def devices() -> None:
 
     print_devices()
 
+__import__("microbench.serving_cli").serving_cli.register(main)  # profile, simulate, validate: their own module
 
 if __name__ == "__main__":  # pragma: no cover
     main()

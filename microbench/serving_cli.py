@@ -1,0 +1,235 @@
+"""The serving commands: ``gpubench profile`` (``--analytic`` here; measured on the device by the engine
+side) and ``gpubench simulate``.  Thin: parse, call ``roofline.serving``, print.  Never imports torch.
+
+``microbench/cli.py`` calls ``register(main)`` once; the commands live here so the serving work stays in one
+module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+SIMULATE_DEFAULT_POLICY = ("continuous",)
+
+
+def _errors():
+    from microbench.cli import _bad_input_errors
+    from roofline.serving.workload import WorkloadError
+
+    return _bad_input_errors() + (WorkloadError,)
+
+
+def _bad(exc: Exception):
+    from microbench.cli import BadInput
+
+    return BadInput(str(exc))
+
+
+def _tool_host() -> tuple[dict[str, Any], dict[str, Any]]:
+    from microbench.devices import host_info, tool_info
+
+    return tool_info(), host_info()
+
+
+def build_analytic_profile(model: str | None, hf_config: Path | None, sku: str | None, from_result: Path | None,
+                           tp: int, dtype: str, kv_dtype: str | None, max_tokens: int, max_context: int):
+    """The analytic step profile (spec sheet of ``sku``, or the fits of ``from_result``)."""
+    from microbench.plan import PlanError
+    from roofline.models import load_hf_config, load_model
+    from roofline.profiles import load_gpu_profile
+    from roofline.results import load_result
+    from roofline.serving.analytic import analytic_profile
+
+    if bool(model) == bool(hf_config):
+        raise PlanError("give one of --model NAME or --hf-config PATH")
+    if not sku and from_result is None:
+        raise PlanError("--analytic needs --gpu SKU (or --from RESULT.json)")
+    profile = load_model(model) if model else load_hf_config(hf_config)
+    result = load_result(from_result) if from_result is not None else None
+    sku = sku or (result.device.get("sku") if result is not None else None)
+    tool, host = _tool_host()
+    return analytic_profile(profile, tp=tp, dtype=dtype, kv_dtype=kv_dtype or dtype, max_tokens=max_tokens,
+                            max_context=max_context, gpu=load_gpu_profile(sku) if sku else None, result=result,
+                            result_name=from_result.name if from_result else "", tool=tool, host=host,
+                            argv=tuple(sys.argv))
+
+
+def _model_options(command):
+    for option in reversed([
+        click.option("--model", default=None, help="model id from profiles/models (llama-3-8b, opt-13b, ...)"),
+        click.option("--hf-config", type=click.Path(path_type=Path), default=None, help="a config.json on disk"),
+        click.option("--tp", type=int, default=1, show_default=True, help="tensor-parallel GPUs"),
+        click.option("--dtype", default="bf16", show_default=True, help="weights and activations"),
+        click.option("--kv-dtype", default=None, help="KV cache dtype [--dtype]"),
+        click.option("--gpu", "sku", default=None, help="SKU whose spec sheet the analytic profile uses"),
+        click.option("--from", "from_result", type=click.Path(path_type=Path), default=None,
+                     help="a sweep result: its fitted roofline per series instead of the spec sheet"),
+        click.option("--max-tokens", type=int, default=8192, show_default=True, help="largest tokens in a step"),
+        click.option("--max-context", type=int, default=8192, show_default=True, help="largest context"),
+    ]):
+        command = option(command)
+    return command
+
+
+def register(main: click.Group) -> None:
+    """Add the serving commands to the ``gpubench`` group."""
+    main.add_command(profile)
+    main.add_command(simulate)
+
+
+@click.command()
+@_model_options
+@click.option("--analytic", is_flag=True, help="from the spec sheet (--gpu) or a sweep's fits (--from), no timers")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the step profile (JSON)")
+def profile(model, hf_config, tp, dtype, kv_dtype, sku, from_result, max_tokens, max_context, analytic, output):
+    """Everything one engine step of a model costs, as kernel-time tables: a step profile for `simulate`."""
+    from roofline.serving.profile_doc import save_profile
+
+    try:
+        if not analytic:
+            raise ValueError("measuring a step profile on this device is not in this build: use --analytic")
+        document = build_analytic_profile(model, hf_config, sku, from_result, tp, dtype, kv_dtype, max_tokens,
+                                          max_context)
+        save_profile(document, output)
+    except _errors() as exc:
+        raise _bad(exc) from None
+    click.echo(f"step profile of {document.model['name']} ({document.basis}) saved to {output}")
+
+
+def _load_workload(trace, requests, arrivals, prompt, output_lengths, seed):
+    from roofline.serving.workload import load_trace, make_workload
+
+    if trace is not None:
+        return load_trace(trace), {"trace": str(trace)}
+    spec = {"requests": requests, "arrivals": arrivals, "prompt": prompt, "output": output_lengths, "seed": seed}
+    return make_workload(requests, arrivals, prompt, output_lengths, seed), spec
+
+
+def _overhead(profile, per_step_s, per_sequence_s):
+    from roofline.serving.profile_doc import EngineOverhead
+
+    if per_step_s is None and per_sequence_s is None:
+        return profile.engine_overhead
+    return EngineOverhead(per_step_s or 0.0, per_sequence_s or 0.0, "given on the command line")
+
+
+def _parse_rates(text: str | None) -> list[float]:
+    if not text:
+        return []
+    try:
+        rates = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--rates {text!r}: give requests/s as a comma list (0.5,1,2)") from None
+    if any(r <= 0 for r in rates):
+        raise ValueError("--rates must be positive")
+    return rates
+
+
+def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates, seed) -> list[dict[str, Any]]:
+    """Simulate each policy; with an SLO, also search its capacity; with rates, draw its curve."""
+    from roofline.serving.capacity import rate_point, search_capacity
+    from roofline.serving.metrics import summarize
+    from roofline.serving.simulate import simulate
+    from roofline.serving.workload import with_arrivals
+
+    entries = []
+    for policy in policies:
+        def run_at(workload, policy=policy):
+            return simulate(profile, workload, policy, overhead, mem_fraction)
+
+        run = run_at(requests)
+        entry: dict[str, Any] = {"run": run, "summary": summarize(run, profile, mem_fraction, slo), "rates": []}
+        for rate in rates:
+            entry["rates"].append(rate_point(rate, run_at(with_arrivals(requests, f"poisson:{rate!r}", seed))))
+        if slo is not None:
+            saturated = summarize(run_at(with_arrivals(requests, "burst")), profile, mem_fraction)["requests_per_s"]
+            entry["capacity"] = search_capacity(requests, slo, run_at, saturated, seed)
+            entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]
+        entries.append(entry)
+    return entries
+
+
+def _print_table(document: dict[str, Any]) -> None:
+    from roofline.serving.report import summary_table, verdict_lines
+
+    header, rows = summary_table(document)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    for line in [header] + rows:
+        click.echo("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths,
+                                                                                                        strict=True))))
+    for line in verdict_lines(document):
+        click.echo(line)
+
+
+@click.command()
+@click.argument("profile_file", type=click.Path(path_type=Path), required=False)
+@click.option("--analytic", is_flag=True, help="build the profile from the spec sheet (--gpu, --model) instead")
+@_model_options
+@click.option("--requests", "n_requests", type=int, default=1000, show_default=True, help="requests to generate")
+@click.option("--arrivals", default="burst", show_default=True, help="burst | poisson:RATE (requests/s)")
+@click.option("--prompt", default="fixed:512", show_default=True,
+              help="prompt lengths: fixed:N | uniform:A:B | exp:MEAN[:CAP] | lognormal:MEDIAN:SIGMA[:CAP]")
+@click.option("--output", "output_lengths", default="exp:128:512", show_default=True,
+              help="output lengths, as --prompt")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--trace", type=click.Path(path_type=Path), default=None,
+              help="CSV arrival_s,prompt_tokens,output_tokens")
+@click.option("--policy", "policies", multiple=True, help="static:batch=B | continuous[:max-batch=B] | "
+              "paged[:block=16] | chunked:budget=T (repeatable: compared side by side) [continuous]")
+@click.option("--overhead-s", type=float, default=None, help="engine overhead per step [the profile's calibrated one]")
+@click.option("--overhead-per-seq-s", type=float, default=None, help="engine overhead per sequence in a step")
+@click.option("--mem-fraction", type=float, default=0.9, show_default=True, help="share of memory for weights + KV")
+@click.option("--slo", default=None, help="latency objectives, e.g. ttft_p90=2,tpot_p99=0.1: goodput and capacity")
+@click.option("--rates", default=None, help="also simulate these Poisson rates (requests/s) for the latency curve")
+@click.option("-o", "--out-dir", type=click.Path(path_type=Path), default=None,
+              help="folder for simulation.json, requests.csv and the report [results/sim-<model>-<UTC time>]")
+@click.option("--no-report", is_flag=True, help="write simulation.json and requests.csv only")
+@click.option("--json", "as_json", is_flag=True, help="print the per-policy summaries as JSON")
+def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku, from_result, max_tokens,
+             max_context, n_requests, arrivals, prompt, output_lengths, seed, trace, policies, overhead_s,
+             overhead_per_seq_s, mem_fraction, slo, rates, out_dir, no_report, as_json) -> None:
+    """Simulate one replica serving a workload under batching policies: throughput, latency, the binding limit."""
+    from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
+    from roofline.serving.metrics import Slo
+    from roofline.serving.policies import parse_policy
+    from roofline.serving.profile_doc import load_profile
+
+    try:
+        if bool(profile_file) == bool(analytic):
+            raise ValueError("give a PROFILE.json or --analytic (with --gpu SKU --model NAME), not both")
+        if not 0 < mem_fraction <= 1:
+            raise ValueError("--mem-fraction must be in (0, 1]")
+        step_profile = load_profile(profile_file) if profile_file else build_analytic_profile(
+            model, hf_config, sku, from_result, tp, dtype, kv_dtype, max_tokens, max_context)
+        parsed = [parse_policy(p) for p in (policies or SIMULATE_DEFAULT_POLICY)]
+        requests, workload = _load_workload(trace, n_requests, arrivals, prompt, output_lengths, seed)
+        entries = run_policies(step_profile, requests, parsed, _overhead(step_profile, overhead_s, overhead_per_seq_s),
+                               mem_fraction, Slo.parse(slo) if slo else None, _parse_rates(rates), seed)
+    except _errors() as exc:
+        raise _bad(exc) from None
+    tool, host = _tool_host()
+    document = simulation_document(entries, step_profile, str(profile_file) if profile_file else None, workload,
+                                   mem_fraction, tool, host, tuple(sys.argv))
+    if as_json:
+        click.echo(json.dumps([{"policy": e["policy"], "summary": e["summary"], "capacity": e["capacity"]}
+                               for e in document["runs"]], indent=1, allow_nan=False))
+    else:
+        _print_table(document)
+    folder = out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
+                                           f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
+    folder.mkdir(parents=True, exist_ok=True)
+    save_simulation(document, folder / "simulation.json")
+    runs = [e["run"] for e in entries]
+    write_requests_csv(runs, folder / "requests.csv")
+    if not no_report:
+        from roofline.serving.report import write_report
+
+        write_report(document, runs, folder)
+    click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if no_report else " and the report"),
+               err=as_json)

@@ -1,0 +1,76 @@
+"""Capacity: the highest Poisson arrival rate whose latencies still meet the SLO, found by bisection.
+
+The same requests (same lengths, same seed) are replayed at each rate, so the search compares rates and not
+samples.  Latency grows with the rate (queueing), so feasibility is taken as monotone: the search brackets the
+rate between one that meets the SLO and one that does not, then halves the bracket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from roofline.serving.metrics import Slo, latencies
+from roofline.serving.simulate import SimulationRun
+from roofline.serving.workload import Request, with_arrivals
+
+RELATIVE_TOLERANCE = 0.02  # stop when the bracket is within 2% of the rate
+
+
+@dataclass(frozen=True)
+class CapacityResult:
+    capacity_requests_per_s: float | None  # None: not even the lowest rate tried meets the SLO
+    tried: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # rate, met, tokens/s, percentiles
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"capacity_requests_per_s": self.capacity_requests_per_s, "tried": list(self.tried),
+                "reason": self.reason}
+
+
+def _point(rate: float, run: SimulationRun, slo: Slo) -> dict[str, Any]:
+    lat = latencies(run)
+    return {**rate_point(rate, run), "met": slo.met(lat), "checks": slo.check(lat)}
+
+
+def rate_point(rate: float, run: SimulationRun) -> dict[str, Any]:
+    """Throughput and tail latencies of one run at one arrival rate (a point of the throughput-latency curve)."""
+    lat = latencies(run)
+    tokens = sum(r.output_tokens for r in run.requests)
+    return {"rate_requests_per_s": rate, "tokens_per_s": tokens / run.makespan_s,
+            "ttft_p90_s": float(np.percentile(lat["ttft"], 90)),
+            "tpot_p99_s": float(np.percentile(lat["tpot"], 99)) if len(lat["tpot"]) else None,
+            "e2e_p99_s": float(np.percentile(lat["e2e"], 99))}
+
+
+def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[list[Request]], SimulationRun],
+                    start_rate: float, seed: int = 0, max_runs: int = 24) -> CapacityResult:
+    """Bisect the rate: ``run_at`` simulates a workload; ``start_rate`` (requests/s) is a first guess, e.g.
+    the saturated throughput."""
+    tried: list[dict[str, Any]] = []
+
+    def probe(rate: float) -> bool:
+        point = _point(rate, run_at(with_arrivals(list(requests), f"poisson:{rate!r}", seed)), slo)
+        tried.append(point)
+        return point["met"]
+
+    lo, hi = None, None
+    rate = start_rate
+    while len(tried) < max_runs and (lo is None or hi is None):
+        if probe(rate):
+            lo, rate = rate, rate * 2
+        else:
+            hi, rate = rate, rate / 4
+        if lo is not None and hi is not None and lo > hi:  # not monotone at these rates: keep the best met
+            break
+    if lo is None:
+        return CapacityResult(None, tuple(tried), f"no rate down to {rate * 4:.3g} requests/s meets the SLO")
+    if hi is None:
+        return CapacityResult(lo, tuple(tried), f"the SLO is still met at {lo:.3g} requests/s (search limit)")
+    while len(tried) < max_runs and hi - lo > RELATIVE_TOLERANCE * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if probe(mid) else (lo, mid)
+    return CapacityResult(lo, tuple(sorted(tried, key=lambda p: p["rate_requests_per_s"])), "")

@@ -1,0 +1,100 @@
+"""The simulation document (``simulation.json``, versioned like results) and ``requests.csv``.
+
+Per policy the document keeps the summary, the capacity search and a timeline binned to at most
+``TIMELINE_BINS`` points (batch, KV occupancy, MBU, MFU, share of compute-bound steps), so a run of 10,000
+requests stays a small file; per-request times go to ``requests.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from roofline.serving.metrics import step_arrays
+from roofline.serving.profile_doc import StepProfile, save_json_atomic
+from roofline.serving.simulate import SimulationRun
+
+SCHEMA_VERSION = 1
+KIND = "gpubench-simulation"
+TIMELINE_BINS = 400
+
+
+def timeline(run: SimulationRun, profile: StepProfile, kv_capacity_tokens: int | None) -> dict[str, list[float]]:
+    """Step quantities averaged over time bins (weighted by step time)."""
+    s = step_arrays(run, ("start_s", "time_s", "sequences", "kv_tokens", "flop", "bytes", "compute_bound",
+                          "linear_s", "attention_s", "other_s", "overhead_s"))
+    edges = np.linspace(s["start_s"][0], s["start_s"][-1] + s["time_s"][-1], TIMELINE_BINS + 1)
+    which = np.clip(np.searchsorted(edges, s["start_s"], side="right") - 1, 0, TIMELINE_BINS - 1)
+    weight = np.bincount(which, weights=s["time_s"], minlength=TIMELINE_BINS)
+    keep = weight > 0
+
+    def mean(values: np.ndarray) -> np.ndarray:
+        return np.bincount(which, weights=values * s["time_s"], minlength=TIMELINE_BINS)[keep] / weight[keep]
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(which, weights=values, minlength=TIMELINE_BINS)[keep] / weight[keep]
+
+    roof = profile.roof
+    out = {"t_s": ((edges[:-1] + edges[1:]) / 2)[keep].tolist(), "batch": mean(s["sequences"]).tolist(),
+           "compute_bound_share": mean(s["compute_bound"]).tolist(),
+           "kv_occupancy": (mean(s["kv_tokens"]) / kv_capacity_tokens).tolist() if kv_capacity_tokens else None,
+           "mbu": (total(s["bytes"]) / roof["bandwidth_bytes_per_s"]).tolist() if roof else None,
+           "mfu": (total(s["flop"]) / roof["peak_flop_per_s"]).tolist() if roof else None}
+    return out
+
+
+def composition(run: SimulationRun) -> dict[str, float]:
+    """Where the busy time went: seconds in linears, attention, other kernels and engine overhead."""
+    s = step_arrays(run, ("linear_s", "attention_s", "other_s", "overhead_s"))
+    return {f"{name}": float(values.sum()) for name, values in s.items()}
+
+
+def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, profile_path: str | None,
+                        workload: dict[str, Any], mem_fraction: float, tool: dict[str, Any], host: dict[str, Any],
+                        argv: tuple[str, ...]) -> dict[str, Any]:
+    """``entries``: per policy ``{"run", "summary", "capacity"?, "rates"?}``."""
+    runs = []
+    for entry in entries:
+        run, summary = entry["run"], entry["summary"]
+        runs.append({"policy": run.policy, "summary": summary,
+                     "overhead": run.overhead.to_dict() if run.overhead else None,
+                     "kv_blocks_total": run.kv_blocks_total, "composition_s": composition(run),
+                     "timeline": timeline(run, profile, summary["kv_tokens_capacity"]),
+                     "capacity": entry["capacity"].to_dict() if entry.get("capacity") else None,
+                     "rates": entry.get("rates") or []})
+    return {
+        "schema_version": SCHEMA_VERSION, "kind": KIND, "tool": tool,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "argv": list(argv),
+        "host": host,
+        "profile": {"path": profile_path, "source": profile.source, "basis": profile.basis, "model": profile.model,
+                    "tp": profile.tp, "dtype": profile.dtype, "kv_dtype": profile.kv_dtype, "memory": profile.memory,
+                    "roof": profile.roof, "device": profile.device},
+        "workload": workload, "mem_fraction": mem_fraction, "runs": runs,
+    }
+
+
+def save_simulation(document: dict[str, Any], path: str | os.PathLike) -> None:
+    save_json_atomic(document, path)
+
+
+REQUEST_COLUMNS = ("policy", "id", "arrival_s", "prompt_tokens", "output_tokens", "first_token_s", "finish_s",
+                   "ttft_s", "tpot_s", "e2e_s", "preemptions")
+
+
+def write_requests_csv(runs: list[SimulationRun], path: Path) -> None:
+    """One row per request per policy; the file is written beside and renamed, so it is never half there."""
+    temp = path.with_name(f".{path.name}.tmp")
+    with temp.open("w", newline="", encoding="utf-8") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(REQUEST_COLUMNS)
+        for run in runs:
+            for r in run.requests:
+                writer.writerow([run.policy["policy"], r.id, f"{r.arrival_s:.9g}", r.prompt_tokens, r.output_tokens,
+                                 f"{r.first_token_s:.9g}", f"{r.finish_s:.9g}", f"{r.ttft_s:.9g}",
+                                 "" if r.tpot_s is None else f"{r.tpot_s:.9g}", f"{r.e2e_s:.9g}", r.preemptions])
+    os.replace(temp, path)

@@ -1,0 +1,146 @@
+"""What a simulation says: throughput, latency percentiles, batch and KV statistics, roofline bound, MBU/MFU,
+padding waste, goodput, and the sentence naming the limit that binds.  Plain data for JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from roofline.serving.profile_doc import StepProfile
+from roofline.serving.simulate import SimulationRun
+
+PERCENTILES = (50, 90, 99)
+SLO_METRICS = ("ttft", "tpot", "e2e")
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency objectives in seconds, keyed ``<metric>_p<percentile>`` (``ttft_p90``, ``tpot_p99``, …)."""
+
+    limits_s: dict[str, float]
+
+    @classmethod
+    def parse(cls, text: str) -> Slo:
+        limits = {}
+        for part in text.split(","):
+            key, sep, value = part.strip().partition("=")
+            metric, _, pct = key.partition("_p")
+            try:
+                seconds = float(value)
+                valid = bool(sep) and metric in SLO_METRICS and 0 < float(pct) < 100 and seconds > 0
+            except ValueError:
+                valid = False
+            if not valid:
+                raise ValueError(f"--slo {text!r}: give metric_pNN=SECONDS, metric one of {', '.join(SLO_METRICS)}"
+                                 " (e.g. ttft_p90=2,tpot_p99=0.1)")
+            limits[key] = seconds
+        return cls(limits)
+
+    def check(self, latencies: dict[str, np.ndarray]) -> dict[str, dict[str, float | bool]]:
+        out = {}
+        for key, limit in self.limits_s.items():
+            metric, _, pct = key.partition("_p")
+            values = latencies[metric]
+            value = float(np.percentile(values, float(pct))) if len(values) else 0.0
+            out[key] = {"value_s": value, "limit_s": limit, "met": value <= limit}
+        return out
+
+    def met(self, latencies: dict[str, np.ndarray]) -> bool:
+        return all(c["met"] for c in self.check(latencies).values())
+
+
+def latencies(run: SimulationRun) -> dict[str, np.ndarray]:
+    """Per-request TTFT, TPOT (requests with more than one output token) and end-to-end latency, seconds."""
+    return {"ttft": np.array([r.ttft_s for r in run.requests]),
+            "tpot": np.array([r.tpot_s for r in run.requests if r.tpot_s is not None]),
+            "e2e": np.array([r.e2e_s for r in run.requests])}
+
+
+def _percentiles(values: np.ndarray) -> dict[str, float | None]:
+    return {f"p{p}_s": float(np.percentile(values, p)) if len(values) else None for p in PERCENTILES}
+
+
+def step_arrays(run: SimulationRun, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    return {name: np.array([getattr(s, name) for s in run.steps], dtype=float) for name in names}
+
+
+def kv_capacity_tokens(run: SimulationRun, profile: StepProfile, mem_fraction: float) -> int | None:
+    """The policy's KV capacity, or what the memory would hold for policies that do not manage it."""
+    if run.kv_tokens_capacity is not None:
+        return run.kv_tokens_capacity
+    device = profile.memory.get("device_bytes")
+    if not device:
+        return None
+    free = mem_fraction * device - profile.memory["weight_bytes"]
+    return max(0, int(free // profile.memory["kv_bytes_per_token"]))
+
+
+def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo: Slo | None = None) -> dict[str, Any]:
+    s = step_arrays(run, ("time_s", "sequences", "decodes", "kv_tokens", "wasted_slots", "padding_tokens", "flop",
+                          "bytes", "compute_bound", "overhead_s", "kv_blocked", "waiting", "prefill_tokens"))
+    lat = latencies(run)
+    makespan = run.makespan_s
+    tokens = sum(r.output_tokens for r in run.requests)
+    busy = float(s["time_s"].sum())
+    capacity = kv_capacity_tokens(run, profile, mem_fraction)
+    roof = profile.roof
+    slot_steps = float(s["sequences"].sum())  # static: every slot of every step, finished or not
+    out: dict[str, Any] = {
+        "requests": len(run.requests), "output_tokens": tokens, "makespan_s": makespan, "busy_s": busy,
+        "tokens_per_s": tokens / makespan, "requests_per_s": len(run.requests) / makespan,
+        "ttft": _percentiles(lat["ttft"]), "tpot": _percentiles(lat["tpot"]), "e2e": _percentiles(lat["e2e"]),
+        "steps": len(run.steps), "batch_mean": float(s["sequences"].mean()), "batch_max": int(s["sequences"].max()),
+        "decode_batch_mean": float(s["decodes"][s["decodes"] > 0].mean()) if (s["decodes"] > 0).any() else 0.0,
+        "kv_tokens_capacity": capacity, "kv_occupancy_mean": None, "kv_occupancy_max": None,
+        "compute_bound_step_share": float(s["compute_bound"].mean()),
+        "compute_bound_time_share": float((s["compute_bound"] * s["time_s"]).sum() / busy) if busy else 0.0,
+        "overhead_time_share": float(s["overhead_s"].sum() / busy) if busy else 0.0,
+        "kv_blocked_step_share": float(s["kv_blocked"].mean()),
+        "preemptions": sum(r.preemptions for r in run.requests),
+        "mbu_mean": float(s["bytes"].sum() / busy / roof["bandwidth_bytes_per_s"]) if roof and busy else None,
+        "mfu_mean": float(s["flop"].sum() / busy / roof["peak_flop_per_s"]) if roof and busy else None,
+        "padding_waste": {"wasted_slot_steps": int(s["wasted_slots"].sum()), "slot_steps": int(slot_steps),
+                          "share": float(s["wasted_slots"].sum() / slot_steps) if slot_steps else 0.0,
+                          "padding_prompt_tokens": int(s["padding_tokens"].sum())},
+    }
+    if capacity:
+        out["kv_occupancy_mean"] = float((s["kv_tokens"] * s["time_s"]).sum() / busy / capacity) if busy else 0.0
+        out["kv_occupancy_max"] = float(s["kv_tokens"].max() / capacity)
+    if slo is not None:
+        good = [r for r in run.requests if _request_meets(r, slo)]
+        out["slo"] = {"limits_s": slo.limits_s, "checks": slo.check(lat), "met": slo.met(lat),
+                      "goodput_requests_per_s": len(good) / makespan,
+                      "goodput_tokens_per_s": sum(r.output_tokens for r in good) / makespan}
+    out["binding_limit"], out["binding_sentence"] = binding_limit(out, run)
+    return out
+
+
+def _request_meets(request, slo: Slo) -> bool:
+    """One request meets the SLO when each of its own latencies is within the limit (goodput's rule)."""
+    own = {"ttft": request.ttft_s, "tpot": request.tpot_s, "e2e": request.e2e_s}
+    return all(own[k.partition("_p")[0]] is None or own[k.partition("_p")[0]] <= v for k, v in slo.limits_s.items())
+
+
+def binding_limit(summary: dict[str, Any], run: SimulationRun) -> tuple[str, str]:
+    """Name the limit: the KV cache when admission waited for blocks in a large share of steps, else the engine
+    overhead when it is most of the busy time, else compute or bandwidth by where the step time went."""
+    batch = summary["decode_batch_mean"]
+    cap = run.policy.get("max_batch")
+    if summary["kv_blocked_step_share"] >= 0.2 or summary["preemptions"]:
+        return "kv-cache", (f"The KV cache binds: in {summary['kv_blocked_step_share']:.0%} of steps a waiting request "
+                            f"was refused for lack of blocks ({summary['preemptions']} preemptions); the decode batch "
+                            f"averaged {batch:.1f} of the {cap} slots.")
+    if summary["overhead_time_share"] >= 0.5:
+        return "engine-overhead", (f"The engine overhead binds: {summary['overhead_time_share']:.0%} of the busy time "
+                                   "is per-step overhead, not kernels.")
+    if summary["compute_bound_time_share"] >= 0.5:
+        return "compute", (f"Compute binds: {summary['compute_bound_time_share']:.0%} of the busy time is in steps "
+                           f"above the roofline ridge (decode batch {batch:.1f}, MFU {_pct(summary['mfu_mean'])}).")
+    return "bandwidth", (f"Memory bandwidth binds: {1 - summary['compute_bound_time_share']:.0%} of the busy time "
+                         f"is in memory-bound steps (decode batch {batch:.1f}, MBU {_pct(summary['mbu_mean'])}).")
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"

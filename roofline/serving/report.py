@@ -1,0 +1,173 @@
+"""The simulation report: report.html (self-contained), report.md with PNGs beside it, from simulation.json's
+content and the runs.  Figures: throughput against latency over rates, batch and KV occupancy over time,
+MBU/MFU over time, latency distributions, step-time composition.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from roofline.plots import OKABE_ITO, _style  # noqa: E402
+from roofline.serving.metrics import latencies  # noqa: E402
+from roofline.serving.simulate import SimulationRun  # noqa: E402
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value * 1e3:.1f}"
+
+
+def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    header = ["policy", "tokens/s", "req/s", "vs first", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
+              "e2e p99 s", "batch mean/max", "KV occ mean/max", "compute-bound", "MBU", "MFU", "waste",
+              "capacity req/s"]
+    rows, base = [], None
+    for entry in document["runs"]:
+        s = entry["summary"]
+        base = base or s["tokens_per_s"]
+        kv = "–" if s["kv_occupancy_mean"] is None else f"{s['kv_occupancy_mean']:.0%}/{s['kv_occupancy_max']:.0%}"
+        cap = entry.get("capacity") or {}
+        rows.append([
+            entry["policy"]["policy"], f"{s['tokens_per_s']:.0f}", f"{s['requests_per_s']:.2f}",
+            f"{s['tokens_per_s'] / base:.2f}x",
+            "/".join(_ms(s["ttft"][f"p{p}_s"]) for p in (50, 90, 99)),
+            "/".join(_ms(s["tpot"][f"p{p}_s"]) for p in (50, 90, 99)),
+            f"{s['e2e']['p99_s']:.2f}", f"{s['batch_mean']:.1f}/{s['batch_max']}", kv,
+            f"{s['compute_bound_time_share']:.0%}", "–" if s["mbu_mean"] is None else f"{s['mbu_mean']:.0%}",
+            "–" if s["mfu_mean"] is None else f"{s['mfu_mean']:.0%}", f"{s['padding_waste']['share']:.0%}",
+            "–" if not cap or cap.get("capacity_requests_per_s") is None else f"{cap['capacity_requests_per_s']:.3g}",
+        ])
+    return header, rows
+
+
+def _rates_figure(document: dict[str, Any]):
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    drawn = False
+    for i, entry in enumerate(document["runs"]):
+        points = sorted(entry.get("rates") or [], key=lambda p: p["rate_requests_per_s"])
+        if not points:
+            continue
+        ax.plot([p["tokens_per_s"] for p in points], [p["ttft_p90_s"] for p in points], marker="o",
+                color=OKABE_ITO[i % 8], label=entry["policy"]["policy"])
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("throughput (output tokens/s)")
+    ax.set_ylabel("TTFT P90 (s)")
+    ax.set_yscale("log")
+    ax.set_title("Throughput against latency over arrival rates")
+    ax.legend()
+    return fig
+
+
+def _timeline_figure(document: dict[str, Any]):
+    fig, (top, mid, bottom) = plt.subplots(3, 1, figsize=(8, 7.5), sharex=True)
+    for i, entry in enumerate(document["runs"]):
+        t, colour, label = entry["timeline"], OKABE_ITO[i % 8], entry["policy"]["policy"]
+        top.plot(t["t_s"], t["batch"], color=colour, label=label)
+        if t["kv_occupancy"] is not None:
+            mid.plot(t["t_s"], np.array(t["kv_occupancy"]) * 100, color=colour, label=label)
+        if t["mbu"] is not None:
+            bottom.plot(t["t_s"], np.array(t["mbu"]) * 100, color=colour, label=f"{label} MBU")
+            bottom.plot(t["t_s"], np.array(t["mfu"]) * 100, color=colour, linestyle="--", label=f"{label} MFU")
+    top.set_ylabel("sequences per step")
+    mid.set_ylabel("KV occupancy (%)")
+    bottom.set_ylabel("MBU — / MFU -- (%)")
+    bottom.set_xlabel("simulated time (s)")
+    top.set_title("Batch, KV occupancy and roofline utilisation over time")
+    top.legend(fontsize=8)
+    return fig
+
+
+def _latency_figure(runs: list[SimulationRun]):
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
+    for i, run in enumerate(runs):
+        lat = latencies(run)
+        for ax, key in zip(axes, ("ttft", "tpot", "e2e"), strict=True):
+            values = np.sort(lat[key])
+            if len(values):
+                ax.plot(values, np.linspace(0, 1, len(values)), color=OKABE_ITO[i % 8], label=run.policy["policy"])
+    for ax, name in zip(axes, ("TTFT (s)", "time per output token (s)", "end-to-end latency (s)"), strict=True):
+        ax.set_xlabel(name)
+        ax.set_xscale("log")
+    axes[0].set_ylabel("share of requests")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Latency distributions (CDF)")
+    fig.tight_layout()
+    return fig
+
+
+def _composition_figure(document: dict[str, Any]):
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    names = [e["policy"]["policy"] for e in document["runs"]]
+    left = np.zeros(len(names))
+    for i, part in enumerate(("linear_s", "attention_s", "other_s", "overhead_s")):
+        values = np.array([e["composition_s"][part] for e in document["runs"]])
+        ax.barh(names, values, left=left, color=OKABE_ITO[i], label=part.removesuffix("_s"))
+        left += values
+    ax.set_xlabel("busy time (s)")
+    ax.set_title("Where the step time went")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def render_figures(document: dict[str, Any], runs: list[SimulationRun]) -> dict[str, bytes]:
+    _style()
+    figures = {"throughput_latency": _rates_figure(document), "timeline": _timeline_figure(document),
+               "latency": _latency_figure(runs), "composition": _composition_figure(document)}
+    images = {}
+    for name, figure in figures.items():
+        if figure is None:
+            continue
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        plt.close(figure)
+        images[name] = buffer.getvalue()
+    return images
+
+
+def verdict_lines(document: dict[str, Any]) -> list[str]:
+    p = document["profile"]
+    lines = [f"{p['model']['name']} on {p['device'].get('name') or p['basis']} ({p['source']}: {p['basis']}), "
+             f"{p['dtype']}, TP {p['tp']}."]
+    for entry in document["runs"]:
+        lines.append(f"{entry['policy']['policy']}: {entry['summary']['binding_sentence']}")
+    return lines
+
+
+def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    images = render_figures(document, runs)
+    for name, data in images.items():
+        (folder / f"{name}.png").write_bytes(data)
+    header, rows = summary_table(document)
+    title = f"gpubench simulate: {document['profile']['model']['name']}"
+    verdict = verdict_lines(document)
+    md = [f"# {title}", "", "## Verdict", ""] + [f"- {line}" for line in verdict]
+    md += ["", "## Policies", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(row) + " |" for row in rows]
+    md += ["", f"Workload: `{document['workload']}`"] + [f"\n![{name}]({name}.png)" for name in images]
+    (folder / "report.md").write_text("\n".join(md) + "\n")
+    esc = html.escape
+    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title><style>"
+             "body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px}"
+             "img{max-width:100%;display:block;margin:1em 0}</style></head><body>",
+             f"<h1>{esc(title)}</h1><h2>Verdict</h2><ul>", *[f"<li>{esc(x)}</li>" for x in verdict],
+             "</ul><h2>Policies</h2><table><tr>", *[f"<th>{esc(h)}</th>" for h in header], "</tr>"]
+    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows]
+    parts.append(f"</table><p>Workload: <code>{esc(str(document['workload']))}</code></p>")
+    parts += [f"<img alt='{name}' src='data:image/png;base64,{base64.b64encode(d).decode()}'>"
+              for name, d in images.items()]
+    (folder / "report.html").write_text("".join(parts) + "</body></html>\n")

@@ -1,0 +1,281 @@
+"""A discrete-event simulation of one replica: requests arrive, a policy picks each step's batch, the step-cost
+model says how long the step takes, the clock jumps by that much.
+
+Events are engine steps (and arrivals while the engine is idle); nothing happens between them, so a run of
+10,000 requests is a few tens of thousands of steps of plain Python.  Tokens are emitted at the end of the
+step that computes them: a step that completes a prompt's prefill emits its first token.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from roofline.serving.policies import Policy, StepPlan, parse_policy
+from roofline.serving.profile_doc import EngineOverhead, StepProfile
+from roofline.serving.step_cost import CostModel
+from roofline.serving.workload import Request
+
+KV_WATERMARK = 0.01  # vLLM keeps 1% of the blocks free at admission, so running sequences can grow
+
+
+class SimulationError(ValueError):
+    """A simulation that cannot run (a request larger than the KV cache, no memory size); one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOutcome:
+    id: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    first_token_s: float
+    finish_s: float
+    preemptions: int
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_token_s - self.arrival_s
+
+    @property
+    def e2e_s(self) -> float:
+        return self.finish_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean time per output token after the first (None for a one-token output)."""
+        return (self.finish_s - self.first_token_s) / (self.output_tokens - 1) if self.output_tokens > 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    start_s: float
+    time_s: float
+    decodes: int
+    prefill_tokens: int
+    sequences: int  # decodes + prefill chunks in the step (static: every slot, finished or not)
+    waiting: int  # arrived requests not admitted when the step began
+    kv_tokens: int  # tokens held in the KV cache after the step
+    kv_blocks_used: int | None
+    wasted_slots: int  # static: slots that decode for an already finished sequence
+    padding_tokens: int  # static: prompt tokens of padding prefilled
+    kv_blocked: bool  # a waiting request was refused for lack of KV blocks
+    preempted: int
+    linear_s: float
+    attention_s: float
+    other_s: float
+    overhead_s: float
+    flop: float
+    bytes: float
+    compute_bound: bool
+
+
+@dataclass(frozen=True)
+class SimulationRun:
+    policy: dict[str, Any]
+    requests: tuple[RequestOutcome, ...]
+    steps: tuple[StepRecord, ...]
+    kv_blocks_total: int | None
+    kv_tokens_capacity: int | None
+    overhead: EngineOverhead | None
+
+    @property
+    def makespan_s(self) -> float:
+        return max(r.finish_s for r in self.requests) - min(r.arrival_s for r in self.requests)
+
+
+class Seq:
+    """One request's mutable progress inside the engine (never leaves this module)."""
+
+    __slots__ = ("request", "prefilled", "prefill_target", "generated", "kv_tokens", "blocks", "first_token_s",
+                 "finish_s", "preemptions", "finished", "active")
+
+    def __init__(self, request: Request) -> None:
+        self.request, self.prefilled, self.prefill_target = request, 0, request.prompt_tokens
+        self.generated = self.kv_tokens = self.blocks = self.preemptions = 0
+        self.first_token_s = self.finish_s = math.nan
+        self.finished = self.active = False  # active: in the running set
+
+    @property
+    def prefill_left(self) -> int:
+        return self.prefill_target - self.prefilled
+
+
+class Engine:
+    """Queues, clock and KV blocks; the policies call ``admit``, ``take_waiting``, ``decodable``, ``prefilling``."""
+
+    def __init__(self, requests: Sequence[Request], kv_blocks: int | None, block: int) -> None:
+        self.pending = sorted((Seq(r) for r in requests), key=lambda s: (s.request.arrival_s, s.request.id))
+        self.next_arrival = 0
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []
+        self.static_batch: list[Seq] = []
+        self.kv_blocks, self.free_blocks, self.block = kv_blocks, kv_blocks, block
+        self.watermark = int(KV_WATERMARK * kv_blocks) if kv_blocks else 0
+        self.clock_s = 0.0
+        self.kv_blocked = False
+        self.preempted = self.finished_count = 0
+
+    def arrive(self) -> None:
+        while self.next_arrival < len(self.pending) and \
+                self.pending[self.next_arrival].request.arrival_s <= self.clock_s:
+            self.waiting.append(self.pending[self.next_arrival])
+            self.next_arrival += 1
+
+    def take_waiting(self, count: int) -> list[Seq]:
+        out = [self.waiting.popleft() for _ in range(min(count, len(self.waiting)))]
+        for seq in out:
+            seq.active = True
+        self.running.extend(out)
+        return out
+
+    def admit(self, max_batch: int, max_tokens: int | None, count: int | None = None) -> list[Seq]:
+        """Move waiting requests into the running set in arrival order while slots, the token cap and KV
+        blocks allow (the first request of a step is never refused for the token cap)."""
+        out, tokens = [], 0
+        while self.waiting and len(self.running) < max_batch and (count is None or len(out) < count):
+            seq = self.waiting[0]
+            if max_tokens is not None and out and tokens + seq.prefill_left > max_tokens:
+                break
+            if self.kv_blocks is not None:
+                need = -(-seq.prefill_target // self.block)
+                floor = self.watermark if self.running else 0  # an idle engine admits whatever fits at all
+                if self.free_blocks - need < floor:
+                    self.kv_blocked = True
+                    break
+                self.free_blocks -= need
+                seq.blocks = need
+            self.waiting.popleft()
+            seq.active = True
+            self.running.append(seq)
+            out.append(seq)
+            tokens += seq.prefill_left
+        return out
+
+    def prefilling(self) -> list[Seq]:
+        return [s for s in self.running if s.prefill_left > 0]
+
+    def decodable(self) -> list[Seq]:
+        """Running sequences past their prefill, each with room for one more token (preempting the latest
+        admitted sequence, by recompute, when no block is free)."""
+        out = []
+        for seq in list(self.running):
+            if seq.prefill_left > 0 or not seq.active:
+                continue
+            if self.kv_blocks is not None and seq.kv_tokens + 1 > seq.blocks * self.block:
+                while self.free_blocks == 0 and seq.active:
+                    self.preempt(self.running[-1])
+                if not seq.active:
+                    continue
+                self.free_blocks -= 1
+                seq.blocks += 1
+            out.append(seq)
+        return out
+
+    def preempt(self, seq: Seq) -> None:
+        """Free the sequence's KV and requeue it at the front: readmitted, it prefills prompt + tokens so far."""
+        self.running.remove(seq)
+        seq.active = False
+        self.free_blocks += seq.blocks
+        seq.blocks = seq.kv_tokens = seq.prefilled = 0
+        seq.prefill_target = seq.request.prompt_tokens + seq.generated
+        seq.preemptions += 1
+        self.preempted += 1
+        self.waiting.appendleft(seq)
+
+    def emit(self, seq: Seq) -> None:
+        seq.generated += 1
+        if seq.generated == 1:
+            seq.first_token_s = self.clock_s
+        if seq.generated >= seq.request.output_tokens and not seq.finished:
+            seq.finished, seq.finish_s, seq.active = True, self.clock_s, False
+            self.finished_count += 1
+            if self.kv_blocks is not None:
+                self.free_blocks += seq.blocks
+                seq.blocks = 0
+
+    def apply(self, plan: StepPlan) -> int:
+        """Advance every sequence in the plan by what the step computed; returns the wasted slots."""
+        wasted = 0
+        for seq in plan.decodes:
+            seq.kv_tokens += 1
+            if seq.finished:
+                wasted += 1
+            else:
+                self.emit(seq)
+        for seq, tokens in plan.chunks:
+            seq.prefilled += min(tokens, seq.prefill_left)
+            seq.kv_tokens += tokens
+            if seq.prefill_left == 0:
+                self.emit(seq)
+        if any(not s.active for s in self.running):
+            self.running = [s for s in self.running if s.active]
+        return wasted
+
+
+def kv_block_count(profile: StepProfile, block: int, mem_fraction: float) -> int:
+    """Blocks of ``block`` tokens in ``mem_fraction`` of the device memory left after the weights."""
+    device = profile.memory.get("device_bytes")
+    if not device:
+        raise SimulationError("the profile does not know the device memory: paged and chunked need it")
+    free = mem_fraction * device - profile.memory["weight_bytes"]
+    if free <= 0:
+        raise SimulationError(f"the weights ({profile.memory['weight_bytes'] / 1e9:.1f} GB) do not fit in "
+                              f"{mem_fraction:g} of {device / 1e9:.1f} GB")
+    return int(free // (profile.memory["kv_bytes_per_token"] * block))
+
+
+def _record(engine: Engine, plan: StepPlan, cost, start_s: float, waiting: int, wasted: int) -> StepRecord:
+    # Static slots keep their KV until the whole batch ends; elsewhere a finished sequence frees it.
+    holders = engine.static_batch if plan.padded_prompt_tokens else engine.running
+    padding = sum(plan.padded_prompt_tokens - s.request.prompt_tokens for s, _ in plan.chunks) \
+        if plan.padded_prompt_tokens else 0
+    return StepRecord(
+        start_s=start_s, time_s=cost.time_s, decodes=len(plan.decodes),
+        prefill_tokens=sum(t for _, t in plan.chunks), sequences=len(plan.decodes) + len(plan.chunks),
+        waiting=waiting, kv_tokens=sum(s.kv_tokens for s in holders),
+        kv_blocks_used=None if engine.kv_blocks is None else engine.kv_blocks - engine.free_blocks,
+        wasted_slots=wasted, padding_tokens=padding, kv_blocked=engine.kv_blocked, preempted=engine.preempted,
+        linear_s=cost.linear_s, attention_s=cost.attention_s, other_s=cost.other_s, overhead_s=cost.overhead_s,
+        flop=cost.flop, bytes=cost.bytes, compute_bound=cost.compute_bound)
+
+
+def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,
+             overhead: EngineOverhead | None = None, mem_fraction: float = 0.9) -> SimulationRun:
+    """Run ``requests`` through one replica under ``policy``; per-request times and a record per step."""
+    policy = parse_policy(policy) if isinstance(policy, str) else policy
+    if not requests:
+        raise SimulationError("no requests to simulate")
+    kv_blocks = kv_block_count(profile, policy.block, mem_fraction) if policy.paged else None
+    if kv_blocks is not None:
+        longest = max(r.prompt_tokens + r.output_tokens for r in requests)
+        if -(-longest // policy.block) > kv_blocks:
+            raise SimulationError(f"a request of {longest} tokens needs more than the {kv_blocks} KV blocks of "
+                                  f"{policy.block} tokens the memory holds")
+    engine, model = Engine(requests, kv_blocks, policy.block), CostModel(profile, overhead)
+    steps: list[StepRecord] = []
+    while engine.finished_count < len(requests):
+        engine.arrive()
+        engine.kv_blocked, engine.preempted = False, 0
+        waiting = len(engine.waiting)
+        plan = policy.schedule(engine)
+        if not plan:
+            if engine.next_arrival >= len(engine.pending):
+                raise SimulationError(f"{policy.text}: nothing can run and nothing more arrives")
+            engine.clock_s = max(engine.clock_s, engine.pending[engine.next_arrival].request.arrival_s)
+            continue
+        context_sum = sum(s.kv_tokens for s in plan.decodes) + len(plan.decodes)
+        cost = model.cost(len(plan.decodes), context_sum, [(t, s.kv_tokens) for s, t in plan.chunks])
+        start_s = engine.clock_s
+        engine.clock_s += cost.time_s
+        wasted = engine.apply(plan)
+        steps.append(_record(engine, plan, cost, start_s, waiting, wasted))
+    outcomes = tuple(RequestOutcome(s.request.id, s.request.arrival_s, s.request.prompt_tokens,
+                                    s.request.output_tokens, s.first_token_s, s.finish_s, s.preemptions)
+                     for s in sorted(engine.pending, key=lambda s: s.request.id))
+    return SimulationRun(policy=policy.to_dict(), requests=outcomes, steps=tuple(steps), kv_blocks_total=kv_blocks,
+                         kv_tokens_capacity=kv_blocks * policy.block if kv_blocks is not None else None,
+                         overhead=overhead)

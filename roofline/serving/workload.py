@@ -1,0 +1,127 @@
+"""Workloads: requests with arrival times and prompt/output lengths, generated from a seed or read from a trace.
+
+Lengths are integers of at least one token: a request always produces its first token.  The random streams
+for arrivals, prompts and outputs are separate, so changing the arrival rate (the capacity search does) keeps
+every request's lengths.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+
+class WorkloadError(ValueError):
+    """A workload spec or trace that cannot be used; one line."""
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.arrival_s) or self.arrival_s < 0:
+            raise WorkloadError(f"request {self.id}: arrival_s must be finite and >= 0, got {self.arrival_s}")
+        for name in ("prompt_tokens", "output_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise WorkloadError(f"request {self.id}: {name} must be an integer >= 1, got {value!r}")
+
+
+def _numbers(spec: str, parts: list[str], count: tuple[int, ...]) -> list[float]:
+    if len(parts) not in count:
+        raise WorkloadError(f"{spec!r}: wrong number of fields")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        raise WorkloadError(f"{spec!r}: fields must be numbers") from None
+    if any(not math.isfinite(v) or v <= 0 for v in values):
+        raise WorkloadError(f"{spec!r}: fields must be positive")
+    return values
+
+
+def sample_lengths(spec: str, n: int, rng: np.random.Generator) -> list[int]:
+    """``fixed:N`` | ``uniform:A:B`` (inclusive) | ``exp:MEAN[:CAP]`` | ``lognormal:MEDIAN:SIGMA[:CAP]``."""
+    kind, *parts = spec.strip().split(":")
+    if kind == "fixed":
+        (value,) = _numbers(spec, parts, (1,))
+        raw = np.full(n, value)
+    elif kind == "uniform":
+        lo, hi = _numbers(spec, parts, (2,))
+        if hi < lo:
+            raise WorkloadError(f"{spec!r}: B must be at least A")
+        raw = rng.integers(int(lo), int(hi) + 1, size=n)
+    elif kind == "exp":
+        mean, *cap = _numbers(spec, parts, (1, 2))
+        raw = np.minimum(rng.exponential(mean, size=n), cap[0] if cap else np.inf)
+    elif kind == "lognormal":
+        median, sigma, *cap = _numbers(spec, parts, (2, 3))
+        raw = np.minimum(rng.lognormal(math.log(median), sigma, size=n), cap[0] if cap else np.inf)
+    else:
+        raise WorkloadError(f"{spec!r}: lengths are fixed:N, uniform:A:B, exp:MEAN[:CAP] or "
+                            "lognormal:MEDIAN:SIGMA[:CAP]")
+    return [max(1, int(round(v))) for v in raw]
+
+
+def arrival_times(spec: str, n: int, rng: np.random.Generator) -> list[float]:
+    """``burst`` (all at t = 0) or ``poisson:RATE`` (requests per second, exponential gaps, first at its gap)."""
+    kind, *parts = spec.strip().split(":")
+    if kind == "burst" and not parts:
+        return [0.0] * n
+    if kind == "poisson":
+        (rate,) = _numbers(spec, parts, (1,))
+        return [float(t) for t in np.cumsum(rng.exponential(1 / rate, size=n))]
+    raise WorkloadError(f"{spec!r}: arrivals are burst or poisson:RATE")
+
+
+def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0) -> list[Request]:
+    if not isinstance(n, int) or n < 1:
+        raise WorkloadError(f"--requests must be a positive integer, got {n!r}")
+    streams = np.random.SeedSequence(seed).spawn(3)
+    times = arrival_times(arrivals, n, np.random.default_rng(streams[0]))
+    prompts = sample_lengths(prompt, n, np.random.default_rng(streams[1]))
+    outputs = sample_lengths(output, n, np.random.default_rng(streams[2]))
+    return [Request(i, t, p, o) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
+
+
+def with_arrivals(requests: list[Request], arrivals: str, seed: int = 0) -> list[Request]:
+    """The same requests (same lengths) under another arrival process: what a rate search varies."""
+    times = arrival_times(arrivals, len(requests), np.random.default_rng(np.random.SeedSequence(seed).spawn(3)[0]))
+    return [replace(r, arrival_s=t) for r, t in zip(requests, times, strict=True)]
+
+
+def load_trace(path: str | Path) -> list[Request]:
+    """A CSV with columns ``arrival_s,prompt_tokens,output_tokens`` (others ignored), sorted by arrival."""
+    path = Path(path)
+    try:
+        with path.open(newline="", encoding="utf-8") as stream:
+            reader = csv.DictReader(stream)
+            missing = {"arrival_s", "prompt_tokens", "output_tokens"} - set(reader.fieldnames or ())
+            if missing:
+                raise WorkloadError(f"{path}: trace lacks column(s) {', '.join(sorted(missing))}")
+            rows = list(reader)
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise WorkloadError(f"{path}: not a UTF-8 text CSV") from None
+    out = []
+    for line, row in enumerate(rows, start=2):
+        try:
+            arrival, prompt, output = float(row["arrival_s"]), int(row["prompt_tokens"]), int(row["output_tokens"])
+        except (TypeError, ValueError):
+            raise WorkloadError(f"{path}: line {line}: arrival_s must be a number, token counts integers") from None
+        try:
+            out.append(Request(len(out), arrival, prompt, output))
+        except WorkloadError as exc:
+            raise WorkloadError(f"{path}: line {line}: {exc}") from None
+    if not out:
+        raise WorkloadError(f"{path}: trace has no requests")
+    out.sort(key=lambda r: (r.arrival_s, r.id))
+    return [replace(r, id=i) for i, r in enumerate(out)]
