@@ -145,4 +145,4 @@ def model_dict(model: ModelProfile) -> dict[str, Any]:
     return {"name": model.name, "id": model.id, "layers": model.layers, "hidden": model.hidden, "heads": model.heads,
             "kv_heads": model.kv_heads, "head_dim": model.head_dim, "intermediate": model.intermediate,
             "vocab": model.vocab, "mlp": "gated" if model.gated_mlp else "plain", "experts": model.experts,
-            "tied_embeddings": model.tied_embeddings, "source": model.source}
+            "tied_embeddings": model.tied_embeddings, "max_positions": model.max_positions, "source": model.source}

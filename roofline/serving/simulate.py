@@ -250,9 +250,12 @@ def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy |
     policy = parse_policy(policy) if isinstance(policy, str) else policy
     if not requests:
         raise SimulationError("no requests to simulate")
+    window, longest = profile.model.get("max_positions"), max(r.prompt_tokens + r.output_tokens for r in requests)
+    if window and longest > window:
+        raise SimulationError(f"a request of {longest} tokens is longer than the {window}-token context window of "
+                              f"{profile.model['name']}")
     kv_blocks = kv_block_count(profile, policy.block, mem_fraction) if policy.paged else None
     if kv_blocks is not None:
-        longest = max(r.prompt_tokens + r.output_tokens for r in requests)
         if -(-longest // policy.block) > kv_blocks:
             raise SimulationError(f"a request of {longest} tokens needs more than the {kv_blocks} KV blocks of "
                                   f"{policy.block} tokens the memory holds")
