@@ -91,3 +91,37 @@ def test_opt13b_on_an_a100_40gb_gains_more_from_continuous_batching_as_the_cap_g
     gains = [_gain(tmp_path, cap) for cap in (32, 512, 1536)]
     assert gains[0] < gains[1] < gains[2]
     assert gains[2] > 2
+
+
+def _constant_profile_file(tmp_path, overhead_s):
+    from dataclasses import replace
+
+    from serving_helpers import constant_profile
+
+    from roofline.serving.profile_doc import EngineOverhead, save_profile
+
+    path = tmp_path / "const.json"
+    save_profile(replace(constant_profile(), engine_overhead=EngineOverhead(overhead_s, 0.0, "test")), path)
+    return path
+
+
+@pytest.mark.parametrize("extra, tokens_per_s", [([], 12 / 4.5), (["--overhead-s", "0"], 12 / 3),
+                                                  (["--overhead-s", "1", "--overhead-per-seq-s", "0.25"], 12 / 9)])
+def test_the_profile_calibrated_overhead_applies_unless_one_is_given(tmp_path, extra, tokens_per_s):
+    path = _constant_profile_file(tmp_path, 0.5)
+    run = _simulate(tmp_path, str(path), "--requests", "4", "--prompt", "fixed:5", "--output", "fixed:3",
+                    "--policy", "static:batch=4", "--json", "--no-report", *extra)
+    assert run.exit_code == 0, run.output
+    summary = json.loads(run.output[:run.output.rindex("]") + 1])[0]["summary"]
+    assert summary["tokens_per_s"] == pytest.approx(tokens_per_s)
+
+
+def test_a_trace_drives_the_simulation(tmp_path):
+    path = _constant_profile_file(tmp_path, 0.0)
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,5,2\n10,5,1\n")
+    run = _simulate(tmp_path, str(path), "--trace", str(trace), "--no-report")
+    assert run.exit_code == 0, run.output
+    with (tmp_path / "sim" / "requests.csv").open() as stream:
+        rows = list(csv.DictReader(stream))
+    assert [(float(r["first_token_s"]), float(r["finish_s"])) for r in rows] == [(1, 2), (11, 11)]

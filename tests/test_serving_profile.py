@@ -117,3 +117,16 @@ def test_a_profile_from_a_real_h200_sweep_uses_each_series_fit_and_the_run_ceili
     qkv = next(t for t in profile.linears if t.name == "qkv_proj")  # 6144×4096: not in the sweep
     assert qkv.time_s[0] == pytest.approx(count_work("gemm", "bf16", 1, qkv.n, qkv.k).bytes
                                           / measured_bandwidth(result))
+
+
+def test_other_kernels_are_interpolated_over_the_tokens_of_the_step():
+    from dataclasses import replace
+
+    from serving_helpers import constant_profile
+
+    from roofline.serving.profile_doc import Table1D
+
+    profile = replace(constant_profile(), other=Table1D("", "tokens", (1, 101), (0.0, 1.0)))
+    cost = step_cost(profile, [10] * 11, [(40, 0)], None)
+    assert cost.other_s == pytest.approx(0.5)
+    assert cost.time_s == pytest.approx(1.5)
