@@ -90,12 +90,13 @@ class SimulationRun:
 class Seq:
     """One request's mutable progress inside the engine (never leaves this module)."""
 
-    __slots__ = ("request", "prefill_left", "prefill_target", "generated", "kv_tokens", "blocks", "first_token_s",
-                 "finish_s", "preemptions", "finished", "active")
+    __slots__ = ("request", "output_tokens", "prefill_left", "prefill_target", "generated", "kv_tokens", "blocks",
+                 "first_token_s", "finish_s", "preemptions", "finished", "active")
 
     def __init__(self, request: Request) -> None:
         # prefill_left is an attribute, not a property: the engine reads it for every sequence of every step.
         self.request, self.prefill_left, self.prefill_target = request, request.prompt_tokens, request.prompt_tokens
+        self.output_tokens = request.output_tokens
         self.generated = self.kv_tokens = self.blocks = self.preemptions = 0
         self.first_token_s = self.finish_s = math.nan
         self.finished = self.active = False  # active: in the running set
@@ -116,6 +117,7 @@ class Engine:
         self.kv_blocked = False
         self.preempted = self.finished_count = 0
         self.kv_tokens = 0  # held by running sequences (static batches are summed by _record instead)
+        self.left_running = False  # a sequence finished this step: filter the running list once
 
     def arrive(self) -> None:
         while self.next_arrival < len(self.pending) and \
@@ -159,6 +161,8 @@ class Engine:
     def decodable(self) -> list[Seq]:
         """Running sequences past their prefill, each with room for one more token (preempting the latest
         admitted sequence, by recompute, when no block is free)."""
+        if self.kv_blocks is None:  # no blocks to find: every prefilled sequence decodes
+            return [s for s in self.running if s.prefill_left == 0]
         out = []
         for seq in list(self.running):
             if seq.prefill_left > 0 or not seq.active:
@@ -176,7 +180,7 @@ class Engine:
     def preempt(self, seq: Seq) -> None:
         """Free the sequence's KV and requeue it at the front: readmitted, it prefills prompt + tokens so far."""
         self.running.remove(seq)
-        seq.active = False
+        seq.active = False  # already out of the running list: no need to set left_running
         self.free_blocks += seq.blocks
         self.kv_tokens -= seq.kv_tokens
         seq.blocks = seq.kv_tokens = 0
@@ -189,31 +193,38 @@ class Engine:
         seq.generated += 1
         if seq.generated == 1:
             seq.first_token_s = self.clock_s
-        if seq.generated >= seq.request.output_tokens and not seq.finished:
-            seq.finished, seq.finish_s, seq.active = True, self.clock_s, False
-            self.finished_count += 1
-            self.kv_tokens -= seq.kv_tokens
-            if self.kv_blocks is not None:
-                self.free_blocks += seq.blocks
-                seq.blocks = 0
+        if seq.generated >= seq.output_tokens:
+            self.finish(seq)
+
+    def finish(self, seq: Seq) -> None:
+        seq.finished, seq.finish_s, seq.active = True, self.clock_s, False
+        self.finished_count += 1
+        self.left_running = True
+        self.kv_tokens -= seq.kv_tokens
+        if self.kv_blocks is not None:
+            self.free_blocks += seq.blocks
+            seq.blocks = 0
 
     def apply(self, plan: StepPlan) -> int:
         """Advance every sequence in the plan by what the step computed; returns the wasted slots."""
         wasted = 0
         self.kv_tokens += len(plan.decodes) + sum(t for _, t in plan.chunks)
-        for seq in plan.decodes:
+        for seq in plan.decodes:  # the hot loop: emit() inlined (a decode is never a sequence's first token)
             seq.kv_tokens += 1
             if seq.finished:
                 wasted += 1
-            else:
-                self.emit(seq)
+                continue
+            seq.generated += 1
+            if seq.generated >= seq.output_tokens:
+                self.finish(seq)
         for seq, tokens in plan.chunks:
             seq.prefill_left = max(0, seq.prefill_left - tokens)
             seq.kv_tokens += tokens
             if seq.prefill_left == 0:
                 self.emit(seq)
-        if any(not s.active for s in self.running):
+        if self.left_running:
             self.running = [s for s in self.running if s.active]
+            self.left_running = False
         return wasted
 
 
