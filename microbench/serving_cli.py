@@ -205,6 +205,8 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
             raise ValueError("give a PROFILE.json or --analytic (with --gpu SKU --model NAME), not both")
         if not 0 < mem_fraction <= 1:
             raise ValueError("--mem-fraction must be in (0, 1]")
+        if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+            raise ValueError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
         step_profile = load_profile(profile_file) if profile_file else build_analytic_profile(
             model, hf_config, sku, from_result, tp, dtype, kv_dtype, max_tokens, max_context)
         parsed = [parse_policy(p) for p in (policies or SIMULATE_DEFAULT_POLICY)]

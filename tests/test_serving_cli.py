@@ -61,6 +61,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert message in run.output and run.output.count("\n") == 1
 
 
+def test_an_output_folder_that_is_a_file_is_refused_before_simulating(tmp_path):
+    (tmp_path / "sim").write_text("not a folder")
+    run = _simulate(tmp_path, *ANALYTIC, "--requests", "5")
+    assert run.exit_code == 2 and "is a file" in run.output
+
+
 def test_a_profile_and_analytic_together_or_a_bad_profile_file_exit_2(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"kind": "gpubench-result"}')

@@ -119,6 +119,12 @@ def test_tight_memory_forces_preemptions_and_every_request_still_finishes():
     assert recomputed > 0
 
 
+def test_a_profile_of_zero_times_is_refused_not_divided_by():
+    run = simulate(constant_profile(step_s=0.0), [Request(0, 0.0, 5, 2)], "continuous")
+    with pytest.raises(SimulationError, match="no time"):
+        summarize(run, constant_profile(), 0.9)
+
+
 def test_requests_that_cannot_fit_are_refused_in_one_line():
     with pytest.raises(SimulationError, match="KV blocks"):
         simulate(constant_profile(device_bytes=100), [Request(0, 0.0, 500, 10)], "paged", mem_fraction=1.0)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from roofline.serving.profile_doc import StepProfile
-from roofline.serving.simulate import SimulationRun
+from roofline.serving.simulate import SimulationError, SimulationRun
 
 PERCENTILES = (50, 90, 99)
 SLO_METRICS = ("ttft", "tpot", "e2e")
@@ -82,6 +82,8 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
                           "bytes", "compute_bound", "overhead_s", "kv_blocked", "waiting", "prefill_tokens"))
     lat = latencies(run)
     makespan = run.makespan_s
+    if makespan <= 0:
+        raise SimulationError("every step took no time: the profile's kernel times are all zero")
     tokens = sum(r.output_tokens for r in run.requests)
     busy = float(s["time_s"].sum())
     capacity = kv_capacity_tokens(run, profile, mem_fraction)
