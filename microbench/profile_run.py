@@ -46,6 +46,7 @@ from microbench.sweep import (  # the sweep's graph-to-eager fallback, reused
 from microbench.timers import CpuTimer
 from roofline.counting import DTYPE_SIZES, count_work
 from roofline.models import kv_bytes_per_token, weight_bytes
+from roofline.results import check_writable
 from roofline.serving.profile_doc import StepProfile, save_json_atomic, save_profile
 
 # Seconds of sampling per item unless --budget: an 8B model's ~300 items on an H200 in a few minutes, a tiny
@@ -55,7 +56,7 @@ PARTIAL_KIND = "gpubench-step-profile-partial"
 # The CPU timer's clock: wall time, or this thread's CPU time (other processes' turns on a shared CPU excluded).
 CPU_CLOCKS_NS = {"wall": time.perf_counter_ns, "thread-cpu": time.thread_time_ns}
 # A resumed profile must be measured on the same device as the part already measured.
-DEVICE_KEYS = ("kind", "name", "uuid", "memory_bytes")
+DEVICE_KEYS = ("kind", "name", "uuid", "memory_bytes", "threads")
 
 
 def partial_path(output: Path) -> Path:
@@ -76,13 +77,15 @@ class ProfileRun:
 def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, argv: tuple[str, ...] = (),
                     resume: bool = False) -> ProfileRun:
     """Check everything, open the device, and load what a partial file already holds (``resume``)."""
-    model = plan.check()
-    run = ProfileRun(plan, Path(output), argv, started_at=utc_now())
-    partial = partial_path(run.output)
+    partial = partial_path(Path(output))
     if resume:
         run = _load_partial(partial, argv)
-    elif partial.exists():
-        raise PlanError(f"{partial} holds a profile in progress: continue it with --resume {output}, or delete it")
+    else:
+        plan.check()
+        run = ProfileRun(plan, Path(output), argv, started_at=utc_now())
+    if not resume and partial.exists():
+        raise PlanError(f"{partial} holds a profile in progress: continue it with --resume -o {output}, or delete it")
+    check_writable(run.output)
     kind = resolve_device(run.plan.device).kind
     budget = run.plan.budget_s or DEFAULT_BUDGET_S[kind]
     config = SweepConfig(device=run.plan.device, ops=(), budget_s=budget, save=False, with_ceilings=False,
