@@ -113,19 +113,18 @@ def obtain_profile(setup: ValidateSetup, requests, folder: Path, observer: Sweep
 
 def best_runs(engine: Callable, jobs: list[tuple[str, str, int]], workloads: dict[str, list], repeats: int,
               on_phase: Callable[[str], None]) -> dict[tuple[str, str, int], Any]:
-    """Each job (path, workload name, batch) ``repeats`` times, round-robin, keeping the fastest run of each.
+    """Each job (path, workload name, batch) ``repeats`` times, round-robin, combined step by step
+    (``engine.timing.fastest_steps``).  On a shared machine other processes only ever add time; interleaving
+    spreads a burst of load over different jobs, and calibration and workload are treated alike."""
+    from microbench.engine.timing import fastest_steps
 
-    On a shared machine other processes only ever add time; interleaving spreads a burst of load over
-    different jobs, and the fastest repeat is the least disturbed estimate, for calibration and workload alike."""
-    best: dict[tuple[str, str, int], Any] = {}
+    runs: dict[tuple[str, str, int], list] = {job: [] for job in jobs}
     for repeat in range(repeats):
         for job in jobs:
             path, name, size = job
             on_phase(f"round {repeat + 1}/{repeats}: {path} at batch {size} on the {name}")
-            run = engine(path, workloads[name], size)
-            if job not in best or run.total_s < best[job].total_s:
-                best[job] = run
-    return best
+            runs[job].append(engine(path, workloads[name], size))
+    return {job: fastest_steps(done) for job, done in runs.items()}
 
 
 def calibrate(profile: StepProfile, requests, policies: dict[str, Callable[[int], str]],

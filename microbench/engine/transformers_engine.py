@@ -14,9 +14,9 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from microbench.engine.timing import EngineRun, RequestTiming
 from microbench.plan import PlanError
 
 # wall: perf_counter.  thread-cpu: the CPU time of the thread that runs the engine loop (CPU device, one torch
@@ -26,38 +26,6 @@ CLOCKS = ("wall", "thread-cpu")
 
 class EngineError(PlanError):
     """The engine cannot run here (missing package, an API this code does not know): one line, exit 2."""
-
-
-@dataclass(frozen=True)
-class RequestTiming:
-    """One request as the engine served it; times in seconds from the run's start."""
-
-    id: int
-    arrival_s: float
-    first_token_s: float
-    finish_s: float
-    prompt_tokens: int
-    output_tokens: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class EngineRun:
-    engine: str
-    path: str  # static | continuous
-    policy: str  # the simulator policy that describes what this path does
-    requests: tuple[RequestTiming, ...]
-    settings: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def total_s(self) -> float:
-        return max(r.finish_s for r in self.requests)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "path": self.path, "policy": self.policy, "total_s": self.total_s,
-                "settings": self.settings, "requests": [r.to_dict() for r in self.requests]}
 
 
 def transformers_module():
@@ -120,7 +88,7 @@ def run_static(torch, lm, requests: Sequence, batch: int, device: str, clock: st
     transformers = transformers_module()
     clock_name, clock = clock, _static_clock(clock)
     pending = sorted(requests, key=lambda r: (r.arrival_s, r.id))
-    timings, start = [], clock()
+    timings, step_s, start = [], [], clock()
     while pending:
         _wait_until(clock, start, pending[0].arrival_s)
         now = clock() - start
@@ -139,13 +107,15 @@ def run_static(torch, lm, requests: Sequence, batch: int, device: str, clock: st
             lm.generate(ids.to(device), attention_mask=mask.to(device), generation_config=config, streamer=stamps)
         if len(stamps.stamps) != steps:
             raise EngineError(f"generate produced {len(stamps.stamps)} steps for max_new_tokens={steps}")
+        first = len(step_s)
+        step_s += [stamp - start for stamp in stamps.stamps]
         for r in group:
-            timings.append(RequestTiming(r.id, r.arrival_s, stamps.stamps[0] - start,
-                                         stamps.stamps[r.output_tokens - 1] - start, r.prompt_tokens,
-                                         r.output_tokens))
+            last = first + r.output_tokens - 1
+            timings.append(RequestTiming(r.id, r.arrival_s, step_s[first], step_s[last], r.prompt_tokens,
+                                         r.output_tokens, first, last))
     return EngineRun("transformers", "static", f"static:batch={batch}", tuple(sorted(timings, key=lambda t: t.id)),
                      {"api": "generate", "padding": "left", "clock": clock_name,
-                      "transformers": transformers.__version__})
+                      "transformers": transformers.__version__}, tuple(step_s))
 
 
 def _static_clock(name: str) -> Callable[[], float]:
@@ -197,14 +167,15 @@ class _TokenStamps:
     request that got a token: the first and the last stamp of each request, on ``clock`` read in that thread."""
 
     def __init__(self, clock: Callable[[], float]):
-        self.clock, self.first, self.last, self.tokens = clock, {}, {}, {}
+        self.clock, self.first, self.last, self.tokens, self.steps = clock, {}, {}, {}, []
 
     def wrap(self, deliver: Callable) -> Callable:
         def stamped(outputs):
-            now = self.clock()
+            self.steps.append(self.clock())
+            step = len(self.steps) - 1
             for out in outputs if isinstance(outputs, list) else [outputs]:
-                self.first.setdefault(out.request_id, now)
-                self.last[out.request_id] = now
+                self.first.setdefault(out.request_id, step)
+                self.last[out.request_id] = step
                 self.tokens[out.request_id] = len(out.generated_tokens)
             return deliver(outputs)
 
@@ -242,11 +213,7 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
         stamps = _TokenStamps(inside)
         router = manager.output_router
         router.deliver, router.deliver_batch = stamps.wrap(router.deliver), stamps.wrap(router.deliver_batch)
-        start, wall_start = outside(), time.perf_counter()
-        for r in ordered:
-            _wait_until(time.perf_counter, wall_start, r.arrival_s)
-            manager.add_request(prompt_ids(r, lm.config.vocab_size), request_id=f"r{r.id}",
-                                max_new_tokens=r.output_tokens, streaming=True, eos_token_id=-1)
+        start = _submit(manager, lm, ordered, outside)
         _collect(manager, results, len(ordered), time.perf_counter, timeout_s)
     finally:
         manager.stop(block=True, timeout=30)
@@ -259,12 +226,32 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
         if len(results[key].generated_tokens) != r.output_tokens or stamps.tokens.get(key) != r.output_tokens:
             raise EngineError(f"request {r.id}: the manager produced {len(results[key].generated_tokens)} tokens "
                               f"for max_new_tokens={r.output_tokens}")
-        timings.append(RequestTiming(r.id, r.arrival_s, stamps.first[key] - start, stamps.last[key] - start,
-                                     r.prompt_tokens, r.output_tokens))
+        first, last = stamps.first[key], stamps.last[key]
+        timings.append(RequestTiming(r.id, r.arrival_s, stamps.steps[first] - start, stamps.steps[last] - start,
+                                     r.prompt_tokens, r.output_tokens, first, last))
     policy = f"chunked:budget={budget_tokens}:max-batch={max_batch}"
     return EngineRun("transformers", "continuous", policy, tuple(sorted(timings, key=lambda t: t.id)),
                      {"api": "ContinuousBatchingManager (streaming)", "clock": clock, **settings,
-                      "transformers": transformers.__version__})
+                      "transformers": transformers.__version__}, tuple(t - start for t in stamps.steps))
+
+
+def _submit(manager, lm, ordered: Sequence, clock: Callable[[], float]) -> float:
+    """Submit every request at its arrival time; returns the run's start on ``clock``.  A burst is submitted
+    while the loop is paused, so that its first step sees the whole burst (the same steps on every repeat)."""
+    def add(r) -> None:
+        manager.add_request(prompt_ids(r, lm.config.vocab_size), request_id=f"r{r.id}",
+                            max_new_tokens=r.output_tokens, streaming=True, eos_token_id=-1)
+
+    if all(r.arrival_s == 0 for r in ordered) and hasattr(manager, "pause"):
+        with manager.pause():
+            for r in ordered:
+                add(r)
+            return clock()
+    start, wall_start = clock(), time.perf_counter()
+    for r in ordered:
+        _wait_until(time.perf_counter, wall_start, r.arrival_s)
+        add(r)
+    return start
 
 
 def _wait_ready(manager, clock, timeout_s: float) -> None:
