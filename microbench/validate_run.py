@@ -120,7 +120,8 @@ def best_runs(engine: Callable, jobs: list[tuple[str, str, int]], workloads: dic
 
     runs: dict[tuple[str, str, int], list] = {job: [] for job in jobs}
     for repeat in range(repeats):
-        for job in jobs:
+        # Each round starts one job later, so no job always runs first (or last) in its round.
+        for job in jobs[repeat % len(jobs):] + jobs[: repeat % len(jobs)]:
             path, name, size = job
             on_phase(f"round {repeat + 1}/{repeats}: {path} at batch {size} on the {name}")
             runs[job].append(engine(path, workloads[name], size))
@@ -176,7 +177,7 @@ def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on
     def engine(path: str, requests, size: int):
         if path == "static":
             return te.run_static(torch, lm, requests, size, device, clock)
-        return te.run_continuous(torch, lm, requests, size, setup.budget_tokens, clock)
+        return te.run_continuous(torch, lm, requests, size, setup.budget_tokens, clock, longest)
 
     observer.on_phase("warming up both engine paths")
     for path in policies:

@@ -130,9 +130,11 @@ CB_SETTINGS = ("max_batch_tokens", "max_requests_per_batch", "num_blocks", "page
 CB_PAGE_TOKENS = 32
 
 
-def continuous_config(transformers, lm, requests: Sequence, max_batch: int, budget_tokens: int):
-    """The manager's settings: the given batch and token budget, and KV blocks enough that the cache never
-    limits the batch (no preemption; the simulator's KV limit then does not bind either)."""
+def continuous_config(transformers, lm, max_batch: int, budget_tokens: int, longest_tokens: int):
+    """The manager's settings: the given batch and token budget, and KV blocks for ``max_batch`` sequences of
+    ``longest_tokens`` (with room to spare) so the cache never limits the batch: no preemption, and the
+    simulator's KV limit does not bind either.  The block count depends on nothing else, because the manager's
+    per-step bookkeeping grows with it: calibration and workload must run the same cache."""
     config_class = getattr(transformers, "ContinuousBatchingConfig", None)
     manager_api = getattr(lm, "init_continuous_batching", None)
     if config_class is None or manager_api is None:
@@ -143,7 +145,7 @@ def continuous_config(transformers, lm, requests: Sequence, max_batch: int, budg
     if missing:
         raise EngineError(f"transformers {transformers.__version__}: ContinuousBatchingConfig lacks "
                           f"{', '.join(missing)}; this validate knows the 5.x API")
-    blocks = sum(-(-(r.prompt_tokens + r.output_tokens + 1) // CB_PAGE_TOKENS) for r in requests)
+    blocks = max_batch * -(-(longest_tokens + 1) // CB_PAGE_TOKENS)
     settings = {"max_batch_tokens": budget_tokens, "max_requests_per_batch": max_batch,
                 "num_blocks": int(1.5 * blocks) + 8, "page_size": CB_PAGE_TOKENS, "allow_block_sharing": False,
                 "use_async_batching": False, "use_cuda_graph": False, "scheduler_type": "fifo"}
@@ -195,11 +197,12 @@ def _engine_clocks(manager, clock: str) -> tuple[Callable[[], float], Callable[[
 
 
 def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens: int, clock: str = "wall",
-                   timeout_s: float = 600.0) -> EngineRun:
+                   longest_tokens: int | None = None, timeout_s: float = 600.0) -> EngineRun:
     """Every request submitted at its arrival time to a running manager, streaming, so that every step's new
     tokens pass through the stamped delivery: the first stamp is the first token, the last the finish."""
     transformers = transformers_module()
-    cb_config, settings = continuous_config(transformers, lm, requests, max_batch, budget_tokens)
+    longest = longest_tokens or max(r.prompt_tokens + r.output_tokens for r in requests)
+    cb_config, settings = continuous_config(transformers, lm, max_batch, budget_tokens, longest)
     generation = transformers.GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0, bos_token_id=None,
                                                max_new_tokens=max(r.output_tokens for r in requests))
     manager = lm.init_continuous_batching(generation_config=generation, continuous_batching_config=cb_config)
