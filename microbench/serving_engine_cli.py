@@ -156,7 +156,7 @@ def validate(engine, profile_file, model, hf_config, n_requests, arrivals, promp
              calibration_requests, static_batch, max_batch, budget_tokens, repeats, device, dtype, threads, clock,
              profile_budget, fail_above, out_dir) -> None:
     """Run a real engine (transformers, random weights) on a workload and check the simulator against it."""
-    from microbench.progress import terminal_observer
+    from microbench.progress import stderr, terminal_observer
     from microbench.validate_compare import comparison_lines
     from microbench.validate_run import ValidateSetup, run_validate
     from roofline.serving.profile_doc import save_json_atomic
@@ -169,6 +169,7 @@ def validate(engine, profile_file, model, hf_config, n_requests, arrivals, promp
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         with terminal_observer() as observer:
+            observer.on_phase = lambda message: stderr.print(message)
             document = run_validate(setup, out_dir, observer, _item_reporter(observer), argv=tuple(sys.argv))
     except _errors() as exc:
         raise _bad(exc) from None

@@ -108,7 +108,7 @@ def obtain_profile(setup: ValidateSetup, requests, folder: Path, observer: Sweep
     path = folder / "profile.json"
     partial_path(path).unlink(missing_ok=True)
     run = prepare_profile(plan, path, observer, argv=("gpubench", "validate", "(profile)"))
-    return run_profile(run, lambda total: None, on_item), path
+    return run_profile(run, observer.on_start, on_item), path
 
 
 def best_runs(engine: Callable, jobs: list[tuple[str, str, int]], workloads: dict[str, list], repeats: int,

@@ -68,3 +68,19 @@ def test_validate_refuses_bad_input_with_one_line(tmp_path):
                                   "poisson:5", "-o", str(tmp_path)])
     assert result.exit_code == 2 and "burst" in result.output
     assert not (tmp_path / "validate.json").exists()
+
+
+def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
+    runner = CliRunner()
+    result = runner.invoke(main, ["validate", "--hf-config", str(TINY), "--device", "cpu", "--threads", "1",
+                                  "--requests", "4", "--calibration-requests", "4", "--prompt", "fixed:4",
+                                  "--output", "uniform:2:6", "--static-batch", "2", "--max-batch", "2",
+                                  "--budget-tokens", "8", "--repeats", "1", "--profile-budget", "0.005",
+                                  "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "random weights built from the config (nothing downloaded)" in result.output
+    assert "simulated as chunked:budget=8:max-batch=2" in result.output
+    document = json.loads((tmp_path / "validate.json").read_text())
+    assert document["kind"] == "gpubench-validation"
+    assert set(document["runs"]) == {"static", "continuous"}
+    assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload

@@ -149,6 +149,8 @@ def continuous_config(transformers, lm, max_batch: int, budget_tokens: int, long
     settings = {"max_batch_tokens": budget_tokens, "max_requests_per_batch": max_batch,
                 "num_blocks": int(1.5 * blocks) + 8, "page_size": CB_PAGE_TOKENS, "allow_block_sharing": False,
                 "use_async_batching": False, "use_cuda_graph": False, "scheduler_type": "fifo"}
+    if "auto_switch_to_flash" in known:  # stay on SDPA, the kernels the profile measured (and fetch nothing)
+        settings["auto_switch_to_flash"] = False
     return config_class(**settings), settings
 
 
