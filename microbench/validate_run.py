@@ -78,6 +78,13 @@ class ValidateSetup:
         return "thread-cpu" if kind == "cpu" and self.arrivals == "burst" else "wall"
 
 
+def calibration_sizes(batch: int, requests: int) -> list[int]:
+    """The two batch sizes the overhead is fitted at: the path's batch (at most the calibration's requests, or
+    both runs would be the same run) and half of it."""
+    top = max(1, min(batch, requests))
+    return sorted({top, max(1, top // CALIBRATION_SMALL_DIVISOR)})
+
+
 def model_from_profile(profile: StepProfile) -> ModelProfile:
     m = profile.model
     return ModelProfile(id=str(m.get("id", m["name"])), name=str(m["name"]), layers=m["layers"], hidden=m["hidden"],
@@ -172,7 +179,7 @@ def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on
     policies = {"static": lambda b: f"static:batch={b}",
                 "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"}
     batch = {"static": setup.static_batch, "continuous": setup.max_batch}
-    sizes = {path: sorted({b, max(1, b // CALIBRATION_SMALL_DIVISOR)}) for path, b in batch.items()}
+    sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
 
     def engine(path: str, requests, size: int):
         if path == "static":

@@ -3,7 +3,7 @@
 # bf16, then run transformers (random weights built from the config: nothing is downloaded) on 64 requests,
 # prompts of 512 tokens, outputs exponential with mean 128 capped at 512, seed 0, burst arrivals, under
 # static:batch=16 and continuous batching, and compare with the simulation on that profile.  The engine
-# overhead is calibrated on a separate 16-request workload first.  Budgeted to about 3 minutes on an H200.
+# overhead is calibrated on a separate 32-request workload first.  Budgeted to about 3 minutes on an H200.
 #
 #   scripts/serving_check.sh OUTDIR      (writes profile-llama-3-8b.json, validate/validate.json, serving_check.log)
 #   GPUBENCH_DEVICE=cpu GPUBENCH_MODEL_CONFIG=tests/data/tiny-llama-config.json scripts/serving_check.sh /tmp/x
@@ -29,12 +29,12 @@ PROFILE="$OUT/profile-llama-3-8b.json"
 rm -f "$PROFILE.partial"
 echo "=== profile" >>"$LOG"
 # 16 prompts of 512 tokens are one 8192-token prefill step: the token grid must reach it.
-timeout 100 python3 -m microbench.cli profile "${MODEL[@]}" --dtype bf16 --device "$DEVICE" --max-tokens "$TOKENS" \
+timeout 120 python3 -m microbench.cli profile "${MODEL[@]}" --dtype bf16 --device "$DEVICE" --max-tokens "$TOKENS" \
   --max-context "$CONTEXT" --max-batch 64 --budget 0.1 -o "$PROFILE" >>"$LOG" 2>&1
 echo "profile rc=$?" | tee -a "$LOG"
 echo "=== validate" >>"$LOG"
 timeout 150 python3 -m microbench.cli validate --engine transformers --profile "$PROFILE" --device "$DEVICE" \
-  --requests 64 --prompt "$PROMPT" --output "$OUTPUT" --seed 0 --arrivals burst --calibration-requests 16 \
+  --requests 64 --prompt "$PROMPT" --output "$OUTPUT" --seed 0 --arrivals burst --calibration-requests 32 \
   --static-batch 16 --max-batch 64 --budget-tokens "$TOKENS" --repeats 1 --clock wall --fail-above 0.10 \
   -o "$OUT/validate" >>"$LOG" 2>&1
 rc=$?

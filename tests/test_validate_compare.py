@@ -72,3 +72,11 @@ def test_repeats_combine_step_by_step():
     assert combined.settings["combined"] == "fastest of each step"
     other = engine_run((1.0, 2.0), [timing(0, 0, 0, 2, 0, 1), timing(1, 0, 0, 2, 0, 1)])
     assert fastest_steps([other, b]).settings["combined"] == "fastest run"  # different schedules
+
+
+def test_calibration_batches_never_exceed_the_calibration_requests():
+    from microbench.validate_run import calibration_sizes
+
+    assert calibration_sizes(8, 16) == [4, 8]
+    assert calibration_sizes(64, 32) == [16, 32]  # 64 slots for 32 requests would run like 32
+    assert calibration_sizes(1, 16) == [1]
