@@ -38,6 +38,7 @@ class ModelProfile:
     experts: int = 1
     experts_per_token: int = 1
     tied_embeddings: bool = False
+    max_positions: int | None = None  # the context window (OPT: 2048 learned positions); None: not recorded
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -50,6 +51,13 @@ class ModelProfile:
             raise ProfileError(f"model {self.id}: {self.heads} heads are not a multiple of {self.kv_heads} KV heads")
         if self.experts_per_token > self.experts:
             raise ProfileError(f"model {self.id}: more experts per token than experts")
+        if self.max_positions is not None and (not isinstance(self.max_positions, int) or self.max_positions <= 0):
+            raise ProfileError(f"model {self.id}: max_positions must be a positive integer, got {self.max_positions!r}")
+
+    @property
+    def mlp(self) -> str:
+        """"gated" (SwiGLU: gate, up, down) or "plain" (two matrices, fc1 and fc2, as OPT and GPT-2)."""
+        return "gated" if self.gated_mlp else "plain"
 
     @property
     def group(self) -> int:

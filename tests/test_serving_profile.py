@@ -94,3 +94,39 @@ def test_chunk_over_a_prefix_costs_what_the_whole_prompt_costs_less_the_prefix(l
     halves = step_cost(llama_h200, [], [(512, 0)], None).attention_s + \
         step_cost(llama_h200, [], [(512, 512)], None).attention_s
     assert halves == pytest.approx(whole, rel=0.05)
+
+
+def test_a_profile_from_a_real_h200_sweep_uses_each_series_fit_and_the_run_ceilings_elsewhere():
+    from pathlib import Path
+
+    from roofline.analysis import analyse
+    from roofline.results import load_result
+    from roofline.summary import measured_bandwidth
+
+    path = Path(__file__).parent / "data" / "h200" / "first-run-sweep.json"
+    result = load_result(path)
+    profile = analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=4096,
+                               max_context=4096, gpu=None, result=result, result_name=path.name)
+    assert profile.basis == "fit of first-run-sweep.json"
+    assert profile.memory["device_bytes"] == result.device["memory_bytes"]
+    fitted = next(s for s in analyse(result)["series"] if (s["op"], s["n"], s["k"], s["status"]) ==
+                  ("gemm", 4096, 14336, "ok"))
+    down = next(t for t in profile.linears if t.name == "down_proj")
+    assert down.time_s[0] == pytest.approx(count_work("gemm", "bf16", 1, 4096, 14336).bytes
+                                           / fitted["bandwidth_bytes_per_s"])
+    qkv = next(t for t in profile.linears if t.name == "qkv_proj")  # 6144×4096: not in the sweep
+    assert qkv.time_s[0] == pytest.approx(count_work("gemm", "bf16", 1, qkv.n, qkv.k).bytes
+                                          / measured_bandwidth(result))
+
+
+def test_other_kernels_are_interpolated_over_the_tokens_of_the_step():
+    from dataclasses import replace
+
+    from serving_helpers import constant_profile
+
+    from roofline.serving.profile_doc import Table1D
+
+    profile = replace(constant_profile(), other=Table1D("", "tokens", (1, 101), (0.0, 1.0)))
+    cost = step_cost(profile, [10] * 11, [(40, 0)], None)
+    assert cost.other_s == pytest.approx(0.5)
+    assert cost.time_s == pytest.approx(1.5)

@@ -59,10 +59,11 @@ def fitted_roofs(result: Result, dtype: str, default: Roof) -> dict[tuple[int, i
     from roofline.analysis import analyse
 
     roofs = {}
-    for s in analyse(result)["series"]:
-        if s["op"] != "gemm" or s["dtype"] != dtype or not s.get("bandwidth_bytes_per_s"):
-            continue
-        roofs[(s["n"], s["k"])] = Roof(s["bandwidth_bytes_per_s"], s.get("peak_flop_per_s") or default.peak_flop_per_s)
+    series = [s for s in analyse(result)["series"] if s["op"] == "gemm" and s["dtype"] == dtype
+              and s.get("bandwidth_bytes_per_s")]
+    for s in sorted(series, key=lambda s: s["status"] != "ok"):  # a full fit wins over a bandwidth-only one
+        roofs.setdefault((s["n"], s["k"]), Roof(s["bandwidth_bytes_per_s"],
+                                                s.get("peak_flop_per_s") or default.peak_flop_per_s))
     return roofs
 
 
@@ -145,4 +146,4 @@ def model_dict(model: ModelProfile) -> dict[str, Any]:
     return {"name": model.name, "id": model.id, "layers": model.layers, "hidden": model.hidden, "heads": model.heads,
             "kv_heads": model.kv_heads, "head_dim": model.head_dim, "intermediate": model.intermediate,
             "vocab": model.vocab, "mlp": "gated" if model.gated_mlp else "plain", "experts": model.experts,
-            "tied_embeddings": model.tied_embeddings, "source": model.source}
+            "tied_embeddings": model.tied_embeddings, "max_positions": model.max_positions, "source": model.source}

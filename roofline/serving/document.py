@@ -21,7 +21,7 @@ from roofline.serving.simulate import SimulationRun
 
 SCHEMA_VERSION = 1
 KIND = "gpubench-simulation"
-TIMELINE_BINS = 400
+TIMELINE_BINS = 200
 
 
 def timeline(run: SimulationRun, profile: StepProfile, kv_capacity_tokens: int | None) -> dict[str, list[float]]:

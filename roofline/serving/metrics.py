@@ -114,6 +114,11 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
                       "goodput_requests_per_s": len(good) / makespan,
                       "goodput_tokens_per_s": sum(r.output_tokens for r in good) / makespan}
     out["binding_limit"], out["binding_sentence"] = binding_limit(out, run)
+    out["warnings"] = []
+    if out["kv_occupancy_max"] is not None and out["kv_occupancy_max"] > 1:
+        # Only policies without a block-limited cache can get here: they model kernels, not memory.
+        out["warnings"].append(f"needs up to {out['kv_occupancy_max']:.1f}x the KV cache that fits beside the weights "
+                               f"({capacity} tokens): it would not run on this device; paged or chunked would")
     return out
 
 

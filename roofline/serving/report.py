@@ -143,6 +143,7 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
              f"{p['dtype']}, TP {p['tp']}."]
     for entry in document["runs"]:
         lines.append(f"{entry['policy']['policy']}: {entry['summary']['binding_sentence']}")
+        lines += [f"{entry['policy']['policy']}: warning: {w}" for w in entry["summary"].get("warnings", [])]
     return lines
 
 

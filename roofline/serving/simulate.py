@@ -90,18 +90,16 @@ class SimulationRun:
 class Seq:
     """One request's mutable progress inside the engine (never leaves this module)."""
 
-    __slots__ = ("request", "prefilled", "prefill_target", "generated", "kv_tokens", "blocks", "first_token_s",
-                 "finish_s", "preemptions", "finished", "active")
+    __slots__ = ("request", "output_tokens", "prefill_left", "prefill_target", "generated", "kv_tokens", "blocks",
+                 "first_token_s", "finish_s", "preemptions", "finished", "active")
 
     def __init__(self, request: Request) -> None:
-        self.request, self.prefilled, self.prefill_target = request, 0, request.prompt_tokens
+        # prefill_left is an attribute, not a property: the engine reads it for every sequence of every step.
+        self.request, self.prefill_left, self.prefill_target = request, request.prompt_tokens, request.prompt_tokens
+        self.output_tokens = request.output_tokens
         self.generated = self.kv_tokens = self.blocks = self.preemptions = 0
         self.first_token_s = self.finish_s = math.nan
         self.finished = self.active = False  # active: in the running set
-
-    @property
-    def prefill_left(self) -> int:
-        return self.prefill_target - self.prefilled
 
 
 class Engine:
@@ -118,6 +116,8 @@ class Engine:
         self.clock_s = 0.0
         self.kv_blocked = False
         self.preempted = self.finished_count = 0
+        self.kv_tokens = 0  # held by running sequences (static batches are summed by _record instead)
+        self.left_running = False  # a sequence finished this step: filter the running list once
 
     def arrive(self) -> None:
         while self.next_arrival < len(self.pending) and \
@@ -161,6 +161,8 @@ class Engine:
     def decodable(self) -> list[Seq]:
         """Running sequences past their prefill, each with room for one more token (preempting the latest
         admitted sequence, by recompute, when no block is free)."""
+        if self.kv_blocks is None:  # no blocks to find: every prefilled sequence decodes
+            return [s for s in self.running if s.prefill_left == 0]
         out = []
         for seq in list(self.running):
             if seq.prefill_left > 0 or not seq.active:
@@ -178,10 +180,11 @@ class Engine:
     def preempt(self, seq: Seq) -> None:
         """Free the sequence's KV and requeue it at the front: readmitted, it prefills prompt + tokens so far."""
         self.running.remove(seq)
-        seq.active = False
+        seq.active = False  # already out of the running list: no need to set left_running
         self.free_blocks += seq.blocks
-        seq.blocks = seq.kv_tokens = seq.prefilled = 0
-        seq.prefill_target = seq.request.prompt_tokens + seq.generated
+        self.kv_tokens -= seq.kv_tokens
+        seq.blocks = seq.kv_tokens = 0
+        seq.prefill_target = seq.prefill_left = seq.request.prompt_tokens + seq.generated
         seq.preemptions += 1
         self.preempted += 1
         self.waiting.appendleft(seq)
@@ -190,29 +193,38 @@ class Engine:
         seq.generated += 1
         if seq.generated == 1:
             seq.first_token_s = self.clock_s
-        if seq.generated >= seq.request.output_tokens and not seq.finished:
-            seq.finished, seq.finish_s, seq.active = True, self.clock_s, False
-            self.finished_count += 1
-            if self.kv_blocks is not None:
-                self.free_blocks += seq.blocks
-                seq.blocks = 0
+        if seq.generated >= seq.output_tokens:
+            self.finish(seq)
+
+    def finish(self, seq: Seq) -> None:
+        seq.finished, seq.finish_s, seq.active = True, self.clock_s, False
+        self.finished_count += 1
+        self.left_running = True
+        self.kv_tokens -= seq.kv_tokens
+        if self.kv_blocks is not None:
+            self.free_blocks += seq.blocks
+            seq.blocks = 0
 
     def apply(self, plan: StepPlan) -> int:
         """Advance every sequence in the plan by what the step computed; returns the wasted slots."""
         wasted = 0
-        for seq in plan.decodes:
+        self.kv_tokens += len(plan.decodes) + sum(t for _, t in plan.chunks)
+        for seq in plan.decodes:  # the hot loop: emit() inlined (a decode is never a sequence's first token)
             seq.kv_tokens += 1
             if seq.finished:
                 wasted += 1
-            else:
-                self.emit(seq)
+                continue
+            seq.generated += 1
+            if seq.generated >= seq.output_tokens:
+                self.finish(seq)
         for seq, tokens in plan.chunks:
-            seq.prefilled += min(tokens, seq.prefill_left)
+            seq.prefill_left = max(0, seq.prefill_left - tokens)
             seq.kv_tokens += tokens
             if seq.prefill_left == 0:
                 self.emit(seq)
-        if any(not s.active for s in self.running):
+        if self.left_running:
             self.running = [s for s in self.running if s.active]
+            self.left_running = False
         return wasted
 
 
@@ -230,13 +242,13 @@ def kv_block_count(profile: StepProfile, block: int, mem_fraction: float) -> int
 
 def _record(engine: Engine, plan: StepPlan, cost, start_s: float, waiting: int, wasted: int) -> StepRecord:
     # Static slots keep their KV until the whole batch ends; elsewhere a finished sequence frees it.
-    holders = engine.static_batch if plan.padded_prompt_tokens else engine.running
+    holders = engine.static_batch
     padding = sum(plan.padded_prompt_tokens - s.request.prompt_tokens for s, _ in plan.chunks) \
         if plan.padded_prompt_tokens else 0
     return StepRecord(
         start_s=start_s, time_s=cost.time_s, decodes=len(plan.decodes),
         prefill_tokens=sum(t for _, t in plan.chunks), sequences=len(plan.decodes) + len(plan.chunks),
-        waiting=waiting, kv_tokens=sum(s.kv_tokens for s in holders),
+        waiting=waiting, kv_tokens=sum(s.kv_tokens for s in holders) if plan.padded_prompt_tokens else engine.kv_tokens,
         kv_blocks_used=None if engine.kv_blocks is None else engine.kv_blocks - engine.free_blocks,
         wasted_slots=wasted, padding_tokens=padding, kv_blocked=engine.kv_blocked, preempted=engine.preempted,
         linear_s=cost.linear_s, attention_s=cost.attention_s, other_s=cost.other_s, overhead_s=cost.overhead_s,
@@ -249,9 +261,12 @@ def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy |
     policy = parse_policy(policy) if isinstance(policy, str) else policy
     if not requests:
         raise SimulationError("no requests to simulate")
+    window, longest = profile.model.get("max_positions"), max(r.prompt_tokens + r.output_tokens for r in requests)
+    if window and longest > window:
+        raise SimulationError(f"a request of {longest} tokens is longer than the {window}-token context window of "
+                              f"{profile.model['name']}")
     kv_blocks = kv_block_count(profile, policy.block, mem_fraction) if policy.paged else None
     if kv_blocks is not None:
-        longest = max(r.prompt_tokens + r.output_tokens for r in requests)
         if -(-longest // policy.block) > kv_blocks:
             raise SimulationError(f"a request of {longest} tokens needs more than the {kv_blocks} KV blocks of "
                                   f"{policy.block} tokens the memory holds")

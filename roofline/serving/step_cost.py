@@ -77,6 +77,14 @@ class CostModel:
         self.attn_flop_per_query_key = 4 * heads * hd * self.layers
         self.kv_bytes_per_key = 2 * kv_heads * hd * kv_size * self.layers
         self.q_bytes_per_query = 2 * heads * hd * s_in * self.layers  # Q read and output written
+        # Linears on one token grid sum exactly into one table (a sum of piecewise-linear functions on a shared
+        # grid is piecewise-linear on it): one interpolation per step instead of one per layer kind.
+        grids = {t.tokens for t in profile.linears}
+        self.linear_table = None
+        if len(grids) == 1:
+            grid = grids.pop()
+            self.linear_table = (grid, tuple(self.layers * sum(t.per_layer * t.time_s[i] for t in profile.linears)
+                                             for i in range(len(grid))))
         roof = profile.roof
         self.ridge = roof["peak_flop_per_s"] / roof["bandwidth_bytes_per_s"] if roof else None
 
@@ -86,7 +94,9 @@ class CostModel:
         tokens = decodes + sum(c for c, _ in chunks)
         logits = decodes + len(chunks)
         linear_s = 0.0
-        if tokens:
+        if tokens and self.linear_table is not None:
+            linear_s = interp1(*self.linear_table, tokens)
+        elif tokens:
             linear_s = layers * sum(t.per_layer * interp1(t.tokens, t.time_s, tokens) for t in p.linears)
         if logits:
             linear_s += interp1(p.lm_head.tokens, p.lm_head.time_s, logits)

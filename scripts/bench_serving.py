@@ -1,0 +1,51 @@
+"""How fast the serving simulator is: 10,000 requests under continuous batching, and one capacity search.
+
+    PYTHONPATH=. python scripts/bench_serving.py
+
+Times are wall-clock on whatever machine runs this (print them with the load average: a shared machine is
+slower).  The issue's targets: the simulation under 5 s on 2 CPU cores, the capacity search under 60 s.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from roofline.models import load_model
+from roofline.profiles import load_gpu_profile
+from roofline.serving.analytic import analytic_profile
+from roofline.serving.capacity import search_capacity
+from roofline.serving.metrics import Slo, summarize
+from roofline.serving.simulate import simulate
+from roofline.serving.workload import make_workload, with_arrivals
+
+
+def main() -> None:
+    profile = analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=8192,
+                               max_context=8192, gpu=load_gpu_profile("h200-sxm"))
+    requests = make_workload(10_000, "poisson:50", "fixed:512", "exp:128:512", seed=0)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    start = time.perf_counter()
+    run = simulate(profile, requests, "continuous")
+    elapsed = time.perf_counter() - start
+    print(f"simulate: 10,000 requests, continuous, {len(run.steps)} steps: {elapsed:.2f} s")
+    start = time.perf_counter()
+    summarize(run, profile, 0.9)
+    print(f"summarize: {time.perf_counter() - start:.2f} s")
+
+    workload = make_workload(1000, "burst", "fixed:512", "exp:128:512", seed=0)
+    slo = Slo.parse("ttft_p90=1,tpot_p99=0.05")
+
+    def run_at(batch):
+        return simulate(profile, batch, "paged")
+
+    start = time.perf_counter()
+    saturated = summarize(run_at(with_arrivals(workload, "burst")), profile, 0.9)["requests_per_s"]
+    result = search_capacity(workload, slo, run_at, saturated)
+    elapsed = time.perf_counter() - start
+    print(f"capacity search: 1,000 requests, paged, {len(result.tried) + 1} simulations: {elapsed:.2f} s "
+          f"-> {result.capacity_requests_per_s:.3g} requests/s under {slo.limits_s}")
+
+
+if __name__ == "__main__":
+    main()

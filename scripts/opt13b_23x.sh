@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The setup of the "23x over naive static batching" claim (Anyscale 2023: OPT-13B on an A100 40GB), simulated
+# from the spec sheet: 1,000 prompts of 512 tokens, outputs exponential with mean 128 capped at 32/128/512/1536,
+# all arriving at once.  Per cap: static batching at the largest batch whose full-length KV cache fits
+# (12,597 tokens of KV fit beside the 25.7 GB of fp16 weights in 90% of 40 GB: batch = 12597 // (512 + cap)),
+# paged continuous batching (vLLM-like: admission by KV blocks), and continuous batching with no memory limit
+# (what the kernels alone would give if the KV cache were free).  Writes results/opt13b-a100-40gb/cap-N/.
+#   PYTHONPATH=. bash scripts/opt13b_23x.sh
+set -euo pipefail
+python=${PYTHON:-/work/venv/bin/python}
+out=results/opt13b-a100-40gb
+for cap in 32 128 512 1536; do
+  batch=$((12597 / (512 + cap)))
+  report=--no-report
+  [ "$cap" = 1536 ] && report=
+  echo "== cap $cap: static batch $batch"
+  $python -m microbench.cli simulate --analytic --gpu a100-sxm-40gb --model opt-13b --dtype fp16 \
+    --requests 1000 --prompt fixed:512 --output "exp:128:$cap" --arrivals burst --seed 0 \
+    --policy "static:batch=$batch" --policy paged --policy continuous $report -o "$out/cap-$cap"
+done

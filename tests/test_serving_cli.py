@@ -1,0 +1,127 @@
+"""``gpubench profile --analytic`` and ``gpubench simulate`` end to end: files, report, exit codes, and the
+OPT-13B result the README quotes (the continuous-over-static gain grows with the output cap)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli import main
+from roofline.serving.profile_doc import load_profile
+
+ANALYTIC = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b"]
+
+
+def _simulate(tmp_path, *args):
+    return CliRunner().invoke(main, ["simulate", *args, "-o", str(tmp_path / "sim")])
+
+
+def test_profile_analytic_writes_a_profile_that_simulate_reads(tmp_path):
+    path = tmp_path / "p.json"
+    run = CliRunner().invoke(main, ["profile", *ANALYTIC, "-o", str(path)])
+    assert run.exit_code == 0, run.output
+    profile = load_profile(path)
+    assert (profile.source, profile.basis, profile.model["mlp"]) == ("analytic", "spec sheet h200-sxm", "gated")
+    run = _simulate(tmp_path, str(path), "--requests", "40", "--policy", "continuous", "--no-report")
+    assert run.exit_code == 0, run.output
+    assert "continuous" in run.output and "binds" in run.output
+
+
+def test_simulate_compares_policies_and_writes_every_file(tmp_path):
+    run = _simulate(tmp_path, *ANALYTIC, "--requests", "60", "--arrivals", "poisson:20", "--policy", "static:batch=8",
+                    "--policy", "paged", "--policy", "chunked:budget=256", "--slo", "ttft_p90=5,tpot_p99=0.2")
+    assert run.exit_code == 0, run.output
+    folder = tmp_path / "sim"
+    document = json.loads((folder / "simulation.json").read_text())
+    assert (document["kind"], document["schema_version"]) == ("gpubench-simulation", 1)
+    assert [r["policy"]["policy"] for r in document["runs"]] == ["static:batch=8", "paged", "chunked:budget=256"]
+    for entry in document["runs"]:
+        assert entry["capacity"]["capacity_requests_per_s"] is not None
+        assert entry["summary"]["slo"]["goodput_requests_per_s"] <= entry["summary"]["requests_per_s"]
+        assert entry["summary"]["binding_sentence"]
+    with (folder / "requests.csv").open() as stream:
+        assert len(list(csv.DictReader(stream))) == 3 * 60
+    for name in ("report.html", "report.md", "timeline.png", "latency.png", "composition.png",
+                 "throughput_latency.png"):
+        assert (folder / name).stat().st_size > 0, name
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--policy", "fifo"], "unknown policy"),
+    (["--arrivals", "poisson:-1"], "positive"),
+    (["--slo", "ttft=3"], "--slo"),
+    (["--mem-fraction", "2"], "mem-fraction"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    run = _simulate(tmp_path, *ANALYTIC, "--requests", "5", *args)
+    assert run.exit_code == 2
+    assert message in run.output and run.output.count("\n") == 1
+
+
+def test_a_profile_and_analytic_together_or_a_bad_profile_file_exit_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "gpubench-result"}')
+    assert _simulate(tmp_path, str(bad)).exit_code == 2
+    assert _simulate(tmp_path, str(bad), *ANALYTIC).exit_code == 2
+    assert CliRunner().invoke(main, ["profile", "--model", "llama-3-8b", "-o", str(bad)]).exit_code == 2
+
+
+def test_requests_longer_than_the_context_window_are_refused(tmp_path):
+    run = _simulate(tmp_path, "--analytic", "--gpu", "a100-sxm-40gb", "--model", "opt-13b", "--requests", "5",
+                    "--prompt", "fixed:2000", "--output", "fixed:100")
+    assert run.exit_code == 2 and "context window" in run.output
+
+
+def _gain(tmp_path, cap: int) -> float:
+    batch = 12597 // (512 + cap)  # the static batch whose full-length KV fits (README: the 23x setup)
+    run = CliRunner().invoke(main, [
+        "simulate", "--analytic", "--gpu", "a100-sxm-40gb", "--model", "opt-13b", "--dtype", "fp16",
+        "--requests", "300", "--prompt", "fixed:512", "--output", f"exp:128:{cap}", "--arrivals", "burst",
+        "--policy", f"static:batch={batch}", "--policy", "paged", "--no-report", "--json",
+        "-o", str(tmp_path / str(cap))])
+    assert run.exit_code == 0, run.output
+    runs = json.loads(run.output[:run.output.rindex("]") + 1])
+    return runs[1]["summary"]["tokens_per_s"] / runs[0]["summary"]["tokens_per_s"]
+
+
+def test_opt13b_on_an_a100_40gb_gains_more_from_continuous_batching_as_the_cap_grows(tmp_path):
+    gains = [_gain(tmp_path, cap) for cap in (32, 512, 1536)]
+    assert gains[0] < gains[1] < gains[2]
+    assert gains[2] > 2
+
+
+def _constant_profile_file(tmp_path, overhead_s):
+    from dataclasses import replace
+
+    from serving_helpers import constant_profile
+
+    from roofline.serving.profile_doc import EngineOverhead, save_profile
+
+    path = tmp_path / "const.json"
+    save_profile(replace(constant_profile(), engine_overhead=EngineOverhead(overhead_s, 0.0, "test")), path)
+    return path
+
+
+@pytest.mark.parametrize("extra, tokens_per_s", [([], 12 / 4.5), (["--overhead-s", "0"], 12 / 3),
+                                                  (["--overhead-s", "1", "--overhead-per-seq-s", "0.25"], 12 / 9)])
+def test_the_profile_calibrated_overhead_applies_unless_one_is_given(tmp_path, extra, tokens_per_s):
+    path = _constant_profile_file(tmp_path, 0.5)
+    run = _simulate(tmp_path, str(path), "--requests", "4", "--prompt", "fixed:5", "--output", "fixed:3",
+                    "--policy", "static:batch=4", "--json", "--no-report", *extra)
+    assert run.exit_code == 0, run.output
+    summary = json.loads(run.output[:run.output.rindex("]") + 1])[0]["summary"]
+    assert summary["tokens_per_s"] == pytest.approx(tokens_per_s)
+
+
+def test_a_trace_drives_the_simulation(tmp_path):
+    path = _constant_profile_file(tmp_path, 0.0)
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,5,2\n10,5,1\n")
+    run = _simulate(tmp_path, str(path), "--trace", str(trace), "--no-report")
+    assert run.exit_code == 0, run.output
+    with (tmp_path / "sim" / "requests.csv").open() as stream:
+        rows = list(csv.DictReader(stream))
+    assert [(float(r["first_token_s"]), float(r["finish_s"])) for r in rows] == [(1, 2), (11, 11)]

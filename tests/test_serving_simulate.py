@@ -1,0 +1,134 @@
+"""The simulator on hand-computable cases (every step costs 1 s) and each policy's invariants."""
+
+from __future__ import annotations
+
+import pytest
+from serving_helpers import constant_profile
+
+from roofline.serving.metrics import summarize
+from roofline.serving.policies import PolicyError, parse_policy
+from roofline.serving.simulate import SimulationError, simulate
+from roofline.serving.workload import Request, make_workload
+
+OUTPUTS = (1, 2, 3, 10)
+
+
+def _requests(outputs, prompt=5, arrival=0.0):
+    return [Request(i, arrival, prompt, o) for i, o in enumerate(outputs)]
+
+
+def test_static_batch_of_four_takes_ten_steps_and_wastes_24_of_40_slot_steps():
+    profile = constant_profile()
+    run = simulate(profile, _requests(OUTPUTS), "static:batch=4")
+    assert len(run.steps) == 10
+    assert [r.finish_s for r in run.requests] == [1.0, 2.0, 3.0, 10.0]
+    waste = summarize(run, profile, 0.9)["padding_waste"]
+    assert (waste["wasted_slot_steps"], waste["slot_steps"]) == (24, 40)
+    assert waste["share"] == pytest.approx(0.6)
+
+
+def test_static_pads_prompts_to_the_longest_and_the_next_batch_waits_for_the_whole_batch():
+    profile = constant_profile()
+    requests = [Request(0, 0.0, 3, 1), Request(1, 0.0, 7, 3), Request(2, 0.0, 5, 2), Request(3, 0.0, 5, 2)]
+    run = simulate(profile, requests, "static:batch=2")
+    assert [s.prefill_tokens for s in run.steps] == [14, 0, 0, 10, 0]
+    assert run.steps[0].padding_tokens == 4
+    assert [(r.first_token_s, r.finish_s) for r in run.requests] == [(1, 1), (1, 3), (4, 5), (4, 5)]
+
+
+def test_continuous_takes_the_same_ten_steps_and_finishes_each_sequence_at_its_own_step():
+    profile = constant_profile()
+    run = simulate(profile, _requests(OUTPUTS), "continuous:max-batch=4")
+    assert len(run.steps) == 10
+    assert [r.finish_s for r in run.requests] == [1.0, 2.0, 3.0, 10.0]
+    assert sum(s.wasted_slots for s in run.steps) == 0
+    assert [s.sequences for s in run.steps] == [4, 3, 2] + [1] * 7
+
+
+def test_continuous_admits_waiting_requests_into_freed_slots_prefill_first():
+    profile = constant_profile()
+    run = simulate(profile, _requests(OUTPUTS + (2, 1)), "continuous:max-batch=4")
+    # Step 1 prefills four (the 1-token request ends); step 2 prefills the fifth into that slot while the
+    # others wait; step 3 decodes four; step 4 prefills the sixth into a slot freed at step 3.
+    assert [(s.decodes, s.prefill_tokens) for s in run.steps[:5]] == [(0, 20), (0, 5), (4, 0), (0, 5), (2, 0)]
+    assert [(r.first_token_s, r.finish_s) for r in run.requests] == [(1, 1), (1, 3), (1, 5), (1, 12), (2, 3), (4, 4)]
+
+
+def test_idle_engine_waits_for_the_next_arrival():
+    run = simulate(constant_profile(), [Request(0, 0.0, 4, 2), Request(1, 10.0, 4, 1)], "continuous")
+    assert [(r.first_token_s, r.finish_s) for r in run.requests] == [(1, 2), (11, 11)]
+
+
+def test_paged_preempts_the_latest_sequence_and_recomputes_it():
+    # 7 KV blocks of one token: two prompts of 2 fit, their growth does not.
+    profile = constant_profile(device_bytes=8, weight_bytes=1, kv_bytes_per_token=1)
+    run = simulate(profile, [Request(0, 0.0, 2, 4), Request(1, 0.0, 2, 4)], "paged:block=1", mem_fraction=1.0)
+    assert run.kv_blocks_total == 7
+    a, b = run.requests
+    assert (a.finish_s, a.preemptions) == (4.0, 0)
+    assert (b.first_token_s, b.finish_s, b.preemptions) == (1.0, 6.0, 1)
+    # The recompute prefills B's prompt and its two tokens so far: 2 + 2 + 4 prompt tokens in all.
+    assert sum(s.prefill_tokens for s in run.steps) == 8
+    assert all(s.kv_blocks_used <= 7 for s in run.steps)
+    summary = summarize(run, profile, 1.0)
+    assert summary["binding_limit"] == "kv-cache"
+
+
+def test_chunked_splits_a_prompt_into_budget_sized_chunks_over_its_prefix():
+    run = simulate(constant_profile(device_bytes=10**6), [Request(0, 0.0, 10, 2)], "chunked:budget=4")
+    assert [(s.decodes, s.prefill_tokens) for s in run.steps] == [(0, 4), (0, 4), (0, 2), (1, 0)]
+    assert (run.requests[0].first_token_s, run.requests[0].finish_s) == (3.0, 4.0)
+
+
+def test_chunked_runs_decodes_first_then_fills_the_budget():
+    requests = [Request(0, 0.0, 2, 5), Request(1, 0.0, 2, 5), Request(2, 1.0, 9, 2)]
+    run = simulate(constant_profile(device_bytes=10**6), requests, "chunked:budget=5")
+    assert [(s.decodes, s.prefill_tokens) for s in run.steps[:3]] == [(0, 4), (2, 3), (2, 3)]
+
+
+@pytest.mark.parametrize("policy", ["static:batch=8", "continuous:max-batch=16", "paged:block=16",
+                                    "chunked:budget=64", "paged:block=4:max-batch=64"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_invariants_of_every_policy(policy, seed):
+    """No request lost; tokens after arrival; KV within capacity; chunk budget held; max batch held."""
+    profile = constant_profile(step_s=0.01, device_bytes=4000, weight_bytes=1, kv_bytes_per_token=1)
+    requests = make_workload(120, "poisson:40", "uniform:5:120", "exp:30:200", seed)
+    run = simulate(profile, requests, policy, mem_fraction=1.0)
+    parsed = parse_policy(policy)
+    assert len(run.requests) == len(requests)
+    for r in run.requests:
+        assert r.arrival_s < r.first_token_s <= r.finish_s
+    assert sum(s.decodes for s in run.steps) + sum(1 for r in run.requests) >= sum(r.output_tokens for r in requests)
+    if parsed.paged:
+        assert all(s.kv_blocks_used <= run.kv_blocks_total for s in run.steps)
+        assert all(s.kv_tokens <= run.kv_tokens_capacity for s in run.steps)
+    if parsed.kind == "chunked":
+        assert all(s.prefill_tokens <= max(0, 64 - s.decodes) for s in run.steps)
+    assert max(s.sequences for s in run.steps) <= parsed.max_batch
+    starts = [s.start_s for s in run.steps]
+    assert starts == sorted(starts)
+
+
+def test_tight_memory_forces_preemptions_and_every_request_still_finishes():
+    profile = constant_profile(step_s=0.01, device_bytes=1200, weight_bytes=1, kv_bytes_per_token=1)
+    requests = make_workload(60, "burst", "fixed:100", "exp:200:400", 3)
+    run = simulate(profile, requests, "paged:block=16", mem_fraction=1.0)
+    assert sum(r.preemptions for r in run.requests) > 0
+    assert all(r.finish_s > 0 for r in run.requests)
+    recomputed = sum(s.prefill_tokens for s in run.steps) - sum(r.prompt_tokens for r in requests)
+    assert recomputed > 0
+
+
+def test_requests_that_cannot_fit_are_refused_in_one_line():
+    with pytest.raises(SimulationError, match="KV blocks"):
+        simulate(constant_profile(device_bytes=100), [Request(0, 0.0, 500, 10)], "paged", mem_fraction=1.0)
+    with pytest.raises(SimulationError, match="device memory"):
+        simulate(constant_profile(), [Request(0, 0.0, 5, 1)], "paged")
+
+
+@pytest.mark.parametrize("text, message", [("static", "batch=B"), ("chunked", "budget=T"), ("fifo", "unknown policy"),
+                                           ("paged:block=0", "positive"), ("continuous:batch=3", "unknown option"),
+                                           ("static:batch=x", "integer")])
+def test_bad_policies(text, message):
+    with pytest.raises(PolicyError, match=message):
+        parse_policy(text)
