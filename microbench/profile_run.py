@@ -86,6 +86,7 @@ def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, ar
     if not resume and partial.exists():
         raise PlanError(f"{partial} holds a profile in progress: continue it with --resume -o {output}, or delete it")
     check_writable(run.output)
+    refuse_to_clobber(run.output)
     kind = resolve_device(run.plan.device).kind
     budget = run.plan.budget_s or DEFAULT_BUDGET_S[kind]
     config = SweepConfig(device=run.plan.device, ops=(), budget_s=budget, save=False, with_ceilings=False,
@@ -103,6 +104,19 @@ def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, ar
     run.items = [item for item in plan_items(run.plan, model) if item.key not in run.measured]
     _save_partial(run)
     return run
+
+
+def refuse_to_clobber(output: Path) -> None:
+    """An existing file that is not a step profile (a sweep result, say) is never overwritten: nothing measured
+    is lost to a mistyped -o."""
+    if not output.exists():
+        return
+    try:
+        kind = json.loads(output.read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind != "gpubench-step-profile":
+        raise PlanError(f"{output} exists and is not a step profile: not overwriting it")
 
 
 def l2_policy_for(session, plan: ProfilePlan) -> str:

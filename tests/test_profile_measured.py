@@ -129,3 +129,11 @@ def test_profile_command_bad_input_and_analytic_passthrough(tmp_path):
     assert result.exit_code == 0, result.output
     assert load_profile(tmp_path / "a.json").source == "analytic"
     assert not (tmp_path / "p.json").exists()
+
+
+def test_an_existing_file_that_is_not_a_profile_is_never_overwritten(tmp_path):
+    result_file = tmp_path / "sweep.json"
+    result_file.write_text('{"kind": "gpubench-result"}')
+    run = CliRunner().invoke(main, ["profile", "--hf-config", str(TINY), "--device", "cpu", "-o", str(result_file)])
+    assert run.exit_code == 2 and "not overwriting it" in run.output
+    assert result_file.read_text() == '{"kind": "gpubench-result"}'
