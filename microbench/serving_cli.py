@@ -235,3 +235,15 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
         write_report(document, runs, folder)
     click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if no_report else " and the report"),
                err=as_json)
+
+
+# --- engine side (branch i16e): the measured ``profile`` and ``validate``, in microbench/serving_engine_cli.py ---
+_register_simulator_side = register
+
+
+def register(main: click.Group) -> None:  # noqa: F811 - extends the simulator side's register
+    """The simulator side's commands, then the engine side's (``profile`` gains measuring)."""
+    from microbench.serving_engine_cli import register_engine_side
+
+    _register_simulator_side(main)
+    register_engine_side(main, profile)

@@ -1,0 +1,71 @@
+"""What an engine run records, and how repeats of one run combine into the least disturbed one.
+
+An engine run is a sequence of steps; every step that emits tokens is stamped (``step_s``, seconds from the
+run's start), and each request names the step of its first token and of its last.  Repeats of the same run on
+the same workload take the same steps (burst arrivals, a deterministic scheduler), so they can be combined
+step by step: each step's fastest duration over the repeats.  Other processes on a shared machine only ever
+add time to a step, so this removes their bursts wherever one repeat missed them, which the fastest whole
+run cannot do when every repeat was hit somewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RequestTiming:
+    """One request as the engine served it; times in seconds from the run's start."""
+
+    id: int
+    arrival_s: float
+    first_token_s: float
+    finish_s: float
+    prompt_tokens: int
+    output_tokens: int
+    first_step: int = -1  # index into the run's step_s (-1: not known)
+    finish_step: int = -1
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    engine: str
+    path: str  # static | continuous
+    policy: str  # the simulator policy that describes what this path does
+    requests: tuple[RequestTiming, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
+    step_s: tuple[float, ...] = ()
+
+    @property
+    def total_s(self) -> float:
+        return max(r.finish_s for r in self.requests)
+
+    def schedule(self) -> tuple:
+        """What must agree for repeats to be combined step by step."""
+        return len(self.step_s), tuple((r.id, r.first_step, r.finish_step) for r in self.requests)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "path": self.path, "policy": self.policy, "total_s": self.total_s,
+                "settings": self.settings, "steps": len(self.step_s),
+                "requests": [r.to_dict() for r in self.requests]}
+
+
+def fastest_steps(runs: Sequence[EngineRun]) -> EngineRun:
+    """Repeats combined: each step's fastest duration; the fastest whole run when the schedules differ."""
+    fastest = min(runs, key=lambda run: run.total_s)
+    known = all(r.first_step >= 0 and r.finish_step >= 0 for run in runs for r in run.requests)
+    if len(runs) == 1 or not known or len({run.schedule() for run in runs}) != 1:
+        return replace(fastest, settings={**fastest.settings, "repeats": len(runs), "combined": "fastest run"})
+    stamps, now = [], 0.0
+    for index in range(len(fastest.step_s)):
+        now += min(run.step_s[index] - (run.step_s[index - 1] if index else 0.0) for run in runs)
+        stamps.append(now)
+    requests = tuple(replace(r, first_token_s=stamps[r.first_step], finish_s=stamps[r.finish_step])
+                     for r in fastest.requests)
+    return replace(fastest, requests=requests, step_s=tuple(stamps),
+                   settings={**fastest.settings, "repeats": len(runs), "combined": "fastest of each step"})

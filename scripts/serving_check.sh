@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The serving check of issue 16 on one GPU (an H200 when one is lent): measure Llama-3-8B's step profile in
+# bf16, then run transformers (random weights built from the config: nothing is downloaded) on 64 requests,
+# prompts of 512 tokens, outputs exponential with mean 128 capped at 512, seed 0, burst arrivals, under
+# static:batch=16 and continuous batching, and compare with the simulation on that profile.  The engine
+# overhead is calibrated on a separate 32-request workload first.  Budgeted to about 3 minutes on an H200.
+#
+#   scripts/serving_check.sh OUTDIR      (writes profile-llama-3-8b.json, validate/validate.json, serving_check.log)
+#   GPUBENCH_DEVICE=cpu GPUBENCH_MODEL_CONFIG=tests/data/tiny-llama-config.json scripts/serving_check.sh /tmp/x
+#                                        (a dry run of the script without a GPU, on the tiny model)
+#
+# To add to scripts/gpu_check.sh:   step serving 240 scripts/serving_check.sh "$OUT/serving"
+set -uo pipefail
+OUT=${1:?usage: scripts/serving_check.sh OUTDIR}
+DEVICE=${GPUBENCH_DEVICE:-cuda}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+cd "$ROOT" || exit 2
+export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg
+LOG="$OUT/serving_check.log"
+: >"$LOG"
+if [ -n "${GPUBENCH_MODEL_CONFIG:-}" ]; then
+  MODEL=(--hf-config "$GPUBENCH_MODEL_CONFIG"); PROMPT=fixed:16; OUTPUT=exp:16:40; TOKENS=256; CONTEXT=64
+else
+  MODEL=(--model llama-3-8b); PROMPT=fixed:512; OUTPUT=exp:128:512; TOKENS=8192; CONTEXT=1024
+fi
+PROFILE="$OUT/profile-llama-3-8b.json"
+rm -f "$PROFILE.partial"
+echo "=== profile" >>"$LOG"
+# 16 prompts of 512 tokens are one 8192-token prefill step: the token grid must reach it.
+timeout 120 python3 -m microbench.cli profile "${MODEL[@]}" --dtype bf16 --device "$DEVICE" --max-tokens "$TOKENS" \
+  --max-context "$CONTEXT" --max-batch 64 --budget 0.1 -o "$PROFILE" >>"$LOG" 2>&1
+echo "profile rc=$?" | tee -a "$LOG"
+echo "=== validate" >>"$LOG"
+timeout 150 python3 -m microbench.cli validate --engine transformers --profile "$PROFILE" --device "$DEVICE" \
+  --requests 64 --prompt "$PROMPT" --output "$OUTPUT" --seed 0 --arrivals burst --calibration-requests 32 \
+  --static-batch 16 --max-batch 64 --budget-tokens "$TOKENS" --repeats 1 --clock wall --fail-above 0.10 \
+  -o "$OUT/validate" >>"$LOG" 2>&1
+rc=$?
+echo "validate rc=$rc (1: a prediction is off by more than 10%)" | tee -a "$LOG"
+grep -E "^(engine|static|continuous|total_s|tokens_per_s|ttft_p90|tpot_p90|e2e_p90)|ratio|total time" "$LOG" | tail -14
+exit "$rc"

@@ -1,0 +1,139 @@
+"""gpubench profile, measured on the CPU: the grids, a whole tiny profile end to end (it loads as a step
+profile and simulates), interruption and --resume, the attention kernels against each other, bad input."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli import main
+from microbench.plan import PlanError
+from microbench.profile_plan import ProfilePlan, grids_for, plan_items, power_grid, token_grid
+from microbench.profile_run import partial_path, prepare_profile, run_profile
+from microbench.sweep import Interrupted, SweepObserver
+from roofline.serving.profile_doc import load_profile
+from roofline.serving.simulate import simulate
+from roofline.serving.workload import make_workload
+
+TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
+
+
+def tiny_plan(**extra) -> ProfilePlan:
+    fields = {"model": None, "hf_config": str(TINY), "max_tokens": 8, "max_context": 32, "max_batch": 2,
+              "device": "cpu", "budget_s": 0.005}
+    return ProfilePlan(**{**fields, **extra})
+
+
+def test_grids_are_dense_where_time_bends_and_end_at_the_limit():
+    assert token_grid(16) == [1, 2, 3, 4, 6, 8, 12, 16]
+    assert token_grid(10) == [1, 2, 3, 4, 6, 8, 10]
+    assert power_grid(16, 100) == [16, 32, 64, 100]
+    assert power_grid(16, 8) == [8]
+    grids = grids_for(tiny_plan())
+    assert grids.lm_head_tokens == (1, 2) and grids.batches == (1, 2) and grids.contexts == (16, 32)
+
+
+def test_plan_has_one_item_per_kernel_and_grid_point():
+    items = plan_items(tiny_plan(), tiny_plan().check())
+    kinds = [item.kind for item in items]
+    # 4 linears × 6 token counts + lm_head × 2; decode 2×2; prefill 1 (16 > 8: the limit); chunk 1×2; other 6
+    assert kinds.count("linear") == 4 * 6 + 2
+    assert (kinds.count("decode"), kinds.count("prefill"), kinds.count("chunk"), kinds.count("other")) == (4, 1, 2, 6)
+    assert len({item.key for item in items}) == len(items)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"hf_config": None}, "one of --model"),
+    ({"max_tokens": 0}, "--max-tokens must be positive"),
+    ({"attention": "flash"}, "unknown attention kernel"),
+    ({"dtype": "fp8"}, "fp32, fp16 or bf16"),
+    ({"model": "mixtral-8x7b", "hf_config": None}, "mixture of experts"),
+])
+def test_bad_plans_are_one_line_errors(extra, message):
+    with pytest.raises(PlanError, match=message):
+        tiny_plan(**extra).check()
+
+
+def test_a_tiny_profile_is_measured_whole_and_simulates(tmp_path):
+    output = tmp_path / "profile.json"
+    run = prepare_profile(tiny_plan(), output, SweepObserver())
+    seen = []
+    run_profile(run, lambda total: seen.append(total), lambda item, measured: seen.append(item.key))
+    assert seen[0] == len(seen) - 1 == len(plan_items(tiny_plan(), tiny_plan().check()))
+    assert not partial_path(output).exists()
+    loaded = load_profile(output)
+    assert loaded.source == "measured" and loaded.dtype == "fp32" and loaded.model["mlp"] == "gated"
+    assert [t.name for t in loaded.linears] == ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
+    assert (loaded.linears[0].n, loaded.linears[0].k) == ((4 + 2 * 2) * 64, 256)  # GQA: 4 heads, 2 KV heads
+    assert all(t > 0 for table in loaded.linears for t in table.time_s)
+    assert all(t > 0 for row in loaded.decode_attention.time_s for t in row)
+    assert loaded.roof["bandwidth_bytes_per_s"] > 0
+    requests = make_workload(8, "burst", "fixed:8", "uniform:2:6", 0)
+    assert simulate(loaded, requests, "static:batch=2").makespan_s > 0
+
+
+def test_an_interrupted_profile_resumes_where_it_stopped(tmp_path):
+    output = tmp_path / "profile.json"
+    run = prepare_profile(tiny_plan(), output, SweepObserver())
+    total = len(run.items)
+
+    def stop_after_three(item, measured):
+        if len(run.measured) == 3:
+            run.session.stop.signum = 2
+            run.session.stop.set()
+
+    with pytest.raises(Interrupted):
+        run_profile(run, lambda n: None, stop_after_three)
+    saved = json.loads(partial_path(output).read_text())
+    assert len(saved["measured"]) == 3 and not output.exists()
+    with pytest.raises(PlanError, match="--resume"):
+        prepare_profile(tiny_plan(), output, SweepObserver())
+    resumed = prepare_profile(tiny_plan(), output, SweepObserver(), resume=True)
+    assert len(resumed.items) == total - 3
+    resumed.session.stop = threading.Event()
+    run_profile(resumed, lambda n: None, lambda item, measured: None)
+    assert load_profile(output).decode_attention.kernel == "sdpa"
+
+
+def test_attention_kernels_agree_gqa_and_chunk_mask():
+    """The bmm path (grouped query heads per KV head, explicit causal mask over the prefix) computes the same
+    attention as SDPA: decode, a whole causal prompt, and a chunk over a cached prefix."""
+    import torch
+
+    from microbench.profile_kernels import AttentionShape, AttentionWorkload
+
+    shape = AttentionShape(heads=4, kv_heads=2, head_dim=16)
+    for batch, q_len, kv_len in ((3, 1, 20), (1, 12, 12), (1, 5, 17)):
+        outs = []
+        for kernel in ("sdpa", "bmm"):
+            workload = AttentionWorkload(torch, shape, batch, q_len, kv_len, "fp32", kernel, "cpu", 1, seed=3)
+            workload.launch(0)
+            outs.append(workload.out[0].reshape(batch, shape.heads, q_len, shape.head_dim))
+        assert torch.allclose(outs[0], outs[1], atol=1e-5), (batch, q_len, kv_len)
+
+
+def test_profile_command_bad_input_and_analytic_passthrough(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["profile", "--hf-config", str(TINY), "--attention", "bmm", "--max-tokens", "0",
+                                  "--device", "cpu", "-o", str(tmp_path / "p.json")])
+    assert result.exit_code == 2 and "--max-tokens must be positive" in result.output
+    result = runner.invoke(main, ["profile", "--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b",
+                                  "--device", "cpu", "-o", str(tmp_path / "a.json")])
+    assert result.exit_code == 2 and "--analytic measures nothing: drop --device" in result.output
+    result = runner.invoke(main, ["profile", "--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b",
+                                  "-o", str(tmp_path / "a.json")])
+    assert result.exit_code == 0, result.output
+    assert load_profile(tmp_path / "a.json").source == "analytic"
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_an_existing_file_that_is_not_a_profile_is_never_overwritten(tmp_path):
+    result_file = tmp_path / "sweep.json"
+    result_file.write_text('{"kind": "gpubench-result"}')
+    run = CliRunner().invoke(main, ["profile", "--hf-config", str(TINY), "--device", "cpu", "-o", str(result_file)])
+    assert run.exit_code == 2 and "not overwriting it" in run.output
+    assert result_file.read_text() == '{"kind": "gpubench-result"}'

@@ -1,0 +1,86 @@
+"""The "Done when" check of issue 16 on the CPU: a tiny random Llama through transformers, predicted against
+measured (the simulator on a profile measured here, with the engine overhead calibrated on a separate
+workload) within 15% for static and continuous batching, and for their ratio.
+
+Robust on a busy 2-core machine by construction: one torch thread, the engine's and the profile's times on the
+thread's CPU clock (other processes' turns do not count), calibration in the same process right before, runs
+interleaved round-robin, five repeats combined step by step (each step's fastest).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers", reason="the serving extra (transformers) is not installed")
+
+from click.testing import CliRunner  # noqa: E402
+
+from microbench.cli import main  # noqa: E402
+from microbench.sweep import SweepObserver  # noqa: E402
+from microbench.validate_run import ValidateSetup, run_validate  # noqa: E402
+
+TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
+TOLERANCE = 0.15
+
+
+@pytest.fixture
+def one_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def test_tiny_llama_static_and_continuous_are_predicted_within_15_percent(tmp_path, one_thread):
+    setup = ValidateSetup(hf_config=TINY, device="cpu", threads=1, requests=32, calibration_requests=16,
+                          prompt="fixed:8", output="uniform:4:32", static_batch=8, max_batch=8, budget_tokens=64,
+                          repeats=5, profile_budget_s=0.02)
+    document = run_validate(setup, tmp_path, SweepObserver(), lambda item, measured: None)
+    (tmp_path / "validate.json").write_text(json.dumps(document, indent=1))
+    outputs = [r["output_tokens"] for r in document["runs"]["static"]["measured"]["requests"]]
+    assert len(outputs) == 32 and len(set(outputs)) >= 10  # varied output lengths
+    for path in ("static", "continuous"):
+        measured = document["runs"][path]["measured"]
+        assert measured["settings"]["clock"] == "thread-cpu"
+        assert [r["output_tokens"] for r in measured["requests"]] == outputs  # EOS disabled: exact lengths
+        error = document["comparison"][path]["total_s"]["rel_err"]
+        assert abs(error) <= TOLERANCE, f"{path}: predicted total off by {error:+.1%}"
+    # The overhead was fitted on the calibration workload, not on the one predicted.
+    assert all("calibration requests (not the workload)" in fit["overhead"]["fitted_on"]
+               for fit in document["calibration"].values())
+    ratio = document["ratio"]
+    assert abs(ratio["rel_err"]) <= TOLERANCE, f"static/continuous ratio off by {ratio['rel_err']:+.1%}"
+    assert document["engine"]["weights"].startswith("random weights")
+
+
+def test_validate_refuses_bad_input_with_one_line(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["validate", "--engine", "vllm", "--hf-config", str(TINY), "-o", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "unknown engine 'vllm'" in result.output
+    result = runner.invoke(main, ["validate", "-o", str(tmp_path)])
+    assert result.exit_code == 2 and "--profile" in result.output
+    result = runner.invoke(main, ["validate", "--hf-config", str(TINY), "--clock", "thread-cpu", "--arrivals",
+                                  "poisson:5", "-o", str(tmp_path)])
+    assert result.exit_code == 2 and "burst" in result.output
+    assert not (tmp_path / "validate.json").exists()
+
+
+def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
+    runner = CliRunner()
+    result = runner.invoke(main, ["validate", "--hf-config", str(TINY), "--device", "cpu", "--threads", "1",
+                                  "--requests", "4", "--calibration-requests", "4", "--prompt", "fixed:4",
+                                  "--output", "uniform:2:6", "--static-batch", "2", "--max-batch", "2",
+                                  "--budget-tokens", "8", "--repeats", "1", "--profile-budget", "0.005",
+                                  "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "random weights built from the config (nothing downloaded)" in result.output
+    assert "simulated as chunked:budget=8:max-batch=2" in result.output
+    document = json.loads((tmp_path / "validate.json").read_text())
+    assert document["kind"] == "gpubench-validation"
+    assert set(document["runs"]) == {"static", "continuous"}
+    assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload
