@@ -140,7 +140,10 @@ def fit_one(result: Result, points: list[Point], seed: int = 0) -> SeriesFit:
     base = {"op": first.op, "backend": first.backend, "dtype": first.dtype, "n": first.n, "k": first.k,
             "points_ok": len(usable), "batches": [p.batch for p in usable], **extra}
     if not usable:
-        return SeriesFit(status="insufficient", message="no ok points", **base)
+        statuses = sorted({p.status if p.correct is not False else "wrong" for p in points if not p.superseded})
+        reason = next((p.reason for p in points if p.reason), None)
+        why = f" ({', '.join(statuses)}: {reason})" if reason else f" ({', '.join(statuses)})"
+        return SeriesFit(status="insufficient", message="no ok points" + why, **base)
     data = _series_data(usable)
     if first.op == "gemv" or len(usable) < fit.MIN_POINTS:
         bandwidth = float(np.max(data.bytes / data.times_s))
@@ -151,7 +154,16 @@ def fit_one(result: Result, points: list[Point], seed: int = 0) -> SeriesFit:
                              bandwidth_bytes_per_s=bandwidth, **common)
         return SeriesFit(status="insufficient", **common,
                          message=f"{len(usable)} ok point(s); a fit needs at least {fit.MIN_POINTS}")
-    return _fit_series(data, usable, base, spec, measured, seed)
+    return _fit_series(data, usable, {**base, "roof_regime": _regime(result)}, spec, measured, seed)
+
+
+def _regime(result: Result) -> str:
+    """Which regime a fitted roof describes: that of the points it was fitted to."""
+    if result.origin == "imported":
+        return "fitted to imported points; regime not recorded"
+    if result.device.get("kind") == "cpu":
+        return "fitted to this sweep's points; a CPU has one regime"
+    return "fitted to this sweep's points: sustained, as a long sweep runs"
 
 
 def _fit_series(data: fit.SeriesData, usable: list[Point], base: dict[str, Any], spec: Roof, measured: Roof,

@@ -28,6 +28,7 @@ import numpy as np
 from roofline.counting import DTYPE_SIZES
 
 ENVELOPE_QUANTILE = 0.9
+QUANTILE_MIN_POINTS = 10
 # Nothing lies above the roof by more than its own CI half-width, or this much when that is smaller.
 ROOF_TOLERANCE = 0.03
 # A point this much faster than both its neighbours on its side is a spike, not the roof.
@@ -108,7 +109,11 @@ def _spike(values: np.ndarray, positions: np.ndarray) -> tuple[int, str] | None:
 
 
 def _height(values: np.ndarray) -> float:
-    """The envelope over one side: a high quantile, so a few fast points do not lift it."""
+    """The envelope over one side: a high quantile, so a few fast points do not lift it.  With fewer than
+    ``QUANTILE_MIN_POINTS`` a quantile would fall between the top two points and set the fastest real
+    point aside: the top is the roof (a lone spike among them is caught by ``_spike``)."""
+    if len(values) < QUANTILE_MIN_POINTS:
+        return float(np.max(values))
     return float(np.quantile(values, ENVELOPE_QUANTILE))
 
 
@@ -216,7 +221,10 @@ def _side_heights(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Per replicate: the envelope height over the side's points resampled within the side."""
     replicates, count = values.shape
     chosen = rng.integers(0, count, size=(replicates, count))
-    return np.quantile(np.take_along_axis(values, chosen, axis=1), ENVELOPE_QUANTILE, axis=1)
+    picked = np.take_along_axis(values, chosen, axis=1)
+    if count < QUANTILE_MIN_POINTS:
+        return picked.max(axis=1)
+    return np.quantile(picked, ENVELOPE_QUANTILE, axis=1)
 
 
 def bootstrap_critical_batch(data: SeriesData, envelope: Envelope, seed: int = 0,

@@ -63,7 +63,8 @@ def target_rel_ci(result: Result) -> float:
 
 
 def incomplete_lines(result: Result, series: dict[tuple, list[Point]]) -> list[str]:
-    """Series that lack batches their op has elsewhere in the run, or that the plan named."""
+    """Series without an ok point at batches their op has elsewhere in the run, or that the plan named:
+    failed points say their status, batches with no point at all were never measured (interrupted)."""
     planned = (result.settings.get("config") or {}).get("batches")
     by_op: dict[str, set[int]] = {}
     for (op, *_), points in series.items():
@@ -74,13 +75,26 @@ def incomplete_lines(result: Result, series: dict[tuple, list[Point]]) -> list[s
             continue
         expected = set(planned) if planned else by_op[op]
         measured = {p.batch for p in points if p.usable}
+        failed = {p.batch: p.status if p.correct is not False else "wrong" for p in points
+                  if not p.usable and not p.superseded}
         missing = sorted(expected - measured)
-        if missing:
-            where = "" if backend in ("torch", "imported") else f" [{backend}]"
-            shown = ", ".join(map(str, missing[:6])) + ("…" if len(missing) > 6 else "")
-            lines.append(f"{op} {dtype} {n}x{k}{where}: incomplete, no ok point at B={shown} "
-                         f"({len(measured)} of {len(expected)} batches; interrupted or failed)")
+        if not missing:
+            continue
+        where = "" if backend in ("torch", "imported") else f" [{backend}]"
+        never = [b for b in missing if b not in failed]
+        kinds = sorted({failed[b] for b in missing if b in failed})
+        parts = []
+        if kinds:
+            parts.append(f"{len(missing) - len(never)} not ok ({', '.join(kinds)})")
+        if never:
+            parts.append(f"{len(never)} never measured (B={_batches(never)}: interrupted?)")
+        lines.append(f"{op} {dtype} {n}x{k}{where}: {len(measured)} of {len(expected)} batches ok; "
+                     + ", ".join(parts))
     return lines
+
+
+def _batches(values: list[int]) -> str:
+    return ", ".join(map(str, values[:6])) + ("…" if len(values) > 6 else "")
 
 
 def trust_lines(result: Result, series: dict[tuple, list[Point]], min_points: int) -> list[str]:
@@ -94,7 +108,7 @@ def trust_lines(result: Result, series: dict[tuple, list[Point]], min_points: in
         lines.append(f"{len(few)} series with fewer than {min_points} ok points: not fitted ("
                      + ", ".join(f"{op} {dtype} {n}x{k}" for op, _, dtype, n, k in few[:4]) + ")")
     if not result.ok_points():
-        lines.append("no ok point: nothing was measured (a ceilings-only or interrupted result)")
+        lines.append("no ok points: nothing to fit or draw (a ceilings-only or interrupted result)")
     return lines
 
 

@@ -64,13 +64,15 @@ def _above_ceiling_text(result: Result, f: SeriesFit) -> str:
     if not f.above_measured_ceiling:
         return ""
     bandwidth, peak = reference_bandwidth(result.ceilings), reference_peak(result.ceilings, f.dtype)
+    names = {"peak": f"the measured {f.dtype} peak {peak.label}" if peak else "the measured peak",
+             "bandwidth": f"the reference bandwidth ({bandwidth.label})" if bandwidth else "the measured bandwidth"}
     parts = []
-    for item in f.above_measured_ceiling[:4]:
-        ceiling = (f"the measured {f.dtype} peak {peak.label}" if item["ceiling"] == "peak" and peak
-                   else f"the reference bandwidth ({bandwidth.label})" if bandwidth else "the measured ceiling")
-        parts.append(f"B={item['batch']} is at {item['pct']:.0f}% of {ceiling}")
+    for ceiling, name in names.items():
+        above = [a for a in f.above_measured_ceiling if a["ceiling"] == ceiling]
+        if above:
+            parts.append(f"{name}: " + ", ".join(f"B={a['batch']} at {a['pct']:.1f}%" for a in above[:MAX_NAMED]))
     return (" Above a measured ceiling (flagged, not clipped: the ceiling search did not find the fastest "
-            "kernel, or the clock was higher): " + "; ".join(parts) + ".")
+            "kernel, or the clock was higher while these ran) — " + "; ".join(parts) + ".")
 
 
 def _gemv_text(result: Result, single: SeriesFit) -> str:
@@ -98,7 +100,8 @@ def verdict_lines(result: Result, fits: list[SeriesFit], warnings: list[str] = (
     gemv = {(f.dtype, f.n, f.k, f.backend): f for f in fits if f.op == "gemv"}
     lines = []
     if warnings:
-        lines.append(f"Trust these numbers less: {'; '.join(warnings)}.")
+        more = f" ({len(warnings) - 3} more under warnings)" if len(warnings) > 3 else ""
+        lines.append(f"Trust these numbers less: {'; '.join(warnings[:3])}{more}.")
     for f in fits:
         if f.op == "gemv":
             continue
