@@ -20,8 +20,8 @@ from rich.progress import (
 from rich.table import Table
 
 from microbench.sweep import SweepObserver
-from roofline.schema import Result
 from roofline.reference import reference_bandwidth, reference_peak
+from roofline.schema import Result
 from roofline.summary import over_ceiling_lines, summarize_series
 from roofline.tables import series_table
 from roofline.units import percent, seconds, si

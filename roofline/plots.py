@@ -13,9 +13,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from roofline.counting import count_work  # noqa: E402
-from roofline.schema import Result  # noqa: E402
 from roofline.reference import reference_bandwidth, reference_peak  # noqa: E402
 from roofline.roof import attainable_flop_per_s, roof_time_s  # noqa: E402
+from roofline.schema import Result  # noqa: E402
 from roofline.units import si  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -41,7 +41,7 @@ def _label(s: dict[str, Any]) -> str:
 
 def _measured_roof_label(result: Result, dtype: str) -> tuple[float | None, float | None, str]:
     bandwidth, peak = reference_bandwidth(result.ceilings), reference_peak(result.ceilings, dtype)
-    label = "measured roof: " + (f"{bandwidth.name} {si(bandwidth.bytes_per_s, 'B/s')}" if bandwidth else "no bandwidth")
+    label = "measured roof: " + (bandwidth.label if bandwidth else "no bandwidth")
     if peak:
         label += f", {si(peak.flop_per_s, 'FLOP/s')} ({peak.regime})"
     return (bandwidth.bytes_per_s if bandwidth else None), (peak.flop_per_s if peak else None), label

@@ -69,8 +69,8 @@ def over_ceiling_lines(result: Result, rows: list[SeriesSummary]) -> list[str]:
     lines = []
     for row in rows:
         label = f"{row.op} {row.dtype} {row.n}x{row.k}" + ("" if row.backend == "torch" else f" [{row.backend}]")
-        for pct, value, what in ((row.pct_of_measured_bandwidth, row.low_batch_bytes_per_s, "reference bandwidth"),
-                                 (row.pct_of_measured_peak, row.peak_flop_per_s, f"measured {row.dtype} peak")):
+        for pct, what in ((row.pct_of_measured_bandwidth, "reference bandwidth"),
+                          (row.pct_of_measured_peak, f"measured {row.dtype} peak")):
             if pct and pct > 100:
                 lines.append(f"{label}: {pct:.1f}% of the {what}, above that ceiling (the ceiling search did not "
                              "find the fastest kernel, or the clock was higher while it ran)")
