@@ -227,15 +227,19 @@ def print_decode(document: dict[str, Any]) -> None:
 
 
 def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
-    from roofline.compare_view import COLUMNS, row_cells
+    from roofline.compare_view import COLUMNS, difference_lines, row_cells
 
     for group in comparison["groups"]:
         table = Table(title=f"{group['dtype']} {group['n']}×{group['k']}", title_justify="left")
         for column in COLUMNS:
-            table.add_column(column, justify="left" if column == "device" else "right", no_wrap=column == "device")
+            table.add_column(column, justify="left" if column == "device" else "right", no_wrap=column == "device",
+                             overflow="fold")
         for row in group["rows"]:
-            table.add_row(*map(escape, row_cells(row, group["speed_vs_baseline"], comparison["baseline"])))
+            table.add_row(*map(escape, row_cells(row, group["speed_vs_baseline"], comparison["baseline"],
+                                                 group.get("significance_vs_baseline"))))
         stdout.print(table)
+        for line in difference_lines(group)[:12]:
+            stdout.print(escape(line))
     for line in comparison["not_comparable"]:
         stdout.print(f"[yellow]not comparable: {line}[/]")
     flagged = [u for u in fleet["units"] if u["outlier"]]

@@ -42,6 +42,8 @@ class SeriesFit:
     ridge_flop_per_byte: float | None = None
     critical_batch: float | None = None
     critical_batch_ci95: list[float | None] = field(default_factory=lambda: [None, None])
+    bandwidth_ci95: list[float | None] = field(default_factory=lambda: [None, None])
+    peak_ci95: list[float | None] = field(default_factory=lambda: [None, None])
     critical_batch_lower_bound: int | None = None
     spec_ridge_flop_per_byte: float | None = None
     spec_critical_batch: float | None = None
@@ -150,8 +152,10 @@ def fit_one(result: Result, points: list[Point], seed: int = 0) -> SeriesFit:
         rows = _point_rows(usable, data, Roof(bandwidth, None), measured, spec)
         common = {"points": rows, "above_measured_ceiling": _above_measured(rows, measured), **base}
         if first.op == "gemv":
+            lo, hi = usable[0].stats.ci95_s  # bandwidth's interval from the time's
             return SeriesFit(status="bandwidth-only", message="gemv is one point (batch 1): bandwidth only",
-                             bandwidth_bytes_per_s=bandwidth, **common)
+                             bandwidth_bytes_per_s=bandwidth, bandwidth_ci95=[usable[0].bytes / hi,
+                                                                              usable[0].bytes / lo], **common)
         return SeriesFit(status="insufficient", **common,
                          message=f"{len(usable)} ok point(s); a fit needs at least {fit.MIN_POINTS}")
     return _fit_series(data, usable, {**base, "roof_regime": _regime(result)}, spec, measured, seed)
@@ -185,6 +189,8 @@ def _fit_series(data: fit.SeriesData, usable: list[Point], base: dict[str, Any],
         return SeriesFit(status="memory-bound-at-every-batch", **common,
                          message=f"intensity stays at {intensity:.2f} FLOP/byte whatever the batch: "
                                  "it never reaches a ridge")
+    intervals = fit.bootstrap_intervals(data, envelope, seed=seed)
+    common["bandwidth_ci95"] = list(intervals.get("bandwidth_bytes_per_s", (None, None)))
     contradiction = fit.roofline_contradiction(data, times, envelope)
     if contradiction:
         return SeriesFit(status="not-a-roofline", message=contradiction, **common,
@@ -195,10 +201,10 @@ def _fit_series(data: fit.SeriesData, usable: list[Point], base: dict[str, Any],
         return SeriesFit(status="lower-bound", **common, peak_flop_per_s_lower_bound=envelope.best_flop_per_s,
                          critical_batch_lower_bound=largest,
                          message=f"no measured batch is clearly compute-bound: B* > {largest}")
-    lo, hi = fit.bootstrap_critical_batch(data, envelope, seed=seed)
     return SeriesFit(status="ok", message="", **common, peak_flop_per_s=envelope.peak_flop_per_s,
                      ridge_flop_per_byte=envelope.ridge_flop_per_byte, critical_batch=value,
-                     critical_batch_ci95=[lo, hi])
+                     critical_batch_ci95=list(intervals.get("critical_batch", (None, None))),
+                     peak_ci95=list(intervals.get("peak_flop_per_s", (None, None))))
 
 
 def analyse(result: Result, seed: int = 0) -> dict[str, Any]:

@@ -227,22 +227,37 @@ def _side_heights(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.quantile(picked, ENVELOPE_QUANTILE, axis=1)
 
 
-def bootstrap_critical_batch(data: SeriesData, envelope: Envelope, seed: int = 0,
-                             replicates: int = BOOTSTRAP_REPLICATES) -> tuple[float | None, float | None]:
-    """95% percentile interval of B*, from replicates that keep the series' structure (module docstring).
+def _interval(values: np.ndarray) -> tuple[float | None, float | None]:
+    # Order statistics, not interpolation: a replicate whose ridge is out of reach is +inf.
+    values = np.sort(values)
+    lo, hi = np.quantile(values, 0.025, method="lower"), np.quantile(values, 0.975, method="higher")
+    return (float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None)
 
-    Needs an identified peak.  ``hi`` is None only when more than 2.5% of replicates put the ridge past
-    the intensity this shape can ever reach.
-    """
+
+def bootstrap_intervals(data: SeriesData, envelope: Envelope, seed: int = 0,
+                        replicates: int = BOOTSTRAP_REPLICATES) -> dict[str, tuple[float | None, float | None]]:
+    """95% percentile intervals of the bandwidth, the peak and B*, from replicates that keep the series'
+    structure (module docstring).  The peak and B* only when the fit identified a peak; B*'s ``hi`` is
+    None when more than 2.5% of replicates put the ridge past the intensity this shape can ever reach."""
     rng = np.random.default_rng(seed)
     keep = np.array([i not in envelope.excluded for i in range(len(data.batches))])
     memory, compute = envelope.memory_side & keep, ~envelope.memory_side & keep
     times = _replicate_times(data, rng, replicates)
+    if not memory.any():
+        return {}
     bw = _side_heights(data.bytes[memory] / times[:, memory], rng)
-    peak = _side_heights(data.flop[compute] / times[:, compute], rng)
-    values = np.sort(critical_batch_of_ridge(data.dtype, data.n, data.k, peak / bw))
-    lo, hi = np.quantile(values, 0.025, method="lower"), np.quantile(values, 0.975, method="higher")
-    return (float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None)
+    out = {"bandwidth_bytes_per_s": _interval(bw)}
+    if envelope.peak_flop_per_s is not None and compute.any():
+        peak = _side_heights(data.flop[compute] / times[:, compute], rng)
+        out["peak_flop_per_s"] = _interval(peak)
+        out["critical_batch"] = _interval(critical_batch_of_ridge(data.dtype, data.n, data.k, peak / bw))
+    return out
+
+
+def bootstrap_critical_batch(data: SeriesData, envelope: Envelope, seed: int = 0,
+                             replicates: int = BOOTSTRAP_REPLICATES) -> tuple[float | None, float | None]:
+    """95% interval of B* (``bootstrap_intervals``); (None, None) when no peak is identified."""
+    return bootstrap_intervals(data, envelope, seed, replicates).get("critical_batch", (None, None))
 
 
 def latency_knees(batches: np.ndarray, times_s: np.ndarray) -> dict[float, int | None]:
