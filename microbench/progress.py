@@ -223,7 +223,7 @@ def print_decode(document: dict[str, Any]) -> None:
         table.add_row(*cells)
     stdout.print(table)
     for line in document["summary"]:
-        stdout.print(escape(line))
+        stdout.print(f"[yellow]{escape(line)}[/]" if ": warning: " in line else escape(line))
 
 
 def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:

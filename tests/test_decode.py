@@ -104,7 +104,11 @@ def test_measured_decode_on_the_cpu_with_a_small_model(tmp_path):
     document = json.loads((tmp_path / "out" / "decode.json").read_text())
     rows = document["measured"]["rows"]
     assert [r["batch"] for r in rows] == [1, 4, 16]
-    assert rows[-1]["tokens_per_s"] > rows[0]["tokens_per_s"]
+    warnings = " ".join(document["measured"]["warnings"])
+    # Batching raises throughput; when a loaded CI machine says otherwise, the document must say so.
+    for small, large in zip(rows, rows[1:], strict=False):
+        if large["tokens_per_s"] <= small["tokens_per_s"] or large["step_time_s"] < small["step_time_s"]:
+            assert f"batch {large['batch']} takes" in warnings, (rows, warnings)
     assert all(r["step_time_s"] > 0 and r["mbu"] and r["mfu"] for r in rows)
     assert document["measured"]["kv"]["max_batch"] > 16
     assert (tmp_path / "out" / "decode.png").stat().st_size > 10_000
