@@ -20,7 +20,7 @@ from rich.progress import (
 from rich.table import Table
 
 from microbench.sweep import SweepObserver
-from roofline.reference import reference_bandwidth, reference_peak
+from roofline.reference import marked_percent, reference_bandwidth, reference_peak
 from roofline.schema import Result
 from roofline.summary import over_ceiling_lines, summarize_series
 from roofline.tables import series_table
@@ -78,9 +78,10 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
         low = f"{si(row.low_batch_bytes_per_s, 'B/s')} ({row.low_batch})" if row.low_batch else "–"
         peak = f"{si(row.peak_flop_per_s, 'FLOP/s')} ({row.peak_batch})" if row.peak_flop_per_s else "–"
         where = "" if row.backend == "torch" else escape(f" [{row.backend}]")
-        table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}{where}", ok, low,
-                      f"{percent(row.pct_of_spec_bandwidth)} / {percent(row.pct_of_measured_bandwidth)}", peak,
-                      f"{percent(row.pct_of_spec_peak)} / {percent(row.pct_of_measured_peak)}")
+        mark = marked_percent
+        bandwidth = f"{mark(row.pct_of_spec_bandwidth, 0)} / {mark(row.pct_of_measured_bandwidth, 0)}"
+        compute = f"{mark(row.pct_of_spec_peak, 0)} / {mark(row.pct_of_measured_peak, 0)}"
+        table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}{where}", ok, low, bandwidth, peak, compute)
     stdout.print(table)
     measured = (result.ceilings or {}).get("measured")
     if measured:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roofline.reference import marked_percent
 from roofline.units import percent, si
 
 
@@ -31,7 +32,7 @@ def _reference_cell(row: dict[str, Any]) -> str:
 def _gemv_cell(row: dict[str, Any]) -> str:
     pct = row.get("pct_reference_bandwidth")
     # Above its ceiling: said, not hidden (the reference kernel is not the fastest here).
-    text = "" if pct is None else f" ({pct:.0f}%" + (" ⚠ above its ceiling)" if pct > 100 else ")")
+    text = "" if pct is None else f" ({marked_percent(pct, 0)}" + (" above its ceiling)" if pct > 100 else ")")
     return si(row["gemv_bytes_per_s"], "B/s") + text
 
 

@@ -134,6 +134,16 @@ def percent_of(value: float | None, reference: float | None) -> float | None:
     return 100.0 * value / reference if value and reference else None
 
 
+OVER_MARK = "⚠"  # printed right after any percentage above the ceiling it is of, so no wrap can part them
+
+
+def marked_percent(pct: float | None, digits: int = 1) -> str:
+    """``103.3%⚠`` above 100, ``93.0%`` under; "–" for none."""
+    if pct is None:
+        return "–"
+    return f"{pct:.{digits}f}%" + (OVER_MARK if pct > 100 else "")
+
+
 def over_ceiling_note(value: float | None, reference: float | None, what: str) -> str | None:
     """The warning that must accompany a figure above the ceiling it is compared with, else None."""
     pct = percent_of(value, reference)

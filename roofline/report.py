@@ -13,6 +13,7 @@ from typing import Any
 
 from roofline import plots
 from roofline.analysis import analyse
+from roofline.reference import marked_percent
 from roofline.schema import Result
 from roofline.tables import reference_lines, series_table
 from roofline.units import seconds, si
@@ -134,7 +135,7 @@ def over_ceiling_warnings(analysis: dict[str, Any]) -> list[str]:
         above = s.get("above_measured_ceiling") or []
         if above:
             lines.append(f"{label}: above a measured ceiling (flagged in the table, analysis.json and the roofline "
-                         "plot): " + ", ".join(f"B={a['batch']} {a['pct']:.1f}% of the {a['ceiling']}"
+                         "plot): " + ", ".join(f"B={a['batch']} {marked_percent(a['pct'])} of the {a['ceiling']}"
                                                for a in above[:6]) + ".")
     return lines
 

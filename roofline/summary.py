@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from roofline.reference import reference_bandwidth, reference_peak
+from roofline.reference import marked_percent, reference_bandwidth, reference_peak
 from roofline.schema import Point, Result
 
 
@@ -72,8 +72,8 @@ def over_ceiling_lines(result: Result, rows: list[SeriesSummary]) -> list[str]:
         for pct, what in ((row.pct_of_measured_bandwidth, "reference bandwidth"),
                           (row.pct_of_measured_peak, f"measured {row.dtype} peak")):
             if pct and pct > 100:
-                lines.append(f"{label}: {pct:.1f}% of the {what}, above that ceiling (the ceiling search did not "
-                             "find the fastest kernel, or the clock was higher while it ran)")
+                lines.append(f"{label}: {marked_percent(pct)} of the {what}, above that ceiling (the ceiling search "
+                             "did not find the fastest kernel, or the clock was higher while it ran)")
     return lines
 
 

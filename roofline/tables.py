@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from roofline.reference import percent_of
-from roofline.units import percent, si
+from roofline.reference import marked_percent, percent_of
+from roofline.units import si
 
 MAX_CLIFFS_SHOWN = 8
 CRITICAL_TEXT = {"memory-bound-at-every-batch": "never", "not-a-roofline": "none: not a roofline",
@@ -28,7 +28,7 @@ def _flags(s: dict[str, Any]) -> str:
         flags.append(f"{len(s['set_aside'])} set aside")
     above = s.get("above_measured_ceiling") or []
     if above:
-        flags.append("above ceiling: " + ", ".join(f"B={a['batch']} {a['pct']:.1f}%" for a in above[:3]))
+        flags.append("above ceiling: " + ", ".join(f"B={a['batch']} {marked_percent(a['pct'])}" for a in above[:3]))
     return "; ".join(flags) or "–"
 
 
@@ -45,7 +45,7 @@ def series_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                                                                         else "")
         pct = percent_of(s["bandwidth_bytes_per_s"], reference)
         rows.append([f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}", str(s["points_ok"]),
-                     si(s["bandwidth_bytes_per_s"], "B/s"), percent(pct) + (" ⚠" if pct and pct > 100 else ""),
+                     si(s["bandwidth_bytes_per_s"], "B/s"), marked_percent(pct, 0),
                      peak, _n(s["ridge_flop_per_byte"]), _critical(s), _n(s["spec_critical_batch"]),
                      f"{_n(s['knee_batch_1p10'])}/{_n(s['knee_batch_1p25'])}", cliffs or "–", _flags(s)])
     return header, rows

@@ -7,7 +7,13 @@ above it; a fit that set a point aside names it; a curve that is not a roofline 
 from __future__ import annotations
 
 from roofline.analysis import SeriesFit
-from roofline.reference import over_ceiling_note, percent_of, reference_bandwidth, reference_peak
+from roofline.reference import (
+    marked_percent,
+    over_ceiling_note,
+    percent_of,
+    reference_bandwidth,
+    reference_peak,
+)
 from roofline.schema import Result
 from roofline.units import si
 
@@ -70,7 +76,8 @@ def _above_ceiling_text(result: Result, f: SeriesFit) -> str:
     for ceiling, name in names.items():
         above = [a for a in f.above_measured_ceiling if a["ceiling"] == ceiling]
         if above:
-            parts.append(f"{name}: " + ", ".join(f"B={a['batch']} at {a['pct']:.1f}%" for a in above[:MAX_NAMED]))
+            shown = ", ".join(f"B={a['batch']} at {marked_percent(a['pct'])}" for a in above[:MAX_NAMED])
+            parts.append(f"{name}: {shown}")
     return (" Above a measured ceiling (flagged, not clipped: the ceiling search did not find the fastest "
             "kernel, or the clock was higher while these ran) — " + "; ".join(parts) + ".")
 
@@ -81,13 +88,14 @@ def _gemv_text(result: Result, single: SeriesFit) -> str:
     parts = []
     bandwidth = reference_bandwidth(result.ceilings)
     if bandwidth:
-        part = f"{percent_of(value, bandwidth.bytes_per_s):.0f}% of the reference bandwidth ({bandwidth.label})"
+        part = (f"{marked_percent(percent_of(value, bandwidth.bytes_per_s), 0)} of the reference bandwidth "
+                f"({bandwidth.label})")
         note = over_ceiling_note(value, bandwidth.bytes_per_s, "the reference bandwidth")
         parts.append(part + (f" — {note}" if note else ""))
     spec_bw = (result.ceilings.get("spec") or {}).get("memory_bandwidth_bytes_per_s")
     if spec_bw:
         note = over_ceiling_note(value, spec_bw, "spec")
-        parts.append(f"{percent_of(value, spec_bw):.0f}% of spec" + (f" — {note}" if note else ""))
+        parts.append(f"{marked_percent(percent_of(value, spec_bw), 0)} of spec" + (f" — {note}" if note else ""))
     return text + (", " + " and ".join(parts) if parts else "") + "."
 
 
