@@ -112,7 +112,8 @@ def test_an_a_a_comparison_of_real_cpu_samples_finds_no_difference(tmp_path):
     for value in decided["points"].values():
         # Not "same" only because the machine's noise is above the 5% minimum effect, and it says so.
         noise = re.search(r"noise ±([0-9.]+)%", value["why"])
-        assert value["verdict"] == "same" or (noise and float(noise.group(1)) >= 5), value
+        too_few = value["test"] == "none" and "no noise known" in value["why"]  # the budget ran out first
+        assert value["verdict"] == "same" or too_few or (noise and float(noise.group(1)) >= 5), value
     # On quiet data (1% noise) "same" is what it says: test_one_point_ten_percent_slower_under_one_percent_noise.
 
 
