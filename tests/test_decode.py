@@ -125,3 +125,29 @@ def test_decode_from_a_sweep_result(tmp_path):
     run = CliRunner().invoke(main, ["decode", "--hf-config", str(config), "--batch", "1", "--dtype", "fp32",
                                     "--from", str(sweep)])
     assert run.exit_code == 2 and "lacks" in run.output
+
+
+def test_no_peak_for_a_dtype_the_device_lacks():
+    # An A100 has no fp8 tensor cores: the step must not borrow the bf16 peak for MFU or a ridge.
+    run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "a100-sxm-80gb",
+                                    "--dtype", "fp8", "--batch", "1,64", "--context", "128", "--json"])
+    assert run.exit_code == 0, run.output
+    document = json.loads(run.output[: run.output.rindex("}") + 1])
+    part = document["analytic"]
+    assert part["peak_flop_per_s"] is None and part["crossing"] is None
+    assert all(row["mfu"] is None and row["bound"] == "memory" for row in part["rows"])
+    assert any("no peak for fp8 on NVIDIA A100" in line for line in document["summary"])
+
+
+def test_a_kv_cap_far_off_the_axis_is_said_to_be(tmp_path):
+    from roofline.decode_report import decode_figure
+
+    run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h200-sxm",
+                                    "--context", "128", "--batch", "1,2,4", "--json"])
+    document = json.loads(run.output[: run.output.rindex("}") + 1])
+    assert document["analytic"]["kv"]["max_batch"] > 8
+    figure = decode_figure(document)
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert any("beyond this axis (not drawn)" in label for label in labels), labels
+    assert not [line for line in figure.axes[0].get_lines() if list(line.get_xdata()) and
+                line.get_linestyle() == ":" and max(line.get_xdata()) > 8]
