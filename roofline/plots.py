@@ -139,7 +139,9 @@ def time_figure(result: Result, analysis: dict[str, Any]):
         times = np.array([p["time_s"] for p in s["points"]]) * 1e6
         ax.plot(batches, times, "o", color=OKABE_ITO[0], ms=4, label="measured (median)")
         grid = np.unique(np.geomspace(batches.min(), batches.max(), 200).round())
-        model = _model_time(s, grid)
+        model = None if s["status"] == "not-a-roofline" else _model_time(s, grid)
+        if s["status"] == "not-a-roofline":
+            ax.set_title("not a roofline: no fit drawn", fontsize=9, loc="right", color=OKABE_ITO[3])
         if model is not None:
             ax.plot(grid, model * 1e6, "-", color=OKABE_ITO[1], label="fit: max(bytes/BW, FLOP/P)")
         aside = [p for p in s["points"] if p.get("set_aside")]
