@@ -24,6 +24,7 @@ from roofline.counting import critical_intensity_batch
 from roofline.profiles import load_gpu_profile
 from roofline.reference import reference_bandwidth
 from roofline.results import ResultError, load_result
+from roofline.roof import ridge_flop_per_byte
 from roofline.schema import Result
 from roofline.significance import compare_intervals, compare_samples
 
@@ -129,7 +130,7 @@ def spec_row(sku: str, dtype: str, n: int, k: int) -> dict[str, Any]:
     """A SKU that was not measured, from its spec sheet: marked as such everywhere it appears."""
     profile = load_gpu_profile(sku)
     peak = profile.peak_flop_per_s.get(dtype)
-    ridge = peak / profile.bandwidth_bytes_per_s if peak else None
+    ridge = ridge_flop_per_byte(peak, profile.bandwidth_bytes_per_s)
     batch = critical_intensity_batch(dtype, n, k, ridge) if ridge else None
     return {"file": None, "device": f"{profile.name} (spec, not measured)", "sku": sku, "uuid": None,
             "measured": False, "origin": "spec", "reference_bandwidth_bytes_per_s": None,

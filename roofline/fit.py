@@ -88,7 +88,9 @@ class Envelope:
 
     @property
     def ridge_flop_per_byte(self) -> float | None:
-        return self.peak_flop_per_s / self.bandwidth_bytes_per_s if self.peak_flop_per_s else None
+        from roofline.roof import ridge_flop_per_byte
+
+        return ridge_flop_per_byte(self.peak_flop_per_s, self.bandwidth_bytes_per_s)
 
 
 def _spike(values: np.ndarray, positions: np.ndarray) -> tuple[int, str] | None:

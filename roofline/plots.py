@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 
 from roofline.counting import count_work  # noqa: E402
 from roofline.reference import reference_bandwidth, reference_peak  # noqa: E402
-from roofline.roof import attainable_flop_per_s, roof_time_s  # noqa: E402
+from roofline.roof import attainable_flop_per_s, ridge_flop_per_byte, roof_time_s  # noqa: E402
 from roofline.schema import Result  # noqa: E402
 from roofline.units import si  # noqa: E402
 
@@ -57,7 +57,7 @@ def _ceiling_lines(ax, result: Result, analysis: dict[str, Any], dtype: str, x: 
         if bandwidth:
             ax.plot(x, attainable_flop_per_s(x, bandwidth, top), style, color="0.35", lw=1.5, label=name)
             if top:
-                ax.axvline(top / bandwidth, ls=style, color="0.6", lw=0.8)
+                ax.axvline(ridge_flop_per_byte(top, bandwidth), ls=style, color="0.6", lw=0.8)
     burst = reference_peak(result.ceilings, dtype)
     if bw and burst and burst.burst_flop_per_s:
         ax.plot(x, attainable_flop_per_s(x, bw, burst.burst_flop_per_s), ":", color="0.35", lw=1,
