@@ -47,19 +47,27 @@ def run_decode(model: str | None, hf_config: Path | None, tp: int, context: int,
 def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_result: Path | None, device: str,
               budget: float | None) -> dict[str, Any]:
     from microbench.decode_run import measure_launches, measured_roof, needed_launches, times_from_result
+    from microbench.sweep import SweepConfig
+    from roofline.results import load_result
+    from roofline.trust import decode_noise_lines, target_rel_ci
 
     keys = needed_launches(setup, batches)
     if from_result is not None:
         times, device_record = times_from_result(from_result, keys)
         points, roof = [], {}
+        # The launches' own noise travels with their times (the table must say when to trust it less).
+        source = load_result(from_result)
+        used = [p for p in source.points if p.usable and p.backend == "torch" and p.plan_key[:5] in set(keys)]
+        warnings = decode_noise_lines(used, source.settings.get("busy_at_start"), target_rel_ci(source))
     else:
         from microbench.progress import terminal_observer
 
         with terminal_observer() as observer:
             times, device_record, points, roof = measure_launches(keys, device, budget, observer, setup.dtype)
+        warnings = decode_noise_lines(points, None, SweepConfig.target_rel_ci)
     # Only the times travel with --from; MBU/MFU then come from the spec side.
     bandwidth, peak = measured_roof(points, roof, setup.dtype) if from_result is None else (None, None)
     memory = device_record.get("memory_bytes")
-    part = measured_document(setup, batches, times, bandwidth, peak, memory, mem_fraction, device_record)
+    part = measured_document(setup, batches, times, bandwidth, peak, memory, mem_fraction, device_record, warnings)
     part["sku"] = device_record.get("sku")
     return part

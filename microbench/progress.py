@@ -20,8 +20,9 @@ from rich.progress import (
 from rich.table import Table
 
 from microbench.sweep import SweepObserver
+from roofline.reference import marked_percent, reference_bandwidth, reference_peak
 from roofline.schema import Result
-from roofline.summary import summarize_series
+from roofline.summary import over_ceiling_lines, summarize_series
 from roofline.tables import series_table
 from roofline.units import percent, seconds, si
 
@@ -69,21 +70,32 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
     table.add_column("% spec/meas BW", justify="right")
     table.add_column("best FLOP/s (B)", justify="right")
     table.add_column("% spec/meas peak", justify="right")
-    for row in summarize_series(result):
+    rows = summarize_series(result)
+    for row in rows:
         ok = f"{row.points_ok}/{row.points_total}"
         if row.failed_checks:
             ok += f" [red]{row.failed_checks} wrong[/]"
         low = f"{si(row.low_batch_bytes_per_s, 'B/s')} ({row.low_batch})" if row.low_batch else "–"
         peak = f"{si(row.peak_flop_per_s, 'FLOP/s')} ({row.peak_batch})" if row.peak_flop_per_s else "–"
         where = "" if row.backend == "torch" else escape(f" [{row.backend}]")
-        table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}{where}", ok, low,
-                      f"{percent(row.pct_of_spec_bandwidth)} / {percent(row.pct_of_measured_bandwidth)}", peak,
-                      f"{percent(row.pct_of_spec_peak)} / {percent(row.pct_of_measured_peak)}")
+        mark = marked_percent
+        bandwidth = f"{mark(row.pct_of_spec_bandwidth, 0)} / {mark(row.pct_of_measured_bandwidth, 0)}"
+        compute = f"{mark(row.pct_of_spec_peak, 0)} / {mark(row.pct_of_measured_peak, 0)}"
+        table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}{where}", ok, low, bandwidth, peak, compute)
     stdout.print(table)
     measured = (result.ceilings or {}).get("measured")
     if measured:
         stdout.print(f"measured copy {si(measured['copy']['bytes_per_s'], 'B/s')}, "
                      f"read {si(measured['read']['bytes_per_s'], 'B/s')}")
+    reference = reference_bandwidth(result.ceilings)
+    if reference:
+        stdout.print(escape(f"% meas BW is of the reference bandwidth: {reference.label} ({reference.why})"))
+    for dtype in sorted({row.dtype for row in rows}):
+        peak = reference_peak(result.ceilings, dtype)
+        if peak:
+            stdout.print(escape(f"% meas peak ({dtype}) is of {peak.label}"))
+    for line in over_ceiling_lines(result, rows):
+        stdout.print(f"[yellow]warning: {escape(line)}[/]")
     failed = sum(p.correct is False for p in result.points)
     bad = [p for p in result.points if not p.ok]
     if failed:
@@ -165,20 +177,25 @@ def print_devices() -> None:
 
 
 def print_fit(analysis: dict[str, Any]) -> None:
-    """One table per kind of series, then the verdict in words."""
+    """The warnings first, one table of series, the references it is against, then the verdict in words."""
+    from roofline.tables import reference_lines
+
     title = f"roofline fit: {analysis['device']} ({analysis['sku'] or 'no SKU'})"
     if analysis["origin"] == "imported":
         title += " — imported data"
+    for line in analysis.get("warnings") or []:
+        stdout.print(f"[yellow]warning: {escape(line)}[/]")
     table = Table(title=title, title_justify="left")
     header, rows = series_table(analysis)
     for column in header:
-        table.add_column(column, justify="left" if column == "series" else "right", no_wrap=column == "series")
+        table.add_column(column, justify="left" if column in ("series", "flags") else "right",
+                         no_wrap=column == "series")
     for row in rows:
         table.add_row(*map(escape, row))
-    stdout.print(table)
-    for s in analysis["series"]:
-        if s["status"] in ("insufficient",):
-            stdout.print(f"[yellow]{s['op']} {s['dtype']} {s['n']}x{s['k']}: {s['message']}[/]")
+    if rows:
+        stdout.print(table)
+    for line in reference_lines(analysis):
+        stdout.print(escape(line))
     if analysis["spec_reason"]:
         stdout.print(f"spec: {analysis['spec_reason']}")
     for line in analysis["verdict"]:
@@ -207,19 +224,23 @@ def print_decode(document: dict[str, Any]) -> None:
         table.add_row(*cells)
     stdout.print(table)
     for line in document["summary"]:
-        stdout.print(escape(line))
+        stdout.print(f"[yellow]{escape(line)}[/]" if ": warning: " in line else escape(line))
 
 
 def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
-    from roofline.compare_view import COLUMNS, row_cells
+    from roofline.compare_view import COLUMNS, difference_lines, row_cells
 
     for group in comparison["groups"]:
         table = Table(title=f"{group['dtype']} {group['n']}×{group['k']}", title_justify="left")
         for column in COLUMNS:
-            table.add_column(column, justify="left" if column == "device" else "right", no_wrap=column == "device")
+            table.add_column(column, justify="left" if column == "device" else "right", no_wrap=column == "device",
+                             overflow="fold")
         for row in group["rows"]:
-            table.add_row(*map(escape, row_cells(row, group["speed_vs_baseline"], comparison["baseline"])))
+            table.add_row(*map(escape, row_cells(row, group["speed_vs_baseline"], comparison["baseline"],
+                                                 group.get("significance_vs_baseline"))))
         stdout.print(table)
+        for line in difference_lines(group)[:12]:
+            stdout.print(escape(line))
     for line in comparison["not_comparable"]:
         stdout.print(f"[yellow]not comparable: {line}[/]")
     flagged = [u for u in fleet["units"] if u["outlier"]]

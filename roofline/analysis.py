@@ -1,7 +1,8 @@
 """Analyse a result: a roofline fit per series, per-point efficiency and bound, and the verdict in words.
 
 Computed from the document, never hand-entered; ``analyse`` returns plain data that ``gpubench fit
---json`` prints and reports store beside their pictures.
+--json`` prints and reports store beside their pictures.  Every percentage of a measured ceiling is taken
+against the one reference of ``roofline.reference``; a point above a ceiling is flagged, never clipped.
 """
 
 from __future__ import annotations
@@ -14,23 +15,13 @@ import numpy as np
 from roofline import fit
 from roofline.counting import critical_intensity_batch
 from roofline.profiles import ProfileError, load_gpu_profile
+from roofline.reference import reference_bandwidth, reference_peak
+from roofline.roof import Roof
 from roofline.schema import Point, Result
-from roofline.summary import group_series, measured_bandwidth, measured_peak
-from roofline.units import si
+from roofline.summary import group_series, spec_bandwidth, spec_peak
+from roofline.trust import trust_lines
 
-
-@dataclass(frozen=True)
-class Roof:
-    """A roofline: attainable FLOP/s at an intensity.  ``peak`` None means bandwidth only."""
-
-    bandwidth_bytes_per_s: float | None
-    peak_flop_per_s: float | None
-
-    def attainable(self, intensity: float) -> float | None:
-        if not self.bandwidth_bytes_per_s:
-            return None
-        memory = self.bandwidth_bytes_per_s * intensity
-        return min(memory, self.peak_flop_per_s) if self.peak_flop_per_s else memory
+__all__ = ["Roof", "SeriesFit", "analyse", "fit_one", "spec_profile"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +31,8 @@ class SeriesFit:
     dtype: str
     n: int
     k: int
-    status: str  # ok | lower-bound | memory-bound-at-every-batch | bandwidth-only | insufficient
+    # ok | lower-bound | memory-bound-at-every-batch | bandwidth-only | insufficient | not-a-roofline
+    status: str
     message: str
     points_ok: int
     batches: list[int]
@@ -50,12 +42,19 @@ class SeriesFit:
     ridge_flop_per_byte: float | None = None
     critical_batch: float | None = None
     critical_batch_ci95: list[float | None] = field(default_factory=lambda: [None, None])
+    bandwidth_ci95: list[float | None] = field(default_factory=lambda: [None, None])
+    peak_ci95: list[float | None] = field(default_factory=lambda: [None, None])
     critical_batch_lower_bound: int | None = None
     spec_ridge_flop_per_byte: float | None = None
     spec_critical_batch: float | None = None
     knee_batch_1p10: int | None = None
     knee_batch_1p25: int | None = None
     cliffs: list[int] = field(default_factory=list)
+    # The fit's roof is this series' own envelope: the regime of the points it was fitted to.
+    roof_regime: str = "fitted to this series' points"
+    set_aside: list[dict[str, Any]] = field(default_factory=list)  # [{"batch", "why"}]
+    above_roof: list[int] = field(default_factory=list)  # batches above the fitted roof beyond tolerance
+    above_measured_ceiling: list[dict[str, Any]] = field(default_factory=list)  # [{"batch", "ceiling", "pct"}]
     points: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,86 +83,141 @@ def _series_data(points: list[Point]) -> fit.SeriesData:
     )
 
 
-def _point_rows(points, data, fitted: Roof, measured: Roof, spec: Roof) -> list[dict[str, Any]]:
+def _ratio(value: float, reference: float | None) -> float | None:
+    return value / reference if reference else None
+
+
+def _point_rows(points, data, fitted: Roof, measured: Roof, spec: Roof,
+                set_aside: dict[int, str] | None = None) -> list[dict[str, Any]]:
     rows = []
-    for point, time_s in zip(points, data.times_s, strict=True):
+    ridge = fitted.ridge_flop_per_byte
+    for index, (point, time_s) in enumerate(zip(points, data.times_s, strict=True)):
         intensity = point.intensity_flop_per_byte
         achieved = point.flop / time_s
-        ridge = (fitted.peak_flop_per_s / fitted.bandwidth_bytes_per_s
-                 if fitted.peak_flop_per_s and fitted.bandwidth_bytes_per_s else None)
+        efficiency = _ratio(achieved, measured.attainable(intensity))
         rows.append({
             "batch": point.batch, "time_s": float(time_s), "flop_per_s": achieved,
             "bytes_per_s": point.bytes / time_s, "intensity_flop_per_byte": intensity,
+            "ci95_rel_half_width": point.stats.rel_ci95_half_width, "samples": point.stats.n,
             "bound": "compute" if ridge is not None and intensity >= ridge else "memory",
             "efficiency_fit": _ratio(achieved, fitted.attainable(intensity)),
-            "efficiency_measured": _ratio(achieved, measured.attainable(intensity)),
+            "efficiency_measured": efficiency,
             "efficiency_spec": _ratio(achieved, spec.attainable(intensity)),
+            "above_measured_ceiling": bool(efficiency is not None and efficiency > 1.0),
+            "set_aside": (set_aside or {}).get(index),
         })
     return rows
 
 
-def _ratio(value: float, reference: float | None) -> float | None:
-    return value / reference if reference else None
+def _above_measured(rows: list[dict[str, Any]], measured: Roof) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        if not row["above_measured_ceiling"]:
+            continue
+        compute = measured.peak_flop_per_s and row["intensity_flop_per_byte"] * measured.bandwidth_bytes_per_s \
+            >= measured.peak_flop_per_s
+        out.append({"batch": row["batch"], "ceiling": "peak" if compute else "bandwidth",
+                    "pct": 100 * row["efficiency_measured"]})
+    return out
+
+
+def _roofs(result: Result, first: Point) -> tuple[Roof, Roof, dict[str, Any]]:
+    profile, _ = spec_profile(result)
+    spec = Roof(profile.bandwidth_bytes_per_s if profile else spec_bandwidth(result),
+                profile.peak_flop_per_s.get(first.dtype) if profile else spec_peak(result, first.dtype))
+    bandwidth, peak = reference_bandwidth(result.ceilings), reference_peak(result.ceilings, first.dtype)
+    measured = Roof(bandwidth.bytes_per_s if bandwidth else None, peak.flop_per_s if peak else None)
+    base: dict[str, Any] = {}
+    if spec.ridge_flop_per_byte and first.op == "gemm":
+        spec_batch = critical_intensity_batch(first.dtype, first.n, first.k, spec.ridge_flop_per_byte)
+        base.update(spec_ridge_flop_per_byte=spec.ridge_flop_per_byte,
+                    spec_critical_batch=spec_batch if np.isfinite(spec_batch) else None)
+    return spec, measured, base
 
 
 def fit_one(result: Result, points: list[Point], seed: int = 0) -> SeriesFit:
     first = points[0]
     usable = sorted((p for p in points if p.usable), key=lambda p: p.batch)
+    spec, measured, extra = _roofs(result, first)
     base = {"op": first.op, "backend": first.backend, "dtype": first.dtype, "n": first.n, "k": first.k,
-            "points_ok": len(usable), "batches": [p.batch for p in usable]}
-    profile, _ = spec_profile(result)
-    spec = Roof(profile.bandwidth_bytes_per_s if profile else None,
-                profile.peak_flop_per_s.get(first.dtype) if profile else None)
-    measured = Roof(measured_bandwidth(result), measured_peak(result, first.dtype))
-    spec_ridge = spec.peak_flop_per_s / spec.bandwidth_bytes_per_s if spec.peak_flop_per_s else None
-    if spec_ridge and first.op == "gemm":
-        spec_batch = critical_intensity_batch(first.dtype, first.n, first.k, spec_ridge)
-        base.update(spec_ridge_flop_per_byte=spec_ridge,
-                    spec_critical_batch=spec_batch if np.isfinite(spec_batch) else None)
+            "points_ok": len(usable), "batches": [p.batch for p in usable], **extra}
     if not usable:
-        return SeriesFit(status="insufficient", message="no ok points", **base)
+        statuses = sorted({p.status if p.correct is not False else "wrong" for p in points if not p.superseded})
+        reason = next((p.reason for p in points if p.reason), None)
+        why = f" ({', '.join(statuses)}: {reason})" if reason else f" ({', '.join(statuses)})"
+        return SeriesFit(status="insufficient", message="no ok points" + why, **base)
     data = _series_data(usable)
     if first.op == "gemv" or len(usable) < fit.MIN_POINTS:
         bandwidth = float(np.max(data.bytes / data.times_s))
-        fitted = Roof(bandwidth, None)
-        rows = _point_rows(usable, data, fitted, measured, spec)
+        rows = _point_rows(usable, data, Roof(bandwidth, None), measured, spec)
+        common = {"points": rows, "above_measured_ceiling": _above_measured(rows, measured), **base}
         if first.op == "gemv":
+            lo, hi = usable[0].stats.ci95_s  # bandwidth's interval from the time's
             return SeriesFit(status="bandwidth-only", message="gemv is one point (batch 1): bandwidth only",
-                             bandwidth_bytes_per_s=bandwidth, points=rows, **base)
-        return SeriesFit(status="insufficient", points=rows, **base,
+                             bandwidth_bytes_per_s=bandwidth, bandwidth_ci95=[usable[0].bytes / hi,
+                                                                              usable[0].bytes / lo], **common)
+        return SeriesFit(status="insufficient", **common,
                          message=f"{len(usable)} ok point(s); a fit needs at least {fit.MIN_POINTS}")
-    times = data.times_s
+    return _fit_series(data, usable, {**base, "roof_regime": _regime(result)}, spec, measured, seed)
+
+
+def _regime(result: Result) -> str:
+    """Which regime a fitted roof describes: that of the points it was fitted to."""
+    if result.origin == "imported":
+        return "fitted to imported points; regime not recorded"
+    if result.device.get("kind") == "cpu":
+        return "fitted to this sweep's points; a CPU has one regime"
+    return "fitted to this sweep's points: sustained, as a long sweep runs"
+
+
+def _fit_series(data: fit.SeriesData, usable: list[Point], base: dict[str, Any], spec: Roof, measured: Roof,
+                seed: int) -> SeriesFit:
+    times, spread = data.times_s, data.rel_spread
     knees = fit.latency_knees(data.batches, times)
-    common = {"knee_batch_1p10": knees[1.10], "knee_batch_1p25": knees[1.25],
-              "cliffs": fit.find_cliffs(data.batches, data.flop / times)}
-    envelope = fit.fit_envelope(data.flop, data.bytes, times)
+    envelope = fit.fit_envelope(data.flop, data.bytes, times, spread)
     fitted = Roof(envelope.bandwidth_bytes_per_s, envelope.peak_flop_per_s)
-    rows = _point_rows(usable, data, fitted, measured, spec)
+    rows = _point_rows(usable, data, fitted, measured, spec, envelope.set_aside)
+    common = {**base, "points": rows, "knee_batch_1p10": knees[1.10], "knee_batch_1p25": knees[1.25],
+              "cliffs": fit.find_cliffs(data.batches, data.flop / times),
+              "bandwidth_bytes_per_s": envelope.bandwidth_bytes_per_s,
+              "set_aside": [{"batch": int(data.batches[i]), "why": why} for i, why in envelope.set_aside.items()],
+              "above_roof": [int(data.batches[i]) for i in fit.above_roof(data.flop, data.bytes, times, spread,
+                                                                          envelope)],
+              "above_measured_ceiling": _above_measured(rows, measured)}
     if fit.has_flat_intensity(data):
         intensity = float(np.median(data.flop / data.bytes))
-        return SeriesFit(status="memory-bound-at-every-batch", points=rows, **base, **common,
-                         bandwidth_bytes_per_s=envelope.bandwidth_bytes_per_s,
+        return SeriesFit(status="memory-bound-at-every-batch", **common,
                          message=f"intensity stays at {intensity:.2f} FLOP/byte whatever the batch: "
                                  "it never reaches a ridge")
+    intervals = fit.bootstrap_intervals(data, envelope, seed=seed)
+    common["bandwidth_ci95"] = list(intervals.get("bandwidth_bytes_per_s", (None, None)))
+    contradiction = fit.roofline_contradiction(data, times, envelope)
+    if contradiction:
+        return SeriesFit(status="not-a-roofline", message=contradiction, **common,
+                         peak_flop_per_s_lower_bound=envelope.best_flop_per_s)
     value = fit.critical_batch(data, envelope)
     if value is None:
-        return SeriesFit(status="lower-bound", points=rows, **base, **common,
-                         bandwidth_bytes_per_s=envelope.bandwidth_bytes_per_s,
-                         peak_flop_per_s_lower_bound=envelope.best_flop_per_s,
-                         critical_batch_lower_bound=int(data.batches.max()),
-                         message=f"no measured batch is clearly compute-bound: B* > {int(data.batches.max())}")
-    lo, hi, _ = fit.bootstrap_critical_batch(data, seed=seed)
-    return SeriesFit(status="ok", message="", points=rows, **base, **common,
-                     bandwidth_bytes_per_s=envelope.bandwidth_bytes_per_s,
-                     peak_flop_per_s=envelope.peak_flop_per_s,
-                     ridge_flop_per_byte=envelope.ridge_flop_per_byte,
-                     critical_batch=value, critical_batch_ci95=[lo, hi])
+        largest = int(data.batches.max())
+        return SeriesFit(status="lower-bound", **common, peak_flop_per_s_lower_bound=envelope.best_flop_per_s,
+                         critical_batch_lower_bound=largest,
+                         message=f"no measured batch is clearly compute-bound: B* > {largest}")
+    return SeriesFit(status="ok", message="", **common, peak_flop_per_s=envelope.peak_flop_per_s,
+                     ridge_flop_per_byte=envelope.ridge_flop_per_byte, critical_batch=value,
+                     critical_batch_ci95=list(intervals.get("critical_batch", (None, None))),
+                     peak_ci95=list(intervals.get("peak_flop_per_s", (None, None))))
 
 
 def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
-    """Every series fitted, plus the verdict lines; plain data for JSON."""
-    fits = [fit_one(result, points, seed) for points in group_series(result.points).values()]
+    """Every series fitted, plus the verdict lines and the warnings; plain data for JSON."""
+    from roofline.verdict import verdict_lines
+
+    series = group_series(result.points)
+    fits = [fit_one(result, points, seed) for points in series.values()]
     profile, spec_reason = spec_profile(result)
+    bandwidth = reference_bandwidth(result.ceilings)
+    dtypes = sorted({p.dtype for p in result.points})
+    peaks = {d: reference_peak(result.ceilings, d) for d in dtypes}
+    warnings = trust_lines(result, series, fit.MIN_POINTS)
     return {
         "device": result.device.get("name"),
         "sku": result.device.get("sku"),
@@ -171,63 +225,11 @@ def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
         "spec_reason": spec_reason,
         "spec": {"bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s,
                  "peak_flop_per_s": dict(profile.peak_flop_per_s)} if profile else None,
+        "reference_bandwidth": bandwidth.to_dict() if bandwidth else None,
+        "reference_peak": {d: p.to_dict() for d, p in peaks.items() if p},
         "envelope_quantile": fit.ENVELOPE_QUANTILE,
+        "roof_tolerance": fit.ROOF_TOLERANCE,
+        "warnings": warnings,
         "series": [f.to_dict() for f in fits],
-        "verdict": verdict_lines(result, fits),
+        "verdict": verdict_lines(result, fits, warnings),
     }
-
-
-def _batch_text(value: float | None) -> str:
-    return "?" if value is None else f"{value:.0f}"
-
-
-def _knee_text(f: SeriesFit) -> str:
-    if f.knee_batch_1p10 is None:
-        return " Time per step stays within 10% of batch 1 at every measured batch."
-    text = f" Time per step is 10% above batch 1 by batch {f.knee_batch_1p10}"
-    if f.knee_batch_1p25 is not None:
-        text += f" and 25% above by batch {f.knee_batch_1p25}"
-    return text + "."
-
-
-def verdict_lines(result: Result, fits: list[SeriesFit]) -> list[str]:
-    """One sentence per GEMM series (and bmm), in the words a performance engineer would use."""
-    name = result.device.get("name") or result.device["kind"]
-    sku = result.device.get("sku")
-    where = f"On {name}" + (f" ({sku})" if sku else "")
-    copy = ((result.ceilings.get("measured") or {}).get("copy") or {}).get("bytes_per_s")
-    gemv = {(f.dtype, f.n, f.k, f.backend): f for f in fits if f.op == "gemv"}
-    lines = []
-    for f in fits:
-        backend = "" if f.backend == "torch" else f" [{f.backend}]"
-        head = f"{where}, {f.op} {f.dtype} {f.n}x{f.k}{backend}: "
-        if f.op == "gemv":
-            continue
-        if f.status == "ok":
-            lo, hi = f.critical_batch_ci95
-            interval = f"95% CI {_batch_text(lo)}-{_batch_text(hi) if hi else 'unbounded'}"
-            text = f"decode stays memory-bound up to batch ~{f.critical_batch:.0f} ({interval})"
-            if f.spec_critical_batch:
-                text += (f"; the spec sheet's ridge ({f.spec_ridge_flop_per_byte:.0f} FLOP/byte) puts it at "
-                         f"{f.spec_critical_batch:.0f}")
-            text += f". Fitted roof: {si(f.bandwidth_bytes_per_s, 'B/s')}, {si(f.peak_flop_per_s, 'FLOP/s')}."
-            text += _knee_text(f)
-        elif f.status == "lower-bound":
-            text = (f"memory-bound at every measured batch; the crossover lies beyond batch "
-                    f"{f.critical_batch_lower_bound} (> {f.critical_batch_lower_bound}).")
-        elif f.status == "memory-bound-at-every-batch":
-            text = f"memory-bound at every batch ({f.message}); moves {si(f.bandwidth_bytes_per_s, 'B/s')}."
-        else:
-            text = f"not analysed: {f.message}."
-        single = gemv.get((f.dtype, f.n, f.k, f.backend))
-        if f.op == "gemm" and single and single.bandwidth_bytes_per_s:
-            text += f" GEMV moves {si(single.bandwidth_bytes_per_s, 'B/s')}"
-            parts = []
-            if copy:
-                parts.append(f"{100 * single.bandwidth_bytes_per_s / copy:.0f}% of the copy bandwidth measured here")
-            spec_bw = (result.ceilings.get("spec") or {}).get("memory_bandwidth_bytes_per_s")
-            if spec_bw:
-                parts.append(f"{100 * single.bandwidth_bytes_per_s / spec_bw:.0f}% of spec")
-            text += (", " + " and ".join(parts) if parts else "") + "."
-        lines.append(head + text)
-    return lines

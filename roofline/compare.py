@@ -1,6 +1,11 @@
 """Compare results: SKUs side by side per (dtype, shape), speed ratios against a baseline, spec-only rows
 for SKUs not measured, and fleet mode: units of one SKU whose GEMV bandwidth or peak is an outlier.
 
+Every difference against the baseline says whether it is real (``roofline.significance``): each pair of
+matching points from their samples, and the fitted B*, bandwidth and peak from their bootstrap intervals:
+faster / slower / same / inconclusive.  Percentages of measured bandwidth are of each result's one
+reference bandwidth (``roofline.reference``), named.
+
 Outliers use the median and the MAD within a SKU: a unit is flagged when |x − median| > k · 1.4826 · MAD
 (``k`` defaults to 3, settable).  The MAD has a floor of 1% of the median so that a handful of nearly
 identical units does not flag the smallest difference.  Units measured while throttled are flagged too.
@@ -17,8 +22,11 @@ from typing import Any
 from roofline.analysis import analyse
 from roofline.counting import critical_intensity_batch
 from roofline.profiles import load_gpu_profile
+from roofline.reference import reference_bandwidth
 from roofline.results import ResultError, load_result
+from roofline.roof import ridge_flop_per_byte
 from roofline.schema import Result
+from roofline.significance import compare_intervals, compare_samples
 
 MAD_SCALE = 1.4826  # makes the MAD estimate a standard deviation for normal data
 MAD_FLOOR_REL = 0.01
@@ -94,12 +102,19 @@ def unit_figures(item: Loaded, dtype: str, n: int, k: int) -> dict[str, Any] | N
     spec = item.analysis.get("spec") or {}
     spec_bw, spec_peak = spec.get("bandwidth_bytes_per_s"), (spec.get("peak_flop_per_s") or {}).get(dtype)
     peak = gemm.get("peak_flop_per_s") if gemm else None
-    copy = ((item.result.ceilings.get("measured") or {}).get("copy") or {}).get("bytes_per_s")
+    reference = reference_bandwidth(item.result.ceilings)
+    ref_bw = reference.bytes_per_s if reference else None
     return {
         "file": item.file, "device": f"{item.result.device.get('name')} [{Path(item.file).stem}]",
         "sku": item.result.device.get("sku"),
         "uuid": item.result.device.get("uuid"), "measured": True, "origin": item.result.origin,
-        "copy_bytes_per_s": copy, "gemv_bytes_per_s": gemv_bw, "peak_flop_per_s": peak,
+        "reference_bandwidth_bytes_per_s": ref_bw, "reference_bandwidth_name": reference.name if reference else None,
+        "pct_reference_bandwidth": 100 * gemv_bw / ref_bw if gemv_bw and ref_bw else None,
+        "gemv_bytes_per_s": gemv_bw, "peak_flop_per_s": peak,
+        "gemv_bandwidth_ci95": gemv["bandwidth_ci95"] if gemv else [None, None],
+        "bandwidth_bytes_per_s": gemm.get("bandwidth_bytes_per_s") if gemm else None,
+        "bandwidth_ci95": gemm.get("bandwidth_ci95", [None, None]) if gemm else [None, None],
+        "peak_ci95": gemm.get("peak_ci95", [None, None]) if gemm else [None, None],
         "ridge_flop_per_byte": gemm.get("ridge_flop_per_byte") if gemm else None,
         "critical_batch": gemm.get("critical_batch") if gemm else None,
         "critical_batch_ci95": gemm.get("critical_batch_ci95") if gemm else [None, None],
@@ -115,10 +130,13 @@ def spec_row(sku: str, dtype: str, n: int, k: int) -> dict[str, Any]:
     """A SKU that was not measured, from its spec sheet: marked as such everywhere it appears."""
     profile = load_gpu_profile(sku)
     peak = profile.peak_flop_per_s.get(dtype)
-    ridge = peak / profile.bandwidth_bytes_per_s if peak else None
+    ridge = ridge_flop_per_byte(peak, profile.bandwidth_bytes_per_s)
     batch = critical_intensity_batch(dtype, n, k, ridge) if ridge else None
     return {"file": None, "device": f"{profile.name} (spec, not measured)", "sku": sku, "uuid": None,
-            "measured": False, "origin": "spec", "copy_bytes_per_s": None,
+            "measured": False, "origin": "spec", "reference_bandwidth_bytes_per_s": None,
+            "reference_bandwidth_name": None, "pct_reference_bandwidth": None, "gemv_bandwidth_ci95": [None, None],
+            "bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s, "bandwidth_ci95": [None, None],
+            "peak_ci95": [None, None],
             "gemv_bytes_per_s": profile.bandwidth_bytes_per_s, "peak_flop_per_s": peak, "ridge_flop_per_byte": ridge,
             "critical_batch": batch, "critical_batch_ci95": [None, None], "critical_batch_lower_bound": None,
             "pct_spec_bandwidth": 100.0, "pct_spec_peak": 100.0 if peak else None, "times_s": {},
@@ -139,25 +157,57 @@ def compare_results(loaded: list[Loaded], baseline: str | None = None, specs: li
     base = _find_baseline(loaded, baseline)
     groups, not_comparable = [], []
     for dtype, n, k in groups_of(loaded):
-        rows, missing = [], []
+        rows, missing, items = [], [], {}
         for item in loaded:
             row = unit_figures(item, dtype, n, k)
             (rows.append(row) if row else missing.append(item.file))
+            items[item.file] = item
         rows += [spec_row(sku, dtype, n, k) for sku in specs]
         if missing:
             not_comparable.append(f"{dtype} {n}x{k}: not measured in {', '.join(missing)}")
-        ratios = {}
+        ratios, significance = {}, {}
         reference = next((r for r in rows if base and r["file"] == base.file), None)
         if reference:
             for row in rows:
                 common = sorted(set(reference["times_s"]) & set(row["times_s"]))
                 if row is not reference and common:
                     ratios[row["file"]] = {b: reference["times_s"][b] / row["times_s"][b] for b in common}
-        groups.append({"dtype": dtype, "n": n, "k": k, "rows": rows, "speed_vs_baseline": ratios})
+                if row is not reference and row["measured"]:
+                    significance[row["file"]] = differences(base, reference, items[row["file"]], row, (dtype, n, k))
+        groups.append({"dtype": dtype, "n": n, "k": k, "rows": rows, "speed_vs_baseline": ratios,
+                       "significance_vs_baseline": significance})
     versions = {item.result.schema_version for item in loaded}
     if len(versions) > 1:
         not_comparable.append(f"schema versions differ ({sorted(versions)}): older ones were migrated on load")
     return {"baseline": base.file if base else None, "groups": groups, "not_comparable": not_comparable}
+
+
+def _samples(item: Loaded, op: str, group: tuple[str, int, int]) -> dict[int, tuple[float, ...]]:
+    dtype, n, k = group
+    return {p.batch: p.samples_s for p in item.result.points if p.usable and p.op == op and p.dtype == dtype
+            and p.n == n and p.k == k and p.backend in ("torch", "imported")}
+
+
+def differences(base: Loaded, base_row: dict[str, Any], item: Loaded, row: dict[str, Any],
+                group: tuple[str, int, int]) -> dict[str, Any]:
+    """Each matching point (from the samples) and each fitted figure (from the intervals), decided."""
+    a, b = _samples(base, "gemm", group), _samples(item, "gemm", group)
+    points = {batch: compare_samples(a[batch], b[batch]).to_dict() for batch in sorted(set(a) & set(b))}
+    gemv_a, gemv_b = _samples(base, "gemv", group), _samples(item, "gemv", group)
+    out: dict[str, Any] = {"points": points,
+                           "gemv": compare_samples(gemv_a[1], gemv_b[1]).to_dict() if 1 in gemv_a and 1 in gemv_b
+                           else None}
+    for key, interval, words in (("critical_batch", "critical_batch_ci95", ("higher", "lower")),
+                                 ("bandwidth_bytes_per_s", "bandwidth_ci95", ("faster", "slower")),
+                                 ("peak_flop_per_s", "peak_ci95", ("faster", "slower"))):
+        decided = compare_intervals(base_row.get(key), base_row.get(interval) or [None, None], row.get(key),
+                                    row.get(interval) or [None, None], words)
+        out[key] = decided.to_dict() if decided else None
+    counts: dict[str, int] = defaultdict(int)
+    for value in points.values():
+        counts[value["verdict"]] += 1
+    out["counts"] = dict(counts)
+    return out
 
 
 def _find_baseline(loaded: list[Loaded], baseline: str | None) -> Loaded | None:
@@ -177,18 +227,41 @@ def _robust_flags(values: dict[str, float], k: float) -> dict[str, str]:
             for file, value in values.items() if abs(value - median) > k * scale}
 
 
+def _own_noise(value: float | None, interval: list[float | None]) -> float | None:
+    """A figure's relative half-width from its own interval (None when it has none)."""
+    if not value or None in interval:
+        return None
+    return (interval[1] - interval[0]) / 2 / value
+
+
+def _distances(values: dict[str, float], noise: dict[str, float | None]) -> dict[str, dict[str, Any]]:
+    """How far each unit is from the SKU's median, relatively and in its own measured noise."""
+    median = statistics.median(values.values())
+    out = {}
+    for file, value in values.items():
+        rel = value / median - 1
+        own = noise.get(file)
+        out[file] = {"rel_from_median": rel, "own_noise_rel": own,
+                     "in_own_noise": rel / own if own else None}
+    return out
+
+
 def fleet(loaded: list[Loaded], k: float = DEFAULT_K) -> dict[str, Any]:
     """Units grouped by SKU; outliers in GEMV bandwidth or peak within each SKU, and throttled units."""
     units: dict[str, dict[str, Any]] = {}
     for item in loaded:
         sku = item.result.device.get("sku") or item.result.device.get("name") or item.result.device["kind"]
         units[item.file] = {"file": item.file, "device": item.result.device.get("name"), "sku": sku,
-                            "uuid": item.result.device.get("uuid"), "figures": {}, "outlier": False, "why": []}
+                            "uuid": item.result.device.get("uuid"), "figures": {}, "noise": {}, "distance": {},
+                            "outlier": False, "why": []}
         for dtype, n, k_dim in groups_of([item]):
             row = unit_figures(item, dtype, n, k_dim)
             if row:
                 units[item.file]["figures"][f"{dtype} {n}x{k_dim}"] = {
                     "gemv_bytes_per_s": row["gemv_bytes_per_s"], "peak_flop_per_s": row["peak_flop_per_s"]}
+                units[item.file]["noise"][f"{dtype} {n}x{k_dim}"] = {
+                    "gemv_bytes_per_s": _own_noise(row["gemv_bytes_per_s"], row["gemv_bandwidth_ci95"]),
+                    "peak_flop_per_s": _own_noise(row["peak_flop_per_s"], row["peak_ci95"])}
         throttled = sum(bool((p.telemetry or {}).get("throttled")) for p in item.result.points)
         if throttled:
             units[item.file]["outlier"] = True
@@ -205,8 +278,16 @@ def fleet(loaded: list[Loaded], k: float = DEFAULT_K) -> dict[str, Any]:
                       if u["figures"].get(group, {}).get(metric)}
             if len(values) < 3:
                 continue
+            noise = {file: units[file]["noise"].get(group, {}).get(metric) for file in values}
+            distances = _distances(values, noise)
+            for file, distance in distances.items():
+                units[file]["distance"][f"{group} {metric}"] = distance
             for file, why in _robust_flags(values, k).items():
                 units[file]["outlier"] = True
+                own = distances[file]["in_own_noise"]
+                why += f"; {100 * distances[file]['rel_from_median']:+.1f}%" + (
+                    f", {abs(own):.0f}× its own noise (±{100 * distances[file]['own_noise_rel']:.2f}%)"
+                    if own is not None else ", its own noise unknown")
                 units[file]["why"].append(f"{group} {metric}: {why}")
     return {"k": k, "units": list(units.values()),
             "skus": {sku: len(members) for sku, members in by_sku.items()}}

@@ -15,6 +15,7 @@ from typing import Any
 from roofline.counting import count_work
 from roofline.models import ModelProfile, experts_touched, kv_bytes_per_token, layer_shapes, tokens_per_expert
 from roofline.models import weight_bytes as model_weight_bytes
+from roofline.roof import ridge_flop_per_byte, roof_time_s
 
 TimeFn = Callable[[str, str, int, int, int], float]
 # Where to look for "never": intensity at an enormous batch is the step's limit as B grows.
@@ -78,12 +79,18 @@ class DecodeSetup:
 
 
 def analytic_time(bandwidth: float, peaks: dict[str, float]) -> TimeFn:
-    """Per-launch time on the spec roofline: max(bytes / bandwidth, FLOP / peak of the dtype)."""
+    """Per-launch time on the spec roofline (``roofline.roof``): max(bytes / bandwidth, FLOP / peak of the
+    dtype).  A dtype with no peak on this device (fp8 on an A100) is timed by its bytes alone, never by
+    another dtype's peak: ``no_peak_note`` says so wherever the answer is printed."""
     def time_s(op, dtype, batch, n, k):
         work = count_work(op, dtype, batch, n, k)
-        peak = peaks.get(dtype) or peaks.get("bf16")
-        return max(work.bytes / bandwidth, work.flop / peak if peak else 0.0)
+        return roof_time_s(work.flop, work.bytes, bandwidth, peaks.get(dtype))
     return time_s
+
+
+def no_peak_note(dtype: str, device: str) -> str:
+    return (f"no peak for {dtype} on {device}: its launches are timed by their bytes alone and MFU, the ridge "
+            "and the crossover are not given")
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,7 @@ def ridge_crossing(setup: DecodeSetup, ridge: float, batches: list[int]) -> dict
 def step_rows(setup: DecodeSetup, batches: list[int], time_fn: TimeFn, bandwidth: float | None,
               peak: float | None, kv_max_batch: int | None) -> list[StepRow]:
     rows = []
-    ridge = peak / bandwidth if peak and bandwidth else None
+    ridge = ridge_flop_per_byte(peak, bandwidth)
     for batch in batches:
         launches = setup.launches(batch)
         step = sum(time_fn(*launch.key) * launch.count for launch in launches)

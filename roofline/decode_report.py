@@ -9,37 +9,63 @@ from roofline.decode import (
     analytic_time,
     kv_capacity,
     latency_knee,
+    no_peak_note,
     ridge_crossing,
     rows_to_dicts,
     step_rows,
 )
 from roofline.profiles import GpuProfile
+from roofline.roof import ridge_flop_per_byte
 
 
 def analytic_document(setup: DecodeSetup, profile: GpuProfile, batches: list[int], mem_fraction: float
                       ) -> dict[str, Any]:
     """The same step from the spec sheet alone: no GPU needed."""
-    peak = profile.peak_flop_per_s.get(setup.dtype) or profile.peak_flop_per_s.get("bf16")
+    peak = profile.peak_flop_per_s.get(setup.dtype)  # never another dtype's: say there is none
     capacity = kv_capacity(setup, profile.capacity_bytes, mem_fraction)
     rows = step_rows(setup, batches, analytic_time(profile.bandwidth_bytes_per_s, profile.peak_flop_per_s),
                      profile.bandwidth_bytes_per_s, peak, capacity["max_batch"])
+    ridge = ridge_flop_per_byte(peak, profile.bandwidth_bytes_per_s)
     return {"source": f"spec sheet: {profile.name} ({profile.sku})",
             "bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s, "peak_flop_per_s": peak,
             "rows": rows_to_dicts(rows), "kv": capacity,
-            "crossing": ridge_crossing(setup, peak / profile.bandwidth_bytes_per_s, batches),
+            "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
+            "warnings": [] if peak else [no_peak_note(setup.dtype, profile.name)],
             "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
 
 
 def measured_document(setup: DecodeSetup, batches: list[int], times: dict, bandwidth: float | None,
-                      peak: float | None, memory_bytes: float | None, mem_fraction: float, device: dict
-                      ) -> dict[str, Any]:
+                      peak: float | None, memory_bytes: float | None, mem_fraction: float, device: dict,
+                      warnings: list[str] = ()) -> dict[str, Any]:
+    """The measured step.  ``warnings``: why to trust the launch times less (``roofline.trust``), plus a
+    step slower at a larger batch than at a smaller one, which no roofline does: noise or a kernel change."""
     capacity = kv_capacity(setup, memory_bytes, mem_fraction)
     rows = step_rows(setup, batches, lambda *key: times[key], bandwidth, peak, capacity["max_batch"])
+    ridge = ridge_flop_per_byte(peak, bandwidth)
     return {"source": f"measured on {device.get('name')} ({device.get('sku') or device['kind']})",
             "bandwidth_bytes_per_s": bandwidth, "peak_flop_per_s": peak,
             "rows": rows_to_dicts(rows), "kv": capacity,
-            "crossing": ridge_crossing(setup, peak / bandwidth, batches) if peak and bandwidth else None,
+            "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
+            "warnings": list(warnings) + _inversions(rows),
             "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
+
+
+def _inversions(rows) -> list[str]:
+    """Steps that no roofline gives: faster at a larger batch, or slower by as much as the work grew (FLOP and
+    bytes both), so that tokens/s does not rise with the batch; under load a CPU shows both."""
+    lines = []
+    for small, large in zip(rows, rows[1:], strict=False):
+        growth = large.step_time_s / small.step_time_s
+        work = max(large.flop / small.flop, large.bytes / small.bytes)
+        if growth < 1:
+            lines.append(f"batch {large.batch} takes {large.step_time_s * 1e3:.3g} ms per step, less than batch "
+                         f"{small.batch} ({small.step_time_s * 1e3:.3g} ms) for more work: the launch times are "
+                         "noisy (a busy device?) or the library changed kernels")
+        elif growth >= work:  # tokens/s did not rise: the step grew at least as fast as its FLOP
+            lines.append(f"batch {large.batch} takes {growth:.1f}× the step time of batch {small.batch} for "
+                         f"{work:.1f}× the work: the launch times are noisy (a busy device?) or the library "
+                         "changed kernels")
+    return lines
 
 
 def summary_lines(document: dict[str, Any]) -> list[str]:
@@ -79,6 +105,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         if part.get("knee_batch_1p10"):
             text += f"; time per token is 10% above batch 1 by batch {part['knee_batch_1p10']}"
         lines.append(text + ".")
+        lines += [f"{key}: warning: {warning}." for warning in part.get("warnings") or []]
     return lines
 
 
@@ -103,11 +130,14 @@ def decode_figure(document: dict[str, Any]):
         right.plot(batches, [r["step_time_s"] * 1e3 for r in part["rows"]], style, color=OKABE_ITO[index], ms=4)
         kv = part["kv"].get("max_batch")
         if kv is not None:
-            # Draw the cap where it falls among the batches; far beyond them, say it in the legend only.
+            # Draw the cap where it falls among the batches; far beyond them, the legend says it is off the axis.
             if kv <= 2 * max(batches):
                 for ax in (left, right):
                     ax.axvline(max(kv, 0.5), color=OKABE_ITO[index], ls=":", lw=1)
-            left.plot([], [], ls=":", color=OKABE_ITO[index], label=f"KV cache cap ({key}): batch {kv}")
+                label = f"KV cache cap ({key}): batch {kv}"
+            else:
+                label = f"KV cache cap ({key}): batch {kv}, beyond this axis (not drawn)"
+            left.plot([], [], ls=":", color=OKABE_ITO[index], label=label)
         crossing = (part.get("crossing") or {}).get("crossover_batch")
         if crossing:
             right.axvline(crossing, color=OKABE_ITO[3 + index], lw=1, label=f"turns compute-bound ({key})")

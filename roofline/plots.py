@@ -13,8 +13,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from roofline.counting import count_work  # noqa: E402
+from roofline.reference import reference_bandwidth, reference_peak  # noqa: E402
+from roofline.roof import attainable_flop_per_s, ridge_flop_per_byte, roof_time_s  # noqa: E402
 from roofline.schema import Result  # noqa: E402
-from roofline.summary import measured_bandwidth, measured_peak  # noqa: E402
 from roofline.units import si  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -38,8 +39,48 @@ def _label(s: dict[str, Any]) -> str:
     return f"{s['op']} {s['n']}×{s['k']}{where}"
 
 
+def _measured_roof_label(result: Result, dtype: str) -> tuple[float | None, float | None, str]:
+    bandwidth, peak = reference_bandwidth(result.ceilings), reference_peak(result.ceilings, dtype)
+    label = "measured roof: " + (bandwidth.label if bandwidth else "no bandwidth")
+    if peak:
+        label += f", {si(peak.flop_per_s, 'FLOP/s')} ({peak.regime})"
+    return (bandwidth.bytes_per_s if bandwidth else None), (peak.flop_per_s if peak else None), label
+
+
+def _ceiling_lines(ax, result: Result, analysis: dict[str, Any], dtype: str, x: np.ndarray) -> None:
+    """The measured roof (the one reference, its regime named), the burst peak, and the spec roof."""
+    bw, peak, label = _measured_roof_label(result, dtype)
+    spec = analysis.get("spec") or {}
+    spec_bw, spec_peak = spec.get("bandwidth_bytes_per_s"), (spec.get("peak_flop_per_s") or {}).get(dtype)
+    spec_label = f"spec roof: {si(spec_bw, 'B/s')}" + (f", {si(spec_peak, 'FLOP/s')} (datasheet)" if spec_peak else "")
+    for bandwidth, top, style, name in ((bw, peak, "-", label), (spec_bw, spec_peak, "--", spec_label)):
+        if bandwidth:
+            ax.plot(x, attainable_flop_per_s(x, bandwidth, top), style, color="0.35", lw=1.5, label=name)
+            if top:
+                ax.axvline(ridge_flop_per_byte(top, bandwidth), ls=style, color="0.6", lw=0.8)
+    burst = reference_peak(result.ceilings, dtype)
+    if bw and burst and burst.burst_flop_per_s:
+        ax.plot(x, attainable_flop_per_s(x, bw, burst.burst_flop_per_s), ":", color="0.35", lw=1,
+                label=f"measured roof, burst: {si(burst.burst_flop_per_s, 'FLOP/s')}")
+
+
+def _flag_points(ax, s: dict[str, Any], flagged: dict[str, bool]) -> None:
+    """Ring points above a measured ceiling; cross points the fitted roof set aside.  Legend once each."""
+    above = [p for p in s["points"] if p.get("above_measured_ceiling")]
+    aside = [p for p in s["points"] if p.get("set_aside")]
+    ring = {"marker": "o", "ms": 11, "mfc": "none", "mec": OKABE_ITO[3], "mew": 1.6}
+    cross = {"marker": "x", "ms": 9, "color": OKABE_ITO[3], "mew": 1.4}
+    for points, style, key, label in ((above, ring, "above", "above the measured ceiling (flagged)"),
+                                      (aside, cross, "aside", "set aside by the fit (not under its roof)")):
+        if points:
+            ax.plot([p["intensity_flop_per_byte"] for p in points], [p["flop_per_s"] for p in points], ls="none",
+                    label=None if flagged.get(key) else label, **style)
+            flagged[key] = True
+
+
 def roofline_figure(result: Result, analysis: dict[str, Any], dtype: str):
-    """Attainable FLOP/s against intensity, log-log: ceilings, measured points, ridge and B*."""
+    """Attainable FLOP/s against intensity, log-log: ceilings (regime named), measured points (flagged when
+    above a ceiling or set aside), ridge and B*."""
     series = _series(analysis, dtype=dtype)
     if not series:
         return None
@@ -47,22 +88,15 @@ def roofline_figure(result: Result, analysis: dict[str, Any], dtype: str):
     fig, ax = plt.subplots(figsize=(8.5, 5.5))
     intensities = np.array([p["intensity_flop_per_byte"] for s in series for p in s["points"]])
     x = np.logspace(np.log10(intensities.min() / 2), np.log10(intensities.max() * 3), 200)
-    spec = analysis.get("spec") or {}
-    for name, bw, peak, style in (("measured", measured_bandwidth(result), measured_peak(result, dtype), "-"),
-                                  ("spec", spec.get("bandwidth_bytes_per_s"),
-                                   (spec.get("peak_flop_per_s") or {}).get(dtype), "--")):
-        if bw:
-            roof = np.minimum(bw * x, peak) if peak else bw * x
-            ax.plot(x, roof, style, color="0.35", lw=1.5,
-                    label=f"{name} roof: {si(bw, 'B/s')}" + (f", {si(peak, 'FLOP/s')}" if peak else ""))
-            if peak:
-                ax.axvline(peak / bw, ls=style, color="0.6", lw=0.8)
+    _ceiling_lines(ax, result, analysis, dtype, x)
     labelled = next((s for s in series if s["op"] == "gemm"), None)  # batch labels once: series share them
+    flagged: dict[str, bool] = {}
     for index, s in enumerate(series):
         color, marker = OKABE_ITO[index % 8], MARKERS[index % 8]
         xs = [p["intensity_flop_per_byte"] for p in s["points"]]
         ys = [p["flop_per_s"] for p in s["points"]]
         ax.plot(xs, ys, marker=marker, ls=":", color=color, ms=5, label=_label(s))
+        _flag_points(ax, s, flagged)
         for p in s["points"]:
             if p["batch"] in LABELLED_BATCHES and s is labelled:
                 ax.annotate(f"B={p['batch']}", (p["intensity_flop_per_byte"], p["flop_per_s"]),
@@ -75,7 +109,10 @@ def roofline_figure(result: Result, analysis: dict[str, Any], dtype: str):
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved FLOP/s")
     ax.set_title(f"Roofline, {dtype}: {result.device.get('name')}")
-    ax.legend(fontsize=7.5, loc="lower right")
+    if labelled and labelled.get("roof_regime"):
+        ax.text(0.01, 0.99, f"fitted ridges (stars): {labelled['roof_regime']}", transform=ax.transAxes,
+                fontsize=7, va="top", color="0.3")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
 
@@ -84,11 +121,8 @@ def _model_time(s: dict[str, Any], batches: np.ndarray) -> np.ndarray | None:
     bw, peak = s.get("bandwidth_bytes_per_s"), s.get("peak_flop_per_s")
     if not bw:
         return None
-    out = []
-    for b in batches:
-        work = count_work(s["op"], s["dtype"], int(b), s["n"], s["k"])
-        out.append(max(work.bytes / bw, work.flop / peak) if peak else work.bytes / bw)
-    return np.array(out)
+    works = [count_work(s["op"], s["dtype"], int(b), s["n"], s["k"]) for b in batches]
+    return roof_time_s([w.flop for w in works], [w.bytes for w in works], bw, peak)
 
 
 def time_figure(result: Result, analysis: dict[str, Any]):
@@ -105,9 +139,15 @@ def time_figure(result: Result, analysis: dict[str, Any]):
         times = np.array([p["time_s"] for p in s["points"]]) * 1e6
         ax.plot(batches, times, "o", color=OKABE_ITO[0], ms=4, label="measured (median)")
         grid = np.unique(np.geomspace(batches.min(), batches.max(), 200).round())
-        model = _model_time(s, grid)
+        model = None if s["status"] == "not-a-roofline" else _model_time(s, grid)
+        if s["status"] == "not-a-roofline":
+            ax.set_title("not a roofline: no fit drawn", fontsize=9, loc="right", color=OKABE_ITO[3])
         if model is not None:
             ax.plot(grid, model * 1e6, "-", color=OKABE_ITO[1], label="fit: max(bytes/BW, FLOP/P)")
+        aside = [p for p in s["points"] if p.get("set_aside")]
+        if aside:
+            ax.plot([p["batch"] for p in aside], [p["time_s"] * 1e6 for p in aside], "x", color=OKABE_ITO[3],
+                    ms=8, label="set aside by the fit")
         if s.get("critical_batch"):
             lo, hi = s["critical_batch_ci95"]
             ax.axvline(s["critical_batch"], color=OKABE_ITO[3], lw=1.2, label=f"B* ≈ {s['critical_batch']:.0f}")
@@ -148,15 +188,20 @@ def throughput_figure(result: Result, analysis: dict[str, Any]):
     bottom.set_ylabel("achieved GB/s")
     bottom.set_xlabel("batch")
     bottom.set_xscale("log", base=2)
-    bw = measured_bandwidth(result)
-    if bw:
+    reference = reference_bandwidth(result.ceilings)
+    if reference:
+        bw = reference.bytes_per_s
         second = bottom.secondary_yaxis("right", functions=(lambda v: 100 * v * 1e9 / bw, lambda p: p * bw / 1e11))
-        second.set_ylabel("% of measured bandwidth")
-    peak = measured_peak(result, series[0]["dtype"])
+        second.set_ylabel(f"% of {reference.name} ({si(bw, 'B/s')})", fontsize=8)
+        bottom.axhline(bw / 1e9, color="0.4", ls="--", lw=1, label=f"reference bandwidth: {reference.label}")
+        bottom.legend(fontsize=7)
+    peak = reference_peak(result.ceilings, series[0]["dtype"])
     if peak and len({s["dtype"] for s in series}) == 1:
-        second = top.secondary_yaxis("right", functions=(lambda v: 100 * v * 1e12 / peak,
-                                                         lambda p: p * peak / 1e14))
-        second.set_ylabel("% of measured peak")
+        value = peak.flop_per_s
+        second = top.secondary_yaxis("right", functions=(lambda v: 100 * v * 1e12 / value,
+                                                         lambda p: p * value / 1e14))
+        second.set_ylabel(f"% of measured peak ({peak.regime.split(' (')[0]})", fontsize=8)
+        top.axhline(value / 1e12, color="0.4", ls="--", lw=1, label=f"measured peak: {peak.label}")
     top.legend(fontsize=8)
     top.set_title("Throughput against batch")
     fig.tight_layout()
@@ -186,7 +231,9 @@ def efficiency_figure(result: Result, analysis: dict[str, Any]):
     if not drawn:  # neither measured ceilings nor a spec: nothing to be efficient against
         plt.close(fig)
         return None
-    ax.set_title("Efficiency: achieved FLOP/s over the roofline at each point's intensity")
+    ax.axhline(100, color="0.4", ls="--", lw=1)
+    ax.set_title("Efficiency: achieved FLOP/s over the roofline at each point's intensity (above 100%: flagged)",
+                 fontsize=9)
     ax.legend(fontsize=7.5)
     fig.tight_layout()
     return fig
@@ -239,8 +286,11 @@ def telemetry_figure(result: Result, analysis: dict[str, Any]):
     throttled = [(p.telemetry or {}).get("window_s") for p in result.points
                  if (p.telemetry or {}).get("throttled") and (p.telemetry or {}).get("window_s")]
     for ax, (key, scale, label) in zip(axes[:, 0], panels, strict=True):
-        values = np.array([np.nan if row.get(key) is None else row[key] * scale for row in timeline])
-        ax.plot(t, values, lw=1, color=OKABE_ITO[0])
+        # Only the rows that carry the metric: GPM fills every other reading, and NaN gaps would break
+        # the line into isolated points.
+        carried = [(ti, row[key] * scale) for ti, row in zip(t, timeline, strict=True)
+                   if row.get(key) is not None and np.isfinite(row[key])]
+        ax.plot([c[0] for c in carried], [c[1] for c in carried], lw=1, color=OKABE_ITO[0])
         ax.set_ylabel(label, fontsize=8)
         for start, end in throttled:
             ax.axvspan(start - t0, end - t0, color=OKABE_ITO[3], alpha=0.2)

@@ -13,13 +13,13 @@ from typing import Any
 
 from roofline import plots
 from roofline.analysis import analyse
+from roofline.reference import marked_percent
 from roofline.schema import Result
-from roofline.tables import series_table
+from roofline.tables import reference_lines, series_table
 from roofline.units import seconds, si
 
 # A sample this short is within ~1% of the timers' resolution (events ~0.5 µs, perf_counter ~0.1 µs).
 NOISE_FLOOR_SAMPLE_S = 50e-6
-NOISY_REL_CI = 0.05
 
 
 def default_report_dir(result_path: Path) -> Path:
@@ -98,19 +98,17 @@ def warning_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
                         + ", ".join(f"{p.op} {p.dtype} B={p.batch}" for p in wrong[:5]))
     floor = [p for p in result.ok_points() if p.launches_per_sample and
              p.stats.median_s * p.launches_per_sample < NOISE_FLOOR_SAMPLE_S]
-    noisy = [p for p in result.ok_points() if p.stats.n >= 6 and p.stats.rel_ci95_half_width > NOISY_REL_CI]
     if floor:
         warnings.append(f"{len(floor)} point(s) near the timer's noise floor (a sample under "
                         f"{seconds(NOISE_FLOOR_SAMPLE_S)}).")
-    if noisy:
-        warnings.append(f"{len(noisy)} point(s) with a 95% CI wider than ±{100 * NOISY_REL_CI:.0f}% of the median.")
+    # Busy device, CIs wider than the target, incomplete series, too few points (roofline.trust).
+    warnings += [line[0].upper() + line[1:] + "." for line in analysis.get("warnings") or []]
+    warnings += over_ceiling_warnings(analysis)
     failed = [p for p in result.points if not p.ok]
     if failed:
         kinds = sorted({p.status for p in failed})
         warnings.append(f"{len(failed)} point(s) not measured ({', '.join(kinds)}): "
                         + "; ".join(sorted({f'{p.op} {p.dtype}: {p.reason}' for p in failed})[:4]))
-    if not result.ok_points():
-        warnings.append("No ok points: nothing to fit or draw.")
     telemetry = result.telemetry or {}
     if telemetry.get("source") in (None, "none"):
         warnings.append(f"No telemetry: {telemetry.get('reason', 'not recorded')}.")
@@ -123,6 +121,23 @@ def warning_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
 
 
 CROSS_CHECK_BAND = (0.85, 1.15)
+
+
+def over_ceiling_warnings(analysis: dict[str, Any]) -> list[str]:
+    """Points the fitted roof does not bound, and points above a measured ceiling: named, never hidden."""
+    lines = []
+    for s in analysis["series"]:
+        label = f"{s['op']} {s['dtype']} {s['n']}x{s['k']}" + ("" if s["backend"] in ("torch", "imported")
+                                                               else f" [{s['backend']}]")
+        if s.get("set_aside"):
+            lines.append(f"{label}: {len(s['set_aside'])} point(s) set aside from the fitted roof: "
+                         + "; ".join(f"B={a['batch']} ({a['why']})" for a in s["set_aside"][:6]) + ".")
+        above = s.get("above_measured_ceiling") or []
+        if above:
+            lines.append(f"{label}: above a measured ceiling (flagged in the table, analysis.json and the roofline "
+                         "plot): " + ", ".join(f"B={a['batch']} {marked_percent(a['pct'])} of the {a['ceiling']}"
+                                               for a in above[:6]) + ".")
+    return lines
 
 
 def cross_check_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
@@ -204,6 +219,7 @@ def _markdown(title: str, sections: dict[str, list[str]], analysis, images: dict
     out = [f"# {title}", "", "## Verdict", ""] + [f"- {line}" for line in sections["verdict"]]
     out += ["", "## Fit per series", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(row) + " |" for row in rows]
+    out += [""] + [f"- {line}" for line in reference_lines(analysis)]
     for name in images:
         out += ["", f"![{name}]({name}.png)"]
     for key in ("environment", "method", "warnings", "missing"):
@@ -224,7 +240,7 @@ def _html(title: str, sections: dict[str, list[str]], analysis, images: dict[str
     parts += [f"<li>{esc(line)}</li>" for line in sections["verdict"]]
     parts.append("</ul><h2>Fit per series</h2><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>")
     parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows]
-    parts.append("</table>")
+    parts.append("</table><ul>" + "".join(f"<li>{esc(x)}</li>" for x in reference_lines(analysis)) + "</ul>")
     for name, data in images.items():
         encoded = base64.b64encode(data).decode()
         parts.append(f"<img alt='{esc(name)}' src='data:image/png;base64,{encoded}'>")

@@ -1,10 +1,12 @@
-"""The per-series summary a sweep prints: GEMV bandwidth and peak FLOP/s against the ceilings."""
+"""The per-series summary a sweep prints: GEMV bandwidth and peak FLOP/s against the ceilings (the one
+reference of ``roofline.reference``), with a warning for every figure above its ceiling."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
 
+from roofline.reference import marked_percent, reference_bandwidth, reference_peak
 from roofline.schema import Point, Result
 
 
@@ -47,28 +49,32 @@ def spec_peak(result: Result, dtype: str) -> float | None:
     return ((result.ceilings.get("spec") or {}).get("peak_flop_per_s") or {}).get(dtype)
 
 
-def _trusted(result: Result) -> list[Point]:
-    return [p for p in result.points if p.usable]
-
-
 def measured_bandwidth(result: Result) -> float | None:
-    """The best bandwidth measured anywhere in this run: the ceiling kernels or any point.
+    """The one reference bandwidth (``roofline.reference``): what every "% of measured bandwidth" is of.
 
-    A roof that some measured point beats is not a roof; taking the best of both keeps every
-    efficiency at or under 100% and names the true best, as nvbench and mamf-finder report best-of.
+    A point faster than it is flagged where it is shown, not hidden by raising the reference to it.
     """
-    ceiling = (result.ceilings.get("measured") or {}).get("bandwidth_bytes_per_s")
-    if ceiling is None:
-        return None
-    return max([ceiling] + [p.bytes / p.stats.median_s for p in _trusted(result)])
+    reference = reference_bandwidth(result.ceilings)
+    return reference.bytes_per_s if reference else None
 
 
 def measured_peak(result: Result, dtype: str) -> float | None:
-    """The best FLOP/s measured anywhere in this run for ``dtype`` (ceiling search or any point)."""
-    ceiling = ((result.ceilings.get("measured") or {}).get("peak_flop_per_s") or {}).get(dtype)
-    if ceiling is None:
-        return None
-    return max([ceiling] + [p.flop / p.stats.median_s for p in _trusted(result) if p.dtype == dtype])
+    """The measured compute ceiling for ``dtype``: the sustained figure (``roofline.reference``)."""
+    reference = reference_peak(result.ceilings, dtype)
+    return reference.flop_per_s if reference else None
+
+
+def over_ceiling_lines(result: Result, rows: list[SeriesSummary]) -> list[str]:
+    """A warning for every printed percentage above the ceiling it is of."""
+    lines = []
+    for row in rows:
+        label = f"{row.op} {row.dtype} {row.n}x{row.k}" + ("" if row.backend == "torch" else f" [{row.backend}]")
+        for pct, what in ((row.pct_of_measured_bandwidth, "reference bandwidth"),
+                          (row.pct_of_measured_peak, f"measured {row.dtype} peak")):
+            if pct and pct > 100:
+                lines.append(f"{label}: {marked_percent(pct)} of the {what}, above that ceiling (the ceiling search "
+                             "did not find the fastest kernel, or the clock was higher while it ran)")
+    return lines
 
 
 def summarize_series(result: Result) -> list[SeriesSummary]:

@@ -124,7 +124,9 @@ def test_device_all_runs_one_process_per_device(tmp_path):
     assert run.exit_code == 0, run.output
     results = sorted((tmp_path / "all").glob("*.json"))
     assert len(results) >= 1 and all(load_result(p).ok_points() for p in results)
-    assert "1 result(s)" in run.output or "result(s) in" in run.output
+    # The count it states is the count it wrote, each file named.
+    assert f"{len(results)} result(s) in {tmp_path / 'all'}" in run.output
+    assert all(p.name in run.output for p in results)
     bad = CliRunner().invoke(main, ["sweep", "--device", "all", "-o", str(tmp_path / "x.json")])
     assert bad.exit_code == 2 and "give -o a folder" in bad.output
 

@@ -79,7 +79,11 @@ def test_fit_and_ceilings_on_the_real_cpu_sweep(quick_sweep):
 
     analysis = json.loads(run.output)
     gemm = next(s for s in analysis["series"] if s["op"] == "gemm")
-    assert gemm["status"] in ("ok", "lower-bound")
+    # A loaded CI host can time B=2 at 10x B=1 (the busy-CPU curve): then the fit must say the curve
+    # is not a roofline, naming the points, and claim no crossover.
+    assert gemm["status"] in ("ok", "lower-bound", "not-a-roofline")
+    if gemm["status"] == "not-a-roofline":
+        assert "under half the roof" in gemm["message"] and gemm["critical_batch"] is None
     assert gemm["bandwidth_bytes_per_s"] > 1e9
     bmm = next(s for s in analysis["series"] if s["op"] == "bmm")
     assert bmm["status"] == "memory-bound-at-every-batch"
@@ -93,6 +97,8 @@ def test_quick_sweep_report_opens_offline_with_all_figures(quick_sweep):
         assert (folder / f"{name}.png").stat().st_size > 10_000
         assert f"alt='{name}'" in page
     assert "data:image/png;base64," in page
-    assert "decode stays memory-bound up to batch" in page or "memory-bound at every measured batch" in page
+    assert any(verdict in page for verdict in ("decode stays memory-bound up to batch",
+                                               "memory-bound at every measured batch",
+                                               "this curve is not a roofline, so no crossover is claimed"))
     assert "No telemetry" in page  # a CPU result says what is missing
     assert "report:" in text

@@ -1,0 +1,57 @@
+"""The roofline formula, written down once: ``t = max(bytes/BW, flop/P)``, its ridge ``P/BW``, and the
+attainable FLOP/s ``min(BW·I, P)`` at an intensity.
+
+Every module that draws, fits, compares or models a roofline calls these (fit, analysis, plots, decode,
+compare), so a change of convention (a peak that is unknown, a bandwidth-only roof) lands everywhere at
+once.  Works on floats and on numpy arrays alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def roof_time_s(flop, nbytes, bandwidth_bytes_per_s: float, peak_flop_per_s: float | None):
+    """Time on the roof: the slower of moving the bytes and doing the FLOP.  ``peak`` None: bytes only."""
+    memory = np.asarray(nbytes, dtype=float) / bandwidth_bytes_per_s
+    if not peak_flop_per_s:
+        return memory if memory.ndim else float(memory)
+    out = np.maximum(memory, np.asarray(flop, dtype=float) / peak_flop_per_s)
+    return out if out.ndim else float(out)
+
+
+def attainable_flop_per_s(intensity_flop_per_byte, bandwidth_bytes_per_s: float | None,
+                          peak_flop_per_s: float | None):
+    """``min(BW·I, P)``; None without a bandwidth (nothing to bound by)."""
+    if not bandwidth_bytes_per_s:
+        return None
+    memory = np.asarray(intensity_flop_per_byte, dtype=float) * bandwidth_bytes_per_s
+    out = np.minimum(memory, peak_flop_per_s) if peak_flop_per_s else memory
+    return out if out.ndim else float(out)
+
+
+def ridge_flop_per_byte(peak_flop_per_s: float | None, bandwidth_bytes_per_s: float | None) -> float | None:
+    """The intensity where the two roofs meet; None when either is unknown."""
+    if not peak_flop_per_s or not bandwidth_bytes_per_s:
+        return None
+    return peak_flop_per_s / bandwidth_bytes_per_s
+
+
+@dataclass(frozen=True)
+class Roof:
+    """A roofline: attainable FLOP/s at an intensity.  ``peak`` None means bandwidth only."""
+
+    bandwidth_bytes_per_s: float | None
+    peak_flop_per_s: float | None
+
+    @property
+    def ridge_flop_per_byte(self) -> float | None:
+        return ridge_flop_per_byte(self.peak_flop_per_s, self.bandwidth_bytes_per_s)
+
+    def attainable(self, intensity: float) -> float | None:
+        return attainable_flop_per_s(intensity, self.bandwidth_bytes_per_s, self.peak_flop_per_s)
+
+    def time_s(self, flop, nbytes):
+        return roof_time_s(flop, nbytes, self.bandwidth_bytes_per_s, self.peak_flop_per_s)

@@ -1,0 +1,131 @@
+"""Replay the first real H200 run (tests/data/h200) through summary, fit, report and compare: one named
+reference bandwidth everywhere, no figure above 100% of its ceiling without a warning, the point above the
+compute ceiling flagged, ceilings that name their regime, and a telemetry figure with lines."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli import main
+from roofline import plots
+from roofline.analysis import analyse
+from roofline.reference import NOT_RECORDED, reference_bandwidth, reference_bandwidth_from_measured, reference_peak
+from roofline.results import load_result
+
+DATA = Path(__file__).parent / "data" / "h200"
+SWEEP, CEILINGS = DATA / "first-run-sweep.json", DATA / "first-run-ceilings.json"
+PERCENT = re.compile(r"(\d+(?:\.\d+)?)%(⚠?)")
+
+
+def unexplained_over_100(text: str) -> list[str]:
+    """Percentages above 100 printed without the mark that says they are above their ceiling."""
+    return [f"{value}% in: {line}" for line in text.splitlines() for value, mark in PERCENT.findall(line)
+            if float(value) > 100 and not mark]
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return load_result(SWEEP)
+
+
+def test_the_reference_is_the_best_read_or_copy_kernel_not_the_copy_engine(sweep):
+    reference = reference_bandwidth(sweep.ceilings)
+    assert reference.name == "cupy read" and reference.kind == "read"
+    assert reference.bytes_per_s == pytest.approx(4.596e12, rel=1e-3)
+    # The graph-captured copy_ (a memcpy node on a copy engine, 2.71 TB/s) is never the reference.
+    measured = sweep.ceilings["measured"]
+    only_torch = {"copy": measured["copy"], "read": measured["read"]}
+    assert reference_bandwidth_from_measured(only_torch).name == "torch read"
+    assert reference_bandwidth_from_measured({"copy": measured["copy"]}) is None or \
+        reference_bandwidth_from_measured({"copy": measured["copy"]}).kind != "copy"
+    # A new document names its own: the reader uses it as written.
+    recorded = {**measured, "reference_bandwidth": {"bytes_per_s": 4.2e12, "name": "torch copy (eager)",
+                                                    "kind": "copy", "kernel": "torch.Tensor.copy_",
+                                                    "timer": "cuda-eager", "why": "best kernel"}}
+    assert reference_bandwidth_from_measured(recorded).label == "torch copy (eager) 4.2 TB/s"
+    peak = reference_peak(sweep.ceilings, "bf16")
+    assert peak.regime == NOT_RECORDED and peak.burst_flop_per_s is None
+
+
+def test_burst_and_sustained_when_recorded(sweep):
+    ceilings = json.loads(json.dumps(sweep.ceilings))
+    ceilings["measured"]["peak_flop_per_s_burst"] = {"bf16": 793e12}
+    ceilings["measured"]["peak"]["bf16"]["sustained"] = {"flop_per_s": 687e12, "sm_clock_hz": None}
+    peak = reference_peak(ceilings, "bf16")
+    assert peak.regime == "sustained" and peak.burst_flop_per_s == 793e12
+
+
+def test_fit_verdict_and_table_name_the_reference_and_flag_what_is_above(sweep):
+    analysis = analyse(sweep)
+    assert analysis["reference_bandwidth"]["name"] == "cupy read"
+    down = next(s for s in analysis["series"] if s["op"] == "gemm" and s["k"] == 28672 and s["backend"] == "torch")
+    flagged = {a["batch"]: a for a in down["above_measured_ceiling"]}
+    assert flagged[1024]["ceiling"] == "peak" and flagged[1024]["pct"] == pytest.approx(103.3, abs=0.2)
+    assert next(p for p in down["points"] if p["batch"] == 1024)["above_measured_ceiling"] is True
+    assert "sustained" in down["roof_regime"]
+    verdict = "\n".join(analysis["verdict"])
+    assert "158%" not in verdict and "copy bandwidth measured here" not in verdict
+    assert "93% of the reference bandwidth (cupy read 4.6 TB/s)" in verdict
+    assert "B=1024 at 103.3%⚠" in verdict and NOT_RECORDED in verdict
+    run = CliRunner().invoke(main, ["fit", str(SWEEP)])
+    assert run.exit_code == 0 and "cupy read" in run.output
+    assert unexplained_over_100(run.output) == []
+
+
+def test_sweep_summary_names_the_reference_and_warns(sweep, capsys):
+    from microbench.progress import print_sweep_summary
+
+    print_sweep_summary(sweep, None)
+    out = capsys.readouterr().out
+    assert "reference bandwidth: cupy read 4.6 TB/s" in out
+    assert "warning: gemm bf16 8192x28672: 103.3%⚠ of the measured bf16 peak, above that ceiling" in out
+    assert unexplained_over_100(out) == []
+
+
+def test_report_and_its_roofline_plot(sweep, tmp_path):
+    run = CliRunner().invoke(main, ["report", str(SWEEP), "-o", str(tmp_path)])
+    assert run.exit_code == 0, run.output
+    markdown = (tmp_path / "report.md").read_text()
+    assert "cupy read" in markdown and unexplained_over_100(markdown) == []
+    stored = json.loads((tmp_path / "analysis.json").read_text())
+    assert any(a["batch"] == 1024 for s in stored["series"] for a in s["above_measured_ceiling"])
+    figure = plots.roofline_figure(sweep, analyse(sweep), "bf16")
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    assert any(label.startswith("measured roof: cupy read 4.6 TB/s") and NOT_RECORDED in label for label in labels)
+    assert "above the measured ceiling (flagged)" in labels
+    assert any(label.startswith("spec roof") and "datasheet" in label for label in labels)
+
+
+def test_compare_names_each_reference(sweep, tmp_path):
+    other = tmp_path / "again.json"
+    shutil.copy(SWEEP, other)
+    run = CliRunner().invoke(main, ["compare", str(SWEEP), str(other), "--format", "md"])
+    assert run.exit_code == 0, run.output
+    assert "cupy read" in run.output and unexplained_over_100(run.output) == []
+    # The same file twice: every matching point is the same.
+    assert "slower" not in run.output.split("## Fleet")[0].replace("faster / slower", "")
+
+
+def test_fit_on_a_ceilings_only_result_says_why_it_is_empty():
+    run = CliRunner().invoke(main, ["fit", str(CEILINGS)])
+    assert run.exit_code == 0, run.output
+    assert "No series: this result holds no points" in run.output
+    assert "cupy read" in run.output  # the reference it would be against is still named
+
+
+def test_telemetry_figure_draws_each_metric_over_the_rows_that_carry_it(sweep):
+    figure = plots.telemetry_figure(sweep, analyse(sweep))
+    timeline = sweep.telemetry["timeline"]
+    carried = {key: sum(row.get(key) is not None for row in timeline)
+               for key in ("sm_clock_hz", "power_w", "dram_bw_util_percent", "tensor_util_percent")}
+    assert carried["dram_bw_util_percent"] < 0.6 * len(timeline), "GPM fills about every other reading"
+    for ax, key in zip(figure.axes, carried, strict=True):
+        ys = np.asarray(ax.get_lines()[0].get_ydata(), dtype=float)
+        assert len(ys) == carried[key] and np.isfinite(ys).all(), key
