@@ -15,6 +15,8 @@ from roofline.stats import MIN_SAMPLES_FOR_CI, summarize
 
 # A median from fewer samples than this is not worth reporting, whatever the budget says.
 FLOOR_SAMPLES = 3
+# min_time_s may take a phase past max_samples, but never past this many times it.
+HARD_MAX_SAMPLES_FACTOR = 20
 # Warm-up has settled when two consecutive samples agree within this fraction.
 SETTLED_REL = 0.05
 
@@ -46,7 +48,8 @@ class StoppingRule:
     max_samples: int = 500
     warmup_s: float = 0.05
     min_warmup_samples: int = 2
-    # Sample at least this long (GPM counters need >= 100 ms windows); max_samples still stops.
+    # Sample at least this long, even past max_samples (telemetry needs its readings to describe the
+    # phase); HARD_MAX_SAMPLES_FACTOR × max_samples still stops a phase of very short samples.
     min_time_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -94,10 +97,12 @@ def measure(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Cl
         samples.extend(sample())
         n = len(samples)
         elapsed = clock.now_s() - start
-        if n >= rule.max_samples:
+        if n >= HARD_MAX_SAMPLES_FACTOR * rule.max_samples:
             reason = "max_samples"
         elif elapsed < rule.min_time_s:
             continue
+        elif n >= rule.max_samples:
+            reason = "max_samples"
         elif n >= rule.min_samples and summarize(samples).rel_ci95_half_width <= rule.target_rel_ci:
             reason = "converged"
         elif elapsed >= rule.budget_s and n >= FLOOR_SAMPLES:

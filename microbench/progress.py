@@ -93,12 +93,29 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
                      + ", ".join(sorted({p.status for p in bad})))
     if result.telemetry.get("source") in (None, "none"):
         stdout.print(f"telemetry: none ({result.telemetry.get('reason')})")
-    throttled = [p for p in result.points if (p.telemetry or {}).get("throttled")]
-    if throttled:
-        stdout.print(f"[red]warning: {len(throttled)} point(s) measured while the GPU was throttled: "
-                     + ", ".join(f"{p.op} {p.dtype} B={p.batch}" for p in throttled[:6]) + "[/]")
+    for line in telemetry_warnings(result.points):
+        stdout.print(line)
     if output is not None:
         stdout.print(f"saved {output}")
+
+
+def telemetry_warnings(points) -> list[str]:
+    """One line per kind of flag, counted per series (shape and back end included), superseded attempts
+    excluded: throttled (thermal/hardware, each was measured again) and power-capped (recorded)."""
+    lines = []
+    for key, label, style in (("throttled", "throttled (thermal or hardware slowdown)", "red"),
+                              ("power_capped", "power-capped (sw_power_cap: recorded, not re-measured)", "yellow")):
+        series: dict[str, list[int]] = {}
+        for p in points:
+            if not p.superseded and (p.telemetry or {}).get(key):
+                where = "" if p.backend == "torch" else f" [{p.backend}]"
+                series.setdefault(f"{p.op} {p.dtype} {p.n}x{p.k}{where}", []).append(p.batch)
+        if series:
+            count = sum(len(b) for b in series.values())
+            detail = "; ".join(f"{name} B={','.join(map(str, sorted(b)))}" for name, b in series.items())
+            lines.append(f"[{style}]{'warning' if key == 'throttled' else 'note'}: {count} point(s) {label}: "
+                         f"{escape(detail)}[/]")
+    return lines
 
 
 def print_ceilings(ceilings: dict[str, Any], device: dict[str, Any]) -> None:

@@ -2,15 +2,15 @@
 
 The result is saved atomically after every point, so an interruption loses at most the point in flight.
 A signal finishes the point in flight (a second one abandons it), saves, and raises ``Interrupted``;
-``--resume`` continues the same plan.  A point that telemetry flags (throttled, SM clock drift) is
-measured once more after a pause, and both attempts are kept.
+``--resume`` continues the same plan.  A point that telemetry flags (thermal or hardware slowdown, an SM
+clock that moved without a power cap to explain it) is measured once more after a pause, and both attempts
+are kept; a power-capped point is recorded as such and not measured again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -226,13 +226,17 @@ def _torch_kernel(spec: plan.PointSpec) -> str:
 
 
 def needs_retry(point: Point) -> str | None:
-    """Why a point must be measured again: throttling or SM clock drift during its window."""
-    telemetry = point.telemetry or {}
-    if telemetry.get("throttled"):
-        return "throttled: " + ", ".join(telemetry.get("clock_event_reasons") or [])
-    if telemetry.get("sm_clock_drift"):
-        return "SM clock changed during the point"
-    return None
+    """Why a point must be measured again (thermal/hardware slowdown, or an unexplained SM clock move),
+    decided from the readings attributed to its own timed phase; power capping is recorded, not retried."""
+    from microbench.telemetry import remeasure_reason
+
+    return remeasure_reason(point.telemetry)
+
+
+def pause(session: Session, seconds: float) -> None:
+    """Let clocks and temperature recover before a second attempt; a signal cuts it short.  A seam:
+    tests replace it to change what the telemetry reader reports between attempts."""
+    session.stop.wait(seconds)
 
 
 def settings_record(config: SweepConfig, session: Session) -> dict[str, Any]:
@@ -396,7 +400,7 @@ def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> R
             retries_left -= 1
             observer.on_notice(f"{spec.label}: {why}; measuring it again after {RETRY_PAUSE_S:.0f} s")
             result = save(result.with_point(replace(point, superseded=True)))
-            time.sleep(RETRY_PAUSE_S)
+            pause(session, RETRY_PAUSE_S)
             point = measure_point(session, spec, attempt=2)
         result = save(result.with_point(point))
         observer.on_point(point)
