@@ -21,6 +21,12 @@ HARD_MAX_SAMPLES_FACTOR = 20
 SETTLED_REL = 0.05
 
 
+class Stopped(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt, not an error
+    """A stop flag was set while measuring something that need not be finished (the ceilings).
+
+    A BaseException, so the ``except Exception`` that records a failed point does not swallow it."""
+
+
 class Clock(Protocol):
     def now_s(self) -> float: ...
 
@@ -72,6 +78,15 @@ class Measurement:
     finished_s: float = 0.0
 
 
+def _stoppable(sample: Callable[[], Sequence[float]], should_stop: Callable[[], bool]):
+    def checked() -> Sequence[float]:
+        if should_stop():
+            raise Stopped()
+        return sample()
+
+    return checked
+
+
 def warm_up(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Clock) -> list[float]:
     """Run samples until clocks and caches have settled; return what warm-up measured."""
     start = clock.now_s()
@@ -88,13 +103,18 @@ def warm_up(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Cl
             return seen
 
 
-def measure(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Clock) -> Measurement:
-    """Warm up, then sample until the rule says stop.  ``sample`` returns one or more per-launch times."""
-    warm = warm_up(sample, rule, clock)
+def measure(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Clock,
+            should_stop: Callable[[], bool] | None = None) -> Measurement:
+    """Warm up, then sample until the rule says stop.  ``sample`` returns one or more per-launch times.
+
+    ``should_stop`` (checked before every sample) raises ``Stopped`` when it returns True: the ceilings
+    give up a measurement in flight on Ctrl-C, a sweep point does not."""
+    checked = sample if should_stop is None else _stoppable(sample, should_stop)
+    warm = warm_up(checked, rule, clock)
     start = clock.now_s()
     samples: list[float] = []
     while True:
-        samples.extend(sample())
+        samples.extend(checked())
         n = len(samples)
         elapsed = clock.now_s() - start
         if n >= HARD_MAX_SAMPLES_FACTOR * rule.max_samples:
