@@ -37,13 +37,15 @@ def measure_launches(keys, device: str, budget_s: float | None, observer: SweepO
                      ) -> tuple[dict, dict[str, Any], list, dict[str, float | None]]:
     """Median time of each launch measured here (the same protocol as a sweep), and the measured roof:
     copy/read bandwidth and the quick matmul-peak search for ``dtype``."""
-    from microbench.ceilings import CPU_QUICK_PEAK_SHAPES, GPU_QUICK_PEAK_SHAPES, measure_peak, measure_stream
+    from microbench.ceilings import measure_stream, reference_bandwidth
+    from microbench.peaks import measure_peak, peak_shapes
 
     config = SweepConfig(device=device, ops=(), budget_s=budget_s, save=False, with_ceilings=False)
     session = prepare_sweep(config, observer).session
-    shapes = GPU_QUICK_PEAK_SHAPES if session.choice.kind == "cuda" else CPU_QUICK_PEAK_SHAPES
-    roof = {"bandwidth_bytes_per_s": max(measure_stream(session, kind)["bytes_per_s"] for kind in ("copy", "read")),
-            "peak_flop_per_s": measure_peak(session, dtype, shapes)["flop_per_s"]}
+    # The same reference bandwidth as the ceilings (the copy timed eagerly) and the sustained peak.
+    reference = reference_bandwidth({f"torch {kind}": measure_stream(session, kind) for kind in ("copy", "read")})
+    roof = {"bandwidth_bytes_per_s": reference["bytes_per_s"],
+            "peak_flop_per_s": measure_peak(session, dtype, peak_shapes(session, quick=True))["flop_per_s"]}
     observer.on_start(len(keys))
     times, points = {}, []
     try:
