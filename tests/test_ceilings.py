@@ -116,3 +116,36 @@ def test_ceilings_stop_within_a_second_of_a_signal():
     with pytest.raises(Stopped):
         measure_ceilings(session, ["fp32", "bf16"])
     assert time.perf_counter() - stopped_at["t"] < 1.0
+
+
+def test_ctrl_c_during_the_ceilings_phase_of_a_real_sweep_stops_quickly(tmp_path):
+    """End to end (issue 15.5: 10.2 s before): SIGINT while the ceilings run, exit 130 soon after."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from roofline.results import load_result
+
+    root = Path(__file__).resolve().parent.parent
+    output = tmp_path / "run.json"
+    process = subprocess.Popen([sys.executable, "-m", "microbench.cli", "sweep", "--device", "cpu", "--quick",
+                                "-o", str(output)], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        deadline = time.time() + 180
+        for line in process.stderr:
+            if "measuring ceilings" in line or time.time() > deadline:
+                break
+        time.sleep(0.5)  # inside the copy measurement
+        sent = time.perf_counter()
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=60)
+        elapsed = time.perf_counter() - sent
+    finally:
+        process.kill()
+    assert process.returncode == 130, rest
+    # About one sample and the save on an idle machine; generous for a busy 2-core CI box.
+    assert elapsed < 4.0, elapsed
+    saved = load_result(output)
+    assert not (saved.ceilings or {}).get("measured") and not saved.points
