@@ -72,11 +72,16 @@ def _timed(session: Session, workload) -> tuple[Any, str]:
     return result, timer.name
 
 
-def measure_stream(session: Session, kind: str) -> dict[str, Any]:
-    torch = session.torch
+def stream_source(session: Session):
+    """The stream buffer (random fp32, seeded): made once and shared by the copy and the read."""
     elements = stream_bytes(session) // 4
-    src = ops.random_tensor(torch, (elements,), "fp32", session.choice.torch_name,
-                            ops.seed_for(session.seed, "stream"))
+    return ops.random_tensor(session.torch, (elements,), "fp32", session.choice.torch_name,
+                             ops.seed_for(session.seed, "stream"))
+
+
+def measure_stream(session: Session, kind: str, src=None) -> dict[str, Any]:
+    torch = session.torch
+    src = stream_source(session) if src is None else src
     dst = torch.empty_like(src) if kind == "copy" else torch.empty((), device=src.device)
     workload = StreamWorkload(torch, kind, src, dst)
     result, timer = _timed(session, workload)
@@ -163,9 +168,12 @@ def measure_ceilings(session: Session, dtypes: list[str], quick: bool = False,
     bandwidth and each peak name the kernel that reached it.  A stop signal abandons the ceilings within
     one sample (``adaptive.Stopped``)."""
     started = utc_now()
-    copy = measure_stream(session, "copy")
+    src = stream_source(session)
     check_stop(session)
-    read = measure_stream(session, "read")
+    copy = measure_stream(session, "copy", src)
+    check_stop(session)
+    read = measure_stream(session, "read", src)
+    del src
     kernels = {_torch_copy_name(copy): copy, "torch read": read}
     if "cupy" in backends:
         check_stop(session)

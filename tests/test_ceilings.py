@@ -99,23 +99,45 @@ def test_without_telemetry_the_regimes_say_null_not_zero(monkeypatch):
     assert sustained["clock_event_reasons"] is None
 
 
-def test_ceilings_stop_within_a_second_of_a_signal():
-    """Issue 15.5: the ceilings took 10.2 s to stop; each measurement now checks the stop flag per sample."""
+class SignallingClock:
+    """The session clock, which sets the stop flag at its ``after``-th reading (as a signal would, mid-run)
+    and counts the readings that follow: each sample reads it, so they count the work done after the stop."""
+
+    def __init__(self, stop: threading.Event, after: int):
+        self.stop, self.after, self.reads, self.reads_after_stop = stop, after, 0, 0
+
+    def now_s(self):
+        self.reads += 1
+        if self.stop.is_set():
+            self.reads_after_stop += 1
+        elif self.reads >= self.after:
+            self.stop.set()
+        return time.perf_counter()
+
+
+@pytest.mark.parametrize("after", [3, 40])  # in the first measurement, and some measurements later
+def test_ceilings_stop_at_the_next_sample_after_a_signal(after):
+    """Issue 15.5: the ceilings took 10.2 s to stop; every measurement now checks the stop flag per sample."""
     from microbench.ceilings import measure_ceilings
     from microbench.sweep import SweepConfig, SweepObserver, prepare_sweep
 
     session = prepare_sweep(SweepConfig(device="cpu", ops=(), save=False, budget_s=5.0), SweepObserver()).session
-    stopped_at = {}
-
-    def signal_later():
-        time.sleep(0.5)
-        stopped_at["t"] = time.perf_counter()
-        session.stop.set()
-
-    threading.Thread(target=signal_later, daemon=True).start()
+    session.clock = SignallingClock(session.stop, after)
     with pytest.raises(Stopped):
-        measure_ceilings(session, ["fp32", "bf16"])
-    assert time.perf_counter() - stopped_at["t"] < 1.0
+        measure_ceilings(session, ["fp32"], quick=True)
+    assert session.stop.is_set() and session.clock.reads_after_stop <= 1
+
+
+def test_the_sustained_run_stops_at_the_next_sample(monkeypatch):
+    gpu = PowerCappedGpu()
+    stop = threading.Event()
+    clock = SignallingClock(stop, after=10)
+    session = SimpleNamespace(choice=SimpleNamespace(kind="cpu"), clock=clock, stop=stop,
+                              synchronize=lambda: None, sampler=None)
+    monkeypatch.setattr(peaks, "CPU_REGIMES_S", (0.0, 0.05, 1e6))  # would run for ever without the check
+    with pytest.raises(Stopped):
+        peaks.run_regimes(session, gpu, flop=1)
+    assert clock.reads_after_stop == 0
 
 
 def test_ctrl_c_during_the_ceilings_phase_of_a_real_sweep_stops_quickly(tmp_path):
