@@ -15,8 +15,16 @@ from roofline.stats import MIN_SAMPLES_FOR_CI, summarize
 
 # A median from fewer samples than this is not worth reporting, whatever the budget says.
 FLOOR_SAMPLES = 3
+# min_time_s may take a phase past max_samples, but never past this many times it.
+HARD_MAX_SAMPLES_FACTOR = 20
 # Warm-up has settled when two consecutive samples agree within this fraction.
 SETTLED_REL = 0.05
+
+
+class Stopped(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt, not an error
+    """A stop flag was set while measuring something that need not be finished (the ceilings).
+
+    A BaseException, so the ``except Exception`` that records a failed point does not swallow it."""
 
 
 class Clock(Protocol):
@@ -46,7 +54,8 @@ class StoppingRule:
     max_samples: int = 500
     warmup_s: float = 0.05
     min_warmup_samples: int = 2
-    # Sample at least this long (GPM counters need >= 100 ms windows); max_samples still stops.
+    # Sample at least this long, even past max_samples (telemetry needs its readings to describe the
+    # phase); HARD_MAX_SAMPLES_FACTOR × max_samples still stops a phase of very short samples.
     min_time_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -69,6 +78,15 @@ class Measurement:
     finished_s: float = 0.0
 
 
+def _stoppable(sample: Callable[[], Sequence[float]], should_stop: Callable[[], bool]):
+    def checked() -> Sequence[float]:
+        if should_stop():
+            raise Stopped()
+        return sample()
+
+    return checked
+
+
 def warm_up(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Clock) -> list[float]:
     """Run samples until clocks and caches have settled; return what warm-up measured."""
     start = clock.now_s()
@@ -85,19 +103,26 @@ def warm_up(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Cl
             return seen
 
 
-def measure(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Clock) -> Measurement:
-    """Warm up, then sample until the rule says stop.  ``sample`` returns one or more per-launch times."""
-    warm = warm_up(sample, rule, clock)
+def measure(sample: Callable[[], Sequence[float]], rule: StoppingRule, clock: Clock,
+            should_stop: Callable[[], bool] | None = None) -> Measurement:
+    """Warm up, then sample until the rule says stop.  ``sample`` returns one or more per-launch times.
+
+    ``should_stop`` (checked before every sample) raises ``Stopped`` when it returns True: the ceilings
+    give up a measurement in flight on Ctrl-C, a sweep point does not."""
+    checked = sample if should_stop is None else _stoppable(sample, should_stop)
+    warm = warm_up(checked, rule, clock)
     start = clock.now_s()
     samples: list[float] = []
     while True:
-        samples.extend(sample())
+        samples.extend(checked())
         n = len(samples)
         elapsed = clock.now_s() - start
-        if n >= rule.max_samples:
+        if n >= HARD_MAX_SAMPLES_FACTOR * rule.max_samples:
             reason = "max_samples"
         elif elapsed < rule.min_time_s:
             continue
+        elif n >= rule.max_samples:
+            reason = "max_samples"
         elif n >= rule.min_samples and summarize(samples).rel_ci95_half_width <= rule.target_rel_ci:
             reason = "converged"
         elif elapsed >= rule.budget_s and n >= FLOOR_SAMPLES:

@@ -1,8 +1,11 @@
-"""Measured ceilings: the copy and read bandwidth, and the best matmul throughput per dtype.
+"""Measured ceilings: DRAM bandwidth (copy, read, our STREAM kernels) and the compute peaks per dtype.
 
-The roofline's slope must come from what the memory system really delivers (a copy counts bytes read
-plus written; GEMV mostly reads, so a large reduction is measured too), and its roof from the best of a
-few large matmuls, as mamf-finder searches shapes, because no single shape reaches the peak everywhere.
+The roofline's slope must be what the SMs get from memory.  A ``copy_`` captured in a CUDA graph becomes a
+memcpy node that runs on a copy engine (H200: 2.7 TB/s at every size, against 4.2 TB/s eager), so the
+torch copy is timed eagerly, never as a graph node; the read (a reduction) and our STREAM kernels are
+kernels and are graph-timed.  Every entry records its timer.  One ``reference_bandwidth`` is named: the
+best DRAM read or copy kernel measured here; every percentage of measured bandwidth uses it.  The compute
+peaks (shape search, burst and sustained) are in ``microbench.peaks``.
 """
 
 from __future__ import annotations
@@ -10,21 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from microbench import ops, plan
+from microbench import ops
 from microbench.adaptive import measure
-from microbench.sweep import Session, make_timer, measure_point, release_timers, utc_now
+from microbench.peaks import check_stop, measure_peak, peak_shapes
+from microbench.sweep import Session, make_timer, release_timers, utc_now
 from roofline.profiles import ProfileError, load_gpu_profile
+from roofline.reference import best_bandwidth_kernel
 from roofline.stats import summarize
 
 # Streams at least this many times the cache, and never less than these sizes.
 STREAM_CACHE_FACTOR = 8
 GPU_STREAM_MIN_BYTES = 1 << 30
 CPU_STREAM_MIN_BYTES = 256 << 20
-# Candidate matmul shapes (M, N, K): square and decode-like-wide, large enough to fill the machine.
-GPU_PEAK_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (4096, 8192, 16384), (16384, 8192, 4096))
-GPU_QUICK_PEAK_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192))
-CPU_PEAK_SHAPES = ((1024, 1024, 1024), (2048, 2048, 2048), (1024, 4096, 2048))
-CPU_QUICK_PEAK_SHAPES = ((512, 512, 512), (1024, 1024, 1024))
 
 
 @dataclass
@@ -36,6 +36,11 @@ class StreamWorkload:
     src: Any
     dst: Any
     copies: int = 1
+
+    @property
+    def eager_only(self) -> bool:
+        # A captured copy_ is a memcpy node, run by a copy engine instead of the SMs: time it eagerly.
+        return self.kind == "copy"
 
     def launch(self, i: int) -> None:
         if self.kind == "copy":
@@ -55,27 +60,39 @@ def stream_bytes(session: Session) -> int:
     return int(min(size, session.memory_cap_bytes() / 3))
 
 
-def measure_stream(session: Session, kind: str) -> dict[str, Any]:
-    torch = session.torch
-    elements = stream_bytes(session) // 4
-    src = ops.random_tensor(torch, (elements,), "fp32", session.choice.torch_name,
-                            ops.seed_for(session.seed, "stream"))
-    dst = torch.empty_like(src) if kind == "copy" else torch.empty((), device=src.device)
-    workload = StreamWorkload(torch, kind, src, dst)
+def _timed(session: Session, workload) -> tuple[Any, str]:
+    """(samples, timer name) of one stream workload, abandoned on a stop signal."""
     timer = make_timer(session, workload)
     try:
         timer.prepare()
-        result = measure(timer.sample, session.rule, session.clock)
+        result = measure(timer.sample, session.rule, session.clock, session.stop.is_set)
         session.synchronize()
     finally:
         release_timers(session, [timer])
+    return result, timer.name
+
+
+def stream_source(session: Session):
+    """The stream buffer (random fp32, seeded): made once and shared by the copy and the read."""
+    elements = stream_bytes(session) // 4
+    return ops.random_tensor(session.torch, (elements,), "fp32", session.choice.torch_name,
+                             ops.seed_for(session.seed, "stream"))
+
+
+def measure_stream(session: Session, kind: str, src=None) -> dict[str, Any]:
+    torch = session.torch
+    src = stream_source(session) if src is None else src
+    dst = torch.empty_like(src) if kind == "copy" else torch.empty((), device=src.device)
+    workload = StreamWorkload(torch, kind, src, dst)
+    result, timer = _timed(session, workload)
     stats = summarize(result.samples_s)
     return {
         "kernel": "torch.Tensor.copy_" if kind == "copy" else "torch.sum of a fp32 vector",
+        "kind": kind,
         "bytes": workload.bytes,
         "bytes_per_s": workload.bytes / stats.median_s,
         "time_s": stats.median_s,
-        "timer": timer.name,
+        "timer": timer,
         "samples_s": list(result.samples_s),
         "counts": "bytes read + bytes written" if kind == "copy" else "bytes read",
     }
@@ -99,41 +116,25 @@ def measure_cupy_streams(session: Session) -> dict[str, Any]:
     arrays.append(torch.empty(4096 * 4, device=device))  # read_sum's per-block partial sums
     out = {}
     for kind, moved in STREAM_KERNELS.items():
+        check_stop(session)
         workload = CupyStreamWorkload(stream_launcher(torch, kind, arrays, session.choice.index))
-        timer = make_timer(session, workload)
-        try:
-            timer.prepare()
-            result = measure(timer.sample, session.rule, session.clock)
-        finally:
-            release_timers(session, [timer])
+        result, timer = _timed(session, workload)
         nbytes = moved * elements * 4
         median = summarize(result.samples_s).median_s
-        out[kind] = {"kernel": f"gpubench stream_{kind}" if kind != "read" else "gpubench read_sum",
-                     "bytes": nbytes, "bytes_per_s": nbytes / median, "time_s": median, "timer": timer.name,
+        out[kind] = {"kernel": f"gpubench stream_{kind}" if kind != "read" else "gpubench read_sum", "kind": kind,
+                     "bytes": nbytes, "bytes_per_s": nbytes / median, "time_s": median, "timer": timer,
+                     "counts": "bytes read" if kind == "read" else "bytes read + bytes written",
                      "samples_s": list(result.samples_s)}
     return out
 
 
-def measure_peak(session: Session, dtype: str, shapes, backends=("torch",)) -> dict[str, Any]:
-    """Best matmul FLOP/s over a few large shapes (and back ends), each timed like any sweep point."""
-    tried = []
-    best = None
-    for (m, n, k), backend in ((shape, backend) for shape in shapes for backend in backends):
-        point = measure_point(session, plan.PointSpec("gemm", dtype, m, n, k, backend))
-        session.weights.clear()
-        entry = {"m": m, "n": n, "k": k, "backend": backend, "kernel": point.kernel, "status": point.status,
-                 "reason": point.reason}
-        if point.ok:
-            entry["flop_per_s"] = point.flop / point.stats.median_s
-            entry["rel_err"] = (point.correctness or {}).get("rel_err")
-            if best is None or entry["flop_per_s"] > best["flop_per_s"]:
-                best = entry
-        tried.append(entry)
-    if best is None:
-        reasons = {e["reason"] for e in tried if e["reason"]}
-        return {"flop_per_s": None, "reason": "; ".join(sorted(reasons)) or "no shape ran", "tried": tried}
-    return {"flop_per_s": best["flop_per_s"], "best_shape": {"m": best["m"], "n": best["n"], "k": best["k"]},
-            "kernel": best["kernel"], "backend": best["backend"], "tried": tried}
+def reference_bandwidth(kernels: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The one bandwidth every percentage of measured bandwidth uses: the best read or copy kernel, by the
+    rule readers use too (``roofline.reference``); a ``copy_`` timed as a CUDA graph never is."""
+    chosen = best_bandwidth_kernel(kernels)
+    if chosen is None:
+        raise ValueError("no read or copy kernel was measured")
+    return chosen.to_dict()
 
 
 def spec_ceilings(device: dict[str, Any]) -> dict[str, Any]:
@@ -147,36 +148,47 @@ def spec_ceilings(device: dict[str, Any]) -> dict[str, Any]:
         return {"sku": sku, "reason": str(exc)}
 
 
+def _torch_copy_name(entry: dict[str, Any]) -> str:
+    return "torch copy (eager)" if entry["timer"] == "cuda-eager" else "torch copy"
+
+
 def measure_ceilings(session: Session, dtypes: list[str], quick: bool = False,
                      backends: tuple[str, ...] = ("torch",)) -> dict[str, Any]:
-    """Copy and read bandwidth, then the peak per dtype; the record stored in ``Result.ceilings``.
+    """Bandwidth kernels, then the peaks per dtype; the record stored in ``Result.ceilings``.
 
-    With the CuPy back end, our STREAM kernels and cuBLAS through CuPy compete too: the roofline's
-    slope and roof come from the best kernel of either back end, which is named.
-    """
+    With the CuPy back end, our STREAM kernels and cuBLAS through CuPy compete too; the reference
+    bandwidth and each peak name the kernel that reached it.  A stop signal abandons the ceilings within
+    one sample (``adaptive.Stopped``)."""
     started = utc_now()
-    copy = measure_stream(session, "copy")
-    read = measure_stream(session, "read")
-    kernels = {"torch copy": copy, "torch read": read}
+    src = stream_source(session)
+    check_stop(session)
+    copy = measure_stream(session, "copy", src)
+    check_stop(session)
+    read = measure_stream(session, "read", src)
+    del src
+    kernels = {_torch_copy_name(copy): copy, "torch read": read}
     if "cupy" in backends:
+        check_stop(session)
         kernels.update({f"cupy {kind}": entry for kind, entry in measure_cupy_streams(session).items()})
-    best_bandwidth = max(kernels, key=lambda name: kernels[name]["bytes_per_s"])
-    if session.choice.kind == "cuda":
-        shapes = GPU_QUICK_PEAK_SHAPES if quick else GPU_PEAK_SHAPES
-    else:
-        shapes = CPU_QUICK_PEAK_SHAPES if quick else CPU_PEAK_SHAPES
-    peaks = {dtype: measure_peak(session, dtype, shapes, backends) for dtype in dtypes}
+    reference = reference_bandwidth(kernels)
+    shapes = peak_shapes(session, quick)
+    peaks = {}
+    for dtype in dtypes:
+        check_stop(session)
+        peaks[dtype] = measure_peak(session, dtype, shapes, backends)
     return {
         "measured": {
             "copy": copy,
             "read": read,
             "stream_kernels": {name: {k: v for k, v in entry.items() if k != "samples_s"}
                                for name, entry in kernels.items()},
-            # The slope of the measured roofline: the best bandwidth any of our kernels reached.
-            "bandwidth_bytes_per_s": kernels[best_bandwidth]["bytes_per_s"],
-            "bandwidth_kernel": best_bandwidth,
+            "reference_bandwidth": reference,
+            # Kept for readers of older versions: the same figure as the reference.
+            "bandwidth_bytes_per_s": reference["bytes_per_s"],
+            "bandwidth_kernel": reference["name"],
             "peak": peaks,
             "peak_flop_per_s": {d: p["flop_per_s"] for d, p in peaks.items() if p["flop_per_s"]},
+            "peak_flop_per_s_burst": {d: p["burst"]["flop_per_s"] for d, p in peaks.items() if p["burst"]},
             "started_at": started,
             "finished_at": utc_now(),
         },

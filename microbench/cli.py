@@ -217,11 +217,13 @@ def _sweep_all(ctx, output, serial) -> None:
 @click.option("--quick", is_flag=True, help="fewer matmul shapes")
 @click.option("--budget", type=float, default=None, help="seconds of sampling per measurement")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="also save as a result file")
-def ceilings(device, dtypes, backends, quick, budget, output) -> None:
-    """Measure copy and read bandwidth and the best matmul FLOP/s per dtype."""
+@click.pass_context
+def ceilings(ctx, device, dtypes, backends, quick, budget, output) -> None:
+    """Measure copy and read bandwidth and the best matmul FLOP/s per dtype (burst and sustained)."""
     from microbench.ceilings import measure_ceilings
+    from microbench.interrupt import Abandon, stop_on_signals
     from microbench.progress import print_ceilings, terminal_observer
-    from microbench.sweep import SweepConfig, prepare_sweep, run_sweep
+    from microbench.sweep import Interrupted, SweepConfig, prepare_sweep, run_sweep
 
     try:
         with terminal_observer() as observer:
@@ -233,10 +235,14 @@ def ceilings(device, dtypes, backends, quick, budget, output) -> None:
             prepared = prepare_sweep(config, observer)
             wanted = _split(dtypes) or (["fp32", "tf32", "fp16", "bf16", "fp8"]
                                         if prepared.session.choice.kind == "cuda" else ["fp32", "bf16"])
-            result = run_sweep(prepared, observer,
-                               lambda s: measure_ceilings(s, wanted, quick=quick, backends=chosen))
+            with stop_on_signals(prepared.session.stop, observer.on_notice):
+                result = run_sweep(prepared, observer,
+                                   lambda s: measure_ceilings(s, wanted, quick=quick, backends=chosen))
     except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
+    except (Interrupted, Abandon) as exc:
+        click.echo("gpubench: interrupted; the ceilings were abandoned", err=True)
+        ctx.exit(128 + exc.signum)
     print_ceilings(result.ceilings, result.device)
     if output is not None:
         click.echo(f"saved {output}")

@@ -1,6 +1,8 @@
 """The CuPy back end: our own STREAM and GEMV kernels (``microbench/kernels/*.cu``) and cuBLAS through
-``cupy.matmul``, on the same torch-allocated inputs and the same CUDA stream as the torch back end, so
-the same timers, graphs and correctness checks apply and the two back ends see identical data.
+CuPy's ``gemmEx`` / ``gemmStridedBatchedEx`` (``microbench.cupy_cublas``), on the same torch-allocated
+inputs and the same CUDA stream as the torch back end, so the same correctness checks apply and the two
+back ends see identical data.  Our kernels are graph-timed like torch's; cuBLAS through CuPy cannot be
+captured (CuPy refuses it) and is timed eagerly on purpose, which every point records in ``timer``.
 
 Without CuPy (or without a GPU) the back end is unavailable with a one-line reason; nothing else needs it.
 """
@@ -55,10 +57,23 @@ def module(device_index: int):
     return _MODULES[device_index]
 
 
+_STREAMS: dict[int, Any] = {}
+
+
 def current_stream(torch):
+    """CuPy's view of torch's current stream (cached: one object per stream, made once)."""
+    import warnings
+
     import cupy
 
-    return cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    pointer = torch.cuda.current_stream().cuda_stream
+    if pointer not in _STREAMS:
+        with warnings.catch_warnings():
+            # CuPy 14 deprecates ExternalStream for Stream.from_external, which wants the CUDA stream
+            # protocol; a raw pointer from torch works with ExternalStream on every CuPy we support.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            _STREAMS[pointer] = cupy.cuda.ExternalStream(pointer)
+    return _STREAMS[pointer]
 
 
 def support_problem(spec) -> str | None:
@@ -68,26 +83,43 @@ def support_problem(spec) -> str | None:
         if (spec.k * DTYPE_SIZES[spec.dtype][0]) % 16:
             return "our GEMV kernel needs rows of whole 16-byte vectors (K × element size divisible by 16)"
         return None
-    if spec.dtype not in ("fp32", "fp16"):
-        return f"cupy.matmul has no {spec.dtype} (CuPy has no bfloat16 or fp8 dtype)"
+    from microbench.cupy_cublas import TYPES, UNSUPPORTED
+
+    if spec.dtype not in TYPES:
+        return UNSUPPORTED.get(spec.dtype, f"no cuBLAS type for {spec.dtype} through CuPy")
     return None
 
 
 @dataclass
 class CupyWorkload(ops.Workload):
-    """The torch back end's operands, launched through CuPy: our GEMV kernel, or cuBLAS via cupy.matmul."""
+    """The torch back end's operands, launched through CuPy: our GEMV kernel, or cuBLAS (gemmEx)."""
 
     device_index: int = 0
     variant: str = "warp"
     splits: int = 1
     partial: Any = None
-    views: dict = field(default_factory=dict)
+    calls: list = field(default_factory=list)  # one cupy_cublas.GemmCall per rotation copy
+    scalars: Any = None
 
     @property
     def kernel(self) -> str:
         if self.spec.op == "gemv":
             return f"gpubench gemv_{self.variant} ({SUFFIX[self.spec.dtype]}, splits={self.splits})"
-        return "cuBLAS via cupy.matmul"
+        from microbench.cupy_cublas import kernel_name
+
+        return kernel_name(self.spec.op, self.spec.dtype)
+
+    @property
+    def eager_only(self) -> bool:
+        return self.spec.op != "gemv"  # CuPy refuses cuBLAS calls during stream capture
+
+    def prepare_cublas(self) -> None:
+        """Build every copy's call once: the pointers are the tensors' own, checked for layout and dtype."""
+        from microbench.cupy_cublas import Scalars, gemm_call
+
+        self.scalars = Scalars()
+        self.calls = [gemm_call(self.spec.op, self.spec.dtype, self.weights[i], self.inputs[i], self.outputs[i])
+                      for i in range(self.copies)]
 
     def _gemv(self, i: int, variant: str, splits: int) -> None:
         import numpy as np
@@ -109,26 +141,14 @@ class CupyWorkload(ops.Workload):
                                                          (self.partial.data_ptr(), self.outputs[i].data_ptr(),
                                                           np.int32(spec.n), np.int32(splits)))
 
-    def _view(self, tensor):
-        import cupy
-
-        key = tensor.data_ptr()
-        if key not in self.views:
-            self.views[key] = cupy.from_dlpack(tensor.detach())
-        return self.views[key]
-
     def launch(self, i: int) -> None:
         if self.spec.op == "gemv":
             self._gemv(i, self.variant, self.splits)
             return
-        import cupy
+        from microbench.cupy_cublas import launch
 
-        w, x, y = (self._view(t) for t in (self.weights[i], self.inputs[i], self.outputs[i]))
         with current_stream(self.torch):
-            if self.spec.op == "gemm":
-                cupy.matmul(x, w.T, out=y)
-            else:
-                cupy.matmul(x, w.transpose(0, 2, 1), out=y)
+            launch(self.calls[i], self.scalars)
 
     def choose_variant(self, sm_count: int) -> None:
         """Time warp-per-row against split-K on this shape and keep the faster (memory-bound either way)."""
@@ -155,7 +175,10 @@ def build_workload(torch, spec, device: dict[str, Any], copies: int, seed: int, 
     base = ops.build_workload(torch, spec, f"cuda:{device['index']}", copies, seed, cache, limit_bytes)
     workload = CupyWorkload(base.torch, base.spec, base.weights, base.inputs, base.outputs, base.copies,
                             device_index=device["index"])
-    workload.choose_variant(device.get("sm_count") or 1)
+    if spec.op == "gemv":
+        workload.choose_variant(device.get("sm_count") or 1)
+    else:
+        workload.prepare_cublas()
     return workload
 
 

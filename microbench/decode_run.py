@@ -37,13 +37,16 @@ def measure_launches(keys, device: str, budget_s: float | None, observer: SweepO
                      ) -> tuple[dict, dict[str, Any], list, dict[str, float | None]]:
     """Median time of each launch measured here (the same protocol as a sweep), and the measured roof:
     copy/read bandwidth and the quick matmul-peak search for ``dtype``."""
-    from microbench.ceilings import CPU_QUICK_PEAK_SHAPES, GPU_QUICK_PEAK_SHAPES, measure_peak, measure_stream
+    from microbench.ceilings import measure_stream, reference_bandwidth
+    from microbench.peaks import peak_shapes, shape_search
 
     config = SweepConfig(device=device, ops=(), budget_s=budget_s, save=False, with_ceilings=False)
     session = prepare_sweep(config, observer).session
-    shapes = GPU_QUICK_PEAK_SHAPES if session.choice.kind == "cuda" else CPU_QUICK_PEAK_SHAPES
-    roof = {"bandwidth_bytes_per_s": max(measure_stream(session, kind)["bytes_per_s"] for kind in ("copy", "read")),
-            "peak_flop_per_s": measure_peak(session, dtype, shapes)["flop_per_s"]}
+    # The same reference bandwidth as the ceilings (the copy timed eagerly); the peak from the quick shape
+    # search only, as before: the step's own GEMMs compete with it (measured_roof), no regime run needed.
+    reference = reference_bandwidth({f"torch {kind}": measure_stream(session, kind) for kind in ("copy", "read")})
+    best, _ = shape_search(session, dtype, peak_shapes(session, quick=True), ("torch",))
+    roof = {"bandwidth_bytes_per_s": reference["bytes_per_s"], "peak_flop_per_s": best["flop_per_s"] if best else None}
     observer.on_start(len(keys))
     times, points = {}, []
     try:

@@ -5,6 +5,7 @@ A field that cannot be read is None, never a crash.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -112,28 +113,51 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _git_state() -> tuple[str | None, bool | None]:
-    root = Path(__file__).resolve().parent.parent
+PACKAGES = ("microbench", "roofline")
+PACKAGE_SUFFIXES = (".py", ".cu", ".cuh", ".toml")
+
+
+def _git(root: Path, *args: str) -> str | None:
     try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-        if sha.returncode != 0:
-            return None, None
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5,
-        )
-        return sha.stdout.strip(), bool(dirty.stdout.strip())
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _git_state(root: Path) -> tuple[str | None, bool | None]:
+    """(sha, dirty) only when ``root`` is itself the top of a git checkout that tracks this package.
+
+    The first H200 run recorded the sha of a parent folder's repository: git looks upwards, so a copy of
+    gpubench inside any other checkout would claim that checkout's commit."""
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != root.resolve():
         return None, None
+    if _git(root, "ls-files", "--error-unmatch", "microbench/__init__.py") is None:
+        return None, None
+    sha = _git(root, "rev-parse", "HEAD")
+    dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return sha, (bool(dirty) if dirty is not None else None)
 
 
-def tool_info() -> dict[str, Any]:
+def content_hash(root: Path) -> str:
+    """sha256 over the package files' relative paths and bytes, in a fixed order: what ran, git or not."""
+    digest = hashlib.sha256()
+    files = sorted(path for package in PACKAGES for path in (root / package).rglob("*")
+                   if path.is_file() and path.suffix in PACKAGE_SUFFIXES and "__pycache__" not in path.parts)
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def tool_info(root: Path | None = None) -> dict[str, Any]:
     from microbench import __version__
 
-    sha, dirty = _git_state()
-    return {"name": "gpubench", "version": __version__, "git_sha": sha, "git_dirty": dirty}
+    root = root or Path(__file__).resolve().parent.parent
+    sha, dirty = _git_state(root)
+    return {"name": "gpubench", "version": __version__, "git_sha": sha, "git_dirty": dirty,
+            "content_sha256": content_hash(root),
+            "provenance": "git checkout of gpubench" if sha else "content hash (not a git checkout of gpubench)"}
 
 
 def host_info() -> dict[str, Any]:

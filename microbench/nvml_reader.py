@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from microbench import nvml
-from microbench.telemetry import Sampler
+from microbench.telemetry import GPM_MIN_POINT_WINDOW_S, Sampler, min_point_window_s
 
 GPM_METRIC_NAMES = {
     "NVML_GPM_METRIC_DRAM_BW_UTIL": "dram_bw_util_percent",
@@ -123,5 +123,6 @@ def start_telemetry(device: dict[str, Any], interval_s: float):
     sampler = Sampler(reader, interval_s)
     sampler.start()
     record = {"source": reader.source, "interval_s": interval_s, "reason": "; ".join(reasons) or None,
-              "gpm_min_point_window_s": 0.25 if reader.use_gpm else None}
+              "gpm_min_point_window_s": GPM_MIN_POINT_WINDOW_S if reader.use_gpm else None,
+              "min_point_window_s": min_point_window_s(reader.use_gpm, interval_s)}
     return sampler, record

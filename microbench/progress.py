@@ -85,7 +85,7 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
     stdout.print(table)
     measured = (result.ceilings or {}).get("measured")
     if measured:
-        stdout.print(f"measured copy {si(measured['copy']['bytes_per_s'], 'B/s')}, "
+        stdout.print(f"measured copy {si(measured['copy']['bytes_per_s'], 'B/s')} ({measured['copy'].get('timer')}), "
                      f"read {si(measured['read']['bytes_per_s'], 'B/s')}")
     reference = reference_bandwidth(result.ceilings)
     if reference:
@@ -105,12 +105,42 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
                      + ", ".join(sorted({p.status for p in bad})))
     if result.telemetry.get("source") in (None, "none"):
         stdout.print(f"telemetry: none ({result.telemetry.get('reason')})")
-    throttled = [p for p in result.points if (p.telemetry or {}).get("throttled")]
-    if throttled:
-        stdout.print(f"[red]warning: {len(throttled)} point(s) measured while the GPU was throttled: "
-                     + ", ".join(f"{p.op} {p.dtype} B={p.batch}" for p in throttled[:6]) + "[/]")
+    for line in telemetry_warnings(result.points):
+        stdout.print(line)
     if output is not None:
         stdout.print(f"saved {output}")
+
+
+def telemetry_warnings(points) -> list[str]:
+    """One line per kind of flag, counted per series (shape and back end included), superseded attempts
+    excluded: throttled (thermal/hardware, each was measured again) and power-capped (recorded)."""
+    lines = []
+    for key, label, style in (("throttled", "throttled (thermal or hardware slowdown)", "red"),
+                              ("power_capped", "power-capped (sw_power_cap: recorded, not re-measured)", "yellow")):
+        series: dict[str, list[int]] = {}
+        for p in points:
+            if not p.superseded and (p.telemetry or {}).get(key):
+                where = "" if p.backend == "torch" else f" [{p.backend}]"
+                series.setdefault(f"{p.op} {p.dtype} {p.n}x{p.k}{where}", []).append(p.batch)
+        if series:
+            count = sum(len(b) for b in series.values())
+            detail = "; ".join(f"{name} B={','.join(map(str, sorted(b)))}" for name, b in series.items())
+            lines.append(f"[{style}]{'warning' if key == 'throttled' else 'note'}: {count} point(s) {label}: "
+                         f"{escape(detail)}[/]")
+    return lines
+
+
+def _regime_how(entry: dict[str, Any]) -> str:
+    """Timer, clock, power and reasons of one compute regime, for the ceilings table."""
+    parts = [entry["timer"], f"{seconds(entry['duration_s'])}"]
+    clock, power = entry.get("sm_clock_hz"), entry.get("power_w")
+    if clock:
+        parts.append(f"SM {si(clock['min'], 'Hz')}–{si(clock['max'], 'Hz')}")
+    if power:
+        parts.append(f"{si(power['median'], 'W')}")
+    if entry.get("clock_event_reasons"):
+        parts.append(",".join(entry["clock_event_reasons"]))
+    return ", ".join(parts)
 
 
 def print_ceilings(ceilings: dict[str, Any], device: dict[str, Any]) -> None:
@@ -120,28 +150,32 @@ def print_ceilings(ceilings: dict[str, Any], device: dict[str, Any]) -> None:
     for column in ("what", "measured", "spec", "% of spec", "how"):
         table.add_column(column)
     spec_bw = spec.get("memory_bandwidth_bytes_per_s")
-    for kind in ("copy", "read"):
-        entry = measured[kind]
-        table.add_row(f"{kind} bandwidth", si(entry["bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
-                      percent(100 * entry["bytes_per_s"] / spec_bw if spec_bw else None),
-                      f"{entry['kernel']}, {entry['counts']}")
-    for name, entry in (measured.get("stream_kernels") or {}).items():
-        if not name.startswith("torch"):
-            table.add_row(f"{name} bandwidth", si(entry["bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
-                          percent(100 * entry["bytes_per_s"] / spec_bw if spec_bw else None), entry["kernel"])
-    table.add_row("roofline slope", si(measured["bandwidth_bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
-                  percent(100 * measured["bandwidth_bytes_per_s"] / spec_bw if spec_bw else None),
-                  f"best kernel: {measured.get('bandwidth_kernel')}")
+
+    def of_spec(value, reference):
+        return percent(100 * value / reference if reference and value else None)
+
+    kernels = measured.get("stream_kernels") or {"copy": measured["copy"], "read": measured["read"]}
+    for name, entry in kernels.items():
+        table.add_row(f"{name} bandwidth", si(entry["bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
+                      of_spec(entry["bytes_per_s"], spec_bw),
+                      f"{entry['kernel']} ({entry.get('timer')}), {entry.get('counts', '')}".rstrip(", "))
+    reference = measured.get("reference_bandwidth") or {"bytes_per_s": measured["bandwidth_bytes_per_s"],
+                                                        "name": measured.get("bandwidth_kernel")}
+    table.add_row("reference bandwidth", si(reference["bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
+                  of_spec(reference["bytes_per_s"], spec_bw), f"best read or copy kernel: {reference['name']}")
     for dtype, peak in measured["peak"].items():
         spec_peak = (spec.get("peak_flop_per_s") or {}).get(dtype)
-        if peak["flop_per_s"]:
-            shape = peak["best_shape"]
-            how = f"{peak['kernel']}, best of {len(peak['tried'])}: {shape['m']}×{shape['n']}×{shape['k']}"
-        else:
-            how = peak["reason"]
-        table.add_row(f"{dtype} matmul peak", si(peak["flop_per_s"], "FLOP/s"), si(spec_peak, "FLOP/s"),
-                      percent(100 * peak["flop_per_s"] / spec_peak if spec_peak and peak["flop_per_s"] else None),
-                      how)
+        if not peak["flop_per_s"]:
+            table.add_row(f"{dtype} matmul peak", "–", si(spec_peak, "FLOP/s"), "–", peak["reason"])
+            continue
+        shape = peak["best_shape"]
+        found = f"{peak['kernel']}, best of {len(peak['tried'])}: {shape['m']}×{shape['n']}×{shape['k']}"
+        for regime in ("burst", "sustained"):
+            entry = peak.get(regime)
+            if entry:
+                table.add_row(f"{dtype} matmul peak ({regime})", si(entry["flop_per_s"], "FLOP/s"),
+                              si(spec_peak, "FLOP/s"), of_spec(entry["flop_per_s"], spec_peak),
+                              f"{found}; {_regime_how(entry)}")
     stdout.print(table)
     if not spec.get("sku"):
         stdout.print(f"spec: {spec.get('reason')}")

@@ -76,8 +76,11 @@ class Session:
         from microbench.nvml_reader import start_telemetry
 
         self.sampler, self.telemetry = start_telemetry(self.device, interval_s)
-        if self.telemetry.get("gpm_min_point_window_s"):
-            self.rule = replace(self.rule, min_time_s=self.telemetry["gpm_min_point_window_s"])
+        # Readings describe the GPU ~0.1 s late and GPM needs whole pairs: a timed phase must last long
+        # enough for its own readings (telemetry.min_point_window_s), even past max_samples.
+        window = self.telemetry.get("min_point_window_s") or self.telemetry.get("gpm_min_point_window_s")
+        if window:
+            self.rule = replace(self.rule, min_time_s=max(self.rule.min_time_s, window))
 
     def stop_telemetry(self) -> None:
         if self.sampler is not None:
@@ -96,8 +99,9 @@ class Session:
     def window_summary(self, measurement, launches: int, timer_bytes_per_s: float) -> dict[str, Any] | None:
         if self.sampler is None:
             return None
-        from microbench.telemetry import summarize_window
+        from microbench.telemetry import NVML_LAG_S, summarize_window
 
-        self.sampler.wait_past(measurement.finished_s)
+        # The readings that describe the phase's last moments are taken up to the lag after it.
+        self.sampler.wait_past(measurement.finished_s + NVML_LAG_S)
         return summarize_window(self.sampler.rows(), measurement.started_s, measurement.finished_s, launches,
                                 self.device.get("theoretical_bandwidth_bytes_per_s"), timer_bytes_per_s)

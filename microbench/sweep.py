@@ -2,22 +2,22 @@
 
 The result is saved atomically after every point, so an interruption loses at most the point in flight.
 A signal finishes the point in flight (a second one abandons it), saves, and raises ``Interrupted``;
-``--resume`` continues the same plan.  A point that telemetry flags (throttled, SM clock drift) is
-measured once more after a pause, and both attempts are kept.
+``--resume`` continues the same plan.  A point that telemetry flags (thermal or hardware slowdown, an SM
+clock that moved without a power cap to explain it) is measured once more after a pause, and both attempts
+are kept; a power-capped point is recorded as such and not measured again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from microbench import ops, plan
-from microbench.adaptive import StoppingRule, measure
+from microbench.adaptive import Stopped, StoppingRule, measure
 from microbench.devices import busy_state, describe_device, host_info, resolve_device, tool_info
 from microbench.session import Session
 from microbench.timers import CpuTimer, CudaEagerTimer, CudaGraphTimer
@@ -104,9 +104,11 @@ class Interrupted(Exception):
 
 
 def make_timer(session: Session, workload: ops.Workload, eager: bool = False):
+    """The workload's timer.  A workload that cannot be captured in a CUDA graph says so itself
+    (``eager_only``, e.g. cuBLAS through CuPy, which refuses stream capture) and is timed eagerly on purpose."""
     if session.choice.kind == "cpu":
         return CpuTimer(workload.launch, workload.copies)
-    if eager or session.timer == "eager":
+    if eager or session.timer == "eager" or getattr(workload, "eager_only", None):
         return CudaEagerTimer(workload.launch, workload.copies, session.torch)
     return CudaGraphTimer(workload.launch, workload.copies, session.torch)
 
@@ -138,7 +140,7 @@ def _eager_rule(rule: StoppingRule) -> StoppingRule:
 TORCH_KERNELS = {"gemv": "torch.mv", "gemm": "torch.matmul", "bmm": "torch.bmm"}
 
 
-def _build(session: Session, spec: plan.PointSpec, copies: int):
+def build_workload(session: Session, spec: plan.PointSpec, copies: int):
     """The point's operands and launch: torch ops, or (``--backend cupy``) our kernels and cupy.matmul."""
     if spec.backend == "cupy":
         from microbench import cupy_backend
@@ -157,9 +159,9 @@ def _backend_problem(session: Session, spec: plan.PointSpec) -> str | None:
     return cupy_backend.unavailable_reason(session.device) or cupy_backend.support_problem(spec)
 
 
-def _prepared_timer(session: Session, workload):
+def prepared_timer(session: Session, workload):
     """The main timer, prepared.  A graph capture that fails (a library call that allocates while
-    capturing) falls back to eager events, and the point's timer says so."""
+    capturing) falls back to eager events, and the point's timer says so (``cuda-eager``)."""
     timer = make_timer(session, workload)
     try:
         timer.prepare()
@@ -172,8 +174,12 @@ def _prepared_timer(session: Session, workload):
     return timer
 
 
-def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1) -> Point:
-    """Measure one point; never raises for a problem of the point itself (it is recorded instead)."""
+def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, interruptible: bool = False) -> Point:
+    """Measure one point; never raises for a problem of the point itself (it is recorded instead).
+
+    ``interruptible``: the stop flag abandons the measurement (``adaptive.Stopped``), for the ceilings;
+    a sweep point in flight is finished instead."""
+    should_stop = session.stop.is_set if interruptible else None
     torch = session.torch
     base = {"op": spec.op, "dtype": spec.dtype, "batch": spec.batch, "n": spec.n, "k": spec.k,
             "backend": spec.backend, "started_at": utc_now(), "attempt": attempt}
@@ -195,19 +201,24 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1) -> P
     timers: list = []
     try:
         with ops.matmul_precision(torch, spec.dtype == "tf32"):
-            workload = _build(session, spec, copies)
+            workload = build_workload(session, spec, copies)
             correctness = workload.check(ops.seed_for(session.seed, "check", spec.label))
-            timer = _prepared_timer(session, workload)
+            timer = prepared_timer(session, workload)
             timers.append(timer)
-            result = measure(timer.sample, session.rule, session.clock)
+            result = measure(timer.sample, session.rule, session.clock, should_stop)
             eager_samples: tuple[float, ...] = ()
             if timer.name == "cuda-graph":
                 eager = make_timer(session, workload, eager=True)
-                eager_samples = measure(eager.sample, _eager_rule(session.rule), session.clock).samples_s
+                eager_samples = measure(eager.sample, _eager_rule(session.rule), session.clock,
+                                        should_stop).samples_s
             session.synchronize()
             median = sorted(result.samples_s)[len(result.samples_s) // 2]
             counted = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k).bytes
             telemetry = session.window_summary(result, len(result.samples_s) * timer.launches, counted / median)
+    except Stopped:
+        session.weights.clear()
+        release_timers(session, timers)
+        raise
     except Exception as exc:  # noqa: BLE001 - every failure of a point is recorded, the sweep goes on
         workload = None
         session.weights.clear()
@@ -226,13 +237,17 @@ def _torch_kernel(spec: plan.PointSpec) -> str:
 
 
 def needs_retry(point: Point) -> str | None:
-    """Why a point must be measured again: throttling or SM clock drift during its window."""
-    telemetry = point.telemetry or {}
-    if telemetry.get("throttled"):
-        return "throttled: " + ", ".join(telemetry.get("clock_event_reasons") or [])
-    if telemetry.get("sm_clock_drift"):
-        return "SM clock changed during the point"
-    return None
+    """Why a point must be measured again (thermal/hardware slowdown, or an unexplained SM clock move),
+    decided from the readings attributed to its own timed phase; power capping is recorded, not retried."""
+    from microbench.telemetry import remeasure_reason
+
+    return remeasure_reason(point.telemetry)
+
+
+def pause(session: Session, seconds: float) -> None:
+    """Let clocks and temperature recover before a second attempt; a signal cuts it short.  A seam:
+    tests replace it to change what the telemetry reader reports between attempts."""
+    session.stop.wait(seconds)
 
 
 def settings_record(config: SweepConfig, session: Session) -> dict[str, Any]:
@@ -381,7 +396,10 @@ def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> R
     result = save(result)
     if ceilings is not None and not (result.ceilings or {}).get("measured"):
         observer.on_phase("ceilings")
-        result = save(result.with_ceilings(ceilings(session)))
+        try:
+            result = save(result.with_ceilings(ceilings(session)))
+        except Stopped:  # a signal during the ceilings: they are abandoned, the sweep stops and saves
+            session.synchronize()
     check_stop()
     if prepared.points:
         observer.on_phase("points")
@@ -396,7 +414,7 @@ def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> R
             retries_left -= 1
             observer.on_notice(f"{spec.label}: {why}; measuring it again after {RETRY_PAUSE_S:.0f} s")
             result = save(result.with_point(replace(point, superseded=True)))
-            time.sleep(RETRY_PAUSE_S)
+            pause(session, RETRY_PAUSE_S)
             point = measure_point(session, spec, attempt=2)
         result = save(result.with_point(point))
         observer.on_point(point)

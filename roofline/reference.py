@@ -26,8 +26,8 @@ BURST = "burst"
 NOT_RECORDED = "regime not recorded (treated as sustained)"
 # A graph-captured copy_ is a memcpy node on a copy engine: not the SMs' bandwidth.
 COPY_ENGINE = ("torch.Tensor.copy_", "cuda-graph")
-DERIVED_WHY = ("best DRAM read or copy kernel measured here (graph memcpy nodes excluded: copy engine); "
-               "derived by the reader, the document names none")
+CHOSEN_WHY = "best DRAM read or copy kernel measured here (graph memcpy nodes excluded: copy engine)"
+DERIVED_WHY = CHOSEN_WHY + "; derived by the reader, the document names none"
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,19 @@ def _candidates(measured: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]
     return [c for c in found if (c[2].get("kernel"), c[2].get("timer")) != COPY_ENGINE]
 
 
+def best_bandwidth_kernel(kernels: dict[str, dict[str, Any]], why: str = CHOSEN_WHY) -> BandwidthReference | None:
+    """The best read or copy entry of ``{name: entry}``, a graph-timed ``copy_`` excluded; the one rule
+    both the measuring side (choosing the reference) and readers of older documents (deriving it) use."""
+    candidates = _candidates({"stream_kernels": kernels})
+    if not candidates:
+        return None
+    name, kind, entry = max(candidates, key=lambda c: c[2]["bytes_per_s"])
+    timer = entry.get("timer")
+    if name.startswith("torch") and "(" not in name and timer and timer != "cuda-graph":
+        name += f" ({timer.removeprefix('cuda-')})"
+    return BandwidthReference(float(entry["bytes_per_s"]), name, kind, entry.get("kernel"), timer, why)
+
+
 def reference_bandwidth_from_measured(measured: dict[str, Any] | None) -> BandwidthReference | None:
     """The reference from a ``ceilings.measured`` object (or any dict of copy/read entries, as
     ``scripts/bench_timer.py`` has): the recorded one, else derived as the module docstring says."""
@@ -93,14 +106,10 @@ def reference_bandwidth_from_measured(measured: dict[str, Any] | None) -> Bandwi
         return BandwidthReference(float(recorded["bytes_per_s"]), str(recorded.get("name") or "reference"),
                                   str(recorded.get("kind") or "unknown"), recorded.get("kernel"),
                                   recorded.get("timer"), str(recorded.get("why") or "recorded by the run"))
-    candidates = _candidates(measured)
-    if candidates:
-        name, kind, entry = max(candidates, key=lambda c: c[2]["bytes_per_s"])
-        timer = entry.get("timer")
-        if name.startswith("torch") and timer and timer != "cuda-graph":
-            name += f" ({timer.removeprefix('cuda-')})"
-        return BandwidthReference(float(entry["bytes_per_s"]), name, kind, entry.get("kernel"), timer,
-                                  DERIVED_WHY)
+    entries = {label: entry for label, _, entry in _candidates(measured)}
+    derived = best_bandwidth_kernel(entries, DERIVED_WHY) if entries else None
+    if derived:
+        return derived
     if measured.get("bandwidth_bytes_per_s"):
         return BandwidthReference(float(measured["bandwidth_bytes_per_s"]),
                                   str(measured.get("bandwidth_kernel") or "measured bandwidth"), "unknown",

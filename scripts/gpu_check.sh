@@ -35,9 +35,9 @@ step env 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,cloc
 step devices 60 python3 -m microbench.cli devices
 BACKENDS=torch
 python3 -c "import cupy" >/dev/null 2>&1 && [ "$DEVICE" != cpu ] && BACKENDS=torch,cupy
-step tests 150 python3 -m pytest -m gpu -q -rs tests/test_gpu.py tests/test_cupy_backend.py
-step ceilings 90 python3 -m microbench.cli ceilings --device "$DEVICE" --backend "$BACKENDS" -o "$OUT/ceilings.json"
-step sweep 210 python3 -m microbench.cli sweep --device "$DEVICE" --backend "$BACKENDS" --no-ceilings \
+step tests 180 python3 -m pytest -m gpu -q -rs tests/test_gpu.py tests/test_cupy_backend.py
+step ceilings 150 python3 -m microbench.cli ceilings --device "$DEVICE" --backend "$BACKENDS" -o "$OUT/ceilings.json"
+step sweep 240 python3 -m microbench.cli sweep --device "$DEVICE" --backend "$BACKENDS" --no-ceilings \
   -o "$OUT/sweep.json"
 if [ -f "$OUT/ceilings.json" ] && [ -f "$OUT/sweep.json" ]; then
   # The sweep skipped its own ceilings to save time; give it the ones just measured.
@@ -77,15 +77,21 @@ if (out / "sweep.json").exists():
     measured = result.ceilings.get("measured") or {}
     for kind in ("copy", "read"):
         if kind in measured:
-            print(f"{kind:5s} {si(measured[kind]['bytes_per_s'], 'B/s')}")
+            print(f"{kind:5s} {si(measured[kind]['bytes_per_s'], 'B/s')} ({measured[kind].get('timer')})")
+    reference = measured.get("reference_bandwidth")
+    if reference:
+        print(f"reference bandwidth {si(reference['bytes_per_s'], 'B/s')} ({reference['name']}, {reference['timer']})")
+    burst = measured.get("peak_flop_per_s_burst") or {}
     for dtype, peak in (measured.get("peak_flop_per_s") or {}).items():
-        print(f"peak {dtype:5s} {si(peak, 'FLOP/s')}")
+        print(f"peak {dtype:5s} sustained {si(peak, 'FLOP/s')}, burst {si(burst.get(dtype), 'FLOP/s')}")
     for row in summarize_series(result):
         print(f"{row.op:4s} {row.dtype:4s} {row.n}x{row.k}: ok {row.points_ok}/{row.points_total} "
               f"B={row.low_batch} {si(row.low_batch_bytes_per_s, 'B/s')} ({percent(row.pct_of_measured_bandwidth)} meas, "
               f"{percent(row.pct_of_spec_bandwidth)} spec); best {si(row.peak_flop_per_s, 'FLOP/s')} @B={row.peak_batch}")
 if (out / "bench.json").exists():
+    sys.path.insert(0, "scripts")
+    from bench_timer import formatted  # units and significant digits, never round(v, 4)
     bench = json.loads((out / "bench.json").read_text())
-    print("bench:", {k: (round(v, 4) if isinstance(v, float) else v) for k, v in bench.items()})
+    print("bench: " + "; ".join(f"{k} {formatted(k, v)}" for k, v in bench.items()))
 PY
 } 2>&1 | tee "$OUT/summary.txt"

@@ -4,6 +4,7 @@ unavailable with a one-line reason and nothing else breaks; on a GPU it agrees w
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -44,16 +45,57 @@ def test_kernels_compile_without_warnings(tmp_path, arch, source):
             assert "0 bytes spill stores, 0 bytes spill loads" in line, line
 
 
-def test_every_gemv_and_stream_kernel_is_exported():
-    source = cupy_backend.kernel_source()
-    for name in ("gemv_warp_", "gemv_splitk_", "splitk_finish_"):
-        assert f'extern "C" __global__ void {name}##SUFFIX(' in source
-    kinds = {"f32": 0, "f16": 1, "bf16": 2}
-    for dtype, suffix in cupy_backend.SUFFIX.items():  # every dtype the back end launches is instantiated
-        assert f"GEMV_ENTRIES({suffix}, {kinds[suffix]})" in source, dtype
-    for kind in ("copy", "scale", "add", "triad"):
-        assert f'extern "C" __global__ void stream_{kind}(' in source
-    assert 'extern "C" __global__ void read_sum(' in source
+def _exported_names(source: str) -> set[str]:
+    """The extern "C" symbols of the source, with GEMV_ENTRIES(SUFFIX, KIND) expanded as the preprocessor would."""
+    define = re.search(r"#define GEMV_ENTRIES\(SUFFIX, KIND\)(.*?)\n(?!.*\\$)", source, re.S | re.M)
+    body = define.group(1) if define else ""
+    expanded = re.sub(r"#define GEMV_ENTRIES.*?\n(?=\S)", "", source, flags=re.S)
+    for suffix, kind in re.findall(r"^GEMV_ENTRIES\((\w+), (\w+)\)", source, re.M):
+        expanded += body.replace("##SUFFIX", suffix).replace("SUFFIX", suffix).replace("KIND", kind)
+    return set(re.findall(r'extern "C" __global__ void (\w+)\(', expanded))
+
+
+class RecordingModule:
+    """Stands in for the compiled RawModule: records which kernels the Python side asks for."""
+
+    def __init__(self):
+        self.asked = []
+
+    def get_function(self, name):
+        self.asked.append(name)
+        return lambda *args: None
+
+
+def test_every_kernel_the_back_end_launches_is_exported(monkeypatch):
+    """The names come from running the launch code (every dtype, both GEMV variants, every STREAM kernel),
+    the exports from the source with its macro expanded: a kernel renamed on either side fails."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import torch
+
+    from microbench import ops
+    from microbench.plan import PointSpec
+
+    recording = RecordingModule()
+    monkeypatch.setattr(cupy_backend, "module", lambda index: recording)
+    monkeypatch.setattr(cupy_backend, "current_stream", lambda torch: contextlib.nullcontext())
+    for dtype in cupy_backend.SUFFIX:
+        spec = PointSpec("gemv", dtype, 1, 64, 64, "cupy")
+        base = ops.build_workload(torch, spec, "cpu", 1, 0, ops.WeightCache())
+        workload = cupy_backend.CupyWorkload(torch, spec, base.weights, base.inputs, base.outputs, 1)
+        workload.partial = torch.empty(4 * 64)
+        workload._gemv(0, "warp", 1)
+        workload._gemv(0, "splitk", 4)
+    fake_torch = SimpleNamespace(cuda=SimpleNamespace(
+        get_device_properties=lambda index: SimpleNamespace(multi_processor_count=132)))
+    arrays = [torch.empty(64) for _ in range(4)]
+    for kind in cupy_backend.STREAM_KERNELS:
+        cupy_backend.stream_launcher(fake_torch, kind, arrays, 0)(0)
+    exported = _exported_names(cupy_backend.kernel_source())
+    assert len(recording.asked) == 3 * 3 + 5
+    assert set(recording.asked) <= exported, set(recording.asked) - exported
+    assert "gemv_warp_bf16" in exported and "gemv_warp_SUFFIX" not in exported
 
 
 def test_unavailable_with_a_reason():
@@ -79,14 +121,17 @@ def test_support_rules():
 
     assert cupy_backend.support_problem(PointSpec("gemv", "bf16", 1, 64, 64, "cupy")) is None
     assert "16-byte" in cupy_backend.support_problem(PointSpec("gemv", "bf16", 1, 64, 12, "cupy"))
-    assert "bfloat16" in cupy_backend.support_problem(PointSpec("gemm", "bf16", 4, 64, 64, "cupy"))
-    assert cupy_backend.support_problem(PointSpec("gemm", "fp16", 4, 64, 64, "cupy")) is None
+    for dtype in ("bf16", "fp16", "fp32", "tf32"):
+        for op in ("gemm", "bmm"):
+            assert cupy_backend.support_problem(PointSpec(op, dtype, 4, 64, 64, "cupy")) is None, (op, dtype)
+    assert "cublasLt" in cupy_backend.support_problem(PointSpec("gemm", "fp8", 4, 64, 64, "cupy"))
 
 
 @pytest.mark.gpu
 @requires_gpu
 @pytest.mark.parametrize("op, dtype, batch", [("gemv", "bf16", 1), ("gemv", "fp16", 1), ("gemv", "fp32", 1),
-                                              ("gemm", "fp16", 16), ("bmm", "fp32", 8)])
+                                              ("gemm", "fp16", 16), ("bmm", "fp32", 8), ("gemm", "bf16", 16),
+                                              ("gemm", "bf16", 256), ("bmm", "bf16", 8), ("gemm", "fp32", 4)])
 def test_cupy_and_torch_agree_on_the_same_inputs(op, dtype, batch):
     pytest.importorskip("cupy")
     import torch
@@ -101,6 +146,7 @@ def test_cupy_and_torch_agree_on_the_same_inputs(op, dtype, batch):
     ours = cupy_backend.build_workload(torch, cupy_spec, session.device, 1, 0, ops.WeightCache())
     reference = ops.build_workload(torch, torch_spec, "cuda:0", 1, 0, ops.WeightCache())
     assert torch.equal(ours.weights[0], reference.weights[0])  # same seed, same inputs
+    assert torch.equal(ours.inputs[0], reference.inputs[0])  # the x seed leaves the back end out
     ours.launch(0)
     reference.launch(0)
     torch.cuda.synchronize()

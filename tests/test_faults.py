@@ -143,46 +143,73 @@ def test_a_busy_cpu_warns_and_require_idle_refuses(tmp_path):
             burner.wait()
 
 
-def test_a_throttled_point_is_measured_again_and_both_are_kept(tmp_path, monkeypatch):
-    """The sweep is real; the telemetry seam reports a thermal slowdown during the first 0.3 s."""
+def _recorded_telemetry(monkeypatch, reasons_until_pause: int):
+    """Telemetry through the reader seam: ``reasons_until_pause`` in every reading until the sweep's retry
+    pause (a seam too), none after it.  Driven by the sweep's own events, not by wall time, so a busy
+    machine changes nothing; the sweep itself is real."""
     from microbench import nvml_reader, sweep
     from microbench.telemetry import Sampler
 
-    class ThermalReader:
+    state = {"reasons": reasons_until_pause, "pauses": 0}
+
+    class RecordedReader:
         source = "nvml-basic"
         power_note = "recorded"
 
-        def __init__(self):
-            self.start = time.perf_counter()
-
         def read(self):
-            hot = time.perf_counter() - self.start < 0.3
-            return {"sm_clock_hz": 1.98e9, "clock_event_reasons": 0x20 if hot else 0, "power_w": 100.0}
+            return {"sm_clock_hz": 1.98e9, "clock_event_reasons": state["reasons"], "power_w": 100.0}
 
         def gpm(self):
             return None
 
     def fake_start(device, interval_s):
-        sampler = Sampler(ThermalReader(), interval_s=0.01)
+        sampler = Sampler(RecordedReader(), interval_s=0.01)
         sampler.start()
-        return sampler, {"source": "nvml-basic", "interval_s": 0.01, "reason": "recorded readings (test)"}
+        return sampler, {"source": "nvml-basic", "interval_s": 0.01, "reason": "recorded readings (test)",
+                         "min_point_window_s": 0.3}  # long against a starved sampler thread
+
+    def cooled_down(session, seconds):
+        state["reasons"], state["pauses"] = 0, state["pauses"] + 1
 
     monkeypatch.setattr(nvml_reader, "start_telemetry", fake_start)
-    monkeypatch.setattr(sweep, "RETRY_PAUSE_S", 0.3)
+    monkeypatch.setattr(sweep, "pause", cooled_down)
+    return state
+
+
+def _small_sweep(output):
+    return CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape",
+                                     "512x512", "--batch", "1,2", "--budget", "0.1", "--no-ceilings",
+                                     "-o", str(output)], catch_exceptions=False)
+
+
+def test_a_throttled_point_is_measured_again_and_both_are_kept(tmp_path, monkeypatch):
+    """Thermal slowdown in every reading until the retry pause: the first point is measured again."""
+    state = _recorded_telemetry(monkeypatch, 0x20)
     output = tmp_path / "hot.json"
-    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "512x512",
-                                    "--batch", "1,2", "--budget", "0.1", "--no-ceilings", "-o", str(output)],
-                             catch_exceptions=False)
+    run = _small_sweep(output)
     assert run.exit_code == 0, run.output
     points = load_result(output).points
     first = [p for p in points if p.batch == 1]
     assert [(p.attempt, p.superseded) for p in first] == [(1, True), (2, False)]
+    assert state["pauses"] == 1 and [p.attempt for p in points if p.batch == 2] == [1]
     assert first[0].telemetry["throttled"] and not first[1].telemetry["throttled"]
     assert "sw_thermal_slowdown" in first[0].telemetry["clock_event_reasons"]
+    assert "throttled (thermal or hardware slowdown)" not in run.output  # the kept attempts are clean
     from roofline.report import write_report
 
     write_report(load_result(output), tmp_path / "report")
     assert "the fit used the second" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_a_power_capped_point_is_recorded_and_not_measured_again(tmp_path, monkeypatch):
+    state = _recorded_telemetry(monkeypatch, 0x4)  # sw_power_cap: how Hopper runs under sustained load
+    output = tmp_path / "capped.json"
+    run = _small_sweep(output)
+    assert run.exit_code == 0, run.output
+    points = load_result(output).points
+    assert state["pauses"] == 0 and [(p.batch, p.attempt) for p in points] == [(1, 1), (2, 1)]
+    assert all(p.telemetry["power_capped"] and not p.telemetry["throttled"] for p in points)
+    assert "2 point(s) power-capped" in run.output and "gemm fp32 512x512 B=1,2" in run.output
 
 
 # --- hostile files ---

@@ -90,6 +90,7 @@ def test_quick_cuda_sweep_end_to_end(tmp_path):
     from click.testing import CliRunner
 
     from microbench.cli import main
+    from microbench.telemetry import remeasure_reason
     from roofline.results import load_result
 
     output = tmp_path / "gpu.json"
@@ -103,11 +104,56 @@ def test_quick_cuda_sweep_end_to_end(tmp_path):
     # Telemetry from the real NVML: every point carries clocks and power; on Hopper+, GPM DRAM and tensor.
     assert result.telemetry["source"] in ("nvml-basic", "nvml+gpm"), result.telemetry
     assert len(result.telemetry["timeline"]) > 10
+    measured = result.ceilings["measured"]
+    assert measured["copy"]["timer"] == "cuda-eager"  # a captured copy_ would run on a copy engine
+    assert measured["reference_bandwidth"]["bytes_per_s"] == measured["bandwidth_bytes_per_s"]
+    # Every point's timed phase is long enough for its own readings (lag-corrected, whole GPM pairs).
     for point in result.points:
-        if point.telemetry["readings"] == 0:
-            continue  # a point shorter than one sampling interval (no GPM to lengthen it)
-        assert point.telemetry["sm_clock_hz"]["median"] > 1e8
-        assert point.telemetry["power_w"]["median"] > 10
+        telemetry = point.telemetry
+        assert telemetry["readings"] > 0, telemetry.get("no_reading_reason")
+        assert "lag-corrected" in telemetry["attribution"]
+        assert telemetry["sm_clock_hz"]["median"] > 1e8
+        assert telemetry["power_w"]["median"] > 10
         if result.telemetry["source"] == "nvml+gpm":
-            assert point.telemetry["gpm_covered"], point.telemetry
-            assert "dram_bw_util_percent" in point.telemetry and "tensor_util_percent" in point.telemetry
+            assert telemetry["gpm_covered"], telemetry.get("gpm_missing_reason")
+            assert "dram_bw_util_percent" in telemetry and "tensor_util_percent" in telemetry
+            if point.op == "gemv" and point.stats.median_s >= 30e-6:  # memory-bound: the counter agrees
+                where = f"{point.op} {point.n}x{point.k} B={point.batch} {point.backend}"
+                assert 0.9 <= telemetry["timer_over_counter"] <= 1.1, (where, telemetry["timer_over_counter"])
+        if point.superseded:  # measured again only for a slowdown or an unexplained clock move, never the cap
+            assert remeasure_reason(telemetry), telemetry
+
+
+def test_ceilings_name_the_reference_and_both_compute_regimes():
+    from microbench.ceilings import measure_ceilings
+
+    session = cuda_session(budget_s=0.2)
+    session.start_telemetry(True, 0.05)
+    try:
+        ceilings = measure_ceilings(session, ["bf16"], quick=True)["measured"]
+    finally:
+        session.stop_telemetry()
+    reference = ceilings["reference_bandwidth"]
+    assert reference["kind"] in ("read", "copy") and reference["timer"] in ("cuda-eager", "cuda-graph")
+    assert not (reference["kernel"] == "torch.Tensor.copy_" and reference["timer"] == "cuda-graph")
+    assert all(entry["timer"] for entry in ceilings["stream_kernels"].values())
+    peak = ceilings["peak"]["bf16"]
+    burst, sustained = peak["burst"], peak["sustained"]
+    assert ceilings["peak_flop_per_s"]["bf16"] == sustained["flop_per_s"] == peak["flop_per_s"]
+    assert ceilings["peak_flop_per_s_burst"]["bf16"] == burst["flop_per_s"]
+    assert burst["flop_per_s"] >= 0.95 * sustained["flop_per_s"]  # a burst after idle is never slower
+    assert sustained["run_s"] >= 3.0 and len(peak["tried"]) == 2
+    for regime in (burst, sustained):
+        assert regime["sm_clock_hz"]["max"] > 1e8 and regime["power_w"]["median"] > 10, regime
+        assert regime["clock_event_reasons"] is not None and regime["timer"] == "cuda-graph"
+
+
+def test_cupy_cublas_points_are_timed_eagerly_and_say_so():
+    pytest.importorskip("cupy")
+    from microbench.sweep import measure_point
+
+    point = measure_point(cuda_session(budget_s=0.1), PointSpec("gemm", "bf16", 64, 4096, 4096, "cupy"))
+    assert point.ok and point.correct, point.reason
+    assert point.timer == "cuda-eager" and "gemmEx" in point.kernel
+    bmm = measure_point(cuda_session(budget_s=0.1), PointSpec("bmm", "bf16", 8, 1024, 128, "cupy"))
+    assert bmm.ok and bmm.correct and "gemmStridedBatchedEx" in bmm.kernel, bmm.reason

@@ -2,7 +2,14 @@
 
 import pytest
 
-from microbench.telemetry import GPM_MIN_PERIOD_S, Sampler, decode_reasons, summarize_window
+from microbench.telemetry import (
+    GPM_MIN_PERIOD_S,
+    NVML_LAG_S,
+    Sampler,
+    decode_reasons,
+    remeasure_reason,
+    summarize_window,
+)
 
 
 class RecordedReader:
@@ -77,7 +84,7 @@ def test_window_summary_aligns_readings_and_flags_throttling():
     late = summarize_window(rows, 0.8, 1.6, launches=10)
     assert late["throttled"] is True and late["clock_event_reasons"] == ["sw_thermal_slowdown"]
     assert late["sm_clock_drift"] is True
-    assert "timer_over_counter" not in late
+    assert late["timer_over_counter"] is None and "no theoretical bandwidth" in late["timer_over_counter_reason"]
     assert late["sm_clock_hz"]["min"] == 1500e6 and late["sm_clock_hz"]["max"] == 1980e6
 
 
@@ -128,3 +135,85 @@ def test_no_nvml_on_this_machine_is_recorded_not_fatal():
     assert sampler is None and record["source"] == "none" and "NVML" in record["reason"]
     sampler, record = start_telemetry({"kind": "cpu"}, 0.05)
     assert sampler is None and "CPU" in record["reason"]
+
+
+def test_readings_are_attributed_to_the_time_they_describe_not_when_taken():
+    """A reading taken just after a phase starts describes the phase before it (NVML lags ~0.1 s)."""
+    rows = [dict(reading(power_w=100 if t < 1.0 else 600), t_s=t) for t in [i * 0.05 for i in range(60)]]
+    # Readings show the new load from t = 1.1 on (the lag); the phase itself runs from 1.0 to 2.0.
+    for row in rows:
+        row["power_w"] = 600 if row["t_s"] >= 1.0 + NVML_LAG_S - 1e-9 else 100
+    early_pair, late_pair = rows[22], rows[26]  # taken at [1.0, 1.1] and [1.2, 1.3]
+    early_pair["gpm_window_s"], early_pair["dram_bw_util_percent"] = [1.0, 1.1], 5.0  # describes [0.9, 1.0]
+    late_pair["gpm_window_s"], late_pair["dram_bw_util_percent"] = [1.2, 1.3], 85.0  # describes [1.1, 1.2]
+    summary = summarize_window(rows, 1.0, 2.0, launches=1, theoretical_bandwidth=4.8e12, timer_bytes_per_s=4e12)
+    assert summary["power_w"]["min"] == 600  # no reading of the idle phase before
+    assert summary["gpm_readings"] == 1 and summary["dram_bw_util_percent"]["median"] == 85.0
+    assert summary["gpm_described_s"] == [[pytest.approx(1.1), pytest.approx(1.2)]]
+    assert summary["timer_over_counter"] == pytest.approx(4e12 / (0.85 * 4.8e12))
+    assert summary["lag_s"] == NVML_LAG_S and "lag-corrected" in summary["attribution"]
+    unshifted = summarize_window(rows, 1.0, 2.0, launches=1, lag_s=0.0)  # what the first run did
+    assert unshifted["power_w"]["min"] == 100 and unshifted["gpm_readings"] == 2
+
+
+def test_a_phase_with_no_reading_says_why():
+    rows = [dict(reading(), t_s=t) for t in (0.0, 0.2, 0.4)]
+    summary = summarize_window(rows, 0.21, 0.29, launches=1, theoretical_bandwidth=4.8e12, timer_bytes_per_s=1e12)
+    assert summary["readings"] == 0 and "no NVML reading" in summary["no_reading_reason"]
+    assert summary["timer_over_counter"] is None and summary["gpm_covered"] is False
+    assert "no valid GPM pair" in summary["gpm_missing_reason"]
+
+
+def test_nan_gpm_metrics_are_dropped_at_the_source():
+    reader = RecordedReader([reading() for _ in range(4)],
+                            [{"dram_bw_util_percent": float("nan"), "sm_util_percent": 40.0}] * 4)
+    sampler = Sampler(reader, interval_s=0.05, clock=StepClock(0.1))
+    for _ in range(4):
+        sampler.sample_once()
+    gpm_rows = [r for r in sampler.timeline if r.get("gpm_window_s")]
+    assert gpm_rows and all("dram_bw_util_percent" not in r and r["sm_util_percent"] == 40.0 for r in gpm_rows)
+
+
+@pytest.mark.parametrize("telemetry, why", [
+    ({"throttled": False, "power_capped": True, "clock_event_reasons": ["sw_power_cap"], "sm_clock_drift": True},
+     None),
+    ({"throttled": True, "power_capped": True, "clock_event_reasons": ["hw_thermal_slowdown", "sw_power_cap"]},
+     "throttled: hw_thermal_slowdown"),
+    ({"throttled": False, "power_capped": False, "clock_event_reasons": [], "sm_clock_drift": True},
+     "SM clock changed during the point"),
+    ({"throttled": False, "power_capped": False, "clock_event_reasons": [], "sm_clock_drift": False}, None),
+    (None, None),
+])
+def test_only_slowdowns_and_unexplained_clock_moves_are_measured_again(telemetry, why):
+    assert remeasure_reason(telemetry) == why
+
+
+def test_power_capping_is_recorded_not_called_throttling():
+    rows = [dict(reading(reasons=0x4, sm_mhz=1300 + 50 * (i % 5)), t_s=i * 0.05) for i in range(20)]
+    summary = summarize_window(rows, 0.1, 0.8, launches=1)
+    assert summary["power_capped"] and not summary["throttled"] and summary["sm_clock_drift"]
+    assert summary["clock_event_reasons"] == ["sw_power_cap"] and remeasure_reason(summary) is None
+
+
+def test_a_timed_phase_lasts_long_enough_for_its_readings_even_past_max_samples():
+    """The first run stopped points at max_samples after 0.16 s: too short for one lag-corrected GPM pair."""
+    from microbench.adaptive import StoppingRule, measure
+    from microbench.telemetry import GPM_MIN_POINT_WINDOW_S
+
+    class Clock:
+        t = 0.0
+
+        def now_s(self):
+            return self.t
+
+    clock = Clock()
+
+    def sample():
+        clock.t += 1e-3
+        return [1e-3 * (1 + 0.5 * (int(clock.t * 1e3) % 3))]  # noisy: never converges
+
+    rule = StoppingRule(target_rel_ci=0.001, budget_s=0.05, max_samples=100, warmup_s=0.0,
+                        min_time_s=GPM_MIN_POINT_WINDOW_S)
+    result = measure(sample, rule, clock)
+    assert result.finished_s - result.started_s >= GPM_MIN_POINT_WINDOW_S
+    assert len(result.samples_s) > rule.max_samples

@@ -1,12 +1,14 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from microbench.timers import CpuTimer, launches_for
+from microbench.timers import MAX_LAUNCHES_PER_SAMPLE, CpuTimer, launches_for
 
 
 def test_launches_fill_the_sample_in_whole_rotation_cycles():
     assert launches_for(1e-3, 2e-3, 1) == 2
     assert launches_for(1e-5, 2e-3, 8) == 200
-    assert launches_for(1e-5, 2e-3, 8) % 8 == 0
+    assert launches_for(1e-5, 2e-3, 7) == 203  # 200 wanted, rounded up to whole cycles of 7
     assert launches_for(1.0, 2e-3, 3) == 3  # never fewer than one cycle
     assert launches_for(1e-12, 1.0, 7) <= 4096
 
@@ -21,3 +23,12 @@ def test_cpu_timer_rotates_and_divides_by_launches():
     assert samples == [pytest.approx(1e-6 / 6)]
     timer.sample()
     assert seen[6:] == [0, 1, 2, 0, 1, 2]  # the index keeps advancing across samples
+
+
+@given(single_s=st.floats(1e-9, 10.0), min_sample_s=st.floats(1e-6, 1.0), copies=st.integers(1, 1024))
+def test_a_sample_is_whole_cycles_long_enough_or_capped(single_s, min_sample_s, copies):
+    launches = launches_for(single_s, min_sample_s, copies)
+    assert launches % copies == 0 and launches >= copies
+    capped = launches + copies > max(MAX_LAUNCHES_PER_SAMPLE, copies)
+    assert launches * single_s >= min_sample_s * (1 - 1e-9) or capped
+    assert (launches - copies) * single_s < min_sample_s or launches == copies  # no whole cycle too many
