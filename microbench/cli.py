@@ -93,7 +93,8 @@ def _parse_bytes(text: str | None) -> int | None:
 @click.option("--require-idle", is_flag=True, help="refuse to start (exit 2) when the device is busy")
 @click.option("--resume", type=click.Path(path_type=Path), default=None,
               help="continue the plan recorded in this result file, skipping its points")
-@click.option("--force", is_flag=True, help="with --resume: resume even if the device or settings differ")
+@click.option("--force", is_flag=True,
+              help="replace an existing -o result; with --resume: resume even if the device or settings differ")
 @click.option("--serial", is_flag=True, help="with --device all: one GPU at a time instead of in parallel")
 @click.pass_context
 def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
@@ -110,6 +111,7 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
     from microbench.progress import print_sweep_summary, terminal_observer
     from microbench.resume import ResumeError, prepare_resume
     from microbench.sweep import Interrupted, SweepConfig, prepare_sweep, run_sweep
+    from roofline.results import check_output
 
     prepared = None
     try:
@@ -119,8 +121,10 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
             if given:
                 raise plan.PlanError(f"--resume takes the plan from {resume}; do not also give "
                                      + ", ".join("--" + g.replace("_", "-") for g in given))
-        elif force:
-            raise plan.PlanError("--force only goes with --resume")
+        elif force and output is None:
+            raise plan.PlanError("--force only goes with --resume or with -o FILE (to replace it)")
+        elif output is not None:
+            check_output(output, overwrite=force)
         config = SweepConfig(
             device=device,
             ops=tuple(_split(ops)) or ("gemv", "gemm", "bmm"),
@@ -222,8 +226,11 @@ def ceilings(device, dtypes, backends, quick, budget, output) -> None:
     from microbench.ceilings import measure_ceilings
     from microbench.progress import print_ceilings, terminal_observer
     from microbench.sweep import SweepConfig, prepare_sweep, run_sweep
+    from roofline.results import check_output
 
     try:
+        if output is not None:
+            check_output(output)
         with terminal_observer() as observer:
             from microbench import plan
 
@@ -277,6 +284,7 @@ def report(result_file, output) -> None:
         raise BadInput(str(exc)) from None
     folder = output or default_report_dir(Path(result_file))
     try:
+        _check_output(folder, folder=True)
         write_report(result, folder)
     except OSError as exc:
         raise BadInput(f"{folder}: cannot write the report ({exc.strerror or exc})") from None
@@ -292,10 +300,10 @@ def report(result_file, output) -> None:
 def import_(csv_file, output, device_name, sku, device_kind) -> None:
     """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample)."""
     from roofline.importer import ImportError_, import_csv
-    from roofline.results import check_writable, save_result
+    from roofline.results import check_output, save_result
 
     try:
-        check_writable(output)
+        check_output(output)
         result = import_csv(csv_file, device_name, sku, device_kind, argv=tuple(sys.argv))
     except (ImportError_, ProfileError, ResultError) as exc:
         raise BadInput(str(exc)) from None
@@ -332,6 +340,8 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
     from microbench.decode_cli import run_decode
 
     try:
+        if output is not None:
+            _check_output(output, folder=True)
         document = run_decode(model=model, hf_config=hf_config, tp=tp, context=context, dtype=dtype,
                               kv_dtype=kv_dtype, batches=batches, mem_fraction=mem_fraction, analytic=analytic,
                               sku=sku, from_result=from_result, device=device, budget=budget)
@@ -346,10 +356,8 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
     if output is not None:
         from roofline.decode_report import decode_figure
 
-        output.mkdir(parents=True, exist_ok=True)
-        (output / "decode.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
-        figure = decode_figure(document)
-        figure.savefig(output / "decode.png")
+        _write_outputs(output, {"decode.json": json.dumps(document, indent=1, allow_nan=False) + "\n",
+                                "decode.png": decode_figure(document)})
         click.echo(f"saved {output / 'decode.json'} and {output / 'decode.png'}", err=as_json)
     measured = document.get("measured") or document.get("analytic")
     if measured and measured["kv"]["fits"] is False:
@@ -374,6 +382,8 @@ def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> Non
     from roofline.compare_view import markdown, overlay_figures
 
     try:
+        if output is not None:
+            _check_output(output, folder=True)
         loaded, skipped = collect(list(inputs))
         if not loaded:
             raise ResultError("no usable result among the inputs: " + "; ".join(skipped))
@@ -394,16 +404,43 @@ def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> Non
 
         print_compare(comparison, units)
     if output is not None:
-        import matplotlib.pyplot as plt
-
-        output.mkdir(parents=True, exist_ok=True)
-        (output / "compare.md").write_text(markdown(comparison, units))
-        (output / "compare.json").write_text(json.dumps(document, indent=1, allow_nan=False, default=str) + "\n")
-        for name, figure in overlay_figures(comparison).items():
-            figure.savefig(output / f"{name}.png")
-            plt.close(figure)
+        files = {"compare.md": markdown(comparison, units),
+                 "compare.json": json.dumps(document, indent=1, allow_nan=False, default=str) + "\n"}
+        files.update((f"{name}.png", figure) for name, figure in overlay_figures(comparison).items())
+        _write_outputs(output, files)
     if fail_on_outlier and any(unit["outlier"] for unit in units["units"]):
         raise SystemExit(1)
+
+
+def _check_output(path: Path, **how) -> None:
+    from roofline.results import check_output
+
+    try:
+        check_output(path, **how)
+    except ResultError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _write_outputs(folder: Path, files: dict) -> None:
+    """Write an output folder's files (text, or matplotlib figures as PNG); an OS error is one line, exit 2."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from roofline.results import write_output_file
+
+    try:
+        for name, content in files.items():
+            if not isinstance(content, str):
+                buffer = io.BytesIO()
+                content.savefig(buffer, format="png")
+                plt.close(content)
+                content = buffer.getvalue()
+            write_output_file(folder / name, content)
+    except ResultError as exc:
+        raise BadInput(str(exc)) from None
+    except OSError as exc:
+        raise BadInput(f"{folder}: cannot write there ({exc.strerror or exc})") from None
 
 
 @main.command()
