@@ -7,11 +7,13 @@ Exit codes: 0 ok, 1 a requested gate failed, 2 bad usage or bad input.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 import click
 
+from roofline.errors import BadInputError
 from roofline.profiles import ProfileError
 from roofline.results import ResultError
 
@@ -26,10 +28,32 @@ class BadInput(click.ClickException):
 
 
 def _bad_input_errors():
+    """What the library raises for the user's input; anything else (a ValueError too) is a bug."""
     from microbench.devices import DeviceError
-    from microbench.plan import PlanError
 
-    return (DeviceError, PlanError, ResultError, ProfileError, ValueError)
+    return (BadInputError, DeviceError, ProfileError)
+
+
+class Number(click.ParamType):
+    """A finite float, optionally in (low, high]: nan and inf are refused here, before anything starts."""
+
+    name = "number"
+
+    def __init__(self, low: float | None = None, high: float | None = None, below_high: bool = False):
+        self.low, self.high, self.below_high = low, high, below_high
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r}: give a finite number", param, ctx)
+        if self.low is not None and number <= self.low:
+            self.fail(f"{value!r}: must be more than {self.low:g}", param, ctx)
+        if self.high is not None and (number >= self.high if self.below_high else number > self.high):
+            self.fail(f"{value!r}: must be {'below' if self.below_high else 'at most'} {self.high:g}", param, ctx)
+        return number
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -73,8 +97,8 @@ def _parse_bytes(text: str | None) -> int | None:
 @click.option("--dtype", "dtypes", multiple=True, help="fp32, tf32, fp16, bf16, fp8 [GPU: bf16; CPU: fp32,bf16]")
 @click.option("--shape", "shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable)")
 @click.option("--batch", "batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
-@click.option("--budget", type=float, default=None, help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
-@click.option("--target-ci", type=float, default=0.01, show_default=True,
+@click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
+@click.option("--target-ci", type=Number(low=0, high=1, below_high=True), default=0.01, show_default=True,
               help="stop when the 95%% CI of the median is within this fraction")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
@@ -86,7 +110,7 @@ def _parse_bytes(text: str | None) -> int | None:
               help="rotate weight copies so every launch reads DRAM, or reuse one copy (cache-warm)")
 @click.option("--no-ceilings", is_flag=True, help="skip measuring copy/read bandwidth and matmul peak")
 @click.option("--report", "with_report", is_flag=True, help="write the report folder beside the result at the end")
-@click.option("--telemetry-interval", type=float, default=0.05, show_default=True,
+@click.option("--telemetry-interval", type=Number(low=0), default=0.05, show_default=True,
               help="seconds between NVML readings")
 @click.option("--no-telemetry", is_flag=True, help="do not sample NVML while measuring")
 @click.option("--max-memory", default=None, help="cap on what the sweep allocates: 8G, 512Mi, bytes")
@@ -109,7 +133,7 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
     from microbench import plan
     from microbench.interrupt import Abandon, stop_on_signals
     from microbench.progress import print_sweep_summary, terminal_observer
-    from microbench.resume import ResumeError, prepare_resume
+    from microbench.resume import prepare_resume
     from microbench.sweep import Interrupted, SweepConfig, prepare_sweep, run_sweep
     from roofline.results import check_output
 
@@ -137,8 +161,7 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
             telemetry=not no_telemetry, telemetry_interval_s=telemetry_interval,
             max_memory_bytes=_parse_bytes(max_memory), require_idle=require_idle,
         )
-        if telemetry_interval <= 0:
-            raise plan.PlanError("--telemetry-interval must be positive")
+        plan.check_gemv_batches(config.ops, config.batches)
         with terminal_observer() as observer:
             if resume is not None:
                 prepared = prepare_resume(resume, force, observer, argv=tuple(sys.argv))
@@ -158,7 +181,7 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
 
             with stop_on_signals(prepared.session.stop, observer.on_notice):
                 result = run_sweep(prepared, observer, ceilings)
-    except _bad_input_errors() + (ResumeError,) as exc:
+    except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
     except (Interrupted, Abandon) as exc:
         where = prepared.output if prepared else None
@@ -219,7 +242,7 @@ def _sweep_all(ctx, output, serial) -> None:
 @click.option("--dtype", "dtypes", multiple=True, help="dtypes for the matmul peak [GPU: all it runs; CPU: fp32,bf16]")
 @click.option("--backend", "backends", multiple=True, help="torch, cupy or torch,cupy [torch]")
 @click.option("--quick", is_flag=True, help="fewer matmul shapes")
-@click.option("--budget", type=float, default=None, help="seconds of sampling per measurement")
+@click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per measurement")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="also save as a result file")
 def ceilings(device, dtypes, backends, quick, budget, output) -> None:
     """Measure copy and read bandwidth and the best matmul FLOP/s per dtype."""
@@ -261,7 +284,7 @@ def fit(result_file, as_json) -> None:
         from roofline.results import load_result
 
         analysis = analyse(load_result(result_file))
-    except (ResultError, ProfileError) as exc:
+    except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
     if as_json:
         click.echo(json.dumps(analysis, indent=1, allow_nan=False))
@@ -299,13 +322,13 @@ def report(result_file, output) -> None:
 @click.option("--device-kind", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
 def import_(csv_file, output, device_name, sku, device_kind) -> None:
     """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample)."""
-    from roofline.importer import ImportError_, import_csv
+    from roofline.importer import import_csv
     from roofline.results import check_output, save_result
 
     try:
         check_output(output)
         result = import_csv(csv_file, device_name, sku, device_kind, argv=tuple(sys.argv))
-    except (ImportError_, ProfileError, ResultError) as exc:
+    except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
     save_result(result, output)
     ok = sum(p.ok for p in result.points)
@@ -323,14 +346,14 @@ def import_(csv_file, output, device_name, sku, device_kind) -> None:
 @click.option("--dtype", default="bf16", show_default=True, help="weights and activations")
 @click.option("--kv-dtype", default=None, help="KV cache dtype [--dtype]")
 @click.option("--batch", "batches", default="1:1024:x2", show_default=True, help="batches: list and ranges")
-@click.option("--mem-fraction", type=float, default=0.9, show_default=True,
+@click.option("--mem-fraction", type=Number(low=0, high=1), default=0.9, show_default=True,
               help="share of device memory for weights + KV cache")
 @click.option("--analytic", is_flag=True, help="from the spec sheet only (needs --gpu), no measuring")
 @click.option("--gpu", "sku", default=None, help="SKU for the analytic side [the matched SKU]")
 @click.option("--from", "from_result", type=click.Path(path_type=Path), default=None,
               help="take launch times from this sweep result instead of measuring")
 @click.option("--device", default="auto", show_default=True)
-@click.option("--budget", type=float, default=None, help="seconds of sampling per launch measured")
+@click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per launch measured")
 @click.option("--json", "as_json", is_flag=True, help="print the whole document as JSON")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="folder for decode.json and decode.png")
@@ -359,11 +382,23 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
         _write_outputs(output, {"decode.json": json.dumps(document, indent=1, allow_nan=False) + "\n",
                                 "decode.png": decode_figure(document)})
         click.echo(f"saved {output / 'decode.json'} and {output / 'decode.png'}", err=as_json)
-    measured = document.get("measured") or document.get("analytic")
-    if measured and measured["kv"]["fits"] is False:
-        raise BadInput(f"{document['setup']['model']} does not fit: {measured['kv']['weight_bytes'] / 1e9:.1f} GB "
-                       f"of weights per GPU at TP {tp} in {mem_fraction:.0%} of "
-                       f"{measured['kv']['memory_bytes'] / 1e9:.1f} GB")
+    _refuse_what_cannot_run(document, tp, context, mem_fraction)
+
+
+def _refuse_what_cannot_run(document: dict, tp: int, context: int, mem_fraction: float) -> None:
+    """After the numbers are shown: weights that do not fit, or a context one sequence cannot hold, is exit 2."""
+    from roofline.units import si_bytes
+
+    part = document.get("measured") or document.get("analytic")
+    kv = part["kv"] if part else {}
+    where = f"{mem_fraction:.0%} of {si_bytes(kv.get('memory_bytes'))}"
+    if kv.get("fits") is False:
+        raise BadInput(f"{document['setup']['model']} does not fit: {si_bytes(kv['weight_bytes'])} "
+                       f"of weights per GPU at TP {tp} in {where}")
+    if kv.get("max_batch") == 0:
+        left = mem_fraction * kv["memory_bytes"] - kv["weight_bytes"]
+        raise BadInput(f"--context {context}: one sequence's KV cache needs {si_bytes(kv['kv_bytes_per_sequence'])}, "
+                       f"more than the {si_bytes(left)} left beside the weights in {where}; shorten --context")
 
 
 @main.command()
@@ -373,7 +408,7 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
 @click.option("--format", "fmt", type=click.Choice(["table", "md", "json"]), default="table", show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="folder for compare.md, compare.json and overlaid figures")
-@click.option("--mad-k", type=float, default=3.0, show_default=True,
+@click.option("--mad-k", type=Number(low=0), default=3.0, show_default=True,
               help="fleet: flag units more than k robust sd (1.4826 MAD) from their SKU's median")
 @click.option("--fail-on-outlier", is_flag=True, help="exit 1 when any unit is flagged")
 def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> None:
@@ -389,11 +424,11 @@ def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> Non
             raise ResultError("no usable result among the inputs: " + "; ".join(skipped))
         sku_list = [s.strip() for s in (specs or "").split(",") if s.strip()]
         comparison = compare_results(loaded, baseline, sku_list)
-    except (ResultError, ProfileError) as exc:
+    except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
     units = fleet(loaded, mad_k)
     for note in skipped:
-        click.echo(f"skipped: {note}", err=True)
+        click.echo(note, err=True)
     document = {"comparison": comparison, "fleet": units, "skipped": skipped}
     if fmt == "json":
         click.echo(json.dumps(document, indent=1, allow_nan=False, default=str))

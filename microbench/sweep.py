@@ -296,6 +296,7 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
     if choice.kind == "cuda":
         torch.cuda.set_device(choice.index)  # events, streams and graphs then belong to the measured GPU
     points, defaults = _plan_for(config, choice.kind)
+    plan.check_memory_cap(points, config.max_memory_bytes)
     if config.timer not in ("graph", "eager"):
         raise plan.PlanError(f"unknown timer {config.timer!r}; use graph or eager")
     if config.l2_policy not in ("rotate", "warm"):

@@ -74,7 +74,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         kv = part["kv"]
         if kv["fits"] is False:
             text += ". The weights do not fit in memory at this TP"
-        elif kv["max_batch"] is not None:
+        elif kv["max_batch"]:  # 0: the CLI says why (the context), exit 2
             text += f". The KV cache caps the batch at {kv['max_batch']}"
         if part.get("knee_batch_1p10"):
             text += f"; time per token is 10% above batch 1 by batch {part['knee_batch_1p10']}"

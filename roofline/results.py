@@ -15,13 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roofline.errors import BadInputError
 from roofline.schema import SCHEMA_VERSION, Result
 
 # Larger than any real sweep by orders of magnitude; refusing early keeps a hostile file from eating memory.
 MAX_RESULT_BYTES = 512 * 1024 * 1024
 
 
-class ResultError(Exception):
+class ResultError(BadInputError):
     """A result file that cannot be used; the message is one line, fit for the terminal."""
 
 
@@ -59,6 +60,8 @@ def result_from_json(text: str, source: str = "<string>") -> Result:
         raise ResultError(f"{source}: not a gpubench result (top level is not an object)")
     try:
         document = migrate(document)
+        if not isinstance(document.get("points"), list):
+            raise ResultError(f"points must be a list, found {json.dumps(document.get('points'))[:40]}")
         return Result.from_dict(document)
     except ResultError as exc:
         raise ResultError(f"{source}: {exc}") from None
