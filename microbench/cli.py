@@ -7,24 +7,22 @@ Exit codes: 0 ok, 1 a requested gate failed, 2 bad usage or bad input.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
 import click
 
+from microbench.cli_edges import (
+    BadInput,
+    Number,
+    check_output_or_exit,
+    parse_bytes,
+    refuse_what_cannot_run,
+    write_outputs,
+)
 from roofline.errors import BadInputError
 from roofline.profiles import ProfileError
 from roofline.results import ResultError
-
-
-class BadInput(click.ClickException):
-    """One-line error, exit code 2."""
-
-    exit_code = 2
-
-    def show(self, file=None) -> None:
-        click.echo(f"gpubench: error: {self.message}", err=True)
 
 
 def _bad_input_errors():
@@ -32,28 +30,6 @@ def _bad_input_errors():
     from microbench.devices import DeviceError
 
     return (BadInputError, DeviceError, ProfileError)
-
-
-class Number(click.ParamType):
-    """A finite float, optionally in (low, high]: nan and inf are refused here, before anything starts."""
-
-    name = "number"
-
-    def __init__(self, low: float | None = None, high: float | None = None, below_high: bool = False):
-        self.low, self.high, self.below_high = low, high, below_high
-
-    def convert(self, value, param, ctx):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r}: give a finite number", param, ctx)
-        if self.low is not None and number <= self.low:
-            self.fail(f"{value!r}: must be more than {self.low:g}", param, ctx)
-        if self.high is not None and (number >= self.high if self.below_high else number > self.high):
-            self.fail(f"{value!r}: must be {'below' if self.below_high else 'at most'} {self.high:g}", param, ctx)
-        return number
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -72,25 +48,9 @@ PLAN_OPTIONS = ("device", "ops", "backends", "dtypes", "shapes", "batches", "bud
                 "l2_policy", "no_ceilings", "telemetry_interval", "no_telemetry", "max_memory")
 
 
-def _parse_bytes(text: str | None) -> int | None:
-    """``--max-memory``: bytes, with an optional k/M/G/T suffix (powers of 1000) or Ki/Mi/Gi/Ti."""
-    if text is None:
-        return None
-    import re
-
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKMGT]i?)?[bB]?\s*", text)
-    if not match:
-        from microbench.plan import PlanError
-
-        raise PlanError(f"--max-memory {text!r} is not a size (for example 8G, 512Mi, 1000000)")
-    value, unit = float(match.group(1)), match.group(2) or ""
-    scale = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-             "ki": 1024, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}[unit]
-    return int(value * scale)
-
-
 @main.command()
-@click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
+@click.option("--device", default="auto", show_default=True,
+              help="auto | cpu | cuda | cuda:N | all (one process per GPU, one result each in the -o folder)")
 @click.option("--op", "ops", multiple=True, help="gemv, gemm, bmm (repeatable or comma list) [all]")
 @click.option("--backend", "backends", multiple=True,
               help="torch, cupy (our kernels + cuBLAS via CuPy), or both: torch,cupy [torch]")
@@ -99,7 +59,7 @@ def _parse_bytes(text: str | None) -> int | None:
 @click.option("--batch", "batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
 @click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
 @click.option("--target-ci", type=Number(low=0, high=1, below_high=True), default=0.01, show_default=True,
-              help="stop when the 95%% CI of the median is within this fraction")
+              help="stop when the 95% CI of the median is within this fraction")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="result file [results/<sku or cpu>-<UTC time>.json]")
@@ -143,8 +103,9 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
             given = [name for name in PLAN_OPTIONS + ("output",)
                      if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
             if given:
+                flags = {param.name: max(param.opts, key=len) for param in ctx.command.params}
                 raise plan.PlanError(f"--resume takes the plan from {resume}; do not also give "
-                                     + ", ".join("--" + g.replace("_", "-") for g in given))
+                                     + ", ".join(flags[name] for name in given))
         elif force and output is None:
             raise plan.PlanError("--force only goes with --resume or with -o FILE (to replace it)")
         elif output is not None:
@@ -159,7 +120,7 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
             budget_s=budget, target_rel_ci=target_ci, seed=seed, quick=quick, timer=timer,
             l2_policy=l2_policy, output=output, with_ceilings=not no_ceilings, argv=tuple(sys.argv),
             telemetry=not no_telemetry, telemetry_interval_s=telemetry_interval,
-            max_memory_bytes=_parse_bytes(max_memory), require_idle=require_idle,
+            max_memory_bytes=parse_bytes(max_memory), require_idle=require_idle,
         )
         plan.check_gemv_batches(config.ops, config.batches)
         with terminal_observer() as observer:
@@ -224,6 +185,7 @@ def _sweep_all(ctx, output, serial) -> None:
     folder = Path(output) if output is not None else Path("results")
     if folder.suffix == ".json":
         raise BadInput("--device all writes one result per GPU: give -o a folder, not a .json file")
+    check_output_or_exit(folder, folder=True)
     written, failures = run_all(_forwarded_options(ctx), folder, serial, lambda m: click.echo(m, err=True))
     for line in failures:
         click.echo(f"gpubench: failed: {line}", err=True)
@@ -307,7 +269,7 @@ def report(result_file, output) -> None:
         raise BadInput(str(exc)) from None
     folder = output or default_report_dir(Path(result_file))
     try:
-        _check_output(folder, folder=True)
+        check_output_or_exit(folder, folder=True)
         write_report(result, folder)
     except OSError as exc:
         raise BadInput(f"{folder}: cannot write the report ({exc.strerror or exc})") from None
@@ -364,7 +326,7 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
 
     try:
         if output is not None:
-            _check_output(output, folder=True)
+            check_output_or_exit(output, folder=True)
         document = run_decode(model=model, hf_config=hf_config, tp=tp, context=context, dtype=dtype,
                               kv_dtype=kv_dtype, batches=batches, mem_fraction=mem_fraction, analytic=analytic,
                               sku=sku, from_result=from_result, device=device, budget=budget)
@@ -379,26 +341,10 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
     if output is not None:
         from roofline.decode_report import decode_figure
 
-        _write_outputs(output, {"decode.json": json.dumps(document, indent=1, allow_nan=False) + "\n",
+        write_outputs(output, {"decode.json": json.dumps(document, indent=1, allow_nan=False) + "\n",
                                 "decode.png": decode_figure(document)})
         click.echo(f"saved {output / 'decode.json'} and {output / 'decode.png'}", err=as_json)
-    _refuse_what_cannot_run(document, tp, context, mem_fraction)
-
-
-def _refuse_what_cannot_run(document: dict, tp: int, context: int, mem_fraction: float) -> None:
-    """After the numbers are shown: weights that do not fit, or a context one sequence cannot hold, is exit 2."""
-    from roofline.units import si_bytes
-
-    part = document.get("measured") or document.get("analytic")
-    kv = part["kv"] if part else {}
-    where = f"{mem_fraction:.0%} of {si_bytes(kv.get('memory_bytes'))}"
-    if kv.get("fits") is False:
-        raise BadInput(f"{document['setup']['model']} does not fit: {si_bytes(kv['weight_bytes'])} "
-                       f"of weights per GPU at TP {tp} in {where}")
-    if kv.get("max_batch") == 0:
-        left = mem_fraction * kv["memory_bytes"] - kv["weight_bytes"]
-        raise BadInput(f"--context {context}: one sequence's KV cache needs {si_bytes(kv['kv_bytes_per_sequence'])}, "
-                       f"more than the {si_bytes(left)} left beside the weights in {where}; shorten --context")
+    refuse_what_cannot_run(document, tp, context, mem_fraction)
 
 
 @main.command()
@@ -418,7 +364,7 @@ def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> Non
 
     try:
         if output is not None:
-            _check_output(output, folder=True)
+            check_output_or_exit(output, folder=True)
         loaded, skipped = collect(list(inputs))
         if not loaded:
             raise ResultError("no usable result among the inputs: " + "; ".join(skipped))
@@ -442,40 +388,9 @@ def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> Non
         files = {"compare.md": markdown(comparison, units),
                  "compare.json": json.dumps(document, indent=1, allow_nan=False, default=str) + "\n"}
         files.update((f"{name}.png", figure) for name, figure in overlay_figures(comparison).items())
-        _write_outputs(output, files)
+        write_outputs(output, files)
     if fail_on_outlier and any(unit["outlier"] for unit in units["units"]):
         raise SystemExit(1)
-
-
-def _check_output(path: Path, **how) -> None:
-    from roofline.results import check_output
-
-    try:
-        check_output(path, **how)
-    except ResultError as exc:
-        raise BadInput(str(exc)) from None
-
-
-def _write_outputs(folder: Path, files: dict) -> None:
-    """Write an output folder's files (text, or matplotlib figures as PNG); an OS error is one line, exit 2."""
-    import io
-
-    import matplotlib.pyplot as plt
-
-    from roofline.results import write_output_file
-
-    try:
-        for name, content in files.items():
-            if not isinstance(content, str):
-                buffer = io.BytesIO()
-                content.savefig(buffer, format="png")
-                plt.close(content)
-                content = buffer.getvalue()
-            write_output_file(folder / name, content)
-    except ResultError as exc:
-        raise BadInput(str(exc)) from None
-    except OSError as exc:
-        raise BadInput(f"{folder}: cannot write there ({exc.strerror or exc})") from None
 
 
 @main.command()

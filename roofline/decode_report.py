@@ -14,6 +14,7 @@ from roofline.decode import (
     step_rows,
 )
 from roofline.profiles import GpuProfile
+from roofline.units import seconds, si_bytes
 
 
 def analytic_document(setup: DecodeSetup, profile: GpuProfile, batches: list[int], mem_fraction: float
@@ -52,8 +53,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         if not part:
             continue
         first = part["rows"][0]
-        text = (f"{key}, {part['source']}: {head}: batch {first['batch']} takes {first['step_time_s'] * 1e3:.3g} ms "
-                f"per token, reads {first['bytes'] / 1e9:.4g} GB")
+        text = (f"{part['source'] if key == 'measured' else 'analytic, ' + part['source']}: {head}: batch "
+                f"{first['batch']} takes {seconds(first['step_time_s'])} per token, reads {si_bytes(first['bytes'])}")
         if first["mfu_linear"] is not None:
             text += (f", the weight GEMMs use {100 * first['mfu_linear']:.2f}% of peak FLOP/s "
                      f"({100 * first['mfu']:.2f}% with attention)")

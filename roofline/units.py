@@ -17,11 +17,11 @@ def significant(value: float, digits: int = 3) -> str:
     """``value`` rounded to ``digits`` significant digits, in positional notation, trailing zeros dropped."""
     if value == 0 or not math.isfinite(value):
         return f"{value:g}"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    rounded = round(value, decimals)
+    places = digits - 1 - math.floor(math.log10(abs(value)))
+    rounded = round(value, places)  # negative places round to tens, hundreds: 999600 -> 1000000
     if rounded != 0 and math.floor(math.log10(abs(rounded))) != math.floor(math.log10(abs(value))):
-        decimals = max(0, decimals - 1)  # 9.996 rounds up to 10.0: one decimal fewer keeps the digits
-    text = f"{rounded:.{decimals}f}"
+        places -= 1  # 9.996 rounds up to 10.0: one decimal fewer keeps the digits
+    text = f"{rounded:.{max(0, places)}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
