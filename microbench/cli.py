@@ -12,24 +12,24 @@ from pathlib import Path
 
 import click
 
+from microbench.cli_edges import (
+    BadInput,
+    Number,
+    check_output_or_exit,
+    parse_bytes,
+    refuse_what_cannot_run,
+    write_outputs,
+)
+from roofline.errors import BadInputError
 from roofline.profiles import ProfileError
 from roofline.results import ResultError
 
 
-class BadInput(click.ClickException):
-    """One-line error, exit code 2."""
-
-    exit_code = 2
-
-    def show(self, file=None) -> None:
-        click.echo(f"gpubench: error: {self.message}", err=True)
-
-
 def _bad_input_errors():
+    """What the library raises for the user's input; anything else (a ValueError too) is a bug."""
     from microbench.devices import DeviceError
-    from microbench.plan import PlanError
 
-    return (DeviceError, PlanError, ResultError, ProfileError, ValueError)
+    return (BadInputError, DeviceError, ProfileError)
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -48,34 +48,18 @@ PLAN_OPTIONS = ("device", "ops", "backends", "dtypes", "shapes", "batches", "bud
                 "l2_policy", "no_ceilings", "telemetry_interval", "no_telemetry", "max_memory")
 
 
-def _parse_bytes(text: str | None) -> int | None:
-    """``--max-memory``: bytes, with an optional k/M/G/T suffix (powers of 1000) or Ki/Mi/Gi/Ti."""
-    if text is None:
-        return None
-    import re
-
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKMGT]i?)?[bB]?\s*", text)
-    if not match:
-        from microbench.plan import PlanError
-
-        raise PlanError(f"--max-memory {text!r} is not a size (for example 8G, 512Mi, 1000000)")
-    value, unit = float(match.group(1)), match.group(2) or ""
-    scale = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-             "ki": 1024, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}[unit]
-    return int(value * scale)
-
-
 @main.command()
-@click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
+@click.option("--device", default="auto", show_default=True,
+              help="auto | cpu | cuda | cuda:N | all (one process per GPU, one result each in the -o folder)")
 @click.option("--op", "ops", multiple=True, help="gemv, gemm, bmm (repeatable or comma list) [all]")
 @click.option("--backend", "backends", multiple=True,
               help="torch, cupy (our kernels + cuBLAS via CuPy), or both: torch,cupy [torch]")
 @click.option("--dtype", "dtypes", multiple=True, help="fp32, tf32, fp16, bf16, fp8 [GPU: bf16; CPU: fp32,bf16]")
 @click.option("--shape", "shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable)")
 @click.option("--batch", "batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
-@click.option("--budget", type=float, default=None, help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
-@click.option("--target-ci", type=float, default=0.01, show_default=True,
-              help="stop when the 95%% CI of the median is within this fraction")
+@click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
+@click.option("--target-ci", type=Number(low=0, high=1, below_high=True), default=0.01, show_default=True,
+              help="stop when the 95% CI of the median is within this fraction")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="result file [results/<sku or cpu>-<UTC time>.json]")
@@ -86,14 +70,15 @@ def _parse_bytes(text: str | None) -> int | None:
               help="rotate weight copies so every launch reads DRAM, or reuse one copy (cache-warm)")
 @click.option("--no-ceilings", is_flag=True, help="skip measuring copy/read bandwidth and matmul peak")
 @click.option("--report", "with_report", is_flag=True, help="write the report folder beside the result at the end")
-@click.option("--telemetry-interval", type=float, default=0.05, show_default=True,
+@click.option("--telemetry-interval", type=Number(low=0), default=0.05, show_default=True,
               help="seconds between NVML readings")
 @click.option("--no-telemetry", is_flag=True, help="do not sample NVML while measuring")
 @click.option("--max-memory", default=None, help="cap on what the sweep allocates: 8G, 512Mi, bytes")
 @click.option("--require-idle", is_flag=True, help="refuse to start (exit 2) when the device is busy")
 @click.option("--resume", type=click.Path(path_type=Path), default=None,
               help="continue the plan recorded in this result file, skipping its points")
-@click.option("--force", is_flag=True, help="with --resume: resume even if the device or settings differ")
+@click.option("--force", is_flag=True,
+              help="replace an existing -o result; with --resume: resume even if the device or settings differ")
 @click.option("--serial", is_flag=True, help="with --device all: one GPU at a time instead of in parallel")
 @click.pass_context
 def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
@@ -108,8 +93,9 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
     from microbench import plan
     from microbench.interrupt import Abandon, stop_on_signals
     from microbench.progress import print_sweep_summary, terminal_observer
-    from microbench.resume import ResumeError, prepare_resume
+    from microbench.resume import prepare_resume
     from microbench.sweep import Interrupted, SweepConfig, prepare_sweep, run_sweep
+    from roofline.results import check_output
 
     prepared = None
     try:
@@ -117,10 +103,13 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
             given = [name for name in PLAN_OPTIONS + ("output",)
                      if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
             if given:
+                flags = {param.name: max(param.opts, key=len) for param in ctx.command.params}
                 raise plan.PlanError(f"--resume takes the plan from {resume}; do not also give "
-                                     + ", ".join("--" + g.replace("_", "-") for g in given))
-        elif force:
-            raise plan.PlanError("--force only goes with --resume")
+                                     + ", ".join(flags[name] for name in given))
+        elif force and output is None:
+            raise plan.PlanError("--force only goes with --resume or with -o FILE (to replace it)")
+        elif output is not None:
+            check_output(output, overwrite=force)
         config = SweepConfig(
             device=device,
             ops=tuple(_split(ops)) or ("gemv", "gemm", "bmm"),
@@ -131,10 +120,9 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
             budget_s=budget, target_rel_ci=target_ci, seed=seed, quick=quick, timer=timer,
             l2_policy=l2_policy, output=output, with_ceilings=not no_ceilings, argv=tuple(sys.argv),
             telemetry=not no_telemetry, telemetry_interval_s=telemetry_interval,
-            max_memory_bytes=_parse_bytes(max_memory), require_idle=require_idle,
+            max_memory_bytes=parse_bytes(max_memory), require_idle=require_idle,
         )
-        if telemetry_interval <= 0:
-            raise plan.PlanError("--telemetry-interval must be positive")
+        plan.check_gemv_batches(config.ops, config.batches)
         with terminal_observer() as observer:
             if resume is not None:
                 prepared = prepare_resume(resume, force, observer, argv=tuple(sys.argv))
@@ -154,7 +142,7 @@ def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci
 
             with stop_on_signals(prepared.session.stop, observer.on_notice):
                 result = run_sweep(prepared, observer, ceilings)
-    except _bad_input_errors() + (ResumeError,) as exc:
+    except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
     except (Interrupted, Abandon) as exc:
         where = prepared.output if prepared else None
@@ -197,6 +185,7 @@ def _sweep_all(ctx, output, serial) -> None:
     folder = Path(output) if output is not None else Path("results")
     if folder.suffix == ".json":
         raise BadInput("--device all writes one result per GPU: give -o a folder, not a .json file")
+    check_output_or_exit(folder, folder=True)
     written, failures = run_all(_forwarded_options(ctx), folder, serial, lambda m: click.echo(m, err=True))
     for line in failures:
         click.echo(f"gpubench: failed: {line}", err=True)
@@ -215,7 +204,7 @@ def _sweep_all(ctx, output, serial) -> None:
 @click.option("--dtype", "dtypes", multiple=True, help="dtypes for the matmul peak [GPU: all it runs; CPU: fp32,bf16]")
 @click.option("--backend", "backends", multiple=True, help="torch, cupy or torch,cupy [torch]")
 @click.option("--quick", is_flag=True, help="fewer matmul shapes")
-@click.option("--budget", type=float, default=None, help="seconds of sampling per measurement")
+@click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per measurement")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="also save as a result file")
 @click.pass_context
 def ceilings(ctx, device, dtypes, backends, quick, budget, output) -> None:
@@ -224,8 +213,11 @@ def ceilings(ctx, device, dtypes, backends, quick, budget, output) -> None:
     from microbench.interrupt import Abandon, stop_on_signals
     from microbench.progress import print_ceilings, terminal_observer
     from microbench.sweep import Interrupted, SweepConfig, prepare_sweep, run_sweep
+    from roofline.results import check_output
 
     try:
+        if output is not None:
+            check_output(output)
         with terminal_observer() as observer:
             from microbench import plan
 
@@ -260,7 +252,7 @@ def fit(result_file, as_json) -> None:
         from roofline.results import load_result
 
         analysis = analyse(load_result(result_file))
-    except (ResultError, ProfileError) as exc:
+    except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
     if as_json:
         click.echo(json.dumps(analysis, indent=1, allow_nan=False))
@@ -283,6 +275,7 @@ def report(result_file, output) -> None:
         raise BadInput(str(exc)) from None
     folder = output or default_report_dir(Path(result_file))
     try:
+        check_output_or_exit(folder, folder=True)
         write_report(result, folder)
     except OSError as exc:
         raise BadInput(f"{folder}: cannot write the report ({exc.strerror or exc})") from None
@@ -297,13 +290,13 @@ def report(result_file, output) -> None:
 @click.option("--device-kind", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
 def import_(csv_file, output, device_name, sku, device_kind) -> None:
     """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample)."""
-    from roofline.importer import ImportError_, import_csv
-    from roofline.results import check_writable, save_result
+    from roofline.importer import import_csv
+    from roofline.results import check_output, save_result
 
     try:
-        check_writable(output)
+        check_output(output)
         result = import_csv(csv_file, device_name, sku, device_kind, argv=tuple(sys.argv))
-    except (ImportError_, ProfileError, ResultError) as exc:
+    except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
     save_result(result, output)
     ok = sum(p.ok for p in result.points)
@@ -321,14 +314,14 @@ def import_(csv_file, output, device_name, sku, device_kind) -> None:
 @click.option("--dtype", default="bf16", show_default=True, help="weights and activations")
 @click.option("--kv-dtype", default=None, help="KV cache dtype [--dtype]")
 @click.option("--batch", "batches", default="1:1024:x2", show_default=True, help="batches: list and ranges")
-@click.option("--mem-fraction", type=float, default=0.9, show_default=True,
+@click.option("--mem-fraction", type=Number(low=0, high=1), default=0.9, show_default=True,
               help="share of device memory for weights + KV cache")
 @click.option("--analytic", is_flag=True, help="from the spec sheet only (needs --gpu), no measuring")
 @click.option("--gpu", "sku", default=None, help="SKU for the analytic side [the matched SKU]")
 @click.option("--from", "from_result", type=click.Path(path_type=Path), default=None,
               help="take launch times from this sweep result instead of measuring")
 @click.option("--device", default="auto", show_default=True)
-@click.option("--budget", type=float, default=None, help="seconds of sampling per launch measured")
+@click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per launch measured")
 @click.option("--json", "as_json", is_flag=True, help="print the whole document as JSON")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="folder for decode.json and decode.png")
@@ -338,6 +331,8 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
     from microbench.decode_cli import run_decode
 
     try:
+        if output is not None:
+            check_output_or_exit(output, folder=True)
         document = run_decode(model=model, hf_config=hf_config, tp=tp, context=context, dtype=dtype,
                               kv_dtype=kv_dtype, batches=batches, mem_fraction=mem_fraction, analytic=analytic,
                               sku=sku, from_result=from_result, device=device, budget=budget)
@@ -352,16 +347,10 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
     if output is not None:
         from roofline.decode_report import decode_figure
 
-        output.mkdir(parents=True, exist_ok=True)
-        (output / "decode.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
-        figure = decode_figure(document)
-        figure.savefig(output / "decode.png")
+        write_outputs(output, {"decode.json": json.dumps(document, indent=1, allow_nan=False) + "\n",
+                                "decode.png": decode_figure(document)})
         click.echo(f"saved {output / 'decode.json'} and {output / 'decode.png'}", err=as_json)
-    measured = document.get("measured") or document.get("analytic")
-    if measured and measured["kv"]["fits"] is False:
-        raise BadInput(f"{document['setup']['model']} does not fit: {measured['kv']['weight_bytes'] / 1e9:.1f} GB "
-                       f"of weights per GPU at TP {tp} in {mem_fraction:.0%} of "
-                       f"{measured['kv']['memory_bytes'] / 1e9:.1f} GB")
+    refuse_what_cannot_run(document, tp, context, mem_fraction)
 
 
 @main.command()
@@ -371,7 +360,7 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
 @click.option("--format", "fmt", type=click.Choice(["table", "md", "json"]), default="table", show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="folder for compare.md, compare.json and overlaid figures")
-@click.option("--mad-k", type=float, default=3.0, show_default=True,
+@click.option("--mad-k", type=Number(low=0), default=3.0, show_default=True,
               help="fleet: flag units more than k robust sd (1.4826 MAD) from their SKU's median")
 @click.option("--fail-on-outlier", is_flag=True, help="exit 1 when any unit is flagged")
 def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> None:
@@ -380,16 +369,18 @@ def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> Non
     from roofline.compare_view import markdown, overlay_figures
 
     try:
+        if output is not None:
+            check_output_or_exit(output, folder=True)
         loaded, skipped = collect(list(inputs))
         if not loaded:
             raise ResultError("no usable result among the inputs: " + "; ".join(skipped))
         sku_list = [s.strip() for s in (specs or "").split(",") if s.strip()]
         comparison = compare_results(loaded, baseline, sku_list)
-    except (ResultError, ProfileError) as exc:
+    except _bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
     units = fleet(loaded, mad_k)
     for note in skipped:
-        click.echo(f"skipped: {note}", err=True)
+        click.echo(note, err=True)
     document = {"comparison": comparison, "fleet": units, "skipped": skipped}
     if fmt == "json":
         click.echo(json.dumps(document, indent=1, allow_nan=False, default=str))
@@ -400,14 +391,10 @@ def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> Non
 
         print_compare(comparison, units)
     if output is not None:
-        import matplotlib.pyplot as plt
-
-        output.mkdir(parents=True, exist_ok=True)
-        (output / "compare.md").write_text(markdown(comparison, units))
-        (output / "compare.json").write_text(json.dumps(document, indent=1, allow_nan=False, default=str) + "\n")
-        for name, figure in overlay_figures(comparison).items():
-            figure.savefig(output / f"{name}.png")
-            plt.close(figure)
+        files = {"compare.md": markdown(comparison, units),
+                 "compare.json": json.dumps(document, indent=1, allow_nan=False, default=str) + "\n"}
+        files.update((f"{name}.png", figure) for name, figure in overlay_figures(comparison).items())
+        write_outputs(output, files)
     if fail_on_outlier and any(unit["outlier"] for unit in units["units"]):
         raise SystemExit(1)
 

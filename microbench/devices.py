@@ -11,6 +11,7 @@ import platform
 import re
 import socket
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -247,32 +248,60 @@ def describe_device(choice: DeviceChoice) -> dict[str, Any]:
     return describe_cpu() if choice.kind == "cpu" else describe_cuda(choice.index)
 
 
-# Before a sweep: a GPU with other processes or more than this utilisation, or a CPU more than this
-# busy, is shared; its numbers would be slower and noisier than the machine can do.
+# Before a sweep: a GPU with other processes or more than this utilisation, or CPUs whose busy time adds
+# up to half a core or more, is shared; its numbers would be slower and noisier than the machine can do.
+# The CPU rule counts cores, not a share of the machine: torch spreads a matmul over every core, so one
+# core taken by someone else slows it (on two cores, one fully busy core is only 50% of the machine).
 BUSY_GPU_UTIL_PERCENT = 10
-BUSY_CPU_FRACTION = 0.5
+BUSY_CPU_CORES = 0.5
 
 
-def cpu_busy_fraction(interval_s: float = 0.3) -> float | None:
-    """Share of all CPUs' time spent busy over ``interval_s`` (from /proc/stat), while this process sleeps."""
+def _per_cpu_times(stat_text: str) -> list[tuple[int, int]]:
+    """(idle + iowait, total) jiffies of each ``cpuN`` line of /proc/stat."""
+    times = []
+    for line in stat_text.splitlines():
+        fields = line.split()
+        if fields and fields[0].startswith("cpu") and fields[0] != "cpu":
+            values = [int(v) for v in fields[1:]]
+            times.append((values[3] + values[4], sum(values)))
+    return times
+
+
+def cpu_busy_cores(interval_s: float = 0.3, read_stat: Callable[[], str] | None = None,
+                   sleep: Callable[[float], None] | None = None) -> list[float] | None:
+    """Each CPU's busy share over ``interval_s`` (from /proc/stat), while this process sleeps; None unknown.
+
+    ``read_stat`` and ``sleep`` are the seam tests use to feed recorded readings."""
     import time
 
-    def snapshot():
-        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-        values = [int(v) for v in fields]
-        return values[3] + values[4], sum(values)  # idle + iowait, total
-
+    read_stat = read_stat or (lambda: Path("/proc/stat").read_text())
     try:
-        idle0, total0 = snapshot()
-        time.sleep(interval_s)
-        idle1, total1 = snapshot()
+        before = _per_cpu_times(read_stat())
+        (sleep or time.sleep)(interval_s)
+        after = _per_cpu_times(read_stat())
     except (OSError, ValueError, IndexError):
         return None
-    total = total1 - total0
-    return 1 - (idle1 - idle0) / total if total > 0 else None
+    if not before or len(before) != len(after):
+        return None
+    shares = []
+    for (idle0, total0), (idle1, total1) in zip(before, after, strict=True):
+        total = total1 - total0
+        shares.append(1 - (idle1 - idle0) / total if total > 0 else 0.0)
+    return shares
 
 
-def busy_state(device: dict[str, Any]) -> dict[str, Any]:
+def cpu_busy_reason(shares: list[float] | None) -> str | None:
+    """The decision: busy when the other work adds up to ``BUSY_CPU_CORES`` cores or more."""
+    if not shares:
+        return None
+    cores = sum(shares)
+    if cores < BUSY_CPU_CORES:
+        return None
+    return (f"CPUs busy before the start: {cores:.1f} of {len(shares)} core(s) in use, "
+            f"the busiest {100 * max(shares):.0f}%")
+
+
+def busy_state(device: dict[str, Any], busy_cores: Callable[[], list[float] | None] | None = None) -> dict[str, Any]:
     """Is someone else using the device right now?  ``{"busy": bool, "why": str | None}``."""
     reasons = []
     if device["kind"] == "cuda":
@@ -284,7 +313,7 @@ def busy_state(device: dict[str, Any]) -> dict[str, Any]:
         if util is not None and util > BUSY_GPU_UTIL_PERCENT:
             reasons.append(f"GPU utilisation {util}% before the start")
     else:
-        fraction = cpu_busy_fraction()
-        if fraction is not None and fraction > BUSY_CPU_FRACTION:
-            reasons.append(f"CPUs {100 * fraction:.0f}% busy before the start")
+        why = cpu_busy_reason((busy_cores or cpu_busy_cores)())
+        if why:
+            reasons.append(why)
     return {"busy": bool(reasons), "why": "; ".join(reasons) or None}

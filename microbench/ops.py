@@ -16,6 +16,7 @@ from typing import Any
 
 from microbench.plan import PointSpec
 from roofline.counting import count_work
+from roofline.units import si_bytes
 
 # Rotation: the weight copies together must be this many times the cache they must not hit.
 ROTATION_CACHE_FACTOR = 4
@@ -226,8 +227,8 @@ def build_workload(torch, spec: PointSpec, device: str, copies: int, seed: int, 
     if limit_bytes is not None and device == "cpu":
         need = copies * bytes_per_copy(spec)
         if need > limit_bytes:
-            raise OutOfMemory(f"needs {need / 1e9:.3f} GB for {copies} copies; --max-memory allows "
-                              f"{limit_bytes / 1e9:.3f} GB")
+            raise OutOfMemory(f"needs {si_bytes(need)} for {copies} copies; --max-memory allows "
+                              f"{si_bytes(limit_bytes)}")
     _, x_shape, y_shape = operand_shapes(spec)
     weights = cache.get(torch, spec, copies, device, seed)
     # The input seed leaves the back end out: every back end multiplies the same x (a cross-check).

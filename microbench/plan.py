@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 
 from roofline.counting import DTYPES, OPS, count_work
+from roofline.errors import BadInputError
+from roofline.units import si_bytes
 
 DEFAULT_BATCHES = tuple(sorted({2**i for i in range(11)} | {24, 48, 96, 192, 384, 640}))
 QUICK_BATCHES = (1, 4, 16, 64, 256)
@@ -57,7 +59,7 @@ def defaults_for(kind: str, quick: bool) -> Defaults:
     return CPU_QUICK if quick else CPU_DEFAULTS
 
 
-class PlanError(ValueError):
+class PlanError(BadInputError):
     """Bad sweep arguments: one line, exit code 2."""
 
 
@@ -169,3 +171,26 @@ def build_plan(
                 for n, k in bmm_shapes:
                     plan.extend(PointSpec("bmm", dtype, b, n, k, backend) for b in batches)
     return plan
+
+
+def check_gemv_batches(ops: tuple[str, ...], batches: tuple[int, ...] | None) -> None:
+    """``--op gemv --batch 1,2,4`` would measure batch 1 only: say so instead of dropping the rest."""
+    if batches and set(ops) == {"gemv"} and set(batches) != {1}:
+        others = ", ".join(str(b) for b in batches if b != 1)
+        raise PlanError(f"gemv is batch 1 by definition: batches {others} need --op gemm (or --op gemv,gemm)")
+
+
+def smallest_need_bytes(spec: PointSpec) -> int:
+    """What one point needs at the least: one copy of its weights, inputs and outputs."""
+    work = count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k)
+    return work.weight_bytes + work.activation_bytes + work.output_bytes
+
+
+def check_memory_cap(points: list[PointSpec], cap_bytes: int | None) -> None:
+    """A ``--max-memory`` below what every point needs would only record oom points: bad input instead."""
+    if cap_bytes is None or not points:
+        return
+    need, spec = min((smallest_need_bytes(s), s.label) for s in points)
+    if need > cap_bytes:
+        raise PlanError(f"--max-memory {si_bytes(cap_bytes)} is below what the smallest point needs "
+                        f"({si_bytes(need)} for {spec}): nothing could be measured")

@@ -24,12 +24,14 @@ from roofline.reference import marked_percent, reference_bandwidth, reference_pe
 from roofline.schema import Result
 from roofline.summary import over_ceiling_lines, summarize_series
 from roofline.tables import series_table
-from roofline.units import percent, seconds, si
+from roofline.units import percent, seconds, si, significant
 
 stdout = Console()
 stderr = Console(stderr=True)
 if not stdout.is_terminal and "COLUMNS" not in os.environ:
     stdout.width = 150  # piped or captured: tables keep their columns instead of folding at 80
+if not stderr.is_terminal:
+    stderr.soft_wrap = True  # a log file or a CI gets each message on one line, not folded at 80 columns
 
 
 @contextlib.contextmanager
@@ -41,6 +43,7 @@ def terminal_observer():
     task = {"id": None}
 
     def on_start(total: int) -> None:
+        progress.start()  # only now: a run that stops earlier leaves no empty progress line behind
         task["id"] = progress.add_task("measuring", total=total)
 
     def on_point(point) -> None:
@@ -53,12 +56,15 @@ def terminal_observer():
 
     def on_phase(name: str) -> None:
         if name == "ceilings":
-            progress.console.print("measuring ceilings: copy and read bandwidth, matmul peak ...")
+            stderr.print("measuring ceilings: copy and read bandwidth, matmul peak ...")
 
-    observer = SweepObserver(on_notice=lambda m: stderr.print(f"[bold]{m}[/]"), on_start=on_start,
+    observer = SweepObserver(on_notice=lambda m: stderr.print(f"[bold]{escape(m)}[/]"), on_start=on_start,
                              on_point=on_point, on_phase=on_phase)
-    with progress:
+    try:
         yield observer
+    finally:
+        if task["id"] is not None:
+            progress.stop()
 
 
 def print_sweep_summary(result: Result, output: Path | None) -> None:
@@ -251,7 +257,7 @@ def print_decode(document: dict[str, Any]) -> None:
         cells = [str(batch)]
         for _, part in parts:
             row = part["rows"][index]
-            cells += [f"{row['step_time_s'] * 1e3:.3g}", f"{row['tokens_per_s']:.4g}",
+            cells += [significant(row["step_time_s"] * 1e3), significant(row["tokens_per_s"], 4),
                       percent(100 * row["mbu"] if row["mbu"] is not None else None),
                       f"{100 * row['mfu']:.2f}%" if row["mfu"] is not None else "–", row["bound"],
                       {True: "yes", False: "[red]no[/]", None: "–"}[row["kv_fits"]]]

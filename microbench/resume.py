@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from microbench.sweep import PreparedSweep, SweepConfig, SweepObserver, prepare_sweep, utc_now
+from roofline.errors import BadInputError
 from roofline.results import load_result
 
 DEVICE_KEYS = ("kind", "name", "uuid", "memory_bytes")
@@ -17,7 +18,7 @@ SETTING_KEYS = ("timer", "l2_policy", "budget_s", "target_rel_ci", "seed", "torc
                 "rotation_cache_bytes")
 
 
-class ResumeError(ValueError):
+class ResumeError(BadInputError):
     """The file cannot be resumed here: one line, exit 2."""
 
 

@@ -23,6 +23,7 @@ from microbench.session import Session
 from microbench.timers import CpuTimer, CudaEagerTimer, CudaGraphTimer
 from roofline.results import check_writable, save_result
 from roofline.schema import Point, Result
+from roofline.units import si_bytes
 
 # The eager comparison gets this share of the point's budget: it only needs a median.
 EAGER_BUDGET_SHARE = 0.25
@@ -191,8 +192,8 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
         session.weights.clear()
         if per_copy > session.free_memory_bytes():  # predicted at plan time: do not even try
             return Point(status="skipped", finished_at=utc_now(), **base,
-                         reason=f"needs {per_copy / 1e9:.2f} GB, the device can give "
-                                f"{session.free_memory_bytes() / 1e9:.2f} GB")
+                         reason=f"needs {si_bytes(per_copy)}, the device can give "
+                                f"{si_bytes(session.free_memory_bytes())}")
     if session.l2_policy == "warm":
         copies = 1
     else:
@@ -311,6 +312,7 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
     if choice.kind == "cuda":
         torch.cuda.set_device(choice.index)  # events, streams and graphs then belong to the measured GPU
     points, defaults = _plan_for(config, choice.kind)
+    plan.check_memory_cap(points, config.max_memory_bytes)
     if config.timer not in ("graph", "eager"):
         raise plan.PlanError(f"unknown timer {config.timer!r}; use graph or eager")
     if config.l2_policy not in ("rotate", "warm"):
@@ -360,8 +362,8 @@ def _check_shapes_fit(points: list[plan.PointSpec], device: dict[str, Any]) -> N
         smallest[key] = min(smallest.get(key, sys.maxsize), ops.bytes_per_copy(spec))
     for (op, n, k), need in smallest.items():
         if need > memory:
-            raise plan.PlanError(f"shape {n}x{k} ({op}) needs {need / 1e9:.1f} GB at its smallest batch; "
-                                 f"the device has {memory / 1e9:.1f} GB")
+            raise plan.PlanError(f"shape {n}x{k} ({op}) needs {si_bytes(need)} at its smallest batch; "
+                                 f"the device has {si_bytes(memory)}")
 
 
 def run_sweep(prepared: PreparedSweep, observer: SweepObserver,

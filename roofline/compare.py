@@ -47,24 +47,36 @@ class Loaded:
 
 
 def collect(paths: list[Path]) -> tuple[list[Loaded], list[str]]:
-    """Load every result named or found in a named folder; a file that is not one is skipped, saying why."""
-    files: list[Path] = []
+    """Load every result named, and every one found in a named folder, each file once, in the order given.
+
+    A file the user named must be a usable result (``ResultError`` otherwise: a CI gate must not pass on a
+    typo); a file found by scanning a folder that is not one is skipped, and the notes say why and how many.
+    """
+    files: list[tuple[Path, bool]] = []  # (file, named by the user)
     for path in paths:
         if path.is_dir():
             found = sorted(p for p in path.rglob("*.json") if p.name not in NOT_RESULTS)
             if not found:
                 raise ResultError(f"{path}: no result files (*.json) in this folder")
-            files += found
+            files += [(p, False) for p in found]
         else:
-            files.append(path)
-    loaded, skipped = [], []
-    for file in files:
+            files.append((path, True))
+    loaded, skipped, seen, scanned = [], [], set(), 0
+    for file, named in files:
+        if file.resolve() in seen:
+            continue  # `compare A A`, or A named and found in its folder: one result, one row
+        seen.add(file.resolve())
+        scanned += not named
         try:
             result = load_result(file)
         except ResultError as exc:
-            skipped.append(str(exc))
+            if named:
+                raise
+            skipped.append(f"skipped {exc}")
             continue
         loaded.append(Loaded(str(file), result, analyse(result)))
+    if skipped:
+        skipped.append(f"skipped {len(skipped)} of {scanned} file(s) found in folders")
     loaded, duplicates = _drop_duplicate_units(loaded)
     return loaded, skipped + duplicates
 

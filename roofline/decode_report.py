@@ -16,6 +16,7 @@ from roofline.decode import (
 )
 from roofline.profiles import GpuProfile
 from roofline.roof import ridge_flop_per_byte
+from roofline.units import seconds, si_bytes
 
 
 def analytic_document(setup: DecodeSetup, profile: GpuProfile, batches: list[int], mem_fraction: float
@@ -78,8 +79,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         if not part:
             continue
         first = part["rows"][0]
-        text = (f"{key}, {part['source']}: {head}: batch {first['batch']} takes {first['step_time_s'] * 1e3:.3g} ms "
-                f"per token, reads {first['bytes'] / 1e9:.4g} GB")
+        text = (f"{part['source'] if key == 'measured' else 'analytic, ' + part['source']}: {head}: batch "
+                f"{first['batch']} takes {seconds(first['step_time_s'])} per token, reads {si_bytes(first['bytes'])}")
         if first["mfu_linear"] is not None:
             text += (f", the weight GEMMs use {100 * first['mfu_linear']:.2f}% of peak FLOP/s "
                      f"({100 * first['mfu']:.2f}% with attention)")
@@ -100,7 +101,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         kv = part["kv"]
         if kv["fits"] is False:
             text += ". The weights do not fit in memory at this TP"
-        elif kv["max_batch"] is not None:
+        elif kv["max_batch"]:  # 0: the CLI says why (the context), exit 2
             text += f". The KV cache caps the batch at {kv['max_batch']}"
         if part.get("knee_batch_1p10"):
             text += f"; time per token is 10% above batch 1 by batch {part['knee_batch_1p10']}"

@@ -1,7 +1,8 @@
 """Bring measurements made elsewhere into a result document, so they get the same fit and reports.
 
 CSV, one row per sample, columns ``op,dtype,batch,n,k,time_s`` (extra columns are ignored).  Rows with a
-NaN, zero or negative time are dropped and counted; a point left with no valid sample is recorded as an
+NaN, zero or negative time, or one so short that no device could reach the rate it implies, are dropped
+and counted; a point left with no valid sample is recorded as an
 ``error`` point saying so, and the rest is still imported.
 """
 
@@ -14,21 +15,27 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from roofline.counting import count_work
+from roofline.errors import BadInputError
 from roofline.profiles import load_gpu_profile, match_gpu_profile
 from roofline.schema import Point, Result
 
 COLUMNS = ("op", "dtype", "batch", "n", "k", "time_s")
+# A time implying more FLOP/s or bytes/s than this is a unit slip or corruption, not a measurement: it is
+# a hundred times any device's peak (B200: 8e12 B/s, 9e15 FP8 FLOP/s), and 1e-300 s would overflow to inf.
+MAX_RATE_PER_S = 1e18
+TOO_SHORT = "NaN, zero or negative, or too short to be real"
 
 
-class ImportError_(ValueError):
-    """Bad CSV or arguments: one line, exit 2."""
+class CsvError(BadInputError):
+    """A CSV that cannot be imported: one line, exit 2."""
 
 
 def _parse_row(row: dict[str, str], line: int) -> tuple[tuple, float]:
     try:
         key = (row["op"].strip(), row["dtype"].strip(), int(row["batch"]), int(row["n"]), int(row["k"]))
     except (KeyError, ValueError, AttributeError):
-        raise ImportError_(f"line {line}: op,dtype,batch,n,k must be text and integers") from None
+        raise CsvError(f"line {line}: op,dtype,batch,n,k must be text and integers") from None
     try:
         time_s = float(row["time_s"])
     except (TypeError, ValueError):
@@ -36,29 +43,40 @@ def _parse_row(row: dict[str, str], line: int) -> tuple[tuple, float]:
     return key, time_s
 
 
+def _plausible(key: tuple, time_s: float) -> bool:
+    """A finite positive time whose FLOP/s and bytes/s a device could reach (1e-300 s overflows them to inf)."""
+    if not (math.isfinite(time_s) and time_s > 0):
+        return False
+    try:
+        work = count_work(*key)
+    except ValueError:
+        return True  # an impossible point: the Point built from it says why, naming the line's values
+    return max(work.flop, work.bytes) / time_s <= MAX_RATE_PER_S
+
+
 def read_samples(path: Path) -> tuple[dict[tuple, list[float]], dict[tuple, int]]:
     """Valid samples per point, and the count of dropped (NaN, zero, negative) samples per point."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # Excel starts its UTF-8 CSVs with a byte-order mark
     except FileNotFoundError:
-        raise ImportError_(f"{path}: no such file") from None
+        raise CsvError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ImportError_(f"{path}: cannot read ({exc})") from None
+        raise CsvError(f"{path}: cannot read ({exc})") from None
     reader = csv.DictReader(text.splitlines())
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
-        raise ImportError_(f"{path}: missing column(s) {', '.join(missing)}; need {','.join(COLUMNS)}")
+        raise CsvError(f"{path}: missing column(s) {', '.join(missing)}; need {','.join(COLUMNS)}")
     samples: dict[tuple, list[float]] = defaultdict(list)
     dropped: dict[tuple, int] = defaultdict(int)
     for line, row in enumerate(reader, start=2):
         key, time_s = _parse_row(row, line)
-        if math.isfinite(time_s) and time_s > 0:
+        if _plausible(key, time_s):
             samples[key].append(time_s)
         else:
             dropped[key] += 1
             samples.setdefault(key, [])
     if not samples:
-        raise ImportError_(f"{path}: no data rows")
+        raise CsvError(f"{path}: no data rows")
     return samples, dropped
 
 
@@ -76,11 +94,11 @@ def import_csv(path: Path, device_name: str, sku: str | None = None, device_kind
                 points.append(Point(status="ok", timer="imported", samples_s=tuple(samples[key]), **common))
             else:
                 points.append(Point(status="error", **common,
-                                    reason=f"all {dropped[key]} time(s) were NaN, zero or negative"))
+                                    reason=f"all {dropped[key]} time(s) were {TOO_SHORT}"))
         except ValueError as exc:
-            raise ImportError_(f"{path}: point {op} {dtype} batch={batch} {n}x{k}: {exc}") from None
+            raise CsvError(f"{path}: point {op} {dtype} batch={batch} {n}x{k}: {exc}") from None
         if dropped[key] and samples[key]:
-            warnings.append(f"{op} {dtype} batch={batch} {n}x{k}: dropped {dropped[key]} NaN/zero/negative time(s)")
+            warnings.append(f"{op} {dtype} batch={batch} {n}x{k}: dropped {dropped[key]} time(s): {TOO_SHORT}")
     device: dict[str, Any] = {"kind": device_kind, "name": device_name, "sku": profile.sku if profile else None}
     ceilings = {"spec": profile.to_dict() if profile else {"sku": None, "reason": "no SKU given or matched"}}
     return Result(

@@ -37,7 +37,7 @@ class ModelProfile:
     gated_mlp: bool = True
     experts: int = 1
     experts_per_token: int = 1
-    tied_embeddings: bool = False
+    tied_embeddings: bool = False  # the engine side builds the same model (lm_head shares the embedding)
     max_positions: int | None = None  # the context window (OPT: 2048 learned positions); None: not recorded
     source: str = ""
 
@@ -89,33 +89,61 @@ def load_model(model_id: str) -> ModelProfile:
         raise ProfileError(f"model {model_id}: {exc}") from None
 
 
+# No real model has a dimension near this; a bigger one is a typo (1e308 layers) that would overflow the sums.
+MAX_DIMENSION = 1 << 31
+HF_INTEGERS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+               "intermediate": "intermediate_size", "vocab": "vocab_size"}
+HF_OPTIONAL = {"kv_heads": ("num_key_value_heads",), "head_dim": ("head_dim",),
+               "experts": ("num_local_experts", "num_experts"), "experts_per_token": ("num_experts_per_tok",)}
+
+
+def _hf_integer(config: dict, key: str, model: str) -> int:
+    """A JSON integer, positive and plausible: 2.5 layers or "256" are refused, never truncated."""
+    value = config[key]
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < MAX_DIMENSION:
+        raise ProfileError(f"model {model}: {key} must be a positive integer below {MAX_DIMENSION}, got {value!r}")
+    return value
+
+
+def _hf_fields(config: dict, model: str) -> dict:
+    fields = {name: _hf_integer(config, key, model) for name, key in HF_INTEGERS.items()}
+    for name, keys in HF_OPTIONAL.items():
+        key = next((k for k in keys if config.get(k) is not None), None)
+        if key is not None:
+            fields[name] = _hf_integer(config, key, model)
+    fields.setdefault("kv_heads", fields["heads"])
+    if "head_dim" not in fields:
+        if fields["hidden"] % fields["heads"]:
+            raise ProfileError(f"model {model}: hidden_size {fields['hidden']} is not a multiple of "
+                               f"num_attention_heads {fields['heads']} (and no head_dim is given)")
+        fields["head_dim"] = fields["hidden"] // fields["heads"]
+    return fields
+
+
 def load_hf_config(path: Path) -> ModelProfile:
-    """A model from a Hugging Face ``config.json`` on disk (never the network)."""
+    """A model from a Hugging Face ``config.json`` on disk (never the network).
+
+    The model is named by the config itself (``_name_or_path``, else ``model_type``), else by the file:
+    a snapshot's parent folder is a hash or ``snapshots``, not a name.
+    """
     try:
         config = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ProfileError(f"{path}: cannot read a config.json ({exc})") from None
     if not isinstance(config, dict):
         raise ProfileError(f"{path}: not a config.json object")
+    name = str(config.get("_name_or_path") or config.get("model_type") or path)
+    model = name if name == str(path) else f"{name} ({path})"
     try:
-        heads = int(config["num_attention_heads"])
-        hidden = int(config["hidden_size"])
-        return ModelProfile(
-            id=Path(path).parent.name or "hf-config", name=str(config.get("_name_or_path") or Path(path).name),
-            layers=int(config["num_hidden_layers"]), hidden=hidden, heads=heads,
-            kv_heads=int(config.get("num_key_value_heads") or heads),
-            head_dim=int(config.get("head_dim") or hidden // heads),
-            intermediate=int(config["intermediate_size"]), vocab=int(config["vocab_size"]),
-            gated_mlp=config.get("hidden_act", "silu") in ("silu", "swiglu", "gelu_pytorch_tanh") or
-            "gate_proj" in json.dumps(config),
-            experts=int(config.get("num_local_experts") or config.get("num_experts") or 1),
-            experts_per_token=int(config.get("num_experts_per_tok") or 1),
-            tied_embeddings=bool(config.get("tie_word_embeddings", False)), source=str(path),
-        )
+        fields = _hf_fields(config, model)
     except KeyError as exc:
-        raise ProfileError(f"{path}: config.json lacks {exc}") from None
-    except (TypeError, ValueError) as exc:
-        raise ProfileError(f"{path}: {exc}") from None
+        raise ProfileError(f"model {model}: config.json lacks {exc}") from None
+    return ModelProfile(
+        id=name, name=name, **fields,
+        gated_mlp=config.get("hidden_act", "silu") in ("silu", "swiglu", "gelu_pytorch_tanh") or
+        "gate_proj" in json.dumps(config),
+        tied_embeddings=bool(config.get("tie_word_embeddings", False)), source=str(path),
+    )
 
 
 def check_tp(model: ModelProfile, tp: int) -> None:

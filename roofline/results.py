@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roofline.errors import BadInputError
 from roofline.schema import SCHEMA_VERSION, Result
 
 # Larger than any real sweep by orders of magnitude; refusing early keeps a hostile file from eating memory.
 MAX_RESULT_BYTES = 512 * 1024 * 1024
 
 
-class ResultError(Exception):
+class ResultError(BadInputError):
     """A result file that cannot be used; the message is one line, fit for the terminal."""
 
 
@@ -58,6 +60,8 @@ def result_from_json(text: str, source: str = "<string>") -> Result:
         raise ResultError(f"{source}: not a gpubench result (top level is not an object)")
     try:
         document = migrate(document)
+        if not isinstance(document.get("points"), list):
+            raise ResultError(f"points must be a list, found {json.dumps(document.get('points'))[:40]}")
         return Result.from_dict(document)
     except ResultError as exc:
         raise ResultError(f"{source}: {exc}") from None
@@ -92,15 +96,20 @@ def result_to_json(result: Result) -> str:
 
 
 def save_result(result: Result, path: str | os.PathLike) -> None:
-    """Write atomically: temp file in the same folder, fsync, rename over the target."""
+    """Write atomically: temp file in the same folder, fsync, rename over the target (a regular file only)."""
     path = Path(path)
     text = result_to_json(result)
+    _refuse_special(path)
+    _atomic_write(path, text.encode("utf-8"))
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
         os.fchmod(handle, 0o666 & ~_umask())  # mkstemp makes 0600; a result is as readable as any file
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temp_name, path)
@@ -123,16 +132,53 @@ def _umask() -> int:
     return mask
 
 
-def check_writable(path: str | os.PathLike) -> None:
-    """Fail early, before anything is measured, when the output cannot be written."""
-    path = Path(path)
-    if path.is_dir():
-        raise ResultError(f"{path}: is a directory; give a file name")
-    folder = path.parent if str(path.parent) else Path(".")
+def _refuse_special(path: Path) -> None:
+    """Only a regular file may be replaced: a rename over /dev/null, a FIFO or a symlink would destroy it."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, probe = tempfile.mkstemp(prefix=".gpubench-probe.", dir=folder)
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ResultError(f"{path}: cannot write there ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(mode):
+        raise ResultError(f"{path}: is a symbolic link; gpubench only replaces regular files (give the real path)")
+    if stat.S_ISDIR(mode):
+        raise ResultError(f"{path}: is a directory; give a file name")
+    if not stat.S_ISREG(mode):
+        raise ResultError(f"{path}: is a device, FIFO or socket; gpubench only replaces regular files")
+
+
+def check_output(path: str | os.PathLike, overwrite: bool = True, folder: bool = False) -> None:
+    """The one check every ``-o`` goes through, before anything is measured or written.
+
+    A file output may be a new path or (with ``overwrite``) a regular file; a folder output must be a new
+    path or a directory.  Either way its folder must be writable: the probe creates and removes a file.
+    """
+    path = Path(path)
+    if folder:
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise ResultError(f"{path}: exists and is not a folder; give a folder for the output files")
+        where = path
+    else:
+        _refuse_special(path)
+        if path.exists() and not overwrite:
+            raise ResultError(f"{path}: already exists; --force replaces it, --resume continues it")
+        where = path.parent if str(path.parent) else Path(".")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".gpubench-probe.", dir=where)
         os.close(handle)
         os.unlink(probe)
     except OSError as exc:
         raise ResultError(f"{path}: cannot write there ({exc.strerror or exc})") from None
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """A result file may be written at ``path`` (a new path or a regular file to replace)."""
+    check_output(path)
+
+
+def write_output_file(path: Path, data: str | bytes) -> None:
+    """One file of an output folder (compare.md, decode.png): atomic, and never over a special file."""
+    _refuse_special(path)
+    _atomic_write(path, data.encode("utf-8") if isinstance(data, str) else data)

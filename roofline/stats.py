@@ -70,18 +70,6 @@ class Stats:
         d["ci95_s"] = list(self.ci95_s)
         return d
 
-    @classmethod
-    def from_dict(cls, d: dict) -> Stats:
-        return cls(
-            n=int(d["n"]),
-            median_s=float(d["median_s"]),
-            q1_s=float(d["q1_s"]),
-            q3_s=float(d["q3_s"]),
-            min_s=float(d["min_s"]),
-            mean_s=float(d["mean_s"]),
-            ci95_s=(float(d["ci95_s"][0]), float(d["ci95_s"][1])),
-        )
-
 
 def summarize(samples_s: Sequence[float]) -> Stats:
     """Stats of per-launch times; every sample must be a finite positive number of seconds."""

@@ -1,25 +1,64 @@
-"""Human-readable SI formatting for terminals and reports."""
+"""The one formatter for quantities a person reads: SI prefixes, significant digits, never ``1e+03``.
+
+``quantity(16896, "B")`` is ``16.9 kB``; ``seconds(3.95)`` is ``3.95 s`` (not ``3.95e+03 ms``);
+``quantity(1.6e10, "B")`` is ``16 GB``.  Bytes use powers of 1000, as spec sheets do.
+"""
 
 from __future__ import annotations
 
+import math
+
+PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+SUBSECOND = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+MISSING = "–"
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` rounded to ``digits`` significant digits, in positional notation, trailing zeros dropped."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    places = digits - 1 - math.floor(math.log10(abs(value)))
+    rounded = round(value, places)  # negative places round to tens, hundreds: 999600 -> 1000000
+    if rounded != 0 and math.floor(math.log10(abs(rounded))) != math.floor(math.log10(abs(value))):
+        places -= 1  # 9.996 rounds up to 10.0: one decimal fewer keeps the digits
+    text = f"{rounded:.{max(0, places)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _rounded(value: float, digits: int) -> float:
+    return float(significant(value, digits)) if math.isfinite(value) else value
+
+
+def quantity(value: float | None, unit: str, digits: int = 3) -> str:
+    """A quantity with an SI prefix chosen so the number reads 1 to 999: ``16.9 kB``, ``4.8 TB/s``."""
+    if value is None:
+        return MISSING
+    value = _rounded(value, digits)
+    for factor, prefix in PREFIXES:
+        if abs(value) >= factor:
+            return f"{significant(value / factor, digits)} {prefix}{unit}"
+    return f"{significant(value, digits)} {unit}"
+
 
 def si(value: float | None, unit: str, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.{digits}g} {prefix}{unit}"
-    return f"{value:.{digits}g} {unit}"
+    """The name the tables and reports use for ``quantity``."""
+    return quantity(value, unit, digits)
 
 
-def seconds(value: float | None) -> str:
+def si_bytes(value: float | None, digits: int = 3) -> str:
+    return quantity(value, "B", digits)
+
+
+def seconds(value: float | None, digits: int = 3) -> str:
+    """A duration in s, ms, µs or ns, whichever reads 1 to 999 (seconds stay seconds above 1000)."""
     if value is None:
-        return "–"
-    for factor, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        return MISSING
+    value = _rounded(value, digits)
+    for factor, unit in SUBSECOND:
         if abs(value) >= factor:
-            return f"{value / factor:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
+            return f"{significant(value / factor, digits)} {unit}"
+    return f"{significant(value / 1e-9, digits)} ns"
 
 
 def percent(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0f}%"
+    return MISSING if value is None else f"{value:.0f}%"

@@ -126,7 +126,7 @@ def test_bad_max_memory(tmp_path):
     assert run.exit_code == 2 and "is not a size" in run.output
 
 
-def test_a_busy_cpu_warns_and_require_idle_refuses(tmp_path):
+def test_all_cores_busy_makes_require_idle_refuse(tmp_path):  # the warning: tests/test_busy.py
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
     try:
         time.sleep(0.5)

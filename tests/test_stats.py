@@ -54,5 +54,11 @@ def test_summary_rejects_bad_samples(bad):
         summarize(bad)
 
 
-def test_min_samples_constant_is_sane():
-    assert MIN_SAMPLES_FOR_CI >= 5
+def test_below_the_minimum_the_ci_is_the_whole_sample_and_the_minimum_is_the_smallest_that_covers():
+    """With n samples, [min, max] misses the median with probability 2·0.5^n: 6 is the smallest n for 95%."""
+    values = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0, 2.1]
+    for n in range(1, MIN_SAMPLES_FOR_CI):
+        assert median_ci95(values[:n]) == (values[0], values[n - 1])
+    assert 1 - 2 * 0.5 ** MIN_SAMPLES_FOR_CI >= 0.95 > 1 - 2 * 0.5 ** (MIN_SAMPLES_FOR_CI - 1)
+    lo, hi = median_ci95(values)
+    assert values[0] < lo <= hi < values[-1]  # with enough samples the interval is inside the sample

@@ -1,0 +1,107 @@
+"""The CLI's edges: option types that refuse nan and inf, sizes, the output check and the writing of
+output folders, and the one-line error they all raise.  Kept apart so ``cli.py`` only parses and dispatches.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+
+from roofline.results import ResultError
+
+
+class BadInput(click.ClickException):
+    """One-line error, exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.echo(f"gpubench: error: {self.message}", err=True)
+
+
+class Number(click.ParamType):
+    """A finite float, optionally in (low, high]: nan and inf are refused here, before anything starts."""
+
+    name = "number"
+
+    def __init__(self, low: float | None = None, high: float | None = None, below_high: bool = False):
+        self.low, self.high, self.below_high = low, high, below_high
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r}: give a finite number", param, ctx)
+        if self.low is not None and number <= self.low:
+            self.fail(f"{value!r}: must be more than {self.low:g}", param, ctx)
+        if self.high is not None and (number >= self.high if self.below_high else number > self.high):
+            self.fail(f"{value!r}: must be {'below' if self.below_high else 'at most'} {self.high:g}", param, ctx)
+        return number
+
+
+def parse_bytes(text: str | None) -> int | None:
+    """``--max-memory``: bytes, with an optional k/M/G/T suffix (powers of 1000) or Ki/Mi/Gi/Ti."""
+    if text is None:
+        return None
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKMGT]i?)?[bB]?\s*", text)
+    if not match:
+        from microbench.plan import PlanError
+
+        raise PlanError(f"--max-memory {text!r} is not a size (for example 8G, 512Mi, 1000000)")
+    value, unit = float(match.group(1)), match.group(2) or ""
+    scale = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+             "ki": 1024, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}[unit]
+    return int(value * scale)
+
+
+def check_output_or_exit(path: Path, **how) -> None:
+    from roofline.results import check_output
+
+    try:
+        check_output(path, **how)
+    except ResultError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def write_outputs(folder: Path, files: dict) -> None:
+    """Write an output folder's files (text, or matplotlib figures as PNG); an OS error is one line, exit 2."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from roofline.results import write_output_file
+
+    try:
+        for name, content in files.items():
+            if not isinstance(content, str):
+                buffer = io.BytesIO()
+                content.savefig(buffer, format="png")
+                plt.close(content)
+                content = buffer.getvalue()
+            write_output_file(folder / name, content)
+    except ResultError as exc:
+        raise BadInput(str(exc)) from None
+    except OSError as exc:
+        raise BadInput(f"{folder}: cannot write there ({exc.strerror or exc})") from None
+
+
+def refuse_what_cannot_run(document: dict, tp: int, context: int, mem_fraction: float) -> None:
+    """After the numbers are shown: weights that do not fit, or a context one sequence cannot hold, is exit 2."""
+    from roofline.units import si_bytes
+
+    part = document.get("measured") or document.get("analytic")
+    kv = part["kv"] if part else {}
+    where = f"{mem_fraction:.0%} of {si_bytes(kv.get('memory_bytes'))}"
+    if kv.get("fits") is False:
+        raise BadInput(f"{document['setup']['model']} does not fit: {si_bytes(kv['weight_bytes'])} "
+                       f"of weights per GPU at TP {tp} in {where}")
+    if kv.get("max_batch") == 0:
+        left = mem_fraction * kv["memory_bytes"] - kv["weight_bytes"]
+        raise BadInput(f"--context {context}: one sequence's KV cache needs {si_bytes(kv['kv_bytes_per_sequence'])}, "
+                       f"more than the {si_bytes(left)} left beside the weights in {where}; shorten --context")

@@ -1,0 +1,187 @@
+"""Hostile and careless input at the edges: one line and exit 2, never a traceback, and nothing created;
+a programming error stays a programming error (not "bad input").  Named inputs are never optional."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli import main
+from roofline.results import ResultError, load_result, result_to_json, save_result
+from tests.conftest import make_point, make_result
+
+TINY = json.loads((Path(__file__).parent / "data" / "tiny-llama-config.json").read_text())
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def _result(tmp_path: Path, name: str = "r.json", **device) -> Path:
+    path = tmp_path / name
+    save_result(make_result([make_point("gemv", "bf16", 1, 4096, 4096, 2e-5),
+                             make_point("gemm", "bf16", 8, 4096, 4096, 2.1e-5)],
+                            device={"kind": "cuda", "name": "test gpu", "sku": None, **device}), path)
+    return path
+
+
+# --- 15.2: no tracebacks ---------------------------------------------------------------------------------
+
+def test_import_of_an_impossibly_short_time_drops_it(tmp_path):
+    csv = tmp_path / "tiny.csv"
+    csv.write_text("op,dtype,batch,n,k,time_s\ngemm,bf16,1,4096,4096,1e-300\ngemm,bf16,1,4096,4096,2e-5\n"
+                   "gemm,bf16,2,4096,4096,1e-300\n")
+    result = run("import", str(csv), "--device-name", "x", "-o", str(tmp_path / "r.json"))
+    assert result.exit_code == 0, result.output
+    points = {p.batch: p for p in load_result(tmp_path / "r.json").points}
+    assert points[1].ok and points[1].stats.n == 1
+    assert points[2].status == "error" and "too short" in points[2].reason
+    assert "dropped 1" in result.output
+
+
+@pytest.mark.parametrize("field, value", [("num_hidden_layers", 1e308), ("num_hidden_layers", 2.5),
+                                          ("num_hidden_layers", 10**30), ("hidden_size", "256"),
+                                          ("head_dim", 0), ("num_attention_heads", 3)])
+def test_malformed_hf_configs_are_refused_naming_the_field_and_the_model(tmp_path, field, value):
+    folder = tmp_path / "snapshots"
+    folder.mkdir()
+    config = folder / "config.json"
+    config.write_text(json.dumps({**TINY, field: value}))
+    result = run("decode", "--hf-config", str(config), "--analytic", "--gpu", "h200-sxm", "--batch", "1")
+    assert result.exit_code == 2, result.output
+    wanted = "hidden_size" if field == "num_attention_heads" else field
+    assert wanted in result.output and "tiny-llama-test" in result.output
+    assert "snapshots" not in result.output.replace(str(config), "")  # named by the config, not the folder
+
+
+def test_a_model_without_a_name_is_named_by_its_type_or_file(tmp_path):
+    config = tmp_path / "config.json"
+    bare = {k: v for k, v in TINY.items() if k != "_name_or_path"}
+    config.write_text(json.dumps({**bare, "model_type": "llama", "head_dim": 0}))
+    result = run("decode", "--hf-config", str(config), "--analytic", "--gpu", "h200-sxm", "--batch", "1")
+    assert result.exit_code == 2 and "model llama" in result.output
+
+
+def test_points_null_is_a_plain_error(tmp_path):
+    path = _result(tmp_path)
+    document = json.loads(path.read_text())
+    document["points"] = None
+    path.write_text(json.dumps(document))
+    with pytest.raises(ResultError, match="points must be a list"):
+        load_result(path)
+    result = run("fit", str(path))
+    assert result.exit_code == 2 and "points must be a list" in result.output and "NoneType" not in result.output
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize("command", ["sweep", "ceilings", "decode"])
+def test_budget_must_be_a_finite_number_before_anything_is_created(tmp_path, command, value):
+    output = tmp_path / "new" / "x.json"
+    args = {"sweep": ["sweep", "--device", "cpu", "--quick", "-o", str(output)],
+            "ceilings": ["ceilings", "--device", "cpu", "-o", str(output)],
+            "decode": ["decode", "--hf-config", "x.json", "--device", "cpu", "-o", str(output.parent)]}[command]
+    result = run(*args, "--budget", value)
+    assert result.exit_code == 2, result.output
+    assert "--budget" in result.output and "finite" in result.output
+    assert not output.parent.exists()
+
+
+@pytest.mark.parametrize("option, value", [("--target-ci", "nan"), ("--telemetry-interval", "inf"),
+                                           ("--telemetry-interval", "nan")])
+def test_other_sweep_numbers_must_be_finite(tmp_path, option, value):
+    result = run("sweep", "--device", "cpu", "--quick", option, value, "-o", str(tmp_path / "n" / "x.json"))
+    assert result.exit_code == 2 and option in result.output
+    assert not (tmp_path / "n").exists()
+
+
+def test_a_programming_error_is_not_reported_as_bad_input(tmp_path, monkeypatch):
+    """ValueError from inside the tool is a bug: a traceback (exit 1), not "gpubench: error:" and exit 2."""
+    from microbench import sweep
+
+    def broken(config, observer):
+        raise ValueError("an internal bug")
+
+    monkeypatch.setattr(sweep, "prepare_sweep", broken)
+    result = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--quick", "-o", str(tmp_path / "x.json")])
+    assert result.exit_code == 1 and isinstance(result.exception, ValueError)
+    assert "gpubench: error" not in result.output
+
+
+# --- 15.3: named inputs are not optional -------------------------------------------------------------------
+
+def test_compare_with_a_named_file_missing_is_exit_2(tmp_path):
+    good = _result(tmp_path)
+    result = run("compare", str(good), str(tmp_path / "nope.json"))
+    assert result.exit_code == 2 and "nope.json" in result.output and "no such file" in result.output
+
+
+def test_compare_with_a_named_file_of_a_newer_schema_is_exit_2(tmp_path):
+    good = _result(tmp_path)
+    newer = tmp_path / "newer.json"
+    document = json.loads(result_to_json(load_result(good)))
+    newer.write_text(json.dumps({**document, "schema_version": 99}))
+    result = run("compare", str(good), str(newer))
+    assert result.exit_code == 2 and "newer.json" in result.output and "schema_version 99" in result.output
+
+
+def test_compare_skips_unusable_files_found_in_a_folder_and_counts_them(tmp_path):
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    _result(folder, "a.json", uuid="GPU-a")
+    _result(folder, "b.json", uuid="GPU-b")
+    (folder / "junk.json").write_text("{not json")
+    result = run("compare", str(folder), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert "skipped 1 of 3 file(s) found in folders" in result.output
+    assert "junk.json" in result.output
+
+
+def test_compare_a_a_lists_a_once(tmp_path):
+    good = _result(tmp_path)
+    result = run("compare", str(good), str(good), str(tmp_path / "." / "r.json"), "--format", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output[: result.output.rindex("}") + 1])
+    assert [len(g["rows"]) for g in document["comparison"]["groups"]] == [1]
+    assert len(document["fleet"]["units"]) == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_mad_k_must_be_a_finite_positive_number(tmp_path, value):
+    good = _result(tmp_path)
+    result = run("compare", str(good), "--mad-k", value, "--fail-on-outlier")
+    assert result.exit_code == 2 and "--mad-k" in result.output
+
+
+def test_csv_with_a_utf8_bom_is_read(tmp_path):
+    csv = tmp_path / "excel.csv"
+    csv.write_bytes("op,dtype,batch,n,k,time_s\r\ngemm,bf16,1,4096,4096,2e-5\r\n".encode("utf-8-sig"))
+    result = run("import", str(csv), "--device-name", "x", "-o", str(tmp_path / "r.json"))
+    assert result.exit_code == 0, result.output
+    assert load_result(tmp_path / "r.json").points[0].ok
+
+
+# --- 15.4: ask for what is measured ------------------------------------------------------------------------
+
+def test_gemv_alone_with_other_batches_is_refused(tmp_path):
+    result = run("sweep", "--device", "cpu", "--op", "gemv", "--batch", "1,2,4", "-o", str(tmp_path / "x.json"))
+    assert result.exit_code == 2 and "gemv is batch 1" in result.output and "--op gemm" in result.output
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_memory_cap_below_every_point_is_refused_in_readable_units(tmp_path):
+    result = run("sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "64x64", "--batch", "1,2",
+                 "--no-ceilings", "--max-memory", "1K", "-o", str(tmp_path / "x.json"))
+    assert result.exit_code == 2, result.output
+    assert "--max-memory 1 kB" in result.output and "16.9 kB" in result.output
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_context_whose_kv_cache_cannot_hold_one_sequence_is_an_error():
+    result = run("decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h200-sxm", "--context", "100000000",
+                 "--batch", "1,2")
+    assert result.exit_code == 2, result.output
+    assert "--context 100000000" in result.output and "one sequence" in result.output
+    assert "caps the batch at 0" not in result.output

@@ -1,0 +1,85 @@
+"""Text a person reads: help without printf escapes, messages in readable units on one line each, flags
+named as they are spelled, and one formatter for quantities (roofline.units)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli import main
+from roofline.results import save_result
+from roofline.units import quantity, seconds, si_bytes, significant
+from tests.conftest import make_point, make_result
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("value, unit, text", [
+    (16896, "B", "16.9 kB"), (1.6e10, "B", "16 GB"), (16000008192.0, "B", "16 GB"), (14_320_000, "B", "14.3 MB"),
+    (999.6e3, "B", "1 MB"), (4.8e12, "B/s", "4.8 TB/s"), (0.5, "FLOP/byte", "0.5 FLOP/byte"), (2e19, "B", "20 EB"),
+    (1e24, "B", "1000000 EB"), (0, "W", "0 W"), (None, "W", "–"),
+])
+def test_quantity(value, unit, text):
+    assert quantity(value, unit) == text
+
+
+@pytest.mark.parametrize("value, text", [(3.95, "3.95 s"), (3956.0, "3960 s"), (0.0395, "39.5 ms"),
+                                         (2.04e-5, "20.4 µs"), (9.996e-3, "10 ms"), (5e-10, "0.5 ns")])
+def test_seconds(value, text):
+    assert seconds(value) == text
+
+
+def test_significant_never_uses_an_exponent():
+    for value in (1e-7, 3.14159e-4, 1.0, 123456.0, 9.9999e5, 1e21):
+        assert "e" not in significant(value)
+    assert significant(0.014321) == "0.0143" and significant(1234.6, 4) == "1235"
+    assert si_bytes(8448) == "8.45 kB"
+
+
+def test_sweep_help_has_no_printf_escapes_and_lists_all_devices():
+    # A wide terminal: help text is wrapped, and we read it, not its line breaks.
+    text = " ".join(CliRunner().invoke(main, ["sweep", "--help"], terminal_width=200).output.split())
+    assert "95% CI" in text and "%%" not in text
+    assert "auto | cpu | cuda | cuda:N | all" in text
+
+
+def test_resume_conflict_names_flags_as_they_are_spelled(tmp_path):
+    path = tmp_path / "r.json"
+    save_result(make_result([make_point()]), path)
+    result = CliRunner().invoke(main, ["sweep", "--resume", str(path), "--dtype", "fp32", "--op", "gemm",
+                                       "--l2", "warm", "-o", str(tmp_path / "x.json")])
+    assert result.exit_code == 2
+    assert "--op, --dtype, --l2, --output" in result.output and "--dtypes" not in result.output
+
+
+def test_stderr_messages_are_single_lines_without_a_leading_blank_when_piped(tmp_path):
+    """Through a pipe (not a terminal): the first line is the message, and a long one is not folded at 80."""
+    out = subprocess.run([sys.executable, "-m", "microbench.cli", "sweep", "--device", "cpu", "--op", "gemm",
+                          "--dtype", "fp32", "--shape", "64x64", "--batch", "1", "--no-ceilings",
+                          "--max-memory", "1K", "-o", str(tmp_path / "x.json")],
+                         cwd=ROOT, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin"})
+    assert out.returncode == 2
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("gpubench: error: --max-memory 1 kB is below"), out.stderr
+    assert len(lines) == 1 and len(lines[0]) > 80
+
+
+def test_decode_summary_reads_once_in_readable_units(tmp_path):
+    run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h200-sxm",
+                                    "--batch", "1,2", "--json"])
+    assert run.exit_code == 0, run.output
+    summary = json.loads(run.output)["summary"][0]
+    assert summary.startswith("analytic, spec sheet: ")
+    assert "e+" not in summary and " GB" in summary and " ms per token" in summary
+    config = tmp_path / "config.json"
+    config.write_text((ROOT / "tests" / "data" / "tiny-llama-config.json").read_text())
+    measured = CliRunner().invoke(main, ["decode", "--hf-config", str(config), "--batch", "1", "--device", "cpu",
+                                         "--dtype", "fp32", "--context", "16", "--budget", "0.01", "--json"])
+    assert measured.exit_code == 0, measured.output
+    line = json.loads(measured.output[measured.output.index("{"):])["summary"][0]
+    assert line.startswith("measured on ") and "measured, measured" not in line
