@@ -15,6 +15,7 @@ from typing import Any
 
 from microbench.ops import random_tensor, seed_for, torch_dtype
 from roofline.counting import DTYPE_SIZES
+from roofline.errors import BadInputError
 
 ATTENTION_KERNELS = ("sdpa", "bmm")
 ROPE_THETA = 10000.0
@@ -45,7 +46,7 @@ class AttentionWorkload:
     def __init__(self, torch, shape: AttentionShape, batch: int, q_len: int, kv_len: int, dtype: str,
                  kernel: str, device: str, copies: int, seed: int):
         if kernel not in ATTENTION_KERNELS:
-            raise ValueError(f"unknown attention kernel {kernel!r}; choose from {', '.join(ATTENTION_KERNELS)}")
+            raise BadInputError(f"unknown attention kernel {kernel!r}; choose from {', '.join(ATTENTION_KERNELS)}")
         self.torch, self.shape, self.kernel, self.copies = torch, shape, kernel, copies
         self.batch, self.q_len, self.kv_len = batch, q_len, kv_len
         self.scale = 1.0 / math.sqrt(shape.head_dim)

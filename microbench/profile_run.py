@@ -37,9 +37,9 @@ from microbench.sweep import (  # the sweep's graph-to-eager fallback, reused
     Interrupted,
     SweepConfig,
     SweepObserver,
-    _prepared_timer,
     measure_point,
     prepare_sweep,
+    prepared_timer,
     release_timers,
     utc_now,
 )
@@ -189,7 +189,7 @@ def _measure_workload(session, workload, clock: str) -> dict[str, Any]:
         timer = CpuTimer(workload.launch, workload.copies, clock_ns=CPU_CLOCKS_NS[clock])
         timer.prepare()
     else:
-        timer = _prepared_timer(session, workload)
+        timer = prepared_timer(session, workload)
     try:
         result = measure(timer.sample, session.rule, session.clock)
         session.synchronize()

@@ -15,14 +15,15 @@ from typing import Any
 
 import click
 
+from roofline.errors import BadInputError
+
 SIMULATE_DEFAULT_POLICY = ("continuous",)
 
 
 def _errors():
     from microbench.cli import _bad_input_errors
-    from roofline.serving.workload import WorkloadError
 
-    return _bad_input_errors() + (WorkloadError,)
+    return _bad_input_errors()
 
 
 def _bad(exc: Exception):
@@ -93,7 +94,7 @@ def profile(model, hf_config, tp, dtype, kv_dtype, sku, from_result, max_tokens,
 
     try:
         if not analytic:
-            raise ValueError("measuring a step profile on this device is not in this build: use --analytic")
+            raise BadInputError("measuring a step profile on this device is not in this build: use --analytic")
         document = build_analytic_profile(model, hf_config, sku, from_result, tp, dtype, kv_dtype, max_tokens,
                                           max_context)
         save_profile(document, output)
@@ -125,9 +126,9 @@ def _parse_rates(text: str | None) -> list[float]:
     try:
         rates = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"--rates {text!r}: give requests/s as a comma list (0.5,1,2)") from None
+        raise BadInputError(f"--rates {text!r}: give requests/s as a comma list (0.5,1,2)") from None
     if any(r <= 0 for r in rates):
-        raise ValueError("--rates must be positive")
+        raise BadInputError("--rates must be positive")
     return rates
 
 
@@ -202,11 +203,11 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
 
     try:
         if bool(profile_file) == bool(analytic):
-            raise ValueError("give a PROFILE.json or --analytic (with --gpu SKU --model NAME), not both")
+            raise BadInputError("give a PROFILE.json or --analytic (with --gpu SKU --model NAME), not both")
         if not 0 < mem_fraction <= 1:
-            raise ValueError("--mem-fraction must be in (0, 1]")
+            raise BadInputError("--mem-fraction must be in (0, 1]")
         if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
-            raise ValueError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
+            raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
         step_profile = load_profile(profile_file) if profile_file else build_analytic_profile(
             model, hf_config, sku, from_result, tp, dtype, kv_dtype, max_tokens, max_context)
         parsed = [parse_policy(p) for p in (policies or SIMULATE_DEFAULT_POLICY)]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from roofline.errors import BadInputError
+
 MEASURED_ONLY = ("device", "max_batch", "attention", "budget", "seed", "clock", "threads", "resume")
 
 
@@ -23,9 +25,8 @@ def _bad(exc: Exception):
 
 def _errors():
     from microbench.cli import _bad_input_errors
-    from roofline.serving.workload import WorkloadError
 
-    return _bad_input_errors() + (WorkloadError,)
+    return _bad_input_errors()
 
 
 def register_engine_side(main: click.Group, analytic_profile: click.Command) -> None:
@@ -80,9 +81,9 @@ def measure_profile_command(options: dict, dtype_given: bool) -> None:
     run = None
     try:
         if options["sku"] or options["from_result"]:
-            raise ValueError("--gpu and --from belong to --analytic; a measured profile times this device")
+            raise BadInputError("--gpu and --from belong to --analytic; a measured profile times this device")
         if options["resume"] and (options["model"] or options["hf_config"]):
-            raise ValueError("--resume takes the plan from OUTPUT.partial; do not also give --model/--hf-config")
+            raise BadInputError("--resume takes the plan from OUTPUT.partial; do not also give --model/--hf-config")
         _set_threads(options["threads"])
         hf_config = str(options["hf_config"]) if options["hf_config"] else None
         plan = ProfilePlan(model=options["model"], hf_config=hf_config, tp=options["tp"],
@@ -119,7 +120,7 @@ def _set_threads(threads: int | None) -> None:
     if threads is None:
         return
     if threads <= 0:
-        raise ValueError("--threads must be positive")
+        raise BadInputError("--threads must be positive")
     import torch
 
     torch.set_num_threads(threads)

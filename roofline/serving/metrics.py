@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from roofline.errors import BadInputError
 from roofline.serving.profile_doc import StepProfile
 from roofline.serving.simulate import SimulationError, SimulationRun
 
@@ -33,7 +34,7 @@ class Slo:
             except ValueError:
                 valid = False
             if not valid:
-                raise ValueError(f"--slo {text!r}: give metric_pNN=SECONDS, metric one of {', '.join(SLO_METRICS)}"
+                raise BadInputError(f"--slo {text!r}: give metric_pNN=SECONDS, metric one of {', '.join(SLO_METRICS)}"
                                  " (e.g. ttft_p90=2,tpot_p99=0.1)")
             limits[key] = seconds
         return cls(limits)

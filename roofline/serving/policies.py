@@ -8,12 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from roofline.errors import BadInputError
+
 DEFAULT_MAX_BATCH = 256  # vLLM's max_num_seqs
 DEFAULT_MAX_TOKENS = 8192  # tokens one prefill step may hold (vLLM: max_num_batched_tokens)
 DEFAULT_BLOCK = 16  # vLLM's block size in tokens
 
 
-class PolicyError(ValueError):
+class PolicyError(BadInputError):
     """A policy string that cannot be parsed; one line."""
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from roofline.counting import DTYPES
+from roofline.errors import BadInputError
 
 SCHEMA_VERSION = 1
 KIND = "gpubench-step-profile"
@@ -22,7 +23,7 @@ SOURCES = ("measured", "analytic")
 MODEL_KEYS = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "mlp")
 
 
-class ProfileDocError(ValueError):
+class ProfileDocError(BadInputError):
     """A step profile that cannot be used; one line.  A ValueError, so the CLI turns it into exit 2."""
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from roofline.errors import BadInputError
 from roofline.serving.policies import Policy, StepPlan, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
 from roofline.serving.step_cost import CostModel
@@ -22,7 +23,7 @@ from roofline.serving.workload import Request
 KV_WATERMARK = 0.01  # vLLM keeps 1% of the blocks free at admission, so running sequences can grow
 
 
-class SimulationError(ValueError):
+class SimulationError(BadInputError):
     """A simulation that cannot run (a request larger than the KV cache, no memory size); one line."""
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from roofline.errors import BadInputError
 
-class WorkloadError(ValueError):
+
+class WorkloadError(BadInputError):
     """A workload spec or trace that cannot be used; one line."""
 
 
