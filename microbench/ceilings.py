@@ -15,8 +15,9 @@ from typing import Any
 
 from microbench import ops
 from microbench.adaptive import measure
+from microbench.measure import make_timer, release_timers, utc_now
 from microbench.peaks import check_stop, measure_peak, peak_shapes
-from microbench.sweep import Session, make_timer, release_timers, utc_now
+from microbench.session import Session
 from roofline.profiles import ProfileError, load_gpu_profile
 from roofline.reference import best_bandwidth_kernel
 from roofline.stats import summarize

@@ -328,7 +328,7 @@ def import_(csv_file, output, device_name, sku, device_kind) -> None:
 def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction, analytic, sku, from_result,
            device, budget, as_json, output) -> None:
     """A whole model's decode step: tokens/s against batch, MBU/MFU, the crossover, and the KV-cache cap."""
-    from microbench.decode_cli import run_decode
+    from microbench.decode_job import run_decode
 
     try:
         if output is not None:
@@ -345,7 +345,7 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
     else:
         print_decode(document)
     if output is not None:
-        from roofline.decode_report import decode_figure
+        from roofline.decode_plot import decode_figure
 
         write_outputs(output, {"decode.json": json.dumps(document, indent=1, allow_nan=False) + "\n",
                                 "decode.png": decode_figure(document)})

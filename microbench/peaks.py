@@ -40,7 +40,7 @@ def check_stop(session: Session) -> None:
 
 def shape_search(session: Session, dtype: str, shapes, backends) -> tuple[dict[str, Any] | None, list]:
     """The best (shape, back end) by median FLOP/s over a short measurement each, and everything tried."""
-    from microbench.sweep import measure_point
+    from microbench.measure import measure_point
 
     tried, best = [], None
     for (m, n, k), backend in ((shape, backend) for shape in shapes for backend in backends):
@@ -107,7 +107,7 @@ def run_regimes(session: Session, timer, flop: int) -> tuple[dict[str, Any], dic
 def measure_peak(session: Session, dtype: str, shapes, backends=("torch",)) -> dict[str, Any]:
     """Shape search, then burst and sustained FLOP/s of the best shape (``peak_flop_per_s`` is sustained)."""
     from microbench import ops
-    from microbench.sweep import build_workload, prepared_timer, release_timers
+    from microbench.measure import build_workload, prepared_timer, release_timers
 
     best, tried = shape_search(session, dtype, shapes, backends)
     if best is None:

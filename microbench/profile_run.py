@@ -1,6 +1,6 @@
 """``gpubench profile`` measured: time every kernel of one engine step of a model on this device.
 
-Linear layers are the sweep's own ``gemm`` points (``sweep.measure_point``: rotation over cold weights, the
+Linear layers are the sweep's own ``gemm`` points (``measure.measure_point``: rotation over cold weights, the
 correctness check, CUDA graphs or ``perf_counter``, the adaptive stopping rule); attention and the rest of
 the step are workloads of ``profile_kernels`` timed with the same timers and the same rule.
 
@@ -21,6 +21,7 @@ from typing import Any
 from microbench import ops
 from microbench.adaptive import measure
 from microbench.devices import host_info, resolve_device, tool_info
+from microbench.measure import measure_point, prepared_timer, release_timers, utc_now
 from microbench.plan import PlanError, PointSpec
 from microbench.profile_kernels import AttentionWorkload, OtherWorkload, kv_bytes
 from microbench.profile_plan import (
@@ -33,16 +34,7 @@ from microbench.profile_plan import (
     other_shape,
     plan_items,
 )
-from microbench.sweep import (  # the sweep's graph-to-eager fallback, reused
-    Interrupted,
-    SweepConfig,
-    SweepObserver,
-    measure_point,
-    prepare_sweep,
-    prepared_timer,
-    release_timers,
-    utc_now,
-)
+from microbench.sweep import Interrupted, SweepConfig, SweepObserver, prepare_sweep
 from microbench.timers import CpuTimer
 from roofline.counting import DTYPE_SIZES, count_work
 from roofline.models import kv_bytes_per_token, weight_bytes

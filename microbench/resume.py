@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from microbench.sweep import PreparedSweep, SweepConfig, SweepObserver, prepare_sweep, utc_now
+from microbench.measure import utc_now
+from microbench.sweep import PreparedSweep, SweepConfig, SweepObserver, prepare_sweep
 from roofline.errors import BadInputError
 from roofline.results import load_result
 

@@ -24,8 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from microbench import ops  # noqa: E402
 from microbench.ceilings import measure_stream, reference_bandwidth  # noqa: E402
+from microbench.measure import measure_point  # noqa: E402
 from microbench.plan import PointSpec, parse_shape  # noqa: E402
-from microbench.sweep import SweepConfig, SweepObserver, measure_point, prepare_sweep  # noqa: E402
+from microbench.sweep import SweepConfig, SweepObserver, prepare_sweep  # noqa: E402
 
 
 def session_for(device: str, l2_policy: str, budget_s: float):

@@ -43,7 +43,7 @@ def test_an_eager_copy_can_be_the_reference_and_stream_triads_are_not_candidates
 
 
 def test_on_a_gpu_the_copy_is_timed_eagerly_and_the_read_as_a_graph():
-    from microbench.sweep import make_timer
+    from microbench.measure import make_timer
 
     session = SimpleNamespace(choice=SimpleNamespace(kind="cuda"), timer="graph", torch=None)
     copy = StreamWorkload(None, "copy", src=None, dst=None)

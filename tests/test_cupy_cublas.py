@@ -102,8 +102,8 @@ def test_cupy_cublas_workloads_are_timed_eagerly_and_say_so():
     from types import SimpleNamespace
 
     from microbench import cupy_backend, ops
+    from microbench.measure import make_timer
     from microbench.plan import PointSpec
-    from microbench.sweep import make_timer
 
     spec = PointSpec("gemm", "bf16", 4, 64, 64, "cupy")
     base = ops.build_workload(torch, spec, "cpu", 2, 0, ops.WeightCache())

@@ -147,7 +147,7 @@ def test_no_peak_for_a_dtype_the_device_lacks():
 
 
 def test_a_kv_cap_far_off_the_axis_is_said_to_be(tmp_path):
-    from roofline.decode_report import decode_figure
+    from roofline.decode_plot import decode_figure
 
     run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h200-sxm",
                                     "--context", "128", "--batch", "1,2,4", "--json"])

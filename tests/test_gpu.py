@@ -30,7 +30,7 @@ def test_device_record_is_complete():
 def test_graph_and_eager_agree_within_the_launch_overhead():
     import torch
 
-    from microbench.sweep import measure_point
+    from microbench.measure import measure_point
 
     session = cuda_session()
     point = measure_point(session, PointSpec("gemv", "bf16", 1, 4096, 14336))
@@ -53,7 +53,7 @@ def test_graph_and_eager_agree_within_the_launch_overhead():
 
 
 def test_a_gemv_that_fits_in_l2_is_faster_warm_than_cold():
-    from microbench.sweep import measure_point
+    from microbench.measure import measure_point
 
     spec = PointSpec("gemv", "bf16", 1, 4096, 2048)  # 16 MB of weights: inside any datacenter GPU's L2
     cold = measure_point(cuda_session("rotate"), spec)
@@ -64,7 +64,7 @@ def test_a_gemv_that_fits_in_l2_is_faster_warm_than_cold():
 
 
 def test_eager_timer_option():
-    from microbench.sweep import measure_point
+    from microbench.measure import measure_point
 
     point = measure_point(cuda_session(timer="eager"), PointSpec("gemm", "bf16", 8, 4096, 4096))
     assert point.ok and point.timer == "cuda-eager" and not point.eager_samples_s
@@ -72,7 +72,7 @@ def test_eager_timer_option():
 
 @pytest.mark.parametrize("dtype", ["fp32", "tf32", "fp16", "bf16", "fp8"])
 def test_every_dtype_runs_correctly_or_says_why_not(dtype):
-    from microbench.sweep import measure_point
+    from microbench.measure import measure_point
 
     session = cuda_session(budget_s=0.1)
     point = measure_point(session, PointSpec("gemm", dtype, 16, 4096, 4096))
@@ -150,7 +150,7 @@ def test_ceilings_name_the_reference_and_both_compute_regimes():
 
 def test_cupy_cublas_points_are_timed_eagerly_and_say_so():
     pytest.importorskip("cupy")
-    from microbench.sweep import measure_point
+    from microbench.measure import measure_point
 
     point = measure_point(cuda_session(budget_s=0.1), PointSpec("gemm", "bf16", 64, 4096, 4096, "cupy"))
     assert point.ok and point.correct, point.reason

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from microbench.measure import measure_point
 from microbench.plan import PlanError, PointSpec
-from microbench.sweep import SweepConfig, SweepObserver, measure_point, prepare_sweep
+from microbench.sweep import SweepConfig, SweepObserver, prepare_sweep
 from roofline.decode import DecodeSetup
 from roofline.results import load_result
 

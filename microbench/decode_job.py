@@ -8,7 +8,7 @@ from typing import Any
 from microbench.plan import PlanError, parse_batches
 from roofline.counting import DTYPES
 from roofline.decode import DecodeSetup
-from roofline.decode_report import analytic_document, measured_document, summary_lines
+from roofline.decode_document import analytic_document, measured_document, summary_lines
 from roofline.models import check_tp, load_hf_config, load_model
 from roofline.profiles import load_gpu_profile
 
@@ -46,7 +46,7 @@ def run_decode(model: str | None, hf_config: Path | None, tp: int, context: int,
 
 def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_result: Path | None, device: str,
               budget: float | None) -> dict[str, Any]:
-    from microbench.decode_run import measure_launches, measured_roof, needed_launches, times_from_result
+    from microbench.decode_launches import measure_launches, measured_roof, needed_launches, times_from_result
     from microbench.sweep import SweepConfig
     from roofline.results import load_result
     from roofline.trust import decode_noise_lines, target_rel_ci
