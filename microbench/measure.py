@@ -18,6 +18,7 @@ from microbench.adaptive import Stopped, StoppingRule, measure
 from microbench.session import Session
 from microbench.timers import CpuTimer, CudaEagerTimer, CudaGraphTimer
 from roofline.schema import Point
+from roofline.stats import quantile
 from roofline.units import si_bytes
 
 # The eager comparison gets this share of the point's budget: it only needs a median.
@@ -108,7 +109,7 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
     torch = session.torch
     base = {"op": spec.op, "dtype": spec.dtype, "batch": spec.batch, "n": spec.n, "k": spec.k,
             "backend": spec.backend, "started_at": utc_now(), "attempt": attempt}
-    problem = ops.support_problem(torch, spec, session.device) or _backend_problem(session, spec)
+    problem = ops.support_problem(spec, session.device) or _backend_problem(session, spec)
     if problem:
         return Point(status="unsupported", reason=problem, finished_at=utc_now(), **base)
     per_copy = ops.bytes_per_copy(spec)
@@ -137,7 +138,7 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
                 eager_samples = measure(eager.sample, _eager_rule(session.rule), session.clock,
                                         should_stop).samples_s
             session.synchronize()
-            median = sorted(result.samples_s)[len(result.samples_s) // 2]
+            median = quantile(sorted(result.samples_s), 0.5)
             counted = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k).bytes
             telemetry = session.window_summary(result, len(result.samples_s) * timer.launches, counted / median)
     except Stopped:

@@ -29,10 +29,6 @@ CHECK_GROUPS = 8
 TOLERANCES = {"fp32": 1e-4, "tf32": 2e-3, "fp16": 5e-3, "bf16": 1e-2, "fp8": 1e-2}
 
 
-class Unsupported(Exception):
-    """This device or build cannot run this op/dtype; the message says why."""
-
-
 class OutOfMemory(MemoryError):
     """A point would go over ``--max-memory`` (the CPU's cap, enforced by this accounting)."""
 
@@ -58,7 +54,7 @@ def torch_dtype(torch, dtype: str):
     }[dtype]
 
 
-def support_problem(torch, spec: PointSpec, device: dict[str, Any]) -> str | None:
+def support_problem(spec: PointSpec, device: dict[str, Any]) -> str | None:
     """Why this device cannot run the point, or None."""
     if spec.dtype == "tf32" and device["kind"] != "cuda":
         return "tf32 is a tensor-core mode of NVIDIA GPUs; the CPU has none"

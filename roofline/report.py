@@ -15,6 +15,7 @@ from roofline import plots
 from roofline.analysis import analyse
 from roofline.reference import marked_percent
 from roofline.schema import Result
+from roofline.stats import quantile
 from roofline.tables import reference_lines, series_table
 from roofline.units import seconds, si
 
@@ -66,7 +67,7 @@ def method_lines(result: Result) -> list[str]:
         f"per point; seed {s.get('seed')}",
     ]
     if samples:
-        lines.append(f"Samples per point: median {samples[len(samples) // 2]}, range {samples[0]}–{samples[-1]}")
+        lines.append(f"Samples per point: median {quantile(samples, 0.5):g}, range {samples[0]}–{samples[-1]}")
     telemetry = result.telemetry or {}
     if telemetry.get("source") not in (None, "none"):
         extra = f"; {telemetry['reason']}" if telemetry.get("reason") else ""
@@ -74,7 +75,7 @@ def method_lines(result: Result) -> list[str]:
                      f"{telemetry.get('power', 'instantaneous')}{extra}")
     overheads = [p.launch_overhead_s for p in ok if p.launch_overhead_s is not None]
     if overheads:
-        median = sorted(overheads)[len(overheads) // 2]
+        median = quantile(sorted(overheads), 0.5)
         lines.append(f"Launch overhead (eager − graph median): median {seconds(median)}")
     return lines
 
