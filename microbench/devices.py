@@ -11,6 +11,7 @@ import platform
 import re
 import socket
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -162,9 +163,12 @@ def tool_info(root: Path | None = None) -> dict[str, Any]:
 
 
 def host_info() -> dict[str, Any]:
-    """The machine around the device: OS, CPU, memory, Python and library versions."""
-    import torch
+    """The machine around the device: OS, CPU, memory, Python and library versions.
 
+    Torch's thread count only when torch is already loaded (every measuring command loads it first): the
+    commands that only analyse (``simulate``, ``profile --analytic``) must not import torch to describe the host.
+    """
+    torch = sys.modules.get("torch")
     packages = ("torch", "numpy", "nvidia-ml-py", "cupy-cuda12x", "cupy-cuda13x", "click", "matplotlib")
     return {
         "hostname": socket.gethostname(),
@@ -173,7 +177,7 @@ def host_info() -> dict[str, Any]:
         "cpu_cores": os.cpu_count(),
         "memory_bytes": meminfo_bytes("MemTotal"),
         "python": platform.python_version(),
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads() if torch is not None else None,
         "libraries": {name: _version(name) for name in packages if _version(name)},
     }
 

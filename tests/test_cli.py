@@ -75,6 +75,20 @@ def test_read_only_commands_do_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
+def test_simulate_and_analytic_profile_do_not_import_torch(tmp_path):
+    """The simulator is analysis: running it (and writing its host record) must not load torch."""
+    import subprocess
+
+    code = ("import sys; from click.testing import CliRunner; from microbench.cli import main; "
+            f"out = {str(tmp_path)!r}; "
+            "a = CliRunner().invoke(main, ['profile', '--analytic', '--gpu', 'h200-sxm', '--model', 'llama-3-8b', "
+            "'-o', out + '/p.json']); "
+            "b = CliRunner().invoke(main, ['simulate', out + '/p.json', '--requests', '8', '-o', out + '/sim']); "
+            "print(a.exit_code, b.exit_code, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "0", "False"], out.stdout + out.stderr
+
+
 def test_help_lists_commands():
     result = run("--help")
     assert result.exit_code == 0
