@@ -16,6 +16,7 @@ from typing import Any
 from microbench.ops import random_tensor, seed_for, torch_dtype
 from roofline.counting import DTYPE_SIZES
 from roofline.errors import BadInputError
+from roofline.models import ModelProfile
 
 ATTENTION_KERNELS = ("sdpa", "bmm")
 ROPE_THETA = 10000.0
@@ -94,31 +95,18 @@ class AttentionWorkload:
         return 4 * self.batch * self.shape.heads * self.q_len * self.kv_len * self.shape.head_dim
 
 
-@dataclass(frozen=True)
-class OtherShape:
-    """What a step does besides GEMMs and attention: per layer two RMSNorms, RoPE on q and k, the gated
-    activation, two residual adds; once, the final norm and greedy sampling over the vocabulary."""
-
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    vocab: int
-    gated: bool
-
-
 class OtherWorkload:
-    """The elementwise and reduction work of a whole step for ``tokens`` tokens (one launch = one step)."""
+    """The elementwise and reduction work of a whole step for ``tokens`` tokens (one launch = one step): per
+    layer two RMSNorms, RoPE on q and k, the MLP activation, two residual adds; once, the final norm and greedy
+    sampling over the vocabulary.  ``shape`` is the model as one rank holds it (``roofline.models.per_rank``)."""
 
-    def __init__(self, torch, shape: OtherShape, tokens: int, dtype: str, device: str, copies: int, seed: int,
+    def __init__(self, torch, shape: ModelProfile, tokens: int, dtype: str, device: str, copies: int, seed: int,
                  sample_rows: int | None = None):
         self.torch, self.shape, self.tokens, self.copies = torch, shape, tokens, copies
         # Greedy sampling reads the logits of the last position of each sequence only.
         self.rows = min(tokens, sample_rows or tokens)
         t, s = tokens, shape
-        mlp = (2 if s.gated else 1) * s.intermediate
+        mlp = (2 if s.gated_mlp else 1) * s.intermediate
 
         def rand(name, dims, i):
             return random_tensor(torch, dims, dtype, device, seed_for(seed, name, f"other/{t}", i))
@@ -146,7 +134,7 @@ class OtherWorkload:
             x = x + h
             h = f.rms_norm(x, (s.hidden,), self.norm_weight)
             a = self.mlp[i]
-            act = f.silu(a[:, : s.intermediate]) * a[:, s.intermediate:] if s.gated else f.gelu(a)
+            act = f.silu(a[:, : s.intermediate]) * a[:, s.intermediate:] if s.gated_mlp else f.gelu(a)
             x = x + h + act[:, :1]  # the residual; the activation's cost is paid whole above
         h = f.rms_norm(x, (s.hidden,), self.norm_weight)
         self.tokens_out[i] = torch.argmax(self.logits[i] + h[: self.rows, :1], dim=-1)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from microbench.plan import PlanError
-from microbench.profile_kernels import ATTENTION_KERNELS, AttentionShape, OtherShape
+from microbench.profile_kernels import ATTENTION_KERNELS, AttentionShape
 from roofline.counting import DTYPES
 from roofline.models import ModelProfile, check_tp, layer_shapes, load_hf_config, load_model
 
@@ -163,11 +163,6 @@ def plan_items(plan: ProfilePlan, model: ModelProfile) -> list[Item]:
 
 def attention_shape(model: ModelProfile, tp: int) -> AttentionShape:
     return AttentionShape(model.heads // tp, model.kv_heads // tp, model.head_dim)
-
-
-def other_shape(model: ModelProfile, tp: int) -> OtherShape:
-    return OtherShape(model.layers, model.hidden, model.heads // tp, model.kv_heads // tp, model.head_dim,
-                      model.intermediate // tp, -(-model.vocab // tp), model.gated_mlp)
 
 
 def model_record(model: ModelProfile) -> dict[str, Any]:

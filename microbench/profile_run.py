@@ -31,13 +31,12 @@ from microbench.profile_plan import (
     grids_for,
     linear_shapes,
     model_record,
-    other_shape,
     plan_items,
 )
 from microbench.sweep import Interrupted, SweepConfig, SweepObserver, prepare_sweep
 from microbench.timers import CpuTimer
 from roofline.counting import DTYPE_SIZES, count_work
-from roofline.models import kv_bytes_per_token, weight_bytes
+from roofline.models import kv_bytes_per_token, per_rank, weight_bytes
 from roofline.results import check_writable
 from roofline.serving.profile_doc import StepProfile, save_json_atomic, save_profile
 
@@ -208,9 +207,9 @@ def _build_workload(session, plan: ProfilePlan, model, item: Item, dtype: str):
     torch, device = session.torch, session.choice.torch_name
     size = DTYPE_SIZES[dtype][0]
     if item.kind == "other":
-        shape = other_shape(model, plan.tp)
+        shape = per_rank(model, plan.tp)
         rows = min(item.a, plan.max_batch)
-        per_copy = size * item.a * (3 * shape.hidden + (2 if shape.gated else 1) * shape.intermediate
+        per_copy = size * item.a * (3 * shape.hidden + (2 if shape.gated_mlp else 1) * shape.intermediate
                                     + (shape.heads + shape.kv_heads) * shape.head_dim) + size * rows * shape.vocab
         copies = _copies(session, per_copy, f"other work at {item.a} tokens")
         return OtherWorkload(torch, shape, item.a, dtype, device, copies, session.seed, sample_rows=rows)

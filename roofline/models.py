@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from roofline.counting import DTYPE_SIZES
@@ -153,6 +153,14 @@ def check_tp(model: ModelProfile, tp: int) -> None:
                         ("intermediate size", model.intermediate)):
         if value % tp:
             raise ProfileError(f"--tp {tp} does not divide the {value} {what} of {model.name}")
+
+
+def per_rank(model: ModelProfile, tp: int) -> ModelProfile:
+    """The part of the model one of ``tp`` GPUs holds: heads, KV heads and the MLP split evenly, the
+    vocabulary rounded up (the last rank's lm_head shard may be padded)."""
+    check_tp(model, tp)
+    return replace(model, heads=model.heads // tp, kv_heads=model.kv_heads // tp,
+                   intermediate=model.intermediate // tp, vocab=math.ceil(model.vocab / tp))
 
 
 def layer_shapes(model: ModelProfile, tp: int = 1) -> list[LayerShape]:

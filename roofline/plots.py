@@ -4,6 +4,7 @@ figure and returns it, or None with nothing to draw.  Colour-blind-safe (Okabe-I
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import matplotlib
@@ -32,6 +33,25 @@ def _style() -> None:
 def _series(analysis: dict[str, Any], op: str | None = None, dtype: str | None = None) -> list[dict[str, Any]]:
     return [s for s in analysis["series"] if s["points"] and (op is None or s["op"] == op)
             and (dtype is None or s["dtype"] == dtype)]
+
+
+def _gemm_figure(min_points: int = 1):
+    """Decorator for a figure of the GEMM series (those with at least ``min_points``): the drawing function
+    gets them, and never runs when there are none (the figure is then None); house style before, tight
+    layout after (a drawing that finds nothing to draw returns None itself)."""
+    def wrap(draw):
+        @functools.wraps(draw)
+        def figure(result: Result, analysis: dict[str, Any]):
+            series = [s for s in _series(analysis, op="gemm") if len(s["points"]) >= min_points]
+            if not series:
+                return None
+            _style()
+            fig = draw(result, analysis, series)
+            if fig is not None:
+                fig.tight_layout()
+            return fig
+        return figure
+    return wrap
 
 
 def _label(s: dict[str, Any]) -> str:
@@ -125,12 +145,9 @@ def _model_time(s: dict[str, Any], batches: np.ndarray) -> np.ndarray | None:
     return roof_time_s([w.flop for w in works], [w.bytes for w in works], bw, peak)
 
 
-def time_figure(result: Result, analysis: dict[str, Any]):
+@_gemm_figure(min_points=2)
+def time_figure(result: Result, analysis: dict[str, Any], series: list[dict[str, Any]]):
     """Time per launch against batch with the fitted max(memory, compute) model and B* shaded."""
-    series = [s for s in _series(analysis, op="gemm") if len(s["points"]) >= 2]
-    if not series:
-        return None
-    _style()
     cols = min(3, len(series))
     rows = (len(series) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
@@ -167,16 +184,12 @@ def time_figure(result: Result, analysis: dict[str, Any]):
     for ax in list(axes.flat)[len(series):]:
         ax.set_visible(False)
     fig.suptitle("Flat, then rising: time per decode step against batch")
-    fig.tight_layout()
     return fig
 
 
-def throughput_figure(result: Result, analysis: dict[str, Any]):
+@_gemm_figure()
+def throughput_figure(result: Result, analysis: dict[str, Any], series: list[dict[str, Any]]):
     """Achieved FLOP/s and bytes/s against batch, as % of the measured ceilings on second axes."""
-    series = _series(analysis, op="gemm")
-    if not series:
-        return None
-    _style()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8.5, 7), sharex=True)
     for index, s in enumerate(series):
         batches = [p["batch"] for p in s["points"]]
@@ -204,16 +217,12 @@ def throughput_figure(result: Result, analysis: dict[str, Any]):
         top.axhline(value / 1e12, color="0.4", ls="--", lw=1, label=f"measured peak: {peak.label}")
     top.legend(fontsize=8)
     top.set_title("Throughput against batch")
-    fig.tight_layout()
     return fig
 
 
-def efficiency_figure(result: Result, analysis: dict[str, Any]):
+@_gemm_figure()
+def efficiency_figure(result: Result, analysis: dict[str, Any], series: list[dict[str, Any]]):
     """Achieved over attainable (fitted, measured and spec roofs) against batch."""
-    series = _series(analysis, op="gemm")
-    if not series:
-        return None
-    _style()
     fig, ax = plt.subplots(figsize=(8.5, 4.5))
     drawn = False
     for index, s in enumerate(series):
@@ -235,7 +244,6 @@ def efficiency_figure(result: Result, analysis: dict[str, Any]):
     ax.set_title("Efficiency: achieved FLOP/s over the roofline at each point's intensity (above 100%: flagged)",
                  fontsize=9)
     ax.legend(fontsize=7.5)
-    fig.tight_layout()
     return fig
 
 

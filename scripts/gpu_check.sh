@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One-call GPU validation: GPU tests, ceilings, a default sweep, a report, the timer benchmark.
+# One-call GPU validation: GPU tests, ceilings, a default sweep, a report, the timer benchmark, and the
+# serving check of issue 16 (scripts/serving_check.sh) while the 8-minute budget allows it.
 # Writes results and one log into OUTDIR (pass $OUT on the device machine) and prints a short table
 # last.  Budgeted to finish in under 8 minutes on an H200; each step has its own timeout.
 #
@@ -7,30 +8,8 @@
 #
 # Never changes clocks, power limits or modes: it measures the card as found.
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu_check.sh OUTDIR}
-DEVICE=${GPUBENCH_DEVICE:-cuda}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-cd "$ROOT" || exit 2
-export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg
-LOG="$OUT/gpu_check.log"
-STEPS="$(mktemp)"  # folded into summary.txt: the device tool brings back at most 8 files
-: >"$LOG"
-: >"$STEPS"
-gpubench() { python3 -m microbench.cli "$@"; }
-
-step() {  # step NAME TIMEOUT_S COMMAND...: run, log, record status and seconds
-  local name=$1 limit=$2 start rc
-  shift 2
-  start=$(date +%s)
-  echo "=== $name: $*" >>"$LOG"
-  timeout "$limit" "$@" >>"$LOG" 2>&1
-  rc=$?
-  printf '%-10s rc=%-3s %4ss\n' "$name" "$rc" "$(( $(date +%s) - start ))" >>"$STEPS"
-  return 0
-}
-
+# shellcheck source=scripts/check_common.sh
+source "$(dirname "$0")/check_common.sh" "${1:?usage: scripts/gpu_check.sh OUTDIR}" gpu_check.log
 step env 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,power.limit,driver_version --format=csv 2>&1; python3 -c "import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda)"'
 step devices 60 python3 -m microbench.cli devices
 BACKENDS=torch
@@ -59,6 +38,15 @@ step decode 90 python3 -m microbench.cli decode "${DECODE_MODEL[@]}" --batch 1:2
 [ -f "$OUT/report/decode/decode.json" ] && cp "$OUT/report/decode/decode.json" "$OUT/decode.json"
 [ -d "$OUT/report" ] && tar -C "$OUT" -czf "$OUT/report.tar.gz" report && rm -rf "$OUT/report"
 step bench 90 python3 scripts/bench_timer.py --device "$DEVICE" -o "$OUT/bench.json"
+# The serving check last, in what is left of a 460 s budget (8 minutes less the machine's start-up slack):
+# it needs about 3 minutes on an H200 and is skipped, saying so, when fewer than 150 s are left.
+LEFT=$(seconds_left 460)
+if [ "$DEVICE" = cpu ]; then export GPUBENCH_MODEL_CONFIG=${GPUBENCH_MODEL_CONFIG:-tests/data/tiny-llama-config.json}; fi
+if [ "$LEFT" -ge 150 ]; then
+  step serving "$LEFT" scripts/serving_check.sh "$OUT/serving"
+else
+  printf '%-10s skipped: %ss left of the budget\n' serving "$LEFT" >>"$STEPS"
+fi
 
 {
   echo "--- steps (rc, seconds) ---"
@@ -94,4 +82,12 @@ if (out / "bench.json").exists():
     bench = json.loads((out / "bench.json").read_text())
     print("bench: " + "; ".join(f"{k} {formatted(k, v)}" for k, v in bench.items()))
 PY
+if [ -f "$OUT/serving/serving_check.log" ]; then
+  echo "--- serving (predicted against measured) ---"
+  grep -E "^(engine|static|continuous|total_s|tokens_per_s|ttft_p90|tpot_p90|e2e_p90)|ratio|total time|rc=" \
+    "$OUT/serving/serving_check.log" | tail -16
+fi
 } 2>&1 | tee "$OUT/summary.txt"
+# At most 8 files come back from the device machine: the serving folder travels as one archive.
+[ -d "$OUT/serving" ] && tar -C "$OUT" -czf "$OUT/serving.tar.gz" serving && rm -rf "$OUT/serving"
+rm -f "$STEPS"

@@ -9,17 +9,10 @@
 #   GPUBENCH_DEVICE=cpu GPUBENCH_MODEL_CONFIG=tests/data/tiny-llama-config.json scripts/serving_check.sh /tmp/x
 #                                        (a dry run of the script without a GPU, on the tiny model)
 #
-# To add to scripts/gpu_check.sh:   step serving 240 scripts/serving_check.sh "$OUT/serving"
+# scripts/gpu_check.sh runs it as its last step when time is left.
 set -uo pipefail
-OUT=${1:?usage: scripts/serving_check.sh OUTDIR}
-DEVICE=${GPUBENCH_DEVICE:-cuda}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-cd "$ROOT" || exit 2
-export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg
-LOG="$OUT/serving_check.log"
-: >"$LOG"
+# shellcheck source=scripts/check_common.sh
+source "$(dirname "$0")/check_common.sh" "${1:?usage: scripts/serving_check.sh OUTDIR}" serving_check.log
 if [ -n "${GPUBENCH_MODEL_CONFIG:-}" ]; then
   MODEL=(--hf-config "$GPUBENCH_MODEL_CONFIG"); PROMPT=fixed:16; OUTPUT=exp:16:40; TOKENS=256; CONTEXT=64
 else
@@ -27,17 +20,16 @@ else
 fi
 PROFILE="$OUT/profile-llama-3-8b.json"
 rm -f "$PROFILE.partial"
-echo "=== profile" >>"$LOG"
 # 16 prompts of 512 tokens are one 8192-token prefill step: the token grid must reach it.
-timeout 120 python3 -m microbench.cli profile "${MODEL[@]}" --dtype bf16 --device "$DEVICE" --max-tokens "$TOKENS" \
-  --max-context "$CONTEXT" --max-batch 64 --budget 0.1 -o "$PROFILE" >>"$LOG" 2>&1
-echo "profile rc=$?" | tee -a "$LOG"
-echo "=== validate" >>"$LOG"
-timeout 150 python3 -m microbench.cli validate --engine transformers --profile "$PROFILE" --device "$DEVICE" \
+step profile 120 python3 -m microbench.cli profile "${MODEL[@]}" --dtype bf16 --device "$DEVICE" \
+  --max-tokens "$TOKENS" --max-context "$CONTEXT" --max-batch 64 --budget 0.1 -o "$PROFILE"
+step validate 150 python3 -m microbench.cli validate --engine transformers --profile "$PROFILE" --device "$DEVICE" \
   --requests 64 --prompt "$PROMPT" --output "$OUTPUT" --seed 0 --arrivals burst --calibration-requests 32 \
   --static-batch 16 --max-batch 64 --budget-tokens "$TOKENS" --repeats 1 --clock wall --fail-above 0.10 \
-  -o "$OUT/validate" >>"$LOG" 2>&1
+  -o "$OUT/validate"
 rc=$?
+cat "$STEPS" >>"$LOG"
+rm -f "$STEPS"
 echo "validate rc=$rc (1: a prediction is off by more than 10%)" | tee -a "$LOG"
 grep -E "^(engine|static|continuous|total_s|tokens_per_s|ttft_p90|tpot_p90|e2e_p90)|ratio|total time" "$LOG" | tail -14
 exit "$rc"
