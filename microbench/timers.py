@@ -71,16 +71,21 @@ def event_times_s(torch, action) -> list[float]:
     return [start.elapsed_time(end) * 1e-3 for start, end in pairs]
 
 
-class CudaEagerTimer:
+class _CudaTimer:
+    """What both CUDA timers hold: the launch, its copies, torch, and launches per sample (1 until prepared)."""
+
+    def __init__(self, launch: Launch, copies: int, torch_module):
+        self.launch, self.copies, self.torch = launch, copies, torch_module
+        self.launches = 1
+
+
+class CudaEagerTimer(_CudaTimer):
     """One launch between each pair of events, rotating through the copies."""
 
     name = "cuda-eager"
 
     def __init__(self, launch: Launch, copies: int, torch_module):
-        self.launch = launch
-        self.copies = copies
-        self.torch = torch_module
-        self.launches = 1
+        super().__init__(launch, copies, torch_module)
         self._next = 0
 
     def prepare(self) -> None:
@@ -94,15 +99,13 @@ class CudaEagerTimer:
         self._next += 1
 
 
-class CudaGraphTimer:
+class CudaGraphTimer(_CudaTimer):
     """Replays of a captured graph of ``launches`` rotated launches, timed with events."""
 
     name = "cuda-graph"
 
     def __init__(self, launch: Launch, copies: int, torch_module):
-        self.launch = launch
-        self.copies = copies
-        self.torch = torch_module
+        super().__init__(launch, copies, torch_module)
         self.launches = copies
         self.graph = None
 

@@ -134,7 +134,6 @@ def unit_figures(item: Loaded, dtype: str, n: int, k: int) -> dict[str, Any] | N
         "pct_spec_bandwidth": 100 * gemv_bw / spec_bw if gemv_bw and spec_bw else None,
         "pct_spec_peak": 100 * peak / spec_peak if peak and spec_peak else None,
         "times_s": {p["batch"]: p["time_s"] for p in (gemm or {}).get("points", [])},
-        "throttled_points": sum(bool((p.telemetry or {}).get("throttled")) for p in item.result.points),
     }
 
 
@@ -151,8 +150,7 @@ def spec_row(sku: str, dtype: str, n: int, k: int) -> dict[str, Any]:
             "peak_ci95": [None, None],
             "gemv_bytes_per_s": profile.bandwidth_bytes_per_s, "peak_flop_per_s": peak, "ridge_flop_per_byte": ridge,
             "critical_batch": batch, "critical_batch_ci95": [None, None], "critical_batch_lower_bound": None,
-            "pct_spec_bandwidth": 100.0, "pct_spec_peak": 100.0 if peak else None, "times_s": {},
-            "throttled_points": 0}
+            "pct_spec_bandwidth": 100.0, "pct_spec_peak": 100.0 if peak else None, "times_s": {}}
 
 
 def groups_of(loaded: list[Loaded]) -> list[tuple[str, int, int]]:
@@ -188,9 +186,6 @@ def compare_results(loaded: list[Loaded], baseline: str | None = None, specs: li
                     significance[row["file"]] = differences(base, reference, items[row["file"]], row, (dtype, n, k))
         groups.append({"dtype": dtype, "n": n, "k": k, "rows": rows, "speed_vs_baseline": ratios,
                        "significance_vs_baseline": significance})
-    versions = {item.result.schema_version for item in loaded}
-    if len(versions) > 1:
-        not_comparable.append(f"schema versions differ ({sorted(versions)}): older ones were migrated on load")
     return {"baseline": base.file if base else None, "groups": groups, "not_comparable": not_comparable}
 
 

@@ -114,7 +114,7 @@ def overlay_figures(comparison: dict[str, Any]):
     import numpy as np
 
     from roofline.counting import count_work
-    from roofline.plots import MARKERS, OKABE_ITO
+    from roofline.plots import MARKERS, OKABE_ITO, batch_axes
     from roofline.roof import roof_time_s
 
     figures = {}
@@ -137,13 +137,7 @@ def overlay_figures(comparison: dict[str, Any]):
                                     row["peak_flop_per_s"])
                 left.plot(batches, times * 1e6, "--", color=color, label=label)
                 right.plot(batches, np.array([w.flop for w in works]) / times / 1e12, "--", color=color)
-        for ax in (left, right):
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("batch")
-            ax.grid(alpha=0.3)
-        left.set_yscale("log")
-        left.set_ylabel("time per launch (µs)")
-        right.set_ylabel("achieved TFLOP/s")
+        batch_axes(left, right, "batch", "time per launch (µs)", "achieved TFLOP/s")
         left.legend(fontsize=7)
         fig.suptitle(f"{group['dtype']} {group['n']}×{group['k']}: measured (solid) and spec-only (dashed)")
         fig.tight_layout()

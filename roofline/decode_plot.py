@@ -12,7 +12,7 @@ def decode_figure(document: dict[str, Any]):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from roofline.plots import OKABE_ITO
+    from roofline.plots import OKABE_ITO, batch_axes
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for index, key in enumerate(("measured", "analytic")):
@@ -37,13 +37,7 @@ def decode_figure(document: dict[str, Any]):
         crossing = (part.get("crossing") or {}).get("crossover_batch")
         if crossing:
             right.axvline(crossing, color=OKABE_ITO[3 + index], lw=1, label=f"turns compute-bound ({key})")
-    for ax in (left, right):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("batch (sequences)")
-        ax.grid(alpha=0.3)
-    left.set_yscale("log")
-    left.set_ylabel("tokens/s (all sequences)")
-    right.set_ylabel("time per output token (ms)")
+    batch_axes(left, right, "batch (sequences)", "tokens/s (all sequences)", "time per output token (ms)")
     setup = document["setup"]
     fig.suptitle(f"Decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, {setup['dtype']}")
     left.legend(fontsize=7)

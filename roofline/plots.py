@@ -30,6 +30,17 @@ def _style() -> None:
                          "grid.alpha": 0.3, "axes.prop_cycle": matplotlib.cycler(color=OKABE_ITO)})
 
 
+def batch_axes(left, right, xlabel: str, left_label: str, right_label: str) -> None:
+    """A side-by-side pair against batch: log2 batch on both, log time or rate on the left."""
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    left.set_yscale("log")
+    left.set_ylabel(left_label)
+    right.set_ylabel(right_label)
+
+
 def _series(analysis: dict[str, Any], op: str | None = None, dtype: str | None = None) -> list[dict[str, Any]]:
     return [s for s in analysis["series"] if s["points"] and (op is None or s["op"] == op)
             and (dtype is None or s["dtype"] == dtype)]

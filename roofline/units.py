@@ -29,15 +29,18 @@ def _rounded(value: float, digits: int) -> float:
     return float(significant(value, digits)) if math.isfinite(value) else value
 
 
-def quantity(value: float | None, unit: str, digits: int = 3) -> str:
-    """A quantity with an SI prefix chosen so the number reads 1 to 999: ``16.9 kB``, ``4.8 TB/s``."""
+def _scaled(value: float | None, scales: tuple[tuple[float, str], ...], digits: int) -> str:
+    """``value`` over the first scale it reaches (the last scale below them all), with that scale's unit."""
     if value is None:
         return MISSING
     value = _rounded(value, digits)
-    for factor, prefix in PREFIXES:
-        if abs(value) >= factor:
-            return f"{significant(value / factor, digits)} {prefix}{unit}"
-    return f"{significant(value, digits)} {unit}"
+    factor, unit = next(((f, u) for f, u in scales if abs(value) >= f), scales[-1])
+    return f"{significant(value / factor, digits)} {unit}"
+
+
+def quantity(value: float | None, unit: str, digits: int = 3) -> str:
+    """A quantity with an SI prefix chosen so the number reads 1 to 999: ``16.9 kB``, ``4.8 TB/s``."""
+    return _scaled(value, tuple((factor, prefix + unit) for factor, prefix in PREFIXES) + ((1.0, unit),), digits)
 
 
 def si(value: float | None, unit: str, digits: int = 3) -> str:
@@ -51,13 +54,7 @@ def si_bytes(value: float | None, digits: int = 3) -> str:
 
 def seconds(value: float | None, digits: int = 3) -> str:
     """A duration in s, ms, µs or ns, whichever reads 1 to 999 (seconds stay seconds above 1000)."""
-    if value is None:
-        return MISSING
-    value = _rounded(value, digits)
-    for factor, unit in SUBSECOND:
-        if abs(value) >= factor:
-            return f"{significant(value / factor, digits)} {unit}"
-    return f"{significant(value / 1e-9, digits)} ns"
+    return _scaled(value, SUBSECOND, digits)
 
 
 def percent(value: float | None) -> str:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from roofline.errors import BadInputError
 from roofline.serving.policies import Policy, StepPlan, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
-from roofline.serving.step_cost import CostModel
+from roofline.serving.step_cost import CostModel, StepCost
 from roofline.serving.workload import Request
 
 KV_WATERMARK = 0.01  # vLLM keeps 1% of the blocks free at admission, so running sequences can grow
@@ -52,9 +52,10 @@ class RequestOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class StepRecord:
+class StepRecord(StepCost):
+    """One simulated step: its cost (``StepCost``'s fields) and the state of the batch and the KV cache."""
+
     start_s: float
-    time_s: float
     decodes: int
     prefill_tokens: int
     sequences: int  # decodes + prefill chunks in the step (static: every slot, finished or not)
@@ -65,13 +66,9 @@ class StepRecord:
     padding_tokens: int  # static: prompt tokens of padding prefilled
     kv_blocked: bool  # a waiting request was refused for lack of KV blocks
     preempted: int
-    linear_s: float
-    attention_s: float
-    other_s: float
-    overhead_s: float
-    flop: float
-    bytes: float
-    compute_bound: bool
+
+
+COST_FIELDS = tuple(f.name for f in fields(StepCost))
 
 
 @dataclass(frozen=True)
@@ -247,13 +244,12 @@ def _record(engine: Engine, plan: StepPlan, cost, start_s: float, waiting: int, 
     padding = sum(plan.padded_prompt_tokens - s.request.prompt_tokens for s, _ in plan.chunks) \
         if plan.padded_prompt_tokens else 0
     return StepRecord(
-        start_s=start_s, time_s=cost.time_s, decodes=len(plan.decodes),
+        start_s=start_s, decodes=len(plan.decodes),
         prefill_tokens=sum(t for _, t in plan.chunks), sequences=len(plan.decodes) + len(plan.chunks),
         waiting=waiting, kv_tokens=sum(s.kv_tokens for s in holders) if plan.padded_prompt_tokens else engine.kv_tokens,
         kv_blocks_used=None if engine.kv_blocks is None else engine.kv_blocks - engine.free_blocks,
         wasted_slots=wasted, padding_tokens=padding, kv_blocked=engine.kv_blocked, preempted=engine.preempted,
-        linear_s=cost.linear_s, attention_s=cost.attention_s, other_s=cost.other_s, overhead_s=cost.overhead_s,
-        flop=cost.flop, bytes=cost.bytes, compute_bound=cost.compute_bound)
+        **{name: getattr(cost, name) for name in COST_FIELDS})
 
 
 def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,
