@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from microbench.cli_edges import BadInput, Number, check_output_or_exit, refuse_what_cannot_run, write_outputs
-from microbench.config import FLAGS
+from microbench.config import FLAGS, L2_POLICIES, TIMERS
 from roofline.errors import BadInputError
 from roofline.profiles import ProfileError
 from roofline.results import ResultError
@@ -90,22 +90,23 @@ def main() -> None:
 @_option("dtypes", multiple=True, help="fp32, tf32, fp16, bf16, fp8 [GPU: bf16; CPU: fp32,bf16]")
 @_option("shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable)")
 @_option("batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
-@_option("budget_s", default=None, help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
-@_option("target_rel_ci", default="0.01", show_default=True,
+@_option("budget_s", default=None, metavar="SECONDS", help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
+@_option("target_rel_ci", default="0.01", show_default=True, metavar="FRACTION",
          help="stop when the 95% CI of the median is within this fraction")
 @_option("seed", type=int, default=0, show_default=True)
 @_option("output", type=click.Path(path_type=Path), default=None,
          help="result file [results/<sku or cpu>-<UTC time>.json]")
 @_option("quick", is_flag=True, help="a small plan: under 30 s on a 2-core CPU")
-@_option("timer", default="graph", show_default=True,
+@_option("timer", default="graph", show_default=True, metavar="[" + "|".join(TIMERS) + "]",
          help="GPU timer: graph (a CUDA graph of rotated launches) or eager (one launch per event pair)")
-@_option("l2_policy", default="rotate", show_default=True,
+@_option("l2_policy", default="rotate", show_default=True, metavar="[" + "|".join(L2_POLICIES) + "]",
          help="rotate (weight copies so every launch reads DRAM) or warm (reuse one copy: cache-warm)")
 @_option("with_ceilings", flag_value=False, default=True, help="skip measuring copy/read bandwidth and matmul peak")
 @_option("report", is_flag=True, help="write the report folder beside the result at the end")
-@_option("telemetry_interval_s", default="0.05", show_default=True, help="seconds between NVML readings")
+@_option("telemetry_interval_s", default="0.05", show_default=True, metavar="SECONDS",
+         help="seconds between NVML readings")
 @_option("telemetry", flag_value=False, default=True, help="do not sample NVML while measuring")
-@_option("max_memory_bytes", default=None, help="cap on what the sweep allocates: 8G, 512Mi, bytes")
+@_option("max_memory_bytes", default=None, metavar="SIZE", help="cap on what the sweep allocates: 8G, 512Mi, bytes")
 @_option("require_idle", is_flag=True, help="refuse to start (exit 2) when the device is busy")
 @_option("resume", type=click.Path(path_type=Path), default=None,
          help="continue the plan recorded in this result file, skipping its points")
@@ -154,7 +155,7 @@ def _sweep_all(ctx, config) -> None:
 @_option("dtypes", multiple=True, help="dtypes for the matmul peak [GPU: all it runs; CPU: fp32,bf16]")
 @_option("backends", multiple=True, help="torch, cupy or torch,cupy [torch]")
 @_option("quick", is_flag=True, help="fewer matmul shapes")
-@_option("budget_s", default=None, help="seconds of sampling per measurement")
+@_option("budget_s", default=None, metavar="SECONDS", help="seconds of sampling per measurement")
 @_option("output", type=click.Path(path_type=Path), default=None, help="also save as a result file")
 @_option("force", is_flag=True, help="replace an existing -o file")
 @click.pass_context
