@@ -5,6 +5,9 @@ A signal finishes the point in flight (a second one abandons it), saves, and rai
 ``--resume`` continues the same plan.  A point that telemetry flags (thermal or hardware slowdown, an SM
 clock that moved without a power cap to explain it) is measured once more after a pause, and both attempts
 are kept; a power-capped point is recorded as such and not measured again.
+
+Only the CLI and ``resume`` import this module: what a sweep is asked to do is ``microbench.config``, opening
+the device is ``microbench.session.open_session``, progress and ``Interrupted`` are ``microbench.observer``.
 """
 
 from __future__ import annotations
