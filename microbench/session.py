@@ -6,6 +6,7 @@ ceilings, decode, profile and the timer benchmark all open theirs here).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -111,9 +112,12 @@ class Session:
                                 self.device.get("theoretical_bandwidth_bytes_per_s"), timer_bytes_per_s)
 
 
-def open_session(config: SweepConfig, observer: SweepObserver) -> Session:
-    """Resolve the device, import torch, describe the device, and check what needs it: the CuPy back end's
-    availability and, with ``require_idle``, that nobody else is using it (else a warning).
+def open_session(config: SweepConfig, observer: SweepObserver,
+                 check: Callable[[Session], None] | None = None) -> Session:
+    """Resolve the device, import torch, describe the device, and check what needs it: ``check`` (the
+    caller's own refusals on this device: does the plan fit it), the CuPy back end's availability and, last,
+    whether somebody else is using it (refused with ``require_idle``, else a warning).  Bad input is refused
+    before anything is said about the device's load.
 
     Raises ``DeviceError`` or ``PlanError`` with one-line messages; ``config`` itself is already valid.
     """
@@ -128,18 +132,19 @@ def open_session(config: SweepConfig, observer: SweepObserver) -> Session:
     budget = config.budget_s if config.budget_s is not None else defaults.budget_s
     rule = StoppingRule(target_rel_ci=config.target_rel_ci, budget_s=budget,
                         warmup_s=0.05 if choice.kind == "cuda" else 0.02)
-    device = describe_device(choice)
+    session = Session(torch=torch, choice=choice, device=describe_device(choice), rule=rule, timer=config.timer,
+                      l2_policy=config.l2_policy, seed=config.seed, max_memory_bytes=config.max_memory_bytes)
+    if check is not None:
+        check(session)
     if "cupy" in config.backends:
         from microbench.cupy_backend import unavailable_reason
 
-        why = unavailable_reason(device)
+        why = unavailable_reason(session.device)
         if why:
             raise plan.PlanError(f"--backend cupy: {why}")
-    busy = busy_state(device)
+    session.busy_at_start = busy = busy_state(session.device)
     if busy["busy"]:
         if config.require_idle:
             raise plan.PlanError(f"the device is busy ({busy['why']}) and --require-idle was given")
         observer.on_notice(f"WARNING: the device is busy ({busy['why']}): measurements may be slower and noisier")
-    return Session(torch=torch, choice=choice, device=device, rule=rule, timer=config.timer,
-                   l2_policy=config.l2_policy, seed=config.seed, max_memory_bytes=config.max_memory_bytes,
-                   busy_at_start=busy)
+    return session

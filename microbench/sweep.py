@@ -104,10 +104,14 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
 
     Raises ``DeviceError``, ``PlanError`` or ``ResultError`` with one-line messages.
     """
-    session = open_session(config, observer)
-    points = _plan_for(config, session.choice.kind)
-    plan.check_memory_cap(points, config.max_memory_bytes)
-    _check_shapes_fit(points, session.device)
+    points: list[plan.PointSpec] = []
+
+    def fits(session: Session) -> None:  # before the busy check: bad input is refused before any warning
+        points.extend(_plan_for(config, session.choice.kind))
+        plan.check_memory_cap(points, config.max_memory_bytes)
+        _check_shapes_fit(points, session.device)
+
+    session = open_session(config, observer, fits)
     output = Path(config.output) if config.output else (default_output(session.device) if config.save else None)
     if output is not None:
         check_writable(output)
