@@ -59,9 +59,9 @@ def _show(document: dict, as_json: bool, printer) -> None:
         printer(document)
 
 
-def _option(field: str, *more: str, **how):
+def _option(field: str, **how):
     """A sweep option: its flag(s) from ``microbench.config.FLAGS``, its value under the config field's name."""
-    return click.option(*FLAGS[field], *more, field, **how)
+    return click.option(*FLAGS[field], field, **how)
 
 
 def _given(ctx: click.Context) -> set[str]:
