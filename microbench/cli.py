@@ -6,20 +6,15 @@ Exit codes: 0 ok, 1 a requested gate failed, 2 bad usage or bad input.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
 
 import click
 
-from microbench.cli_edges import (
-    BadInput,
-    Number,
-    check_output_or_exit,
-    parse_bytes,
-    refuse_what_cannot_run,
-    write_outputs,
-)
+from microbench.cli_edges import BadInput, Number, check_output_or_exit, refuse_what_cannot_run, write_outputs
+from microbench.config import FLAGS, L2_POLICIES, TIMERS
 from roofline.errors import BadInputError
 from roofline.profiles import ProfileError
 from roofline.results import ResultError
@@ -32,9 +27,53 @@ def _bad_input_errors():
     return (BadInputError, DeviceError, ProfileError)
 
 
-def _split(values: tuple[str, ...]) -> list[str]:
-    """Options given several times or as comma lists: ``--dtype bf16,fp16 --dtype fp32``."""
-    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+@contextlib.contextmanager
+def _bad_input():
+    """The library's one-line errors for the user's input become exit 2; anything else stays a bug."""
+    try:
+        yield
+    except _bad_input_errors() as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _measure(ctx: click.Context, job, config, interrupted: str, resumable: bool = False):
+    """Run a measuring job with the terminal's progress display.  A signal ends it with ``interrupted`` (and,
+    when ``resumable`` and something was saved, how to resume) and exit 128 + the signal's number."""
+    from microbench.observer import Interrupted
+    from microbench.progress import terminal_observer
+
+    try:
+        with _bad_input(), terminal_observer() as observer:
+            return job(config, observer)
+    except Interrupted as exc:
+        click.echo(f"gpubench: interrupted; {interrupted.format(output=exc.output)}", err=True)
+        if resumable and exc.output is not None:
+            click.echo(f"resume with: gpubench sweep --resume {exc.output}", err=True)
+        ctx.exit(128 + exc.signum)
+
+
+def _show(document: dict, as_json: bool, printer) -> None:
+    if as_json:
+        click.echo(json.dumps(document, indent=1, allow_nan=False))
+    else:
+        printer(document)
+
+
+def _option(field: str, **how):
+    """A sweep option: its flag(s) from ``microbench.config.FLAGS``, its value under the config field's name."""
+    return click.option(*FLAGS[field], field, **how)
+
+
+def _given(ctx: click.Context) -> set[str]:
+    """The options typed on the command line (not defaults): --resume and --record refuse plan options."""
+    return {name for name in ctx.params if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
+
+
+def _config(ctx: click.Context, options: dict, **fixed):
+    from microbench.config import SweepConfig
+
+    with _bad_input():
+        return SweepConfig.from_options(options, _given(ctx), argv=tuple(sys.argv), **fixed)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -43,150 +82,62 @@ def main() -> None:
     """Measure where LLM decode (GEMV -> batched GEMM) stops being memory-bound on this machine."""
 
 
-PLAN_OPTIONS = ("device", "ops", "backends", "dtypes", "shapes", "batches", "budget", "target_ci", "seed", "quick",
-                "timer",
-                "l2_policy", "no_ceilings", "telemetry_interval", "no_telemetry", "max_memory")
-
-
 @main.command()
-@click.option("--device", default="auto", show_default=True,
-              help="auto | cpu | cuda | cuda:N | all (one process per GPU, one result each in the -o folder)")
-@click.option("--op", "ops", multiple=True, help="gemv, gemm, bmm (repeatable or comma list) [all]")
-@click.option("--backend", "backends", multiple=True,
-              help="torch, cupy (our kernels + cuBLAS via CuPy), or both: torch,cupy [torch]")
-@click.option("--dtype", "dtypes", multiple=True, help="fp32, tf32, fp16, bf16, fp8 [GPU: bf16; CPU: fp32,bf16]")
-@click.option("--shape", "shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable)")
-@click.option("--batch", "batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
-@click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
-@click.option("--target-ci", type=Number(low=0, high=1, below_high=True), default=0.01, show_default=True,
-              help="stop when the 95% CI of the median is within this fraction")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="result file [results/<sku or cpu>-<UTC time>.json]")
-@click.option("--quick", is_flag=True, help="a small plan: under 30 s on a 2-core CPU")
-@click.option("--timer", type=click.Choice(["graph", "eager"]), default="graph", show_default=True,
-              help="GPU timer: CUDA graph of rotated launches, or one launch per event pair")
-@click.option("--l2", "l2_policy", type=click.Choice(["rotate", "warm"]), default="rotate", show_default=True,
-              help="rotate weight copies so every launch reads DRAM, or reuse one copy (cache-warm)")
-@click.option("--no-ceilings", is_flag=True, help="skip measuring copy/read bandwidth and matmul peak")
-@click.option("--report", "with_report", is_flag=True, help="write the report folder beside the result at the end")
-@click.option("--telemetry-interval", type=Number(low=0), default=0.05, show_default=True,
-              help="seconds between NVML readings")
-@click.option("--no-telemetry", is_flag=True, help="do not sample NVML while measuring")
-@click.option("--max-memory", default=None, help="cap on what the sweep allocates: 8G, 512Mi, bytes")
-@click.option("--require-idle", is_flag=True, help="refuse to start (exit 2) when the device is busy")
-@click.option("--resume", type=click.Path(path_type=Path), default=None,
-              help="continue the plan recorded in this result file, skipping its points")
-@click.option("--force", is_flag=True,
-              help="replace an existing -o result; with --resume: resume even if the device or settings differ")
-@click.option("--serial", is_flag=True, help="with --device all: one GPU at a time instead of in parallel")
+@_option("device", default="auto", show_default=True,
+         help="auto | cpu | cuda | cuda:N | all (one process per GPU, one result each in the -o folder)")
+@_option("ops", multiple=True, help="gemv, gemm, bmm (repeatable or comma list) [all]")
+@_option("backends", multiple=True, help="torch, cupy (our kernels + cuBLAS via CuPy), or both: torch,cupy [torch]")
+@_option("dtypes", multiple=True, help="fp32, tf32, fp16, bf16, fp8 [GPU: bf16; CPU: fp32,bf16]")
+@_option("shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable)")
+@_option("batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
+@_option("budget_s", default=None, metavar="SECONDS", help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
+@_option("target_rel_ci", default="0.01", show_default=True, metavar="FRACTION",
+         help="stop when the 95% CI of the median is within this fraction")
+@_option("seed", type=int, default=0, show_default=True)
+@_option("output", type=click.Path(path_type=Path), default=None,
+         help="result file [results/<sku or cpu>-<UTC time>.json]")
+@_option("quick", is_flag=True, help="a small plan: under 30 s on a 2-core CPU")
+@_option("timer", default="graph", show_default=True, metavar="[" + "|".join(TIMERS) + "]",
+         help="GPU timer: graph (a CUDA graph of rotated launches) or eager (one launch per event pair)")
+@_option("l2_policy", default="rotate", show_default=True, metavar="[" + "|".join(L2_POLICIES) + "]",
+         help="rotate (weight copies so every launch reads DRAM) or warm (reuse one copy: cache-warm)")
+@_option("with_ceilings", flag_value=False, default=True, help="skip measuring copy/read bandwidth and matmul peak")
+@_option("report", is_flag=True, help="write the report folder beside the result at the end")
+@_option("telemetry_interval_s", default="0.05", show_default=True, metavar="SECONDS",
+         help="seconds between NVML readings")
+@_option("telemetry", flag_value=False, default=True, help="do not sample NVML while measuring")
+@_option("max_memory_bytes", default=None, metavar="SIZE", help="cap on what the sweep allocates: 8G, 512Mi, bytes")
+@_option("require_idle", is_flag=True, help="refuse to start (exit 2) when the device is busy")
+@_option("resume", type=click.Path(path_type=Path), default=None,
+         help="continue the plan recorded in this result file, skipping its points")
+@_option("force", is_flag=True,
+         help="replace an existing -o result; with --resume: resume even if the device or settings differ")
+@_option("serial", is_flag=True, help="with --device all: one GPU at a time instead of in parallel")
+@click.option("--record", default=None, hidden=True, help="the plan as JSON (how --device all starts each child)")
 @click.pass_context
-def sweep(ctx, device, ops, backends, dtypes, shapes, batches, budget, target_ci, seed, output, quick, timer, l2_policy,
-          no_ceilings, with_report, telemetry_interval, no_telemetry, max_memory, require_idle, resume,
-          force, serial) -> None:
+def sweep(ctx, **options) -> None:
     """Time GEMV, GEMM and batched GEMV across batch sizes and save a result document.
 
     --device all runs one process per GPU and writes one result each into the -o folder."""
-    if device.strip().lower() == "all":
-        _sweep_all(ctx, output, serial)
+    config = _config(ctx, options)
+    if config.all_devices:
+        _sweep_all(ctx, config)
         return
-    from microbench import plan
-    from microbench.interrupt import Abandon, stop_on_signals
-    from microbench.progress import print_sweep_summary, terminal_observer
-    from microbench.resume import prepare_resume
-    from microbench.sweep import Interrupted, SweepConfig, prepare_sweep, run_sweep
-    from roofline.results import check_output
+    from microbench.progress import print_sweep_summary
+    from microbench.sweep import sweep_job
 
-    prepared = None
-    try:
-        if resume is not None:
-            given = [name for name in PLAN_OPTIONS + ("output",)
-                     if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
-            if given:
-                flags = {param.name: max(param.opts, key=len) for param in ctx.command.params}
-                raise plan.PlanError(f"--resume takes the plan from {resume}; do not also give "
-                                     + ", ".join(flags[name] for name in given))
-        elif force and output is None:
-            raise plan.PlanError("--force only goes with --resume or with -o FILE (to replace it)")
-        elif output is not None:
-            check_output(output, overwrite=force)
-        config = SweepConfig(
-            device=device,
-            ops=tuple(_split(ops)) or ("gemv", "gemm", "bmm"),
-            backends=tuple(plan.check_choices(_split(backends), plan.BACKENDS, "backend")) or ("torch",),
-            dtypes=tuple(_split(dtypes)) or None,
-            shapes=tuple(plan.parse_shape(s) for s in _split(shapes)) or None,
-            batches=tuple(plan.parse_batches(batches)) if batches is not None else None,
-            budget_s=budget, target_rel_ci=target_ci, seed=seed, quick=quick, timer=timer,
-            l2_policy=l2_policy, output=output, with_ceilings=not no_ceilings, argv=tuple(sys.argv),
-            telemetry=not no_telemetry, telemetry_interval_s=telemetry_interval,
-            max_memory_bytes=parse_bytes(max_memory), require_idle=require_idle,
-        )
-        plan.check_gemv_batches(config.ops, config.batches)
-        with terminal_observer() as observer:
-            if resume is not None:
-                prepared = prepare_resume(resume, force, observer, argv=tuple(sys.argv))
-                observer.on_notice(f"resuming {resume}: {len(prepared.points)} point(s) left")
-            else:
-                prepared = prepare_sweep(config, observer)
-            ceilings = None
-            if prepared.config.with_ceilings:
-                from microbench.ceilings import measure_ceilings
-
-                dtypes_measured = sorted({p.dtype for p in prepared.points} or set(prepared.config.dtypes or ()))
-                quick_ceilings = prepared.config.quick
-
-                def ceilings(session):
-                    return measure_ceilings(session, dtypes_measured, quick=quick_ceilings,
-                                            backends=prepared.config.backends)
-
-            with stop_on_signals(prepared.session.stop, observer.on_notice):
-                result = run_sweep(prepared, observer, ceilings)
-    except _bad_input_errors() as exc:
-        raise BadInput(str(exc)) from None
-    except (Interrupted, Abandon) as exc:
-        where = prepared.output if prepared else None
-        click.echo(f"gpubench: interrupted; everything measured is saved in {where}", err=True)
-        if where is not None:
-            click.echo(f"resume with: gpubench sweep --resume {where}", err=True)
-        ctx.exit(128 + exc.signum)
-    print_sweep_summary(result, prepared.output)
-    if with_report:
-        from roofline.report import default_report_dir, write_report
-
-        folder = default_report_dir(prepared.output)
-        write_report(result, folder)
-        click.echo(f"report: {folder / 'report.html'}")
+    done = _measure(ctx, sweep_job, config, "everything measured is saved in {output}", resumable=True)
+    print_sweep_summary(done.result, done.output)
+    if done.report_folder is not None:
+        click.echo(f"report: {done.report_folder / 'report.html'}")
 
 
-def _forwarded_options(ctx) -> list[str]:
-    """The options given on the command line, as arguments for each per-GPU child sweep."""
-    args = []
-    for param in ctx.command.params:
-        name = param.name
-        if name in ("device", "output", "serial", "resume", "force") or \
-                ctx.get_parameter_source(name) != click.core.ParameterSource.COMMANDLINE:
-            continue
-        value, flag = ctx.params[name], param.opts[-1] if param.opts[-1].startswith("--") else param.opts[0]
-        if getattr(param, "is_flag", False):
-            args += [flag] if value else []
-        elif isinstance(value, tuple):
-            for item in value:
-                args += [flag, str(item)]
-        elif value is not None:
-            args += [flag, str(value)]
-    return args
-
-
-def _sweep_all(ctx, output, serial) -> None:
+def _sweep_all(ctx, config) -> None:
     from microbench.multi import run_all
     from roofline.compare import collect, compare_results, fleet
 
-    folder = Path(output) if output is not None else Path("results")
-    if folder.suffix == ".json":
-        raise BadInput("--device all writes one result per GPU: give -o a folder, not a .json file")
-    check_output_or_exit(folder, folder=True)
-    written, failures = run_all(_forwarded_options(ctx), folder, serial, lambda m: click.echo(m, err=True))
+    with _bad_input():
+        folder, written, failures = run_all(config, lambda m: click.echo(m, err=True))
     for line in failures:
         click.echo(f"gpubench: failed: {line}", err=True)
     if written:
@@ -200,44 +151,24 @@ def _sweep_all(ctx, output, serial) -> None:
 
 
 @main.command()
-@click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
-@click.option("--dtype", "dtypes", multiple=True, help="dtypes for the matmul peak [GPU: all it runs; CPU: fp32,bf16]")
-@click.option("--backend", "backends", multiple=True, help="torch, cupy or torch,cupy [torch]")
-@click.option("--quick", is_flag=True, help="fewer matmul shapes")
-@click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per measurement")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="also save as a result file")
+@_option("device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
+@_option("dtypes", multiple=True, help="dtypes for the matmul peak [GPU: all it runs; CPU: fp32,bf16]")
+@_option("backends", multiple=True, help="torch, cupy or torch,cupy [torch]")
+@_option("quick", is_flag=True, help="fewer matmul shapes")
+@_option("budget_s", default=None, metavar="SECONDS", help="seconds of sampling per measurement")
+@_option("output", type=click.Path(path_type=Path), default=None, help="also save as a result file")
+@_option("force", is_flag=True, help="replace an existing -o file")
 @click.pass_context
-def ceilings(ctx, device, dtypes, backends, quick, budget, output) -> None:
+def ceilings(ctx, **options) -> None:
     """Measure copy and read bandwidth and the best matmul FLOP/s per dtype (burst and sustained)."""
-    from microbench.ceilings import measure_ceilings
-    from microbench.interrupt import Abandon, stop_on_signals
-    from microbench.progress import print_ceilings, terminal_observer
-    from microbench.sweep import Interrupted, SweepConfig, prepare_sweep, run_sweep
-    from roofline.results import check_output
+    config = _config(ctx, options, ops=(), save=False)
+    from microbench.progress import print_ceilings
+    from microbench.sweep import ceilings_job
 
-    try:
-        if output is not None:
-            check_output(output)
-        with terminal_observer() as observer:
-            from microbench import plan
-
-            chosen = tuple(plan.check_choices(_split(backends), plan.BACKENDS, "backend")) or ("torch",)
-            config = SweepConfig(device=device, ops=(), backends=chosen, dtypes=tuple(_split(dtypes)) or None,
-                                 budget_s=budget, quick=quick, output=output, save=False, argv=tuple(sys.argv))
-            prepared = prepare_sweep(config, observer)
-            wanted = _split(dtypes) or (["fp32", "tf32", "fp16", "bf16", "fp8"]
-                                        if prepared.session.choice.kind == "cuda" else ["fp32", "bf16"])
-            with stop_on_signals(prepared.session.stop, observer.on_notice):
-                result = run_sweep(prepared, observer,
-                                   lambda s: measure_ceilings(s, wanted, quick=quick, backends=chosen))
-    except _bad_input_errors() as exc:
-        raise BadInput(str(exc)) from None
-    except (Interrupted, Abandon) as exc:
-        click.echo("gpubench: interrupted; the ceilings were abandoned", err=True)
-        ctx.exit(128 + exc.signum)
+    result = _measure(ctx, ceilings_job, config, "the ceilings were abandoned")
     print_ceilings(result.ceilings, result.device)
-    if output is not None:
-        click.echo(f"saved {output}")
+    if config.output is not None:
+        click.echo(f"saved {config.output}")
 
 
 @main.command()
@@ -247,17 +178,11 @@ def fit(result_file, as_json) -> None:
     """Fit a roofline per series: bandwidth, peak, ridge, critical batch B* with its 95% CI, knees, cliffs."""
     from microbench.progress import print_fit
     from roofline.analysis import analyse
+    from roofline.results import load_result
 
-    try:
-        from roofline.results import load_result
-
+    with _bad_input():
         analysis = analyse(load_result(result_file))
-    except _bad_input_errors() as exc:
-        raise BadInput(str(exc)) from None
-    if as_json:
-        click.echo(json.dumps(analysis, indent=1, allow_nan=False))
-    else:
-        print_fit(analysis)
+    _show(analysis, as_json, print_fit)
 
 
 @main.command()
@@ -288,16 +213,17 @@ def report(result_file, output) -> None:
 @click.option("--device-name", required=True, help="the device the data was measured on")
 @click.option("--sku", default=None, help="SKU id from profiles/gpus (matched by name if omitted)")
 @click.option("--device-kind", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
-def import_(csv_file, output, device_name, sku, device_kind) -> None:
+@click.option("--force", is_flag=True, help="replace an existing -o file")
+def import_(csv_file, output, device_name, sku, device_kind, force) -> None:
     """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample)."""
     from roofline.importer import import_csv
     from roofline.results import check_output, save_result
 
-    try:
-        check_output(output)
+    with _bad_input():
+        check_output(output)  # special files and writability first: those are refused even with --force
+        if output.exists() and not force:
+            raise ResultError(f"{output}: already exists; --force replaces it")
         result = import_csv(csv_file, device_name, sku, device_kind, argv=tuple(sys.argv))
-    except _bad_input_errors() as exc:
-        raise BadInput(str(exc)) from None
     save_result(result, output)
     ok = sum(p.ok for p in result.points)
     click.echo(f"imported {ok} point(s) ({len(result.points) - ok} without valid samples) "
@@ -329,21 +255,15 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
            device, budget, as_json, output) -> None:
     """A whole model's decode step: tokens/s against batch, MBU/MFU, the crossover, and the KV-cache cap."""
     from microbench.decode_job import run_decode
+    from microbench.progress import print_decode
 
-    try:
+    with _bad_input():
         if output is not None:
             check_output_or_exit(output, folder=True)
         document = run_decode(model=model, hf_config=hf_config, tp=tp, context=context, dtype=dtype,
                               kv_dtype=kv_dtype, batches=batches, mem_fraction=mem_fraction, analytic=analytic,
                               sku=sku, from_result=from_result, device=device, budget=budget)
-    except _bad_input_errors() as exc:
-        raise BadInput(str(exc)) from None
-    from microbench.progress import print_decode
-
-    if as_json:
-        click.echo(json.dumps(document, indent=1, allow_nan=False))
-    else:
-        print_decode(document)
+    _show(document, as_json, print_decode)
     if output is not None:
         from roofline.decode_plot import decode_figure
 
@@ -368,7 +288,7 @@ def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> Non
     from roofline.compare import collect, compare_results, fleet
     from roofline.compare_view import markdown, overlay_figures
 
-    try:
+    with _bad_input():
         if output is not None:
             check_output_or_exit(output, folder=True)
         loaded, skipped = collect(list(inputs))
@@ -376,8 +296,6 @@ def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> Non
             raise ResultError("no usable result among the inputs: " + "; ".join(skipped))
         sku_list = [s.strip() for s in (specs or "").split(",") if s.strip()]
         comparison = compare_results(loaded, baseline, sku_list)
-    except _bad_input_errors() as exc:
-        raise BadInput(str(exc)) from None
     units = fleet(loaded, mad_k)
     for note in skipped:
         click.echo(note, err=True)

@@ -43,23 +43,6 @@ class Number(click.ParamType):
         return number
 
 
-def parse_bytes(text: str | None) -> int | None:
-    """``--max-memory``: bytes, with an optional k/M/G/T suffix (powers of 1000) or Ki/Mi/Gi/Ti."""
-    if text is None:
-        return None
-    import re
-
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKMGT]i?)?[bB]?\s*", text)
-    if not match:
-        from microbench.plan import PlanError
-
-        raise PlanError(f"--max-memory {text!r} is not a size (for example 8G, 512Mi, 1000000)")
-    value, unit = float(match.group(1)), match.group(2) or ""
-    scale = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-             "ki": 1024, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}[unit]
-    return int(value * scale)
-
-
 def check_output_or_exit(path: Path, **how) -> None:
     from roofline.results import check_output
 

@@ -46,8 +46,8 @@ def run_decode(model: str | None, hf_config: Path | None, tp: int, context: int,
 
 def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_result: Path | None, device: str,
               budget: float | None) -> dict[str, Any]:
+    from microbench.config import SweepConfig
     from microbench.decode_launches import measure_launches, measured_roof, needed_launches, times_from_result
-    from microbench.sweep import SweepConfig
     from roofline.results import load_result
     from roofline.trust import decode_noise_lines, target_rel_ci
 

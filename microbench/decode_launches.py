@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from microbench.config import SweepConfig
 from microbench.measure import measure_point
+from microbench.observer import SweepObserver
 from microbench.plan import PlanError, PointSpec
-from microbench.sweep import SweepConfig, SweepObserver, prepare_sweep
+from microbench.session import open_session
 from roofline.decode import DecodeSetup
 from roofline.results import load_result
 
@@ -42,7 +44,7 @@ def measure_launches(keys, device: str, budget_s: float | None, observer: SweepO
     from microbench.peaks import peak_shapes, shape_search
 
     config = SweepConfig(device=device, ops=(), budget_s=budget_s, save=False, with_ceilings=False)
-    session = prepare_sweep(config, observer).session
+    session = open_session(config, observer)
     # The same reference bandwidth as the ceilings (the copy timed eagerly); the peak from the quick shape
     # search only, as before: the step's own GEMMs compete with it (measured_roof), no regime run needed.
     reference = reference_bandwidth({f"torch {kind}": measure_stream(session, kind) for kind in ("copy", "read")})

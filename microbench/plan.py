@@ -173,13 +173,6 @@ def build_plan(
     return plan
 
 
-def check_gemv_batches(ops: tuple[str, ...], batches: tuple[int, ...] | None) -> None:
-    """``--op gemv --batch 1,2,4`` would measure batch 1 only: say so instead of dropping the rest."""
-    if batches and set(ops) == {"gemv"} and set(batches) != {1}:
-        others = ", ".join(str(b) for b in batches if b != 1)
-        raise PlanError(f"gemv is batch 1 by definition: batches {others} need --op gemm (or --op gemv,gemm)")
-
-
 def smallest_need_bytes(spec: PointSpec) -> int:
     """What one point needs at the least: one copy of its weights, inputs and outputs."""
     work = count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k)

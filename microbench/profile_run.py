@@ -20,8 +20,10 @@ from typing import Any
 
 from microbench import ops
 from microbench.adaptive import measure
+from microbench.config import SweepConfig
 from microbench.devices import host_info, resolve_device, tool_info
 from microbench.measure import measure_point, prepared_timer, release_timers, utc_now
+from microbench.observer import Interrupted, SweepObserver
 from microbench.plan import PlanError, PointSpec
 from microbench.profile_kernels import AttentionWorkload, OtherWorkload, kv_bytes
 from microbench.profile_plan import (
@@ -33,7 +35,7 @@ from microbench.profile_plan import (
     model_record,
     plan_items,
 )
-from microbench.sweep import Interrupted, SweepConfig, SweepObserver, prepare_sweep
+from microbench.session import open_session
 from microbench.timers import CpuTimer
 from roofline.counting import DTYPE_SIZES, count_work
 from roofline.models import kv_bytes_per_token, per_rank, weight_bytes
@@ -82,7 +84,7 @@ def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, ar
     budget = run.plan.budget_s or DEFAULT_BUDGET_S[kind]
     config = SweepConfig(device=run.plan.device, ops=(), budget_s=budget, save=False, with_ceilings=False,
                          telemetry=False, seed=run.plan.seed, argv=argv)
-    run.session = prepare_sweep(config, observer).session
+    run.session = open_session(config, observer)
     run.session.l2_policy = l2_policy_for(run.session, run.plan)
     if run.plan.clock == "thread-cpu" and (kind != "cpu" or run.session.torch.get_num_threads() != 1):
         raise PlanError("--clock thread-cpu times this thread's CPU time: only on the CPU with one torch thread")

@@ -19,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from microbench.sweep import SweepObserver
+from microbench.observer import SweepObserver
 from roofline.reference import marked_percent, reference_bandwidth, reference_peak
 from roofline.schema import Result
 from roofline.summary import over_ceiling_lines, summarize_series

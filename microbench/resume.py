@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from microbench.config import SweepConfig
 from microbench.measure import utc_now
-from microbench.sweep import PreparedSweep, SweepConfig, SweepObserver, prepare_sweep
+from microbench.observer import SweepObserver
+from microbench.sweep import PreparedSweep, prepare_sweep
 from roofline.errors import BadInputError
 from roofline.results import load_result
 
@@ -23,12 +25,15 @@ class ResumeError(BadInputError):
     """The file cannot be resumed here: one line, exit 2."""
 
 
-def prepare_resume(path: Path, force: bool, observer: SweepObserver, argv: tuple[str, ...] = ()) -> PreparedSweep:
+def prepare_resume(asked: SweepConfig, observer: SweepObserver) -> PreparedSweep:
+    """The sweep recorded in ``asked.resume``, its points already measured left out; ``asked`` gives only how
+    to run it (``force``, ``require_idle``, ``argv``): the plan is the file's own."""
+    path, force = Path(asked.resume), asked.force
     existing = load_result(path)
     record = existing.settings.get("config")
     if existing.origin != "measured" or not isinstance(record, dict):
         raise ResumeError(f"{path}: no sweep plan recorded (an imported result, or from an older gpubench)")
-    config = SweepConfig.from_record(record, output=Path(path), argv=argv)
+    config = SweepConfig.from_record(record, output=path, argv=asked.argv, require_idle=asked.require_idle)
     prepared = prepare_sweep(config, observer)
     differences = [f"device {key}: {existing.device.get(key)!r} now {prepared.result.device.get(key)!r}"
                    for key in DEVICE_KEYS if existing.device.get(key) != prepared.result.device.get(key)]
@@ -42,4 +47,4 @@ def prepare_resume(path: Path, force: bool, observer: SweepObserver, argv: tuple
     history = list(existing.settings.get("resumed") or [])
     history.append({"at": utc_now(), "remaining_points": len(remaining), "forced_over": differences or None})
     result = replace(existing, settings={**existing.settings, "resumed": history})
-    return PreparedSweep(prepared.session, remaining, result, Path(path), config)
+    return PreparedSweep(prepared.session, remaining, result, path, config)

@@ -72,10 +72,10 @@ def _profile_command(analytic_profile: click.Command) -> click.Command:
 
 def measure_profile_command(options: dict, dtype_given: bool) -> None:
     from microbench.interrupt import Abandon, stop_on_signals
+    from microbench.observer import Interrupted
     from microbench.profile_plan import ProfilePlan
     from microbench.profile_run import partial_path, prepare_profile, run_profile
     from microbench.progress import stderr, terminal_observer
-    from microbench.sweep import Interrupted
 
     output = options["output"]
     run = None

@@ -1,16 +1,20 @@
 """What every point of a sweep shares: the device, the timing rule, the weight cache, memory limits,
-telemetry, and the stop flag that signals set.
+telemetry, and the stop flag that signals set; and ``open_session``, the one way to get one (the sweep, the
+ceilings, decode, profile and the timer benchmark all open theirs here).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from microbench import ops
+from microbench import ops, plan
 from microbench.adaptive import Clock, PerfClock, StoppingRule
-from microbench.devices import DeviceChoice, meminfo_bytes
+from microbench.config import SweepConfig
+from microbench.devices import DeviceChoice, busy_state, describe_device, meminfo_bytes, resolve_device
+from microbench.observer import SweepObserver
 
 # When the device does not report its L2 (older torch), assume more than any datacenter GPU has
 # (H100 50 MB, B200 126 MB): more rotation copies cost memory, too few would time a warm cache.
@@ -36,6 +40,7 @@ class Session:
     telemetry: dict[str, Any] = field(default_factory=dict)
     previous_timeline: list[dict[str, Any]] = field(default_factory=list)  # from a resumed file
     stop: threading.Event = field(default_factory=threading.Event)
+    busy_at_start: dict[str, Any] = field(default_factory=dict)  # busy_state() when the session opened
 
     # --- memory ---------------------------------------------------------------------------------
     @property
@@ -105,3 +110,41 @@ class Session:
         self.sampler.wait_past(measurement.finished_s + NVML_LAG_S)
         return summarize_window(self.sampler.rows(), measurement.started_s, measurement.finished_s, launches,
                                 self.device.get("theoretical_bandwidth_bytes_per_s"), timer_bytes_per_s)
+
+
+def open_session(config: SweepConfig, observer: SweepObserver,
+                 check: Callable[[Session], None] | None = None) -> Session:
+    """Resolve the device, import torch, describe the device, and check what needs it: ``check`` (the
+    caller's own refusals on this device: does the plan fit it), the CuPy back end's availability and, last,
+    whether somebody else is using it (refused with ``require_idle``, else a warning).  Bad input is refused
+    before anything is said about the device's load.
+
+    Raises ``DeviceError`` or ``PlanError`` with one-line messages; ``config`` itself is already valid.
+    """
+    choice = resolve_device(config.device)
+    if choice.notice:
+        observer.on_notice(choice.notice)
+    import torch
+
+    if choice.kind == "cuda":
+        torch.cuda.set_device(choice.index)  # events, streams and graphs then belong to the measured GPU
+    defaults = plan.defaults_for(choice.kind, config.quick)
+    budget = config.budget_s if config.budget_s is not None else defaults.budget_s
+    rule = StoppingRule(target_rel_ci=config.target_rel_ci, budget_s=budget,
+                        warmup_s=0.05 if choice.kind == "cuda" else 0.02)
+    session = Session(torch=torch, choice=choice, device=describe_device(choice), rule=rule, timer=config.timer,
+                      l2_policy=config.l2_policy, seed=config.seed, max_memory_bytes=config.max_memory_bytes)
+    if check is not None:
+        check(session)
+    if "cupy" in config.backends:
+        from microbench.cupy_backend import unavailable_reason
+
+        why = unavailable_reason(session.device)
+        if why:
+            raise plan.PlanError(f"--backend cupy: {why}")
+    session.busy_at_start = busy = busy_state(session.device)
+    if busy["busy"]:
+        if config.require_idle:
+            raise plan.PlanError(f"the device is busy ({busy['why']}) and --require-idle was given")
+        observer.on_notice(f"WARNING: the device is busy ({busy['why']}): measurements may be slower and noisier")
+    return session

@@ -5,6 +5,9 @@ A signal finishes the point in flight (a second one abandons it), saves, and rai
 ``--resume`` continues the same plan.  A point that telemetry flags (thermal or hardware slowdown, an SM
 clock that moved without a power cap to explain it) is measured once more after a pause, and both attempts
 are kept; a power-capped point is recorded as such and not measured again.
+
+Only the CLI and ``resume`` import this module: what a sweep is asked to do is ``microbench.config``, opening
+the device is ``microbench.session.open_session``, progress and ``Interrupted`` are ``microbench.observer``.
 """
 
 from __future__ import annotations
@@ -12,16 +15,18 @@ from __future__ import annotations
 import datetime as dt
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from microbench import ops, plan
-from microbench.adaptive import Stopped, StoppingRule
-from microbench.devices import busy_state, describe_device, host_info, resolve_device, tool_info
+from microbench.adaptive import Stopped
+from microbench.config import SweepConfig
+from microbench.devices import host_info, tool_info
 from microbench.measure import measure_point, utc_now
-from microbench.session import Session
-from roofline.results import check_writable, save_result
+from microbench.observer import Interrupted, SweepObserver
+from microbench.session import Session, open_session
+from roofline.results import ResultError, check_output, check_writable, save_result
 from roofline.schema import Point, Result
 from roofline.units import si_bytes
 
@@ -30,72 +35,6 @@ RETRY_PAUSE_S = 1.0
 # A card that throttles at every compute-bound point (power capping under GEMM is common) must not double
 # the sweep: at most this share of the plan (and at least 3 points) is measured again.
 RETRY_SHARE = 0.1
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    device: str = "auto"
-    ops: tuple[str, ...] = ("gemv", "gemm", "bmm")
-    backends: tuple[str, ...] = ("torch",)
-    dtypes: tuple[str, ...] | None = None
-    shapes: tuple[tuple[int, int], ...] | None = None
-    batches: tuple[int, ...] | None = None
-    budget_s: float | None = None
-    target_rel_ci: float = 0.01
-    seed: int = 0
-    quick: bool = False
-    timer: str = "graph"  # graph | eager (GPU); the CPU always uses perf_counter
-    l2_policy: str = "rotate"  # rotate | warm
-    output: Path | None = None
-    with_ceilings: bool = True
-    telemetry: bool = True
-    telemetry_interval_s: float = 0.05
-    max_memory_bytes: int | None = None
-    require_idle: bool = False
-    save: bool = True  # False: keep the result in memory unless an output is named (gpubench ceilings)
-    argv: tuple[str, ...] = ()
-
-    # The plan-defining fields, stored in the result so --resume can rebuild the same sweep.
-    PLAN_FIELDS = ("device", "ops", "backends", "dtypes", "shapes", "batches", "budget_s", "target_rel_ci", "seed",
-                   "quick",
-                   "timer", "l2_policy", "with_ceilings", "telemetry", "telemetry_interval_s", "max_memory_bytes")
-
-    def to_record(self) -> dict[str, Any]:
-        record = asdict(self)
-        return {key: record[key] for key in self.PLAN_FIELDS}
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any], **overrides) -> SweepConfig:
-        def tuples(value, depth):
-            if value is None:
-                return None
-            return tuple(tuple(v) for v in value) if depth == 2 else tuple(value)
-
-        fields = {key: record[key] for key in cls.PLAN_FIELDS if key in record}
-        fields["ops"] = tuples(fields.get("ops", ()), 1)
-        fields["backends"] = tuples(fields.get("backends", ("torch",)), 1)
-        fields["dtypes"] = tuples(fields.get("dtypes"), 1)
-        fields["shapes"] = tuples(fields.get("shapes"), 2)
-        fields["batches"] = tuples(fields.get("batches"), 1)
-        return cls(**fields, **overrides)
-
-
-@dataclass
-class SweepObserver:
-    """Callbacks the CLI uses for progress; all optional."""
-
-    on_notice: Callable[[str], None] = lambda message: None
-    on_start: Callable[[int], None] = lambda total: None
-    on_point: Callable[[Point], None] = lambda point: None
-    on_phase: Callable[[str], None] = lambda name: None
-
-
-class Interrupted(Exception):
-    """A signal stopped the sweep; everything measured so far is saved in ``output``."""
-
-    def __init__(self, signum: int, output: Path | None):
-        super().__init__(f"interrupted by signal {signum}")
-        self.signum, self.output = signum, output
 
 
 def needs_retry(point: Point) -> str | None:
@@ -151,64 +90,35 @@ class PreparedSweep:
     config: SweepConfig
 
 
-def _plan_for(config: SweepConfig, kind: str) -> tuple[list[plan.PointSpec], plan.Defaults]:
+def _plan_for(config: SweepConfig, kind: str) -> list[plan.PointSpec]:
     defaults = plan.defaults_for(kind, config.quick)
-    points = plan.build_plan(
+    return plan.build_plan(
         list(config.ops), list(config.dtypes or defaults.dtypes), list(config.shapes or defaults.shapes),
         list(config.shapes or defaults.bmm_shapes), list(config.batches or defaults.batches), list(config.backends),
     )
-    return points, defaults
 
 
 def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep:
-    """Everything that can fail on bad input, before anything is measured or written.
+    """Everything that can fail on bad input, before anything is measured or written: the session, then
+    what needs the device (the memory cap against the plan, every shape against the device's memory).
 
     Raises ``DeviceError``, ``PlanError`` or ``ResultError`` with one-line messages.
     """
-    choice = resolve_device(config.device)
-    if choice.notice:
-        observer.on_notice(choice.notice)
-    import torch
+    points: list[plan.PointSpec] = []
 
-    if choice.kind == "cuda":
-        torch.cuda.set_device(choice.index)  # events, streams and graphs then belong to the measured GPU
-    points, defaults = _plan_for(config, choice.kind)
-    plan.check_memory_cap(points, config.max_memory_bytes)
-    if config.timer not in ("graph", "eager"):
-        raise plan.PlanError(f"unknown timer {config.timer!r}; use graph or eager")
-    if config.l2_policy not in ("rotate", "warm"):
-        raise plan.PlanError(f"unknown L2 policy {config.l2_policy!r}; use rotate or warm")
-    budget = config.budget_s if config.budget_s is not None else defaults.budget_s
-    if budget <= 0:
-        raise plan.PlanError("--budget must be positive")
-    if not 0 < config.target_rel_ci < 1:
-        raise plan.PlanError("--target-ci must be between 0 and 1 (0.01 is 1%)")
-    if config.max_memory_bytes is not None and config.max_memory_bytes <= 0:
-        raise plan.PlanError("--max-memory must be a positive number of bytes")
-    rule = StoppingRule(target_rel_ci=config.target_rel_ci, budget_s=budget,
-                        warmup_s=0.05 if choice.kind == "cuda" else 0.02)
-    device = describe_device(choice)
-    _check_shapes_fit(points, device)
-    if "cupy" in config.backends:
-        from microbench.cupy_backend import unavailable_reason
+    def fits(session: Session) -> None:  # before the busy check: bad input is refused before any warning
+        points.extend(_plan_for(config, session.choice.kind))
+        plan.check_memory_cap(points, config.max_memory_bytes)
+        _check_shapes_fit(points, session.device)
 
-        why = unavailable_reason(device)
-        if why:
-            raise plan.PlanError(f"--backend cupy: {why}")
-    busy = busy_state(device)
-    if busy["busy"]:
-        if config.require_idle:
-            raise plan.PlanError(f"the device is busy ({busy['why']}) and --require-idle was given")
-        observer.on_notice(f"WARNING: the device is busy ({busy['why']}): measurements may be slower and noisier")
-    output = Path(config.output) if config.output else (default_output(device) if config.save else None)
+    session = open_session(config, observer, fits)
+    output = Path(config.output) if config.output else (default_output(session.device) if config.save else None)
     if output is not None:
         check_writable(output)
-    session = Session(torch=torch, choice=choice, device=device, rule=rule, timer=config.timer,
-                      l2_policy=config.l2_policy, seed=config.seed, max_memory_bytes=config.max_memory_bytes)
     settings = settings_record(config, session)
-    settings["busy_at_start"] = busy
+    settings["busy_at_start"] = session.busy_at_start
     result = Result(tool=tool_info(), created_at=utc_now(), argv=tuple(config.argv), host=host_info(),
-                    device=device, settings=settings, telemetry={"source": "none", "reason": "not started"})
+                    device=session.device, settings=settings, telemetry={"source": "none", "reason": "not started"})
     return PreparedSweep(session, points, result, output, config)
 
 
@@ -283,3 +193,75 @@ def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> R
         observer.on_point(point)
         check_stop()
     return result
+
+
+# --- the commands' work: gpubench sweep and gpubench ceilings ------------------------------------------------
+
+# The dtypes gpubench ceilings measures the matmul peak in when --dtype is not given.
+CEILING_DTYPES = {"cuda": ("fp32", "tf32", "fp16", "bf16", "fp8"), "cpu": ("fp32", "bf16")}
+
+
+@dataclass(frozen=True)
+class SweepDone:
+    result: Result
+    output: Path | None
+    report_folder: Path | None = None
+
+
+def sweep_job(config: SweepConfig, observer: SweepObserver) -> SweepDone:
+    """``gpubench sweep`` on one device: a new plan, or the rest of a recorded one (``config.resume``); the
+    ceilings first (unless turned off or already there), each point saved as it comes, and the report beside
+    the result at the end when asked.  A signal ends it with ``Interrupted`` naming where the points are."""
+    if config.resume is not None:
+        from microbench.resume import prepare_resume  # resume builds on this module: imported only to resume
+
+        prepared = prepare_resume(config, observer)
+        observer.on_notice(f"resuming {config.resume}: {len(prepared.points)} point(s) left")
+    else:
+        if config.output is not None:
+            check_output(config.output, overwrite=config.force)
+        prepared = prepare_sweep(config, observer)
+    ceilings = None
+    if prepared.config.with_ceilings:
+        dtypes = sorted({p.dtype for p in prepared.points} or set(prepared.config.dtypes or ()))
+        ceilings = ceilings_step(prepared.config, dtypes)
+    result = _run_stoppable(prepared, observer, ceilings)
+    if not config.report:
+        return SweepDone(result, prepared.output)
+    from roofline.report import write_report_beside
+
+    return SweepDone(result, prepared.output, write_report_beside(result, prepared.output))
+
+
+def ceilings_job(config: SweepConfig, observer: SweepObserver) -> Result:
+    """``gpubench ceilings``: copy/read bandwidth and the matmul peak per dtype (every dtype the device runs
+    unless ``config.dtypes``), in memory, saved only when ``config.output`` names a file."""
+    if config.output is not None:
+        check_output(config.output)  # special files and writability first: those are refused even with --force
+        if Path(config.output).exists() and not config.force:
+            raise ResultError(f"{config.output}: already exists; --force replaces it")
+    prepared = prepare_sweep(replace(config, ops=(), save=False), observer)
+    dtypes = list(config.dtypes or CEILING_DTYPES[prepared.session.choice.kind])
+    return _run_stoppable(prepared, observer, ceilings_step(config, dtypes))
+
+
+def ceilings_step(config: SweepConfig, dtypes: list[str]) -> Callable[[Session], dict[str, Any]]:
+    """What ``run_sweep`` calls to measure the ceilings in these dtypes, on the session it opened."""
+    from microbench.ceilings import measure_ceilings
+
+    def step(session: Session) -> dict[str, Any]:
+        return measure_ceilings(session, dtypes, quick=config.quick, backends=config.backends)
+
+    return step
+
+
+def _run_stoppable(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> Result:
+    """``run_sweep`` under the signal handlers: a first signal finishes the point in flight, a second abandons
+    it; either way the run ends in ``Interrupted`` naming the output that holds what was measured."""
+    from microbench.interrupt import Abandon, stop_on_signals
+
+    try:
+        with stop_on_signals(prepared.session.stop, observer.on_notice):
+            return run_sweep(prepared, observer, ceilings)
+    except Abandon as exc:
+        raise Interrupted(exc.signum, prepared.output) from None

@@ -17,8 +17,8 @@ from typing import Any
 
 from microbench.devices import describe_device, host_info, resolve_device, tool_info
 from microbench.measure import utc_now
+from microbench.observer import SweepObserver
 from microbench.plan import PlanError
-from microbench.sweep import SweepObserver
 from microbench.validate_compare import compare_runs, fit_overhead, relative_error
 from roofline.models import ModelProfile
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile

@@ -252,3 +252,10 @@ def _html(title: str, sections: dict[str, list[str]], analysis, images: dict[str
                          + "</ul>")
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def write_report_beside(result: Result, result_path: Path) -> Path:
+    """``sweep --report``: the report folder next to the result file (``<name>-report/``); returns the folder."""
+    folder = default_report_dir(result_path)
+    write_report(result, folder)
+    return folder

@@ -24,14 +24,16 @@ sys.path.insert(0, str(ROOT))
 
 from microbench import ops  # noqa: E402
 from microbench.ceilings import measure_stream, reference_bandwidth  # noqa: E402
+from microbench.config import SweepConfig  # noqa: E402
 from microbench.measure import measure_point  # noqa: E402
+from microbench.observer import SweepObserver  # noqa: E402
 from microbench.plan import PointSpec, parse_shape  # noqa: E402
-from microbench.sweep import SweepConfig, SweepObserver, prepare_sweep  # noqa: E402
+from microbench.session import open_session  # noqa: E402
 
 
 def session_for(device: str, l2_policy: str, budget_s: float):
     config = SweepConfig(device=device, ops=(), budget_s=budget_s, l2_policy=l2_policy, save=False)
-    return prepare_sweep(config, SweepObserver()).session
+    return open_session(config, SweepObserver())
 
 
 def reference_median(session, spec: PointSpec) -> tuple[str, float | None, str]:

@@ -119,9 +119,11 @@ class SignallingClock:
 def test_ceilings_stop_at_the_next_sample_after_a_signal(after):
     """Issue 15.5: the ceilings took 10.2 s to stop; every measurement now checks the stop flag per sample."""
     from microbench.ceilings import measure_ceilings
-    from microbench.sweep import SweepConfig, SweepObserver, prepare_sweep
+    from microbench.config import SweepConfig
+    from microbench.observer import SweepObserver
+    from microbench.session import open_session
 
-    session = prepare_sweep(SweepConfig(device="cpu", ops=(), save=False, budget_s=5.0), SweepObserver()).session
+    session = open_session(SweepConfig(device="cpu", ops=(), save=False, budget_s=5.0), SweepObserver())
     session.clock = SignallingClock(session.stop, after)
     with pytest.raises(Stopped):
         measure_ceilings(session, ["fp32"], quick=True)

@@ -23,8 +23,8 @@ def run(*args):
     (["--shape", "200000x200000"], "at its smallest batch; the device has"),
     (["--device", "tpu"], "gpubench: error: unknown device 'tpu'"),
     (["--device", "cuda:7"], None),  # the message depends on the machine: computed below
-    (["--target-ci", "2"], "Error: Invalid value for '--target-ci': '2': must be below 1"),
-    (["--budget", "-1"], "Error: Invalid value for '--budget': '-1': must be more than 0"),
+    (["--target-ci", "2"], "gpubench: error: --target-ci 2: must be between 0 and 1 (0.01 is 1%)"),
+    (["--budget", "-1"], "gpubench: error: --budget -1: must be more than 0"),
 ])
 def test_bad_sweep_input(tmp_path, args, message):
     if message is None:

@@ -137,10 +137,12 @@ def test_cupy_and_torch_agree_on_the_same_inputs(op, dtype, batch):
     import torch
 
     from microbench import ops
+    from microbench.config import SweepConfig
+    from microbench.observer import SweepObserver
     from microbench.plan import PointSpec
-    from microbench.sweep import SweepConfig, SweepObserver, prepare_sweep
+    from microbench.session import open_session
 
-    session = prepare_sweep(SweepConfig(device="cuda", ops=(), save=False), SweepObserver()).session
+    session = open_session(SweepConfig(device="cuda", ops=(), save=False), SweepObserver())
     n, k = (4096, 14336) if op != "bmm" else (1024, 128)
     torch_spec, cupy_spec = PointSpec(op, dtype, batch, n, k), PointSpec(op, dtype, batch, n, k, "cupy")
     ours = cupy_backend.build_workload(torch, cupy_spec, session.device, 1, 0, ops.WeightCache())

@@ -185,3 +185,30 @@ def test_a_context_whose_kv_cache_cannot_hold_one_sequence_is_an_error():
     assert result.exit_code == 2, result.output
     assert "--context 100000000" in result.output and "one sequence" in result.output
     assert "caps the batch at 0" not in result.output
+
+
+# --- 15.1 leftovers: ceilings -o and import -o replace an existing file only with --force --------------------
+
+def test_import_over_an_existing_file_needs_force(tmp_path):
+    csv = tmp_path / "in.csv"
+    csv.write_text("op,dtype,batch,n,k,time_s\ngemm,bf16,1,4096,4096,2e-5\n")
+    existing = _result(tmp_path, "kept.json")
+    before = existing.read_text()
+    refused = run("import", str(csv), "--device-name", "x", "-o", str(existing))
+    assert refused.exit_code == 2 and refused.output.count("\n") == 1, refused.output
+    assert "already exists; --force replaces it" in refused.output and existing.read_text() == before
+    forced = run("import", str(csv), "--device-name", "x", "--force", "-o", str(existing))
+    assert forced.exit_code == 0, forced.output
+    assert load_result(existing).origin == "imported"
+
+
+def test_ceilings_over_an_existing_file_needs_force(tmp_path):
+    existing = _result(tmp_path, "kept.json")
+    before = existing.read_text()
+    args = ["ceilings", "--device", "cpu", "--dtype", "fp32", "--quick", "--budget", "0.01", "-o", str(existing)]
+    refused = run(*args)
+    assert refused.exit_code == 2 and refused.output.count("\n") == 1, refused.output
+    assert "already exists; --force replaces it" in refused.output and existing.read_text() == before
+    forced = run(*args, "--force")
+    assert forced.exit_code == 0, forced.output
+    assert load_result(existing).ceilings["measured"]["copy"]["bytes_per_s"] > 0

@@ -162,7 +162,7 @@ def import_and_fit(tmp_path, gpu, **kwargs):
     name, sku = {"h100": ("NVIDIA H100 80GB HBM3", "h100-sxm"), "a100": ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb")}[gpu]
     output = tmp_path / f"{gpu}.json"
     run = CliRunner().invoke(main, ["import", str(vidur_csv(tmp_path, gpu, **kwargs)), "-o", str(output),
-                                    "--device-name", name, "--sku", sku], catch_exceptions=False)
+                                    "--device-name", name, "--sku", sku, "--force"], catch_exceptions=False)
     assert run.exit_code == 0, run.output
     result = load_result(output)
     assert result.origin == "imported"

@@ -11,10 +11,12 @@ pytestmark = [pytest.mark.gpu, requires_gpu]
 
 
 def cuda_session(l2_policy="rotate", timer="graph", budget_s=0.3):
-    from microbench.sweep import SweepConfig, SweepObserver, prepare_sweep
+    from microbench.config import SweepConfig
+    from microbench.observer import SweepObserver
+    from microbench.session import open_session
 
     config = SweepConfig(device="cuda", ops=(), budget_s=budget_s, l2_policy=l2_policy, timer=timer, save=False)
-    return prepare_sweep(config, SweepObserver()).session
+    return open_session(config, SweepObserver())
 
 
 def test_device_record_is_complete():

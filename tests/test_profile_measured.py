@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli import main
+from microbench.observer import Interrupted, SweepObserver
 from microbench.plan import PlanError
 from microbench.profile_plan import ProfilePlan, grids_for, plan_items, power_grid, token_grid
 from microbench.profile_run import partial_path, prepare_profile, run_profile
-from microbench.sweep import Interrupted, SweepObserver
 from roofline.serving.profile_doc import load_profile
 from roofline.serving.simulate import simulate
 from roofline.serving.workload import make_workload

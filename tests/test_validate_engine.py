@@ -20,7 +20,7 @@ pytest.importorskip("transformers", reason="the serving extra (transformers) is 
 from click.testing import CliRunner  # noqa: E402
 
 from microbench.cli import main  # noqa: E402
-from microbench.sweep import SweepObserver  # noqa: E402
+from microbench.observer import SweepObserver  # noqa: E402
 from microbench.validate_run import ValidateSetup, run_validate  # noqa: E402
 
 TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
