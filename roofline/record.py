@@ -70,6 +70,8 @@ class Key:
             if self.required:
                 raise ValueError(f"{where}{self.name} is required")
             return
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{where}{self.name} must be finite, found {value!r}")
         if not _is(value, self.types):
             raise ValueError(f"{where}{self.name} must be {' or '.join(self.types)}, found {_show(value)}")
         if self.choices and value not in self.choices:
@@ -187,7 +189,14 @@ def _named(spec: Key, name: str) -> Key:
 
 
 def _as_record(record: type, value: Any, where: str) -> Record:
-    return record.from_dict(value, where)
+    """A nested record; its errors name the path in this document (``peak.bf16``, not ``peak.<dtype>``)."""
+    try:
+        return record.from_dict(value, where)
+    except ValueError as exc:
+        text = str(exc)
+        if record.SECTION and text.startswith(record.SECTION + "."):
+            text = where + text[len(record.SECTION):]
+        raise ValueError(text) from None
 
 
 def _document(value: Any) -> Any:
