@@ -28,6 +28,7 @@ from roofline.records import Ceilings, Telemetry
 from roofline.results import (
     JOURNAL_KIND,
     _atomic_write,
+    _refuse_special,
     check_journal,
     journal_path,
     result_to_json,
@@ -36,38 +37,72 @@ from roofline.results import (
 from roofline.schema import Point, Result
 
 
+class Journal:
+    """An append-only file of JSON lines extending one document, named by its sha256 on the first line."""
+
+    def __init__(self, path: Path, on_write: Callable[[Path, int], None] | None = None):
+        self.path = path
+        self.on_write = on_write or (lambda path, nbytes: None)
+        self._stream: IO[bytes] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._stream is not None
+
+    def start(self, document: bytes, kind: str = JOURNAL_KIND) -> None:
+        """A new, empty journal for ``document`` (written already); an older journal there is replaced."""
+        _refuse_special(self.path)
+        header = json.dumps({"kind": kind, "document_sha256": hashlib.sha256(document).hexdigest()}) + "\n"
+        _atomic_write(self.path, header.encode("utf-8"))
+        self.on_write(self.path, len(header))
+        self._stream = open(self.path, "ab")  # noqa: SIM115 - held open while the document grows
+
+    def append(self, entries: list[dict[str, Any]]) -> None:
+        """One line per entry, flushed and fsync'd: on disk before the caller goes on."""
+        if self._stream is None:
+            raise RuntimeError("Journal.append before start")
+        if not entries:
+            return
+        data = b"".join(json.dumps(e, allow_nan=False).encode("utf-8") + b"\n" for e in entries)
+        self._stream.write(data)
+        self._stream.flush()
+        os.fsync(self._stream.fileno())
+        self.on_write(self.path, len(data))
+
+    def remove(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        self.path.unlink(missing_ok=True)
+
+
 class ResultWriter:
     """Saves one result document while it grows; ``on_write(path, nbytes)`` is the seam tests count with."""
 
     def __init__(self, path: str | os.PathLike, on_write: Callable[[Path, int], None] | None = None):
         self.path = Path(path)
-        self.journal = journal_path(self.path)
         self.on_write = on_write or (lambda path, nbytes: None)
-        self._stream: IO[bytes] | None = None
+        self.journal = Journal(journal_path(self.path), self.on_write)
         self._rows = 0  # timeline rows already in the document or the journal
         self._head: dict[str, Any] = {}  # the telemetry record without its timeline, as last written
 
     @property
     def started(self) -> bool:
-        return self._stream is not None
+        return self.journal.started
 
     def start(self, result: Result) -> None:
         """Write the whole document (for a resumed file: everything it held, folded) and an empty journal."""
         check_journal(self.path)
         data = result_to_json(result).encode("utf-8")
         _atomic_write(self.path, data)
-        header = json.dumps({"kind": JOURNAL_KIND, "document_sha256": hashlib.sha256(data).hexdigest()})
-        _atomic_write(self.journal, (header + "\n").encode("utf-8"))
-        self.on_write(self.path, len(data) + len(header) + 1)
-        self._stream = open(self.journal, "ab")  # noqa: SIM115 - held open for the sweep, closed by finish
+        self.on_write(self.path, len(data))
+        self.journal.start(data)
         self._head, timeline = _split(result.telemetry.to_dict())
         self._rows = len(timeline)
 
-    def append(self, point: Point | None = None, ceilings: Ceilings | None = None,
+    def append(self, point: Point | None = None, ceilings: Ceilings | dict[str, Any] | None = None,
                telemetry: Telemetry | dict[str, Any] | None = None) -> None:
         """Journal what changed since the last save: the new point, new ceilings, new telemetry rows."""
-        if self._stream is None:
-            raise RuntimeError("ResultWriter.append before start")
         entries: list[dict[str, Any]] = []
         if ceilings is not None:
             entries.append({"ceilings": Ceilings.from_dict(ceilings).to_dict()})
@@ -75,13 +110,7 @@ class ResultWriter:
             entries.append({"point": point.to_dict()})
         if telemetry is not None:
             entries += self._telemetry_entries(telemetry)
-        if not entries:
-            return
-        data = b"".join(json.dumps(e, allow_nan=False).encode("utf-8") + b"\n" for e in entries)
-        self._stream.write(data)
-        self._stream.flush()
-        os.fsync(self._stream.fileno())
-        self.on_write(self.journal, len(data))
+        self.journal.append(entries)
 
     def _telemetry_entries(self, telemetry: Telemetry | dict[str, Any]) -> list[dict[str, Any]]:
         head, timeline = _split(telemetry.to_dict() if isinstance(telemetry, Telemetry) else telemetry)
@@ -96,12 +125,9 @@ class ResultWriter:
 
     def finish(self, result: Result) -> None:
         """Fold: write the whole document once, atomically, then remove the journal."""
-        if self._stream is not None:
-            self._stream.close()
-            self._stream = None
         save_result(result, self.path)
         self.on_write(self.path, self.path.stat().st_size)
-        self.journal.unlink(missing_ok=True)
+        self.journal.remove()
 
 
 def _split(record: dict[str, Any]) -> tuple[dict[str, Any], Sequence[dict[str, Any]]]:

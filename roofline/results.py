@@ -114,21 +114,30 @@ def journal_path(path: str | os.PathLike) -> Path:
     return path.with_name(path.name + ".journal")
 
 
-def fold_journal(result: Result, document: bytes, journal: bytes, source: str = "<journal>") -> Result:
-    """``result`` (parsed from ``document``) with the points, ceilings and telemetry its journal adds.
+def journal_entries(document: bytes, journal: bytes, source: str = "<journal>",
+                    kind: str = JOURNAL_KIND) -> list[dict[str, Any]]:
+    """The entries a journal adds to ``document`` (the bytes it was started on), in order.
 
     A journal whose header names another document (an earlier run's, already folded) adds nothing; a last
-    line without its newline was being written when the sweep died and is dropped."""
+    line without its newline was being written when the process died and is dropped."""
     lines = journal.split(b"\n")
     header = _journal_line(lines[0], source, 1)
-    if header.get("kind") != JOURNAL_KIND:
-        raise ResultError(f"{source}: not a gpubench result journal")
-    if header.get("document_sha256") != hashlib.sha256(document).hexdigest() or len(lines) < 2:
+    if header.get("kind") != kind:
+        raise ResultError(f"{source}: not a gpubench journal of this kind ({kind})")
+    if header.get("document_sha256") != hashlib.sha256(document).hexdigest():
+        return []
+    # lines[-1] is what follows the last newline: empty, or a line torn by the kill.
+    return [_journal_line(line, source, number) for number, line in enumerate(lines[1:-1], start=2)]
+
+
+def fold_journal(result: Result, document: bytes, journal: bytes, source: str = "<journal>") -> Result:
+    """``result`` (parsed from ``document``) with the points, ceilings and telemetry its journal adds."""
+    entries = journal_entries(document, journal, source)
+    if not entries:
         return result
     points, telemetry = list(result.points), result.telemetry.to_dict()
     rows, ceilings = list(telemetry.pop("timeline", None) or ()), result.ceilings
-    for number, line in enumerate(lines[1:-1], start=2):  # lines[-1]: after the last newline (or torn)
-        entry = _journal_line(line, source, number)
+    for number, entry in enumerate(entries, start=2):
         try:
             if "point" in entry:
                 points.append(Point.from_dict(entry["point"]))
@@ -168,7 +177,7 @@ def check_journal(path: str | os.PathLike) -> None:
             kind = json.loads(first).get("kind")
         except (ValueError, AttributeError):
             kind = None
-        if kind != JOURNAL_KIND:
+        if not (isinstance(kind, str) and kind.startswith("gpubench-") and kind.endswith("-journal")):
             raise ResultError(f"{journal}: exists and is not a gpubench journal; gpubench will not replace it")
 
 

@@ -3,6 +3,7 @@ by load_result when a sweep was killed.  Bytes are counted through the writer's 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -47,7 +48,8 @@ def grow(path: Path, points: int, on_write=None, rows_per_point: int = 5):
 def test_each_save_costs_the_same_bytes_however_long_the_sweep(tmp_path):
     written: list[tuple[Path, int]] = []
     writer, full = grow(tmp_path / "r.json", 300, lambda path, nbytes: written.append((path, nbytes)))
-    appends = [nbytes for path, nbytes in written[1:]]  # written[0]: the document itself, once
+    journal = [nbytes for path, nbytes in written if path == journal_path(tmp_path / "r.json")]
+    appends = journal[1:]  # journal[0]: its header; the document itself was written once, before it
     assert len(appends) == 300
     first, last = sum(appends[:20]) / 20, sum(appends[-20:]) / 20
     assert last <= 1.02 * first, (first, last)  # flat, not growing with the points before it
@@ -137,3 +139,29 @@ def test_a_sweep_killed_with_sigkill_resumes_and_finishes_with_every_point(tmp_p
     assert sorted(p.batch for p in after.points) == list(range(1, 33))
     assert after.points[:len(before.points)] == before.points  # nothing measured twice, nothing lost
     assert output.read_text() == result_to_json(after)  # one self-contained document
+
+
+class Killed(Exception):
+    """Stands for SIGKILL inside run_profile: no handler runs, nothing is folded."""
+
+
+def test_a_profile_journals_each_item_and_a_killed_one_resumes_from_the_journal(tmp_path):
+    from microbench.profile_run import partial_path, prepare_profile, run_profile
+    from microbench.sweep import SweepObserver
+    from tests.test_profile_measured import tiny_plan
+
+    output = tmp_path / "profile.json"
+    run = prepare_profile(tiny_plan(), output, SweepObserver())
+    total = len(run.items)
+
+    def die_after_three(item, measured):
+        if len(run.measured) == 3:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run_profile(run, lambda n: None, die_after_three)
+    assert len(json.loads(partial_path(output).read_text())["measured"]) == 0  # written once, at the start
+    assert len(journal_path(partial_path(output)).read_text().splitlines()) == 1 + 3  # header + one per item
+    resumed = prepare_profile(tiny_plan(), output, SweepObserver(), resume=True)
+    assert len(resumed.items) == total - 3 and len(resumed.measured) == 3
+    assert len(json.loads(partial_path(output).read_text())["measured"]) == 3  # folded by the resume
