@@ -4,9 +4,11 @@ Linear layers are the sweep's own ``gemm`` points (``measure.measure_point``: ro
 correctness check, CUDA graphs or ``perf_counter``, the adaptive stopping rule); attention and the rest of
 the step are workloads of ``profile_kernels`` timed with the same timers and the same rule.
 
-Like a sweep it is resumable and interruptible: after every item the measured times are saved atomically to
-``<output>.partial`` (with the plan), a signal finishes the item in flight and stops, and ``--resume
-<output>`` continues.  The profile document itself is written once, complete, at the end.
+Like a sweep it is resumable and interruptible: ``<output>.partial`` (the plan and what is measured) is
+written once, then each item is journalled as one line beside it (``roofline.journal``, so a save costs one
+item, not everything so far); a signal finishes the item in flight, folds the journal into the partial file
+and stops, and ``--resume <output>`` continues (folding a journal a kill left behind).  The profile document
+itself is written once, complete, at the end.
 """
 
 from __future__ import annotations
@@ -38,14 +40,16 @@ from microbench.profile_plan import (
 from microbench.session import open_session
 from microbench.timers import CpuTimer
 from roofline.counting import DTYPE_SIZES, count_work
+from roofline.journal import Journal
 from roofline.models import kv_bytes_per_token, per_rank, weight_bytes
-from roofline.results import check_writable
-from roofline.serving.profile_doc import StepProfile, save_json_atomic, save_profile
+from roofline.results import check_writable, journal_entries, journal_path, write_output_file
+from roofline.serving.profile_doc import StepProfile, save_profile
 
 # Seconds of sampling per item unless --budget: an 8B model's ~300 items on an H200 in a few minutes, a tiny
 # model's on two CPU cores in seconds.
 DEFAULT_BUDGET_S = {"cuda": 0.2, "cpu": 0.1}
 PARTIAL_KIND = "gpubench-step-profile-partial"
+PARTIAL_JOURNAL_KIND = "gpubench-step-profile-partial-journal"
 # The CPU timer's clock: wall time, or this thread's CPU time (other processes' turns on a shared CPU excluded).
 CPU_CLOCKS_NS = {"wall": time.perf_counter_ns, "thread-cpu": time.thread_time_ns}
 # A resumed profile must be measured on the same device as the part already measured.
@@ -65,6 +69,7 @@ class ProfileRun:
     session: Any = None
     items: list[Item] = field(default_factory=list)
     started_at: str = ""
+    journal: Journal | None = None
 
 
 def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, argv: tuple[str, ...] = (),
@@ -123,19 +128,31 @@ def l2_policy_for(session, plan: ProfilePlan) -> str:
 
 def _load_partial(partial: Path, argv: tuple[str, ...]) -> ProfileRun:
     try:
-        record = json.loads(partial.read_text(encoding="utf-8"))
+        data = partial.read_bytes()
+        record = json.loads(data)
     except (OSError, ValueError) as exc:
         raise PlanError(f"{partial}: no profile in progress to resume ({exc})") from None
     if not isinstance(record, dict) or record.get("kind") != PARTIAL_KIND:
         raise PlanError(f"{partial}: not a partial profile")
+    measured = dict(record.get("measured") or {})
+    journal = journal_path(partial)
+    if journal.is_file() and not journal.is_symlink():  # a kill left items journalled but not folded
+        for entry in journal_entries(data, journal.read_bytes(), str(journal), PARTIAL_JOURNAL_KIND):
+            measured[entry["key"]] = entry["measured"]
     plan = ProfilePlan.from_record(record.get("plan") or {})
-    return ProfileRun(plan, Path(str(partial)[: -len(".partial")]), argv, dict(record.get("measured") or {}),
+    return ProfileRun(plan, Path(str(partial)[: -len(".partial")]), argv, measured,
                       started_at=record.get("started_at", utc_now()))
 
 
 def _save_partial(run: ProfileRun) -> None:
-    save_json_atomic({"kind": PARTIAL_KIND, "plan": run.plan.to_record(), "started_at": run.started_at,
-                      "device": run.session.device, "measured": run.measured}, partial_path(run.output))
+    """The whole partial file, then an empty journal for the items to come."""
+    data = json.dumps({"kind": PARTIAL_KIND, "plan": run.plan.to_record(), "started_at": run.started_at,
+                       "device": run.session.device, "measured": run.measured}, indent=1, allow_nan=False) + "\n"
+    write_output_file(partial_path(run.output), data.encode("utf-8"))
+    if run.journal is not None:
+        run.journal.remove()
+    run.journal = Journal(journal_path(partial_path(run.output)))
+    run.journal.start(data.encode("utf-8"), PARTIAL_JOURNAL_KIND)
 
 
 def run_profile(run: ProfileRun, on_start: Callable[[int], None], on_item: Callable[[Item, dict], None]
@@ -148,15 +165,18 @@ def run_profile(run: ProfileRun, on_start: Callable[[int], None], on_item: Calla
     try:
         for item in run.items:
             run.measured[item.key] = measure_item(session, run.plan, model, item, dtype)
-            _save_partial(run)
+            run.journal.append([{"key": item.key, "measured": run.measured[item.key]}])
             on_item(item, run.measured[item.key])
             if session.stop.is_set():
+                _save_partial(run)  # folded: the partial file alone holds everything measured
+                run.journal.remove()
                 raise Interrupted(getattr(session.stop, "signum", 2), partial_path(run.output))
     finally:
         session.weights.clear()
     profile = assemble_profile(run, model, dtype)
     save_profile(profile, run.output)
     partial_path(run.output).unlink(missing_ok=True)
+    run.journal.remove()
     return profile
 
 

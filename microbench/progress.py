@@ -20,6 +20,7 @@ from rich.progress import (
 from rich.table import Table
 
 from microbench.observer import SweepObserver
+from roofline.records import BandwidthChoice, Ceilings, Device, PeakRun, SpecCeilings
 from roofline.reference import marked_percent, reference_bandwidth, reference_peak
 from roofline.schema import Result
 from roofline.summary import over_ceiling_lines, summarize_series
@@ -68,8 +69,7 @@ def terminal_observer():
 
 
 def print_sweep_summary(result: Result, output: Path | None) -> None:
-    device = result.device
-    table = Table(title=f"{device.get('name')} ({device.get('sku') or device['kind']})", title_justify="left")
+    table = Table(title=result.device.label, title_justify="left")
     table.add_column("series")
     table.add_column("ok", justify="right")
     table.add_column("bytes/s at lowest B", justify="right")
@@ -89,10 +89,10 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
         compute = f"{mark(row.pct_of_spec_peak, 0)} / {mark(row.pct_of_measured_peak, 0)}"
         table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}{where}", ok, low, bandwidth, peak, compute)
     stdout.print(table)
-    measured = (result.ceilings or {}).get("measured")
-    if measured:
-        stdout.print(f"measured copy {si(measured['copy']['bytes_per_s'], 'B/s')} ({measured['copy'].get('timer')}), "
-                     f"read {si(measured['read']['bytes_per_s'], 'B/s')}")
+    measured = result.ceilings.measured
+    if measured and measured.copy and measured.read:
+        stdout.print(f"measured copy {measured.copy.format('bytes_per_s')} ({measured.copy.timer}), "
+                     f"read {measured.read.format('bytes_per_s')}")
     reference = reference_bandwidth(result.ceilings)
     if reference:
         stdout.print(escape(f"% meas BW is of the reference bandwidth: {reference.label} ({reference.why})"))
@@ -109,8 +109,8 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
     if bad:
         stdout.print(f"{len(bad)} point(s) not measured: "
                      + ", ".join(sorted({p.status for p in bad})))
-    if result.telemetry.get("source") in (None, "none"):
-        stdout.print(f"telemetry: none ({result.telemetry.get('reason')})")
+    if not result.telemetry.sampled:
+        stdout.print(f"telemetry: none ({result.telemetry.reason})")
     for line in telemetry_warnings(result.points):
         stdout.print(line)
     if output is not None:
@@ -125,7 +125,7 @@ def telemetry_warnings(points) -> list[str]:
                               ("power_capped", "power-capped (sw_power_cap: recorded, not re-measured)", "yellow")):
         series: dict[str, list[int]] = {}
         for p in points:
-            if not p.superseded and (p.telemetry or {}).get(key):
+            if not p.superseded and p.telemetry is not None and getattr(p.telemetry, key):
                 where = "" if p.backend == "torch" else f" [{p.backend}]"
                 series.setdefault(f"{p.op} {p.dtype} {p.n}x{p.k}{where}", []).append(p.batch)
         if series:
@@ -136,55 +136,54 @@ def telemetry_warnings(points) -> list[str]:
     return lines
 
 
-def _regime_how(entry: dict[str, Any]) -> str:
+def _regime_how(entry: PeakRun) -> str:
     """Timer, clock, power and reasons of one compute regime, for the ceilings table."""
-    parts = [entry["timer"], f"{seconds(entry['duration_s'])}"]
-    clock, power = entry.get("sm_clock_hz"), entry.get("power_w")
-    if clock:
+    parts = [entry.timer, entry.format("duration_s")]
+    clock, power = entry.sm_clock_hz, entry.power_w
+    if isinstance(clock, dict):
         parts.append(f"SM {si(clock['min'], 'Hz')}–{si(clock['max'], 'Hz')}")
-    if power:
+    if isinstance(power, dict):
         parts.append(f"{si(power['median'], 'W')}")
-    if entry.get("clock_event_reasons"):
-        parts.append(",".join(entry["clock_event_reasons"]))
+    if entry.clock_event_reasons:
+        parts.append(",".join(entry.clock_event_reasons))
     return ", ".join(parts)
 
 
-def print_ceilings(ceilings: dict[str, Any], device: dict[str, Any]) -> None:
-    measured, spec = ceilings["measured"], ceilings.get("spec") or {}
-    table = Table(title=f"ceilings: {device.get('name')} ({device.get('sku') or device['kind']})",
-                  title_justify="left")
+def print_ceilings(ceilings: Ceilings, device: Device) -> None:
+    measured, spec = ceilings.measured, ceilings.spec or SpecCeilings()
+    table = Table(title=f"ceilings: {device.label}", title_justify="left")
     for column in ("what", "measured", "spec", "% of spec", "how"):
         table.add_column(column)
-    spec_bw = spec.get("memory_bandwidth_bytes_per_s")
+    spec_bw = spec.memory_bandwidth_bytes_per_s
 
     def of_spec(value, reference):
         return percent(100 * value / reference if reference and value else None)
 
-    kernels = measured.get("stream_kernels") or {"copy": measured["copy"], "read": measured["read"]}
+    kernels = measured.stream_kernels or {"copy": measured.copy, "read": measured.read}
     for name, entry in kernels.items():
-        table.add_row(f"{name} bandwidth", si(entry["bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
-                      of_spec(entry["bytes_per_s"], spec_bw),
-                      f"{entry['kernel']} ({entry.get('timer')}), {entry.get('counts', '')}".rstrip(", "))
-    reference = measured.get("reference_bandwidth") or {"bytes_per_s": measured["bandwidth_bytes_per_s"],
-                                                        "name": measured.get("bandwidth_kernel")}
-    table.add_row("reference bandwidth", si(reference["bytes_per_s"], "B/s"), si(spec_bw, "B/s"),
-                  of_spec(reference["bytes_per_s"], spec_bw), f"best read or copy kernel: {reference['name']}")
-    for dtype, peak in measured["peak"].items():
-        spec_peak = (spec.get("peak_flop_per_s") or {}).get(dtype)
-        if not peak["flop_per_s"]:
-            table.add_row(f"{dtype} matmul peak", "–", si(spec_peak, "FLOP/s"), "–", peak["reason"])
+        table.add_row(f"{name} bandwidth", entry.format("bytes_per_s"), spec.format("memory_bandwidth_bytes_per_s"),
+                      of_spec(entry.bytes_per_s, spec_bw),
+                      f"{entry.kernel} ({entry.timer}), {entry.counts or ''}".rstrip(", "))
+    reference = measured.reference_bandwidth or BandwidthChoice(bytes_per_s=measured.bandwidth_bytes_per_s,
+                                                                name=measured.bandwidth_kernel)
+    table.add_row("reference bandwidth", reference.format("bytes_per_s"), spec.format("memory_bandwidth_bytes_per_s"),
+                  of_spec(reference.bytes_per_s, spec_bw), f"best read or copy kernel: {reference.name}")
+    for dtype, peak in (measured.peak or {}).items():
+        spec_peak = (spec.peak_flop_per_s or {}).get(dtype)
+        if not peak.flop_per_s:
+            table.add_row(f"{dtype} matmul peak", "–", si(spec_peak, "FLOP/s"), "–", peak.reason)
             continue
-        shape = peak["best_shape"]
-        found = f"{peak['kernel']}, best of {len(peak['tried'])}: {shape['m']}×{shape['n']}×{shape['k']}"
+        shape = peak.best_shape
+        found = f"{peak.kernel}, best of {len(peak.tried or ())}: {shape['m']}×{shape['n']}×{shape['k']}"
         for regime in ("burst", "sustained"):
-            entry = peak.get(regime)
+            entry = getattr(peak, regime)
             if entry:
-                table.add_row(f"{dtype} matmul peak ({regime})", si(entry["flop_per_s"], "FLOP/s"),
-                              si(spec_peak, "FLOP/s"), of_spec(entry["flop_per_s"], spec_peak),
+                table.add_row(f"{dtype} matmul peak ({regime})", entry.format("flop_per_s"),
+                              si(spec_peak, "FLOP/s"), of_spec(entry.flop_per_s, spec_peak),
                               f"{found}; {_regime_how(entry)}")
     stdout.print(table)
-    if not spec.get("sku"):
-        stdout.print(f"spec: {spec.get('reason')}")
+    if not spec.sku:
+        stdout.print(f"spec: {spec.reason}")
 
 
 def print_devices() -> None:

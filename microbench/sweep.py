@@ -26,7 +26,8 @@ from microbench.devices import host_info, tool_info
 from microbench.measure import measure_point, utc_now
 from microbench.observer import Interrupted, SweepObserver
 from microbench.session import Session, open_session
-from roofline.results import ResultError, check_output, check_writable, save_result
+from roofline.journal import ResultWriter
+from roofline.results import ResultError, check_output, check_writable
 from roofline.schema import Point, Result
 from roofline.units import si_bytes
 
@@ -155,11 +156,15 @@ def run_sweep(prepared: PreparedSweep, observer: SweepObserver,
 def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> Result:
     session = prepared.session
     result = prepared.result
+    # The document is written once, then each save journals only what is new (roofline.journal): O(point)
+    # bytes per save, not O(sweep).  The finally folds the journal into one self-contained document.
+    writer = ResultWriter(prepared.output) if prepared.output is not None else None
 
-    def save(current: Result) -> Result:
-        current = current.with_telemetry(session.telemetry_record())
-        if prepared.output is not None:
-            save_result(current, prepared.output)
+    def save(current: Result, point: Point | None = None, measured_ceilings: Any = None) -> Result:
+        if writer is not None and not writer.started:
+            writer.start(current.with_telemetry(session.telemetry_record()))
+        elif writer is not None:
+            writer.append(point=point, ceilings=measured_ceilings, telemetry=session.telemetry_record())
         return current
 
     def check_stop() -> None:
@@ -167,31 +172,38 @@ def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> R
             raise Interrupted(getattr(session.stop, "signum", 2), prepared.output)
 
     result = save(result)
-    if ceilings is not None and not (result.ceilings or {}).get("measured"):
-        observer.on_phase("ceilings")
-        try:
-            result = save(result.with_ceilings(ceilings(session)))
-        except Stopped:  # a signal during the ceilings: they are abandoned, the sweep stops and saves
-            session.synchronize()
-    check_stop()
-    if prepared.points:
-        observer.on_phase("points")
-        observer.on_start(len(prepared.points))
-    retries_left = max(3, int(RETRY_SHARE * len(prepared.points)))
-    for spec in prepared.points:
-        point = measure_point(session, spec)
-        why = needs_retry(point)
-        if why and retries_left == 0:
-            observer.on_notice(f"{spec.label}: {why}; not measured again (retry allowance spent)")
-        elif why and not session.stop.is_set():
-            retries_left -= 1
-            observer.on_notice(f"{spec.label}: {why}; measuring it again after {RETRY_PAUSE_S:.0f} s")
-            result = save(result.with_point(replace(point, superseded=True)))
-            pause(session, RETRY_PAUSE_S)
-            point = measure_point(session, spec, attempt=2)
-        result = save(result.with_point(point))
-        observer.on_point(point)
+    try:
+        if ceilings is not None and not result.ceilings.measured:
+            observer.on_phase("ceilings")
+            try:
+                measured = ceilings(session)
+                result = save(result.with_ceilings(measured), measured_ceilings=measured)
+            except Stopped:  # a signal during the ceilings: they are abandoned, the sweep stops and saves
+                session.synchronize()
         check_stop()
+        if prepared.points:
+            observer.on_phase("points")
+            observer.on_start(len(prepared.points))
+        retries_left = max(3, int(RETRY_SHARE * len(prepared.points)))
+        for spec in prepared.points:
+            point = measure_point(session, spec)
+            why = needs_retry(point)
+            if why and retries_left == 0:
+                observer.on_notice(f"{spec.label}: {why}; not measured again (retry allowance spent)")
+            elif why and not session.stop.is_set():
+                retries_left -= 1
+                observer.on_notice(f"{spec.label}: {why}; measuring it again after {RETRY_PAUSE_S:.0f} s")
+                first = replace(point, superseded=True)
+                result = save(result.with_point(first), point=first)
+                pause(session, RETRY_PAUSE_S)
+                point = measure_point(session, spec, attempt=2)
+            result = save(result.with_point(point), point=point)
+            observer.on_point(point)
+            check_stop()
+    finally:
+        result = result.with_telemetry(session.telemetry_record())
+        if writer is not None and writer.started:
+            writer.finish(result)
     return result
 
 

@@ -63,7 +63,7 @@ class SeriesFit:
 
 def spec_profile(result: Result):
     """The matched SKU's profile, or None with the reason (an unknown SKU is a message, not a crash)."""
-    sku = result.device.get("sku")
+    sku = result.device.sku
     if not sku:
         return None, "no SKU matched, so no spec comparison"
     try:
@@ -165,7 +165,7 @@ def _regime(result: Result) -> str:
     """Which regime a fitted roof describes: that of the points it was fitted to."""
     if result.origin == "imported":
         return "fitted to imported points; regime not recorded"
-    if result.device.get("kind") == "cpu":
+    if result.device.kind == "cpu":
         return "fitted to this sweep's points; a CPU has one regime"
     return "fitted to this sweep's points: sustained, as a long sweep runs"
 
@@ -219,8 +219,8 @@ def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
     peaks = {d: reference_peak(result.ceilings, d) for d in dtypes}
     warnings = trust_lines(result, series, fit.MIN_POINTS)
     return {
-        "device": result.device.get("name"),
-        "sku": result.device.get("sku"),
+        "device": result.device.name,
+        "sku": result.device.sku,
         "origin": result.origin,
         "spec_reason": spec_reason,
         "spec": {"bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s,

@@ -42,8 +42,7 @@ class Loaded:
 
     @property
     def label(self) -> str:
-        device = self.result.device
-        return f"{device.get('name')} ({device.get('sku') or device['kind']}) [{Path(self.file).name}]"
+        return f"{self.result.device.label} [{Path(self.file).name}]"
 
 
 def collect(paths: list[Path]) -> tuple[list[Loaded], list[str]]:
@@ -85,7 +84,7 @@ def _drop_duplicate_units(loaded: list[Loaded]) -> tuple[list[Loaded], list[str]
     """The same GPU (UUID) measured twice counts once in a fleet: the newest result stays."""
     by_uuid: dict[str, list[Loaded]] = defaultdict(list)
     for item in loaded:
-        uuid = item.result.device.get("uuid")
+        uuid = item.result.device.uuid
         if uuid:
             by_uuid[uuid].append(item)
     dropped, notes = set(), []
@@ -117,9 +116,9 @@ def unit_figures(item: Loaded, dtype: str, n: int, k: int) -> dict[str, Any] | N
     reference = reference_bandwidth(item.result.ceilings)
     ref_bw = reference.bytes_per_s if reference else None
     return {
-        "file": item.file, "device": f"{item.result.device.get('name')} [{Path(item.file).stem}]",
-        "sku": item.result.device.get("sku"),
-        "uuid": item.result.device.get("uuid"), "measured": True, "origin": item.result.origin,
+        "file": item.file, "device": f"{item.result.device.name} [{Path(item.file).stem}]",
+        "sku": item.result.device.sku,
+        "uuid": item.result.device.uuid, "measured": True, "origin": item.result.origin,
         "reference_bandwidth_bytes_per_s": ref_bw, "reference_bandwidth_name": reference.name if reference else None,
         "pct_reference_bandwidth": 100 * gemv_bw / ref_bw if gemv_bw and ref_bw else None,
         "gemv_bytes_per_s": gemv_bw, "peak_flop_per_s": peak,
@@ -257,9 +256,10 @@ def fleet(loaded: list[Loaded], k: float = DEFAULT_K) -> dict[str, Any]:
     """Units grouped by SKU; outliers in GEMV bandwidth or peak within each SKU, and throttled units."""
     units: dict[str, dict[str, Any]] = {}
     for item in loaded:
-        sku = item.result.device.get("sku") or item.result.device.get("name") or item.result.device["kind"]
-        units[item.file] = {"file": item.file, "device": item.result.device.get("name"), "sku": sku,
-                            "uuid": item.result.device.get("uuid"), "figures": {}, "noise": {}, "distance": {},
+        device = item.result.device
+        sku = device.sku or device.name or device.kind
+        units[item.file] = {"file": item.file, "device": device.name, "sku": sku,
+                            "uuid": device.uuid, "figures": {}, "noise": {}, "distance": {},
                             "outlier": False, "why": []}
         for dtype, n, k_dim in groups_of([item]):
             row = unit_figures(item, dtype, n, k_dim)
@@ -269,7 +269,7 @@ def fleet(loaded: list[Loaded], k: float = DEFAULT_K) -> dict[str, Any]:
                 units[item.file]["noise"][f"{dtype} {n}x{k_dim}"] = {
                     "gemv_bytes_per_s": _own_noise(row["gemv_bytes_per_s"], row["gemv_bandwidth_ci95"]),
                     "peak_flop_per_s": _own_noise(row["peak_flop_per_s"], row["peak_ci95"])}
-        throttled = sum(bool((p.telemetry or {}).get("throttled")) for p in item.result.points)
+        throttled = sum(p.throttled for p in item.result.points)
         if throttled:
             units[item.file]["outlier"] = True
             units[item.file]["why"].append(f"{throttled} point(s) measured while throttled")

@@ -17,6 +17,7 @@ from roofline.decode import (
     step_rows,
 )
 from roofline.profiles import GpuProfile
+from roofline.records import Device
 from roofline.roof import ridge_flop_per_byte
 from roofline.units import seconds, si_bytes
 
@@ -38,14 +39,14 @@ def analytic_document(setup: DecodeSetup, profile: GpuProfile, batches: list[int
 
 
 def measured_document(setup: DecodeSetup, batches: list[int], times: dict, bandwidth: float | None,
-                      peak: float | None, memory_bytes: float | None, mem_fraction: float, device: dict,
+                      peak: float | None, memory_bytes: float | None, mem_fraction: float, device: Device | dict,
                       warnings: list[str] = ()) -> dict[str, Any]:
     """The measured step.  ``warnings``: why to trust the launch times less (``roofline.trust``), plus a
     step slower at a larger batch than at a smaller one, which no roofline does: noise or a kernel change."""
     capacity = kv_capacity(setup, memory_bytes, mem_fraction)
     rows = step_rows(setup, batches, lambda *key: times[key], bandwidth, peak, capacity["max_batch"])
     ridge = ridge_flop_per_byte(peak, bandwidth)
-    return {"source": f"measured on {device.get('name')} ({device.get('sku') or device['kind']})",
+    return {"source": f"measured on {Device.from_dict(device).label}",
             "bandwidth_bytes_per_s": bandwidth, "peak_flop_per_s": peak,
             "rows": rows_to_dicts(rows), "kv": capacity,
             "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,

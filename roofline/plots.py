@@ -139,7 +139,7 @@ def roofline_figure(result: Result, analysis: dict[str, Any], dtype: str):
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(f"Roofline, {dtype}: {result.device.get('name')}")
+    ax.set_title(f"Roofline, {dtype}: {result.device.name}")
     if labelled and labelled.get("roof_regime"):
         ax.text(0.01, 0.99, f"fitted ridges (stars): {labelled['roof_regime']}", transform=ax.transAxes,
                 fontsize=7, va="top", color="0.3")
@@ -290,7 +290,7 @@ def gemm_vs_bmm_figure(result: Result, analysis: dict[str, Any]):
 
 def telemetry_figure(result: Result, analysis: dict[str, Any]):
     """Clocks, power and utilisation over the run, point boundaries marked, throttled spans shaded."""
-    timeline = result.telemetry.get("timeline") or []
+    timeline = result.telemetry.timeline or ()
     if not timeline:
         return None
     _style()
@@ -302,8 +302,7 @@ def telemetry_figure(result: Result, analysis: dict[str, Any]):
     if not panels:
         return None
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.9 * len(panels) + 0.8), sharex=True, squeeze=False)
-    throttled = [(p.telemetry or {}).get("window_s") for p in result.points
-                 if (p.telemetry or {}).get("throttled") and (p.telemetry or {}).get("window_s")]
+    throttled = [p.window_s for p in result.points if p.throttled and p.window_s]
     for ax, (key, scale, label) in zip(axes[:, 0], panels, strict=True):
         # Only the rows that carry the metric: GPM fills every other reading, and NaN gaps would break
         # the line into isolated points.
@@ -314,7 +313,7 @@ def telemetry_figure(result: Result, analysis: dict[str, Any]):
         for start, end in throttled:
             ax.axvspan(start - t0, end - t0, color=OKABE_ITO[3], alpha=0.2)
         for point in result.points:
-            window = (point.telemetry or {}).get("window_s")
+            window = point.window_s
             if window:
                 ax.axvline(window[0] - t0, color="0.8", lw=0.5)
     axes[-1, 0].set_xlabel("time since the first sample (s)")

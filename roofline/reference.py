@@ -16,9 +16,11 @@ while the point ran): it is never hidden or clipped, it is printed with ``over_c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from roofline.records import Ceilings, MeasuredCeilings, Peak, StreamKernel
 from roofline.units import si
 
 SUSTAINED = "sustained"
@@ -63,78 +65,80 @@ class PeakReference:
         return asdict(self)
 
 
-def _kind(name: str, entry: dict[str, Any]) -> str | None:
-    if entry.get("kind") in ("read", "copy"):
-        return entry["kind"]
+def _kind(name: str, entry: StreamKernel) -> str | None:
+    if entry.kind in ("read", "copy"):
+        return entry.kind
     last = name.split()[-1] if name else ""
     return last if last in ("read", "copy") else None
 
 
-def _candidates(measured: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+def _candidates(measured: MeasuredCeilings) -> list[tuple[str, str, StreamKernel]]:
     found = []
-    for name in ("copy", "read"):
-        entry = measured.get(name)
-        if isinstance(entry, dict) and entry.get("bytes_per_s"):
-            found.append((f"torch {name}" if entry.get("kernel", "").startswith("torch") else name, name, entry))
-    for name, entry in (measured.get("stream_kernels") or {}).items():
+    for name, entry in (("copy", measured.copy), ("read", measured.read)):
+        if entry is not None and entry.bytes_per_s:
+            found.append((f"torch {name}" if (entry.kernel or "").startswith("torch") else name, name, entry))
+    for name, entry in (measured.stream_kernels or {}).items():
         kind = _kind(name, entry)
-        if kind and entry.get("bytes_per_s"):
+        if kind and entry.bytes_per_s:
             found.append((name, kind, entry))
-    return [c for c in found if (c[2].get("kernel"), c[2].get("timer")) != COPY_ENGINE]
+    return [c for c in found if (c[2].kernel, c[2].timer) != COPY_ENGINE]
 
 
-def best_bandwidth_kernel(kernels: dict[str, dict[str, Any]], why: str = CHOSEN_WHY) -> BandwidthReference | None:
+def best_bandwidth_kernel(kernels: Mapping[str, StreamKernel | dict[str, Any]],
+                          why: str = CHOSEN_WHY) -> BandwidthReference | None:
     """The best read or copy entry of ``{name: entry}``, a graph-timed ``copy_`` excluded; the one rule
     both the measuring side (choosing the reference) and readers of older documents (deriving it) use."""
-    candidates = _candidates({"stream_kernels": kernels})
+    candidates = _candidates(MeasuredCeilings(stream_kernels=dict(kernels)))
     if not candidates:
         return None
-    name, kind, entry = max(candidates, key=lambda c: c[2]["bytes_per_s"])
-    timer = entry.get("timer")
+    name, kind, entry = max(candidates, key=lambda c: c[2].bytes_per_s)
+    timer = entry.timer
     if name.startswith("torch") and "(" not in name and timer and timer != "cuda-graph":
         name += f" ({timer.removeprefix('cuda-')})"
-    return BandwidthReference(float(entry["bytes_per_s"]), name, kind, entry.get("kernel"), timer, why)
+    return BandwidthReference(float(entry.bytes_per_s), name, kind, entry.kernel, timer, why)
 
 
-def reference_bandwidth_from_measured(measured: dict[str, Any] | None) -> BandwidthReference | None:
+def reference_bandwidth_from_measured(measured: MeasuredCeilings | dict[str, Any] | None
+                                      ) -> BandwidthReference | None:
     """The reference from a ``ceilings.measured`` object (or any dict of copy/read entries, as
     ``scripts/bench_timer.py`` has): the recorded one, else derived as the module docstring says."""
     if not measured:
         return None
-    recorded = measured.get("reference_bandwidth")
-    if isinstance(recorded, dict) and recorded.get("bytes_per_s"):
-        return BandwidthReference(float(recorded["bytes_per_s"]), str(recorded.get("name") or "reference"),
-                                  str(recorded.get("kind") or "unknown"), recorded.get("kernel"),
-                                  recorded.get("timer"), str(recorded.get("why") or "recorded by the run"))
+    measured = MeasuredCeilings.from_dict(measured)
+    recorded = measured.reference_bandwidth
+    if recorded is not None and recorded.bytes_per_s:
+        return BandwidthReference(float(recorded.bytes_per_s), str(recorded.name or "reference"),
+                                  str(recorded.kind or "unknown"), recorded.kernel, recorded.timer,
+                                  str(recorded.why or "recorded by the run"))
     entries = {label: entry for label, _, entry in _candidates(measured)}
     derived = best_bandwidth_kernel(entries, DERIVED_WHY) if entries else None
     if derived:
         return derived
-    if measured.get("bandwidth_bytes_per_s"):
-        return BandwidthReference(float(measured["bandwidth_bytes_per_s"]),
-                                  str(measured.get("bandwidth_kernel") or "measured bandwidth"), "unknown",
-                                  measured.get("bandwidth_kernel"), None,
+    if measured.bandwidth_bytes_per_s:
+        return BandwidthReference(float(measured.bandwidth_bytes_per_s),
+                                  str(measured.bandwidth_kernel or "measured bandwidth"), "unknown",
+                                  measured.bandwidth_kernel, None,
                                   "the run's bandwidth_bytes_per_s (no read or copy entry to choose from)")
     return None
 
 
-def reference_bandwidth(ceilings: dict[str, Any] | None) -> BandwidthReference | None:
+def reference_bandwidth(ceilings: Ceilings | dict[str, Any] | None) -> BandwidthReference | None:
     """The one measured bandwidth reference of a result's ``ceilings``."""
-    return reference_bandwidth_from_measured((ceilings or {}).get("measured"))
+    return reference_bandwidth_from_measured(Ceilings.from_dict(ceilings or {}).measured)
 
 
-def reference_peak(ceilings: dict[str, Any] | None, dtype: str) -> PeakReference | None:
+def reference_peak(ceilings: Ceilings | dict[str, Any] | None, dtype: str) -> PeakReference | None:
     """The compute ceiling a sweep is compared with: sustained when recorded (a sweep is long)."""
-    measured = (ceilings or {}).get("measured") or {}
-    value = (measured.get("peak_flop_per_s") or {}).get(dtype)
+    measured = Ceilings.from_dict(ceilings or {}).measured or MeasuredCeilings()
+    value = (measured.peak_flop_per_s or {}).get(dtype)
     if not value:
         return None
-    entry = (measured.get("peak") or {}).get(dtype) or {}
-    burst = (measured.get("peak_flop_per_s_burst") or {}).get(dtype)
-    if burst is None and isinstance(entry.get("burst"), dict):
-        burst = entry["burst"].get("flop_per_s")
-    recorded = isinstance(entry.get("sustained"), dict) or burst is not None
-    details = entry.get("sustained") if isinstance(entry.get("sustained"), dict) else None
+    entry = (measured.peak or {}).get(dtype) or Peak()
+    burst = (measured.peak_flop_per_s_burst or {}).get(dtype)
+    if burst is None and entry.burst is not None:
+        burst = entry.burst.flop_per_s
+    recorded = entry.sustained is not None or burst is not None
+    details = entry.sustained.to_dict() if entry.sustained is not None else None
     return PeakReference(float(value), SUSTAINED if recorded else NOT_RECORDED,
                          float(burst) if burst else None, details)
 

@@ -17,7 +17,7 @@ from roofline.reference import marked_percent
 from roofline.schema import Result
 from roofline.stats import quantile
 from roofline.tables import reference_lines, series_table
-from roofline.units import seconds, si
+from roofline.units import seconds
 
 # A sample this short is within ~1% of the timers' resolution (events ~0.5 µs, perf_counter ~0.1 µs).
 NOISE_FLOOR_SAMPLE_S = 50e-6
@@ -28,51 +28,48 @@ def default_report_dir(result_path: Path) -> Path:
 
 
 def environment_lines(result: Result) -> list[str]:
-    d, host, libs = result.device, result.host, result.host.get("libraries", {})
-    lines = [f"Device: {d.get('name')} ({d['kind']}), SKU: {d.get('sku') or 'none matched'}"]
-    if d["kind"] == "cuda":
-        ecc = (d.get("ecc") or {}).get("current")
+    d, host, tool = result.device, result.host, result.tool
+    lines = [f"Device: {d.name} ({d.kind}), SKU: {d.sku or 'none matched'}"]
+    if d.kind == "cuda":
         lines += [
-            f"Driver {d.get('driver_version')}, CUDA runtime {d.get('cuda_runtime')}, "
-            f"compute capability {d.get('compute_capability')}, {d.get('sm_count')} SMs, "
-            f"L2 {si(d.get('l2_cache_bytes'), 'B')}, memory {si(d.get('memory_bytes'), 'B')}",
-            f"Max clocks: SM {si(d.get('max_sm_clock_hz'), 'Hz')}, memory {si(d.get('max_memory_clock_hz'), 'Hz')}; "
-            f"power limit {si(d.get('power_limit_w'), 'W')}; ECC {ecc}; "
-            f"MIG {(d.get('mig') or {}).get('current')}; persistence {d.get('persistence')}; "
-            f"other processes: {len(d.get('other_processes') or [])}",
+            f"Driver {d.driver_version}, CUDA runtime {d.cuda_runtime}, "
+            f"compute capability {d.compute_capability}, {d.sm_count} SMs, "
+            f"L2 {d.format('l2_cache_bytes')}, memory {d.format('memory_bytes')}",
+            f"Max clocks: SM {d.format('max_sm_clock_hz')}, memory {d.format('max_memory_clock_hz')}; "
+            f"power limit {d.format('power_limit_w')}; ECC {d.ecc.current if d.ecc else None}; "
+            f"MIG {d.mig.current if d.mig else None}; persistence {d.persistence}; "
+            f"other processes: {len(d.other_processes or ())}",
         ]
-    elif d["kind"] == "cpu":
-        lines.append(f"{d.get('cores')} cores, {d.get('threads')} torch threads, "
-                     f"last-level cache {si(d.get('last_level_cache_bytes'), 'B')}, "
-                     f"memory {si(d.get('memory_bytes'), 'B')}")
-    if host:
-        lines.append(f"Host {host.get('hostname')}: {host.get('os')}, Python {host.get('python')}, "
-                     + ", ".join(f"{k} {v}" for k, v in libs.items()))
-    tool = result.tool
-    lines.append(f"gpubench {tool.get('version')} (git {str(tool.get('git_sha'))[:10]}"
-                 f"{', dirty' if tool.get('git_dirty') else ''}), created {result.created_at}")
+    elif d.kind == "cpu":
+        lines.append(f"{d.cores} cores, {d.threads} torch threads, "
+                     f"last-level cache {d.format('last_level_cache_bytes')}, memory {d.format('memory_bytes')}")
+    if len(host):
+        lines.append(f"Host {host.hostname}: {host.os}, Python {host.python}, "
+                     + ", ".join(f"{k} {v}" for k, v in (host.libraries or {}).items()))
+    lines.append(f"gpubench {tool.version} (git {str(tool.git_sha)[:10]}"
+                 f"{', dirty' if tool.git_dirty else ''}), created {result.created_at}")
     return lines
 
 
 def method_lines(result: Result) -> list[str]:
     s = result.settings
     if result.origin == "imported":
-        return [f"Imported from {s.get('source_file')}: another tool's timings, not measured by gpubench."]
+        return [f"Imported from {s.source_file}: another tool's timings, not measured by gpubench."]
     ok = result.ok_points()
     samples = sorted(p.stats.n for p in ok)
     lines = [
-        f"Timer: {s.get('timer')}; weights: {s.get('l2_policy')} (copies totalling ≥ "
-        f"{s.get('rotation_cache_factor')}× the {si(s.get('rotation_cache_bytes'), 'B')} cache, so launches read DRAM)",
-        f"Stopping rule: 95% CI of the median within {100 * s.get('target_rel_ci', 0):.1f}% or {s.get('budget_s')} s "
-        f"per point; seed {s.get('seed')}",
+        f"Timer: {s.timer}; weights: {s.l2_policy} (copies totalling ≥ "
+        f"{s.rotation_cache_factor}× the {s.format('rotation_cache_bytes')} cache, so launches read DRAM)",
+        f"Stopping rule: 95% CI of the median within {100 * (s.target_rel_ci or 0):.1f}% or {s.format('budget_s')} "
+        f"per point; seed {s.seed}",
     ]
     if samples:
         lines.append(f"Samples per point: median {quantile(samples, 0.5):g}, range {samples[0]}–{samples[-1]}")
-    telemetry = result.telemetry or {}
-    if telemetry.get("source") not in (None, "none"):
-        extra = f"; {telemetry['reason']}" if telemetry.get("reason") else ""
-        lines.append(f"Telemetry: {telemetry['source']} every {telemetry.get('interval_s')} s; power "
-                     f"{telemetry.get('power', 'instantaneous')}{extra}")
+    telemetry = result.telemetry
+    if telemetry.sampled:
+        extra = f"; {telemetry.reason}" if telemetry.reason else ""
+        lines.append(f"Telemetry: {telemetry.source} every {telemetry.format('interval_s')}; power "
+                     f"{telemetry.power or 'instantaneous'}{extra}")
     overheads = [p.launch_overhead_s for p in ok if p.launch_overhead_s is not None]
     if overheads:
         median = quantile(sorted(overheads), 0.5)
@@ -84,8 +81,8 @@ def warning_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
     warnings = []
     if result.origin == "imported":
         warnings.append("Imported data: gpubench did not measure it; no ceilings or telemetry of its own.")
-        warnings += result.settings.get("import_warnings", [])
-    throttled = [p for p in result.points if (p.telemetry or {}).get("throttled")]
+        warnings += list(result.settings.import_warnings or ())
+    throttled = [p for p in result.points if p.throttled]
     if throttled:
         warnings.append(f"{len(throttled)} point(s) measured while the GPU was throttled.")
     retried = [p for p in result.points if p.superseded]
@@ -110,11 +107,10 @@ def warning_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
         kinds = sorted({p.status for p in failed})
         warnings.append(f"{len(failed)} point(s) not measured ({', '.join(kinds)}): "
                         + "; ".join(sorted({f'{p.op} {p.dtype}: {p.reason}' for p in failed})[:4]))
-    telemetry = result.telemetry or {}
-    if telemetry.get("source") in (None, "none"):
-        warnings.append(f"No telemetry: {telemetry.get('reason', 'not recorded')}.")
+    if not result.telemetry.sampled:
+        warnings.append(f"No telemetry: {result.telemetry.reason or 'not recorded'}.")
     warnings += cross_check_lines(result, analysis)
-    if not (result.ceilings or {}).get("measured") and result.origin != "imported":
+    if not result.ceilings.measured and result.origin != "imported":
         warnings.append("No measured ceilings (run without them): efficiencies are against the spec only.")
     if analysis.get("spec_reason"):
         warnings.append(f"Spec: {analysis['spec_reason']}.")
@@ -147,7 +143,7 @@ def cross_check_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
              for s in analysis["series"] for p in s["points"]}
     ratios, off = [], []
     for point in result.ok_points():
-        ratio = (point.telemetry or {}).get("timer_over_counter")
+        ratio = point.telemetry.timer_over_counter if point.telemetry is not None else None
         if ratio is None or bound.get((point.op, point.dtype, point.n, point.k, point.batch)) != "memory":
             continue
         ratios.append(ratio)
@@ -209,7 +205,7 @@ def write_report(result: Result, folder: Path) -> dict[str, Any]:
         "warnings": warning_lines(result, analysis),
         "missing": [f"{name}: {MISSING_WHY.get(name, 'nothing to draw')}" for name in missing],
     }
-    title = f"gpubench report: {result.device.get('name')} ({result.device.get('sku') or result.device['kind']})"
+    title = f"gpubench report: {result.device.label}"
     (folder / "report.md").write_text(_markdown(title, sections, analysis, images))
     (folder / "report.html").write_text(_html(title, sections, analysis, images))
     return analysis

@@ -3,21 +3,29 @@
 A save never leaves a half-written file (temp file, fsync, rename), so an interrupted sweep loses at
 most the point in flight.  A load of anything else than a valid document raises ``ResultError`` with a
 one-line message; loading only parses JSON, it never executes anything.
+
+A sweep writes its document once and then journals each point beside it (``roofline.journal``); a sweep
+killed before folding leaves ``<result>.journal``, which ``load_result`` folds in (see ``fold_journal``).
+The format, field by field, and its history: docs/result-format.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from roofline.errors import BadInputError
-from roofline.schema import SCHEMA_VERSION, Result
+from roofline.records import Telemetry
+from roofline.schema import SCHEMA_VERSION, Point, Result
 
+JOURNAL_KIND = "gpubench-result-journal"
 # Larger than any real sweep by orders of magnitude; refusing early keeps a hostile file from eating memory.
 MAX_RESULT_BYTES = 512 * 1024 * 1024
 
@@ -72,22 +80,105 @@ def result_from_json(text: str, source: str = "<string>") -> Result:
 
 
 def load_result(path: str | os.PathLike) -> Result:
-    """Load and validate one result file."""
+    """Load and validate one result file, with what its journal adds when a sweep was killed mid-way."""
     path = Path(path)
+    data = _read(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ResultError(f"{path}: not valid JSON (not UTF-8 text)") from None
+    result = result_from_json(text, str(path))
+    journal = journal_path(path)
+    if os.path.isfile(journal) and not os.path.islink(journal):
+        result = fold_journal(result, data, _read(journal), str(journal))
+    return result
+
+
+def _read(path: Path) -> bytes:
     try:
         size = path.stat().st_size
         if size > MAX_RESULT_BYTES:
             raise ResultError(f"{path}: {size} bytes is larger than any result ({MAX_RESULT_BYTES} max)")
-        text = path.read_text(encoding="utf-8")
+        return path.read_bytes()
     except FileNotFoundError:
         raise ResultError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise ResultError(f"{path}: is a directory, not a result file") from None
-    except UnicodeDecodeError:
-        raise ResultError(f"{path}: not valid JSON (not UTF-8 text)") from None
     except OSError as exc:
         raise ResultError(f"{path}: cannot read ({exc.strerror})") from None
-    return result_from_json(text, str(path))
+
+
+def journal_path(path: str | os.PathLike) -> Path:
+    """Where a sweep journals the points it saves into ``path``."""
+    path = Path(path)
+    return path.with_name(path.name + ".journal")
+
+
+def journal_entries(document: bytes, journal: bytes, source: str = "<journal>",
+                    kind: str = JOURNAL_KIND) -> list[dict[str, Any]]:
+    """The entries a journal adds to ``document`` (the bytes it was started on), in order.
+
+    A journal whose header names another document (an earlier run's, already folded) adds nothing; a last
+    line without its newline was being written when the process died and is dropped."""
+    lines = journal.split(b"\n")
+    header = _journal_line(lines[0], source, 1)
+    if header.get("kind") != kind:
+        raise ResultError(f"{source}: not a gpubench journal of this kind ({kind})")
+    if header.get("document_sha256") != hashlib.sha256(document).hexdigest():
+        return []
+    # lines[-1] is what follows the last newline: empty, or a line torn by the kill.
+    return [_journal_line(line, source, number) for number, line in enumerate(lines[1:-1], start=2)]
+
+
+def fold_journal(result: Result, document: bytes, journal: bytes, source: str = "<journal>") -> Result:
+    """``result`` (parsed from ``document``) with the points, ceilings and telemetry its journal adds."""
+    entries = journal_entries(document, journal, source)
+    if not entries:
+        return result
+    points, telemetry = list(result.points), result.telemetry.to_dict()
+    rows, ceilings = list(telemetry.pop("timeline", None) or ()), result.ceilings
+    for number, entry in enumerate(entries, start=2):
+        try:
+            if "point" in entry:
+                points.append(Point.from_dict(entry["point"]))
+            if "ceilings" in entry:
+                ceilings = entry["ceilings"]
+            if "telemetry" in entry:
+                telemetry = dict(entry["telemetry"])
+            rows += entry.get("timeline") or []
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ResultError(f"{source}: line {number}: invalid entry ({exc})") from None
+    if rows:
+        telemetry["timeline"] = rows
+    try:
+        return replace(result, points=tuple(points), ceilings=ceilings, telemetry=Telemetry.from_dict(telemetry))
+    except (TypeError, ValueError) as exc:
+        raise ResultError(f"{source}: invalid entry ({exc})") from None
+
+
+def _journal_line(line: bytes, source: str, number: int) -> dict[str, Any]:
+    try:
+        entry = json.loads(line, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ResultError(f"{source}: line {number} is not JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(entry, dict):
+        raise ResultError(f"{source}: line {number} is not an object")
+    return entry
+
+
+def check_journal(path: str | os.PathLike) -> None:
+    """The journal beside ``path`` may be written: absent, or a regular file that is a gpubench journal."""
+    journal = journal_path(path)
+    _refuse_special(journal)
+    if journal.exists():
+        with open(journal, "rb") as stream:
+            first = stream.readline(4096)
+        try:
+            kind = json.loads(first).get("kind")
+        except (ValueError, AttributeError):
+            kind = None
+        if not (isinstance(kind, str) and kind.startswith("gpubench-") and kind.endswith("-journal")):
+            raise ResultError(f"{journal}: exists and is not a gpubench journal; gpubench will not replace it")
 
 
 def result_to_json(result: Result) -> str:
@@ -161,6 +252,7 @@ def check_output(path: str | os.PathLike, overwrite: bool = True, folder: bool =
         where = path
     else:
         _refuse_special(path)
+        check_journal(path)
         if path.exists() and not overwrite:
             raise ResultError(f"{path}: already exists; --force replaces it, --resume continues it")
         where = path.parent if str(path.parent) else Path(".")

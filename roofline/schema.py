@@ -13,6 +13,8 @@ from functools import cached_property
 from typing import Any
 
 from roofline.counting import DTYPES, OPS, Work, count_work
+from roofline.record import Record
+from roofline.records import SECTIONS, Ceilings, Device, Host, PointTelemetry, Settings, Telemetry, Tool
 from roofline.stats import Stats, summarize
 
 SCHEMA_VERSION = 1
@@ -46,7 +48,7 @@ class Point:
     stop_reason: str | None = None
     rotation_copies: int | None = None
     correctness: dict[str, Any] | None = None
-    telemetry: dict[str, Any] | None = None
+    telemetry: PointTelemetry | None = None  # a dict is accepted and typed
     started_at: str | None = None
     finished_at: str | None = None
     # A point flagged by telemetry (throttled, clock drift) is measured again: the first attempt is kept
@@ -74,6 +76,8 @@ class Point:
             raise ValueError("an ok point needs samples")
         if self.status != "ok" and not self.reason:
             raise ValueError(f"a point with status {self.status!r} needs a reason")
+        if self.telemetry is not None:
+            object.__setattr__(self, "telemetry", PointTelemetry.from_dict(self.telemetry, "telemetry"))
 
     # Shape conventions: gemm reads X[m=B, K]; bmm is `groups`=B GEMVs, each with m = 1.
     @property
@@ -130,6 +134,17 @@ class Point:
         return None if self.correctness is None else bool(self.correctness.get("passed"))
 
     @property
+    def throttled(self) -> bool:
+        """Telemetry saw a thermal or hardware slowdown in this point's timed phase."""
+        return bool(self.telemetry is not None and self.telemetry.throttled)
+
+    @property
+    def window_s(self) -> tuple[float, float] | None:
+        """The timed phase on the telemetry clock, when telemetry recorded it."""
+        window = self.telemetry.window_s if self.telemetry is not None else None
+        return (window[0], window[1]) if window else None
+
+    @property
     def plan_key(self) -> tuple[str, str, int, int, int, str]:
         """Identifies the planned point: what --resume matches on."""
         return (self.op, self.dtype, self.batch, self.n, self.k, self.backend)
@@ -170,7 +185,7 @@ class Point:
             "flop_per_s": self.flop / median if median else None,
             "bytes_per_s": self.bytes / median if median else None,
             "correctness": self.correctness,
-            "telemetry": self.telemetry,
+            "telemetry": self.telemetry.to_dict() if self.telemetry is not None else None,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "attempt": self.attempt,
@@ -213,17 +228,20 @@ class Point:
 
 @dataclass(frozen=True)
 class Result:
-    """One run: who measured what, where, how, and every point."""
+    """One run: who measured what, where, how, and every point.
 
-    tool: dict[str, Any]
+    The sections are typed records (roofline.records); a plain dict given for one is validated and typed,
+    so writers may build them as dicts."""
+
+    tool: Tool
     created_at: str
     argv: tuple[str, ...]
-    host: dict[str, Any]
-    device: dict[str, Any]
-    settings: dict[str, Any]
-    ceilings: dict[str, Any] = field(default_factory=dict)
+    host: Host
+    device: Device
+    settings: Settings
+    ceilings: Ceilings = field(default_factory=Ceilings)
     points: tuple[Point, ...] = ()
-    telemetry: dict[str, Any] = field(default_factory=dict)
+    telemetry: Telemetry = field(default_factory=Telemetry)
     origin: str = "measured"
     schema_version: int = SCHEMA_VERSION
 
@@ -232,21 +250,21 @@ class Result:
             raise ValueError(f"schema_version {self.schema_version} is not {SCHEMA_VERSION}")
         if self.origin not in ORIGINS:
             raise ValueError(f"unknown origin {self.origin!r}")
-        for name in ("tool", "host", "device", "settings", "ceilings", "telemetry"):
-            if not isinstance(getattr(self, name), dict):
+        for name, record in SECTIONS.items():
+            value = getattr(self, name)
+            if not isinstance(value, (dict, Record)):
                 raise ValueError(f"{name} must be an object")
-        if self.device.get("kind") not in ("cuda", "cpu"):
-            raise ValueError("device.kind must be 'cuda' or 'cpu'")
+            object.__setattr__(self, name, record.from_dict(value))
         if not all(isinstance(p, Point) for p in self.points):
             raise ValueError("points must be Point objects")
 
     def with_point(self, point: Point) -> Result:
         return replace(self, points=(*self.points, point))
 
-    def with_ceilings(self, ceilings: dict[str, Any]) -> Result:
+    def with_ceilings(self, ceilings: Ceilings | dict[str, Any]) -> Result:
         return replace(self, ceilings=ceilings)
 
-    def with_telemetry(self, telemetry: dict[str, Any]) -> Result:
+    def with_telemetry(self, telemetry: Telemetry | dict[str, Any]) -> Result:
         return replace(self, telemetry=telemetry)
 
     def ok_points(self) -> list[Point]:
@@ -256,15 +274,15 @@ class Result:
         return {
             "schema_version": self.schema_version,
             "origin": self.origin,
-            "tool": self.tool,
+            "tool": self.tool.to_dict(),
             "created_at": self.created_at,
             "argv": list(self.argv),
-            "host": self.host,
-            "device": self.device,
-            "settings": self.settings,
-            "ceilings": self.ceilings,
+            "host": self.host.to_dict(),
+            "device": self.device.to_dict(),
+            "settings": self.settings.to_dict(),
+            "ceilings": self.ceilings.to_dict(),
             "points": [p.to_dict() for p in self.points],
-            "telemetry": self.telemetry,
+            "telemetry": self.telemetry.to_dict(),
         }
 
     @classmethod

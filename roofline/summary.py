@@ -42,11 +42,11 @@ def _ratio(value: float | None, reference: float | None) -> float | None:
 
 
 def spec_bandwidth(result: Result) -> float | None:
-    return (result.ceilings.get("spec") or {}).get("memory_bandwidth_bytes_per_s")
+    return result.ceilings.spec_bandwidth_bytes_per_s()
 
 
 def spec_peak(result: Result, dtype: str) -> float | None:
-    return ((result.ceilings.get("spec") or {}).get("peak_flop_per_s") or {}).get(dtype)
+    return result.ceilings.spec_peak_flop_per_s(dtype)
 
 
 def measured_bandwidth(result: Result) -> float | None:

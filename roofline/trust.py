@@ -13,8 +13,8 @@ shown, not hidden).  One list of sentences, used by ``fit``, the report's warnin
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
+from roofline.records import Busy
 from roofline.schema import Point, Result
 
 # Imported or old results name no target: a CI wider than ±5% is noisy by any standard.
@@ -52,20 +52,20 @@ def point_noise_lines(points: list[Point], target_rel_ci: float) -> list[str]:
 
 
 def busy_line(result: Result) -> str | None:
-    busy = result.settings.get("busy_at_start") or {}
-    if busy.get("busy"):
-        return f"measured on a busy device ({busy.get('why') or 'reason not recorded'}): slower and noisier"
+    busy = result.settings.busy_at_start
+    if busy is not None and busy.busy:
+        return f"measured on a busy device ({busy.why or 'reason not recorded'}): slower and noisier"
     return None
 
 
 def target_rel_ci(result: Result) -> float:
-    return float(result.settings.get("target_rel_ci") or DEFAULT_TARGET_REL_CI)
+    return float(result.settings.target_rel_ci or DEFAULT_TARGET_REL_CI)
 
 
 def incomplete_lines(result: Result, series: dict[tuple, list[Point]]) -> list[str]:
     """Series without an ok point at batches their op has elsewhere in the run, or that the plan named:
     failed points say their status, batches with no point at all were never measured (interrupted)."""
-    planned = (result.settings.get("config") or {}).get("batches")
+    planned = (result.settings.config or {}).get("batches")
     by_op: dict[str, set[int]] = {}
     for (op, *_), points in series.items():
         by_op.setdefault(op, set()).update(p.batch for p in points if not p.superseded)
@@ -112,10 +112,10 @@ def trust_lines(result: Result, series: dict[tuple, list[Point]], min_points: in
     return lines
 
 
-def decode_noise_lines(points: list[Point], busy: dict[str, Any] | None, target: float) -> list[str]:
+def decode_noise_lines(points: list[Point], busy: Busy | None, target: float) -> list[str]:
     """The same warnings for the launches a measured decode step was built from."""
     lines = []
-    if busy and busy.get("busy"):
-        lines.append(f"measured on a busy device ({busy.get('why')}): step times may be slower and noisier")
+    if busy is not None and busy.busy:
+        lines.append(f"measured on a busy device ({busy.why}): step times may be slower and noisier")
     lines += point_noise_lines(points, target)
     return lines

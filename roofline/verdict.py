@@ -92,7 +92,7 @@ def _gemv_text(result: Result, single: SeriesFit) -> str:
                 f"({bandwidth.label})")
         note = over_ceiling_note(value, bandwidth.bytes_per_s, "the reference bandwidth")
         parts.append(part + (f" — {note}" if note else ""))
-    spec_bw = (result.ceilings.get("spec") or {}).get("memory_bandwidth_bytes_per_s")
+    spec_bw = result.ceilings.spec_bandwidth_bytes_per_s()
     if spec_bw:
         note = over_ceiling_note(value, spec_bw, "spec")
         parts.append(f"{marked_percent(percent_of(value, spec_bw), 0)} of spec" + (f" — {note}" if note else ""))
@@ -102,8 +102,8 @@ def _gemv_text(result: Result, single: SeriesFit) -> str:
 def verdict_lines(result: Result, fits: list[SeriesFit], warnings: list[str] = ()) -> list[str]:
     """One sentence per GEMM series (and bmm), in the words a performance engineer would use; a result
     with reasons for doubt starts with them."""
-    name = result.device.get("name") or result.device["kind"]
-    sku = result.device.get("sku")
+    name = result.device.name or result.device.kind
+    sku = result.device.sku
     where = f"On {name}" + (f" ({sku})" if sku else "")
     gemv = {(f.dtype, f.n, f.k, f.backend): f for f in fits if f.op == "gemv"}
     lines = []

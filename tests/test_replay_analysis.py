@@ -55,7 +55,7 @@ def test_the_reference_is_the_best_read_or_copy_kernel_not_the_copy_engine(sweep
 
 
 def test_burst_and_sustained_when_recorded(sweep):
-    ceilings = json.loads(json.dumps(sweep.ceilings))
+    ceilings = json.loads(json.dumps(sweep.ceilings.to_dict()))
     ceilings["measured"]["peak_flop_per_s_burst"] = {"bf16": 793e12}
     ceilings["measured"]["peak"]["bf16"]["sustained"] = {"flop_per_s": 687e12, "sm_clock_hz": None}
     peak = reference_peak(ceilings, "bf16")
