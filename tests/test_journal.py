@@ -146,8 +146,8 @@ class Killed(Exception):
 
 
 def test_a_profile_journals_each_item_and_a_killed_one_resumes_from_the_journal(tmp_path):
-    from microbench.profile_run import partial_path, prepare_profile, run_profile
     from microbench.observer import SweepObserver
+    from microbench.profile_run import partial_path, prepare_profile, run_profile
     from tests.test_profile_measured import tiny_plan
 
     output = tmp_path / "profile.json"
