@@ -35,6 +35,10 @@ WEIGHTS_NOTE = ("random weights built from the config (nothing downloaded): kern
 # The calibration's second batch size, half the first: per-step and per-sequence costs separate, and the run
 # stays as short as the workload's.
 CALIBRATION_SMALL_DIVISOR = 2
+# A continuous run is one manager run, half a second on the CPU check: the load it meets is a sample of the
+# machine's drift that its calibration does not share (the static path's batches are shuffled in among the
+# other runs and do share it), so it gets more samples: twice per round.
+CONTINUOUS_RUNS_PER_ROUND = 1
 
 
 @dataclass(frozen=True)
@@ -98,27 +102,77 @@ def model_from_profile(profile: StepProfile) -> ModelProfile:
                         tied_embeddings=bool(m.get("tied_embeddings", False)))
 
 
-def interleaved_runs(engine: Callable, jobs: list[tuple[str, str, int]], workloads: dict[str, list], repeats: int,
-                     on_phase: Callable[[str], None], seed: int = 0,
+@dataclass(frozen=True)
+class Job:
+    """One engine run to repeat, in ``pieces`` parts that can run apart (a burst's static batches), put back
+    together by ``assemble`` (the parts' results in piece order) into an ``EngineRun``."""
+
+    key: tuple[str, str, int]  # path, workload name, batch
+    pieces: int
+    run_piece: Callable[[int], Any]
+    assemble: Callable[[list], Any]
+
+
+def interleaved_runs(jobs: list[Job], repeats: int, on_phase: Callable[[str], None], seed: int = 0,
                      after_round: Callable[[], None] | None = None) -> dict[tuple[str, str, int], Any]:
-    """Each job (path, workload name, batch) ``repeats`` times, in rounds of every job in a new shuffled order,
-    combined step by step (``engine.timing.mean_steps``).  On a shared machine the engine's speed drifts with
-    the other processes; interleaving gives every job the same mix of it, and the shuffle keeps any job from
-    always following the same one (a job run right after a continuous-batching run was measured slower).
-    ``after_round`` (a pass of the profile) runs after every round, under the same mix of load."""
+    """Every job ``repeats`` times, in rounds of all the jobs' pieces in a new shuffled order, combined step by
+    step (``engine.timing.mean_steps``).  On a shared machine the engine's speed drifts with the other
+    processes, decorrelating within about a second; pieces of different jobs shuffled together see nearly the
+    same drift, so the calibration's runs and the workload's are measured under the same load, and no job
+    always follows the same one (a job run right after a continuous-batching run was measured slower).
+    ``after_round`` (a pass of the profile) runs after every round."""
     from microbench.engine.timing import mean_steps
 
-    runs: dict[tuple[str, str, int], list] = {job: [] for job in jobs}
+    runs: dict[tuple[str, str, int], list] = {job.key: [] for job in jobs}
     order = random.Random(seed)
     for repeat in range(repeats):
-        for job in order.sample(jobs, len(jobs)):
-            path, name, size = job
-            on_phase(f"round {repeat + 1}/{repeats}: {path} at batch {size} on the {name}")
-            runs[job].append(engine(path, workloads[name], size))
+        on_phase(f"round {repeat + 1}/{repeats}: {sum(job.pieces for job in jobs)} engine runs, shuffled")
+        parts: dict[tuple[str, str, int], dict[int, Any]] = {job.key: {} for job in jobs}
+        pieces = [(job, i) for job in jobs for i in range(job.pieces)]
+        for job, i in order.sample(pieces, len(pieces)):
+            parts[job.key][i] = job.run_piece(i)
+        for job in jobs:
+            runs[job.key].append(job.assemble([parts[job.key][i] for i in range(job.pieces)]))
         if after_round is not None:
             on_phase(f"round {repeat + 1}/{repeats}: a pass of the step profile")
             after_round()
-    return {job: mean_steps(done) for job, done in runs.items()}
+    return {key: mean_steps(done) for key, done in runs.items()}
+
+
+def engine_jobs(torch, te, lm, setup: ValidateSetup, workloads: dict[str, list], sizes: dict[str, list[int]],
+                device: str, clock: str, longest: int) -> list[Job]:
+    """The calibration runs of each path at its sizes and the workload's at its batch.  A static run of a
+    burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
+    a continuous run cannot be split, so it runs ``CONTINUOUS_RUNS_PER_ROUND`` times a round instead."""
+    from microbench.engine.timing import mean_steps
+
+    batch = {"static": setup.static_batch, "continuous": setup.max_batch}
+    keys = [(path, "calibration", size) for path in sizes for size in sizes[path]]
+    keys += [(path, "workload", batch[path]) for path in sizes]
+    jobs = []
+    for path, name, size in keys:
+        requests = workloads[name]
+        if path == "static" and all(r.arrival_s == 0 for r in requests):
+            groups = te.static_groups(requests, size)
+            jobs.append(Job((path, name, size), len(groups),
+                            lambda i, g=groups: te.run_static_batch(torch, lm, g[i], device, clock),
+                            lambda parts, g=groups, b=size: te.static_run(g, _cumulative(parts), b, clock)))
+        elif path == "static":
+            jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_static(
+                torch, lm, r, b, device, clock), lambda parts: parts[0]))
+        else:
+            jobs.append(Job((path, name, size), CONTINUOUS_RUNS_PER_ROUND, lambda i, r=requests, b=size:
+                            te.run_continuous(torch, lm, r, b, setup.budget_tokens, clock, longest), mean_steps))
+    return jobs
+
+
+def _cumulative(parts: list[tuple[float, ...]]) -> list[float]:
+    stamps, now = [], 0.0
+    for durations in parts:
+        for duration in durations:
+            now += duration
+            stamps.append(now)
+    return stamps
 
 
 def term_multipliers(profile: StepProfile, requests, policy: str) -> dict[str, tuple[float, ...]]:
@@ -188,18 +242,11 @@ def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on
                 "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"}
     batch = {"static": setup.static_batch, "continuous": setup.max_batch}
     sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
-
-    def engine(path: str, requests, size: int):
-        if path == "static":
-            return te.run_static(torch, lm, requests, size, device, clock)
-        return te.run_continuous(torch, lm, requests, size, setup.budget_tokens, clock, longest)
-
     observer.on_phase("warming up both engine paths")
-    for path in policies:
-        engine(path, workloads["calibration"][:2], 2)
-    jobs = [(path, "calibration", size) for path in policies for size in sizes[path]]
-    jobs += [(path, "workload", batch[path]) for path in policies]
-    best = interleaved_runs(engine, jobs, workloads, setup.repeats, observer.on_phase, setup.seed,
+    te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock)
+    te.run_continuous(torch, lm, workloads["calibration"][:2], 2, setup.budget_tokens, clock, longest)
+    jobs = engine_jobs(torch, te, lm, setup, workloads, sizes, device, clock, longest)
+    best = interleaved_runs(jobs, setup.repeats, observer.on_phase, setup.seed,
                             passes.measure_pass if passes else None)
     if passes is not None:
         profile = passes.finish()

@@ -103,22 +103,34 @@ def test_repeats_combine_step_by_step():
     assert median.settings["combined"] == "median run" and median.total_s == 3.0
 
 
-def test_rounds_are_shuffled_so_no_job_always_follows_the_same_one():
-    from microbench.validate_run import interleaved_runs
+def test_rounds_shuffle_the_pieces_of_every_job_and_put_each_run_back_together():
+    from microbench.validate_run import Job, interleaved_runs
 
     order = []
 
-    def engine(path, requests, size):
-        order.append((path, size))
-        return engine_run((1.0,), [timing(0, 1.0, 1.0, 1, 0, 0)])
+    def job(key, pieces):
+        def run_piece(i):
+            order.append((key, i))
+            return float(i + 1)  # a piece's "duration"
 
-    jobs = [("static", "w", 4), ("static", "w", 8), ("continuous", "w", 4), ("continuous", "w", 8)]
-    best = interleaved_runs(engine, jobs, {"w": []}, 6, lambda message: None, seed=0)
-    assert set(best) == set(jobs) and all(run.settings["repeats"] == 6 for run in best.values())
-    rounds = [order[i:i + 4] for i in range(0, 24, 4)]
-    assert all(sorted(r) == sorted((p, s) for p, _, s in jobs) for r in rounds)
-    before = {r[r.index(("static", 8)) - 1] for r in rounds if r.index(("static", 8)) > 0}
-    assert len(before) > 1  # a fixed rotation would put the same job before it every round
+        def assemble(parts):
+            stamps = [sum(parts[:n + 1]) for n in range(len(parts))]
+            return engine_run(tuple(stamps), [timing(0, stamps[0], stamps[-1], len(parts), 0, len(parts) - 1)])
+
+        return Job(key, pieces, run_piece, assemble)
+
+    jobs = [job(("static", "w", 4), 3), job(("static", "c", 8), 2), job(("continuous", "w", 8), 1)]
+    passes = []
+    best = interleaved_runs(jobs, 6, lambda message: None, seed=0, after_round=lambda: passes.append(len(order)))
+    assert passes == [6, 12, 18, 24, 30, 36]  # a profile pass after every round of all 6 pieces
+    rounds = [order[i:i + 6] for i in range(0, 36, 6)]
+    assert all(sorted(r) == sorted((j.key, i) for j in jobs for i in range(j.pieces)) for r in rounds)
+    assert len({tuple(r) for r in rounds}) > 1  # a new order each round
+    first = {r[0][0] for r in rounds}
+    assert len(first) > 1  # no job always starts the round (a fixed rotation would keep its neighbours)
+    # Put back together in piece order whatever order the pieces ran in: durations 1, 2, 3.
+    assert best[("static", "w", 4)].step_s == pytest.approx((1.0, 3.0, 6.0))
+    assert best[("static", "w", 4)].settings["repeats"] == 6
 
 
 def test_calibration_batches_never_exceed_the_calibration_requests():

@@ -112,3 +112,22 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
     assert document["kind"] == "gpubench-validation"
     assert set(document["runs"]) == {"static", "continuous"}
     assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload
+
+
+def test_a_burst_static_run_is_its_batches_back_to_back():
+    """The interleaved static run: batches formed as run_static forms them, stamps put back in batch order."""
+    from microbench.engine import transformers_engine as te
+    from roofline.serving.workload import make_workload
+
+    requests = make_workload(5, "burst", "fixed:4", "uniform:1:4", 3)
+    groups = te.static_groups(requests, 2)
+    assert [[r.id for r in g] for g in groups] == [[0, 1], [2, 3], [4]]
+    steps = [max(r.output_tokens for r in g) for g in groups]
+    stamps = [0.1 * (i + 1) for i in range(sum(steps))]
+    run = te.static_run(groups, stamps, 2, "thread-cpu")
+    assert run.policy == "static:batch=2" and len(run.step_s) == sum(steps)
+    for r, timing in zip(requests, run.requests, strict=True):
+        group = next(i for i, g in enumerate(groups) if r in g)
+        first = sum(steps[:group])
+        assert (timing.first_step, timing.finish_step) == (first, first + r.output_tokens - 1)
+        assert timing.finish_s == stamps[timing.finish_step]
