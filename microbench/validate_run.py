@@ -38,7 +38,6 @@ CALIBRATION_SMALL_DIVISOR = 2
 # A continuous run is one manager run, half a second on the CPU check: the load it meets is a sample of the
 # machine's drift that its calibration does not share (the static path's batches are shuffled in among the
 # other runs and do share it), so it gets more samples: twice per round.
-CONTINUOUS_RUNS_PER_ROUND = 1
 
 
 @dataclass(frozen=True)
@@ -143,9 +142,7 @@ def engine_jobs(torch, te, lm, setup: ValidateSetup, workloads: dict[str, list],
                 device: str, clock: str, longest: int) -> list[Job]:
     """The calibration runs of each path at its sizes and the workload's at its batch.  A static run of a
     burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
-    a continuous run cannot be split, so it runs ``CONTINUOUS_RUNS_PER_ROUND`` times a round instead."""
-    from microbench.engine.timing import mean_steps
-
+    a continuous run (one manager run) cannot be split."""
     batch = {"static": setup.static_batch, "continuous": setup.max_batch}
     keys = [(path, "calibration", size) for path in sizes for size in sizes[path]]
     keys += [(path, "workload", batch[path]) for path in sizes]
@@ -161,8 +158,8 @@ def engine_jobs(torch, te, lm, setup: ValidateSetup, workloads: dict[str, list],
             jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_static(
                 torch, lm, r, b, device, clock), lambda parts: parts[0]))
         else:
-            jobs.append(Job((path, name, size), CONTINUOUS_RUNS_PER_ROUND, lambda i, r=requests, b=size:
-                            te.run_continuous(torch, lm, r, b, setup.budget_tokens, clock, longest), mean_steps))
+            jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_continuous(
+                torch, lm, r, b, setup.budget_tokens, clock, longest), lambda parts: parts[0]))
     return jobs
 
 

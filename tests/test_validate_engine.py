@@ -44,8 +44,8 @@ def tiny_validation(tmp_path_factory):
     before = torch.get_num_threads()
     out = tmp_path_factory.mktemp("validate")
     setup = ValidateSetup(hf_config=TINY, device="cpu", threads=1, requests=32, calibration_requests=16,
-                          prompt="fixed:8", output="uniform:4:32", static_batch=8, max_batch=8, budget_tokens=64,
-                          repeats=5, profile_budget_s=0.02)
+                          prompt="fixed:8", output="uniform:4:24", static_batch=8, max_batch=8, budget_tokens=64,
+                          repeats=5, profile_budget_s=0.01)
     try:
         document = run_validate(setup, out, SweepObserver(), lambda item, measured: None)
     finally:
