@@ -142,7 +142,8 @@ def _set_threads(threads: int | None) -> None:
 @click.option("--static-batch", type=int, default=8, show_default=True, help="static path: generate batch size")
 @click.option("--max-batch", type=int, default=8, show_default=True, help="continuous path: sequences per step")
 @click.option("--budget-tokens", type=int, default=128, show_default=True, help="continuous path: tokens per step")
-@click.option("--repeats", type=int, default=3, show_default=True, help="runs of each; the fastest is kept")
+@click.option("--repeats", type=int, default=3, show_default=True,
+              help="runs of each, interleaved; each step's mean is kept")
 @click.option("--device", default="auto", show_default=True)
 @click.option("--dtype", default=None, help="without --profile [GPU bf16, CPU fp32]")
 @click.option("--threads", type=int, default=None, help="torch threads (CPU) [torch's default]")
@@ -191,7 +192,10 @@ def _print_validation(document: dict, comparison_lines) -> None:
     for path, fit in document["calibration"].items():
         overhead = fit["overhead"]
         click.echo(f"{path} overhead: {overhead['per_step_s'] * 1e3:.3f} ms/step + "
-                   f"{overhead['per_sequence_s'] * 1e6:.1f} µs/sequence, fitted on {overhead['fitted_on']}")
+                   f"{overhead['per_sequence_s'] * 1e6:.1f} µs/sequence + "
+                   f"{overhead.get('per_cached_token_s', 0.0) * 1e9:.1f} ns/cached token + "
+                   f"{overhead.get('per_prefill_step_s', 0.0) * 1e3:.3f} ms/prefill step, "
+                   f"fitted on {overhead['fitted_on']}")
     for path, run in document["runs"].items():
         click.echo(f"{path}: engine {run['measured']['policy']}, simulated as {run['predicted']['policy']['policy']}")
     for line in comparison_lines(document["comparison"], document["ratio"]):

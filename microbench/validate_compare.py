@@ -1,15 +1,19 @@
 """Predicted against measured, and the engine-overhead fit: pure Python on recorded times (no torch).
 
-The overhead of an engine path is ``per_step_s + per_sequence_s × sequences`` on top of the profile's kernel
-times (``docs/serving.md``).  It is fitted on calibration runs only — never on the workload being predicted —
-by non-negative least squares of (measured − simulated kernel-only) makespan against the simulated steps and
-sequence-steps of each run.
+The overhead of an engine path is ``EngineOverhead``: per step, per sequence, per cached token attended and per
+prefill step, on top of the profile's kernel times (``docs/serving.md``).  It is fitted on calibration runs
+only — never on the workload being predicted — by non-negative least squares, STEP BY STEP: each calibration
+step's measured duration less its simulated kernel time, against what each term multiplies in that step.
+Hundreds of steps of different batch sizes and cache lengths separate the terms; two run totals (the earlier
+fit) could only split two terms, and a few percent of noise in either total swung them by tens of percent.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,30 +57,57 @@ def compare_runs(predicted, measured) -> dict[str, Any]:
             for key in p if key != "output_tokens"}
 
 
-def fit_overhead(calibrations: Sequence[tuple[float, Any]], fitted_on: str) -> EngineOverhead:
-    """``calibrations``: (measured makespan, kernel-only SimulationRun of the same requests) per run.
+@dataclass(frozen=True)
+class CalibrationRun:
+    """One calibration run: the engine's step durations, and for the simulator's schedule of the same requests
+    each step's kernel-only time and, per ``EngineOverhead`` term, the amount it multiplies in that step."""
 
-    Solves ``measured − kernel = a·steps + b·sequence_steps`` for a, b >= 0 in the least-squares sense (with
-    one run, or runs that cannot tell them apart, everything goes to the per-step term)."""
+    measured_s: tuple[float, ...]
+    kernel_s: tuple[float, ...]
+    terms: dict[str, tuple[float, ...]]
+
+    @property
+    def aligned(self) -> bool:
+        """The engine stamped exactly the simulator's steps (else only the totals can be compared)."""
+        return len(self.measured_s) == len(self.kernel_s)
+
+
+def fit_overhead(calibrations: Sequence[CalibrationRun], fitted_on: str) -> EngineOverhead:
+    """Non-negative least squares of the measured time beyond the kernels against the overhead terms: one row
+    per step of every run whose steps align with the simulator's, one row of totals per run that does not."""
+    names = EngineOverhead.TERMS
     rows, excess = [], []
-    for measured_s, run in calibrations:
-        rows.append((len(run.steps), float(sum(s.sequences for s in run.steps))))
-        excess.append(measured_s - run.makespan_s)
-    a_matrix, y = np.array(rows, dtype=float), np.array(excess, dtype=float)
-    best = (math.inf, 0.0, 0.0)
-    candidates = []
-    if len(rows) >= 2 and np.linalg.matrix_rank(a_matrix) == 2:
-        candidates.append(np.linalg.lstsq(a_matrix, y, rcond=None)[0])
-    for column in (0, 1):  # one term at zero: the non-negative least squares solution lies on an edge
-        x = a_matrix[:, column]
-        coefficient = float(x @ y / (x @ x)) if x @ x else 0.0
-        candidates.append(np.array([coefficient, 0.0] if column == 0 else [0.0, coefficient]))
-    for per_step, per_sequence in candidates:
-        per_step, per_sequence = max(0.0, float(per_step)), max(0.0, float(per_sequence))
-        residual = float(np.sum((a_matrix @ np.array([per_step, per_sequence]) - y) ** 2))
-        if residual < best[0] - 1e-18:
-            best = (residual, per_step, per_sequence)
-    return EngineOverhead(per_step_s=best[1], per_sequence_s=best[2], fitted_on=fitted_on)
+    for run in calibrations:
+        columns = [run.terms[name] for name in names]
+        if run.aligned:
+            rows += [list(values) for values in zip(*columns, strict=True)]
+            excess += [m - k for m, k in zip(run.measured_s, run.kernel_s, strict=True)]
+        else:
+            rows.append([math.fsum(values) for values in columns])
+            excess.append(math.fsum(run.measured_s) - math.fsum(run.kernel_s))
+    coefficients = nnls(np.array(rows, dtype=float), np.array(excess, dtype=float))
+    return EngineOverhead(**dict(zip(names, (float(c) for c in coefficients), strict=True)), fitted_on=fitted_on)
+
+
+def nnls(a_matrix: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """argmin |A x − y| over x >= 0, for the few columns of an overhead model: the optimum is the least-squares
+    solution on some subset of the columns that comes out non-negative, so try every subset (4 terms: 15)."""
+    columns = a_matrix.shape[1]
+    best, best_residual = np.zeros(columns), float(y @ y)
+    for size in range(1, columns + 1):
+        for subset in itertools.combinations(range(columns), size):
+            part = a_matrix[:, subset]
+            if not part.any():
+                continue
+            solution = np.linalg.lstsq(part, y, rcond=None)[0]
+            if (solution < 0).any():
+                continue
+            x = np.zeros(columns)
+            x[list(subset)] = solution
+            residual = float(np.sum((a_matrix @ x - y) ** 2))
+            if residual < best_residual - 1e-18:
+                best, best_residual = x, residual
+    return best
 
 
 def comparison_lines(comparisons: dict[str, dict[str, Any]], ratio: dict[str, Any]) -> list[str]:

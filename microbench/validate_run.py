@@ -1,27 +1,31 @@
 """``gpubench validate --engine transformers``: run a real engine on a workload, simulate the same workload on a
 profile measured on the same device, and compare.
 
-Order, on one device and in one process: (1) the step profile (measured here unless ``--profile`` names one
-measured on this device), (2) a warm-up of both engine paths, (3) the calibration of each path's overhead on
-a SEPARATE workload (another seed, burst arrivals) at two batch sizes, (4) the workload itself on both paths,
-(5) the simulations with the calibrated overheads held fixed.  Calibrating right before the runs keeps the
-fit and the runs under the same load when the machine is shared.
+Order, on one device and in one process: (1) a warm-up of both engine paths; (2) in rounds, each in a new
+shuffled order, the calibration runs of each path on a SEPARATE workload (another seed, burst arrivals) at
+two batch sizes and the workload itself on both paths, with a pass of the step profile after every round
+(``validate_profile``; unless ``--profile`` names one measured on this device); repeats combined step by step
+(each step's mean); (3) the overhead of each path fitted on its calibration steps only; (4) the simulations
+with it held fixed.  Interleaving keeps the fit, the profile and the runs under the same mix of load when the
+machine is shared (docs/serving.md, "How validate's prediction is made, and what it misses").
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from microbench.devices import describe_device, host_info, resolve_device, tool_info
+from microbench.devices import host_info, resolve_device, tool_info
 from microbench.measure import utc_now
 from microbench.observer import SweepObserver
 from microbench.plan import PlanError
-from microbench.validate_compare import compare_runs, fit_overhead, relative_error
+from microbench.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
+from microbench.validate_profile import ProfilePasses, given_profile
 from roofline.models import ModelProfile
-from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
+from roofline.serving.profile_doc import EngineOverhead, StepProfile
 from roofline.serving.simulate import simulate
 from roofline.serving.workload import make_workload
 
@@ -31,6 +35,9 @@ WEIGHTS_NOTE = ("random weights built from the config (nothing downloaded): kern
 # The calibration's second batch size, half the first: per-step and per-sequence costs separate, and the run
 # stays as short as the workload's.
 CALIBRATION_SMALL_DIVISOR = 2
+# A continuous run is one manager run, half a second on the CPU check: the load it meets is a sample of the
+# machine's drift that its calibration does not share (the static path's batches are shuffled in among the
+# other runs and do share it), so it gets more samples: twice per round.
 
 
 @dataclass(frozen=True)
@@ -94,63 +101,109 @@ def model_from_profile(profile: StepProfile) -> ModelProfile:
                         tied_embeddings=bool(m.get("tied_embeddings", False)))
 
 
-def obtain_profile(setup: ValidateSetup, requests, folder: Path, observer: SweepObserver, on_item: Callable,
-                   clock: str) -> tuple[StepProfile, Path]:
-    """The given profile (checked to be of this device), or one measured now, sized to the workload."""
-    if setup.profile is not None:
-        profile = load_profile(setup.profile)
-        here = describe_device(resolve_device(setup.device))
-        if profile.source != "measured" or profile.device.get("name") != here.get("name"):
-            raise PlanError(f"{setup.profile} was not measured on this device ({profile.device.get('name')!r}, "
-                            f"here {here.get('name')!r}): validate compares against a profile of the same device")
-        return profile, setup.profile
-    from microbench.profile_plan import ProfilePlan
-    from microbench.profile_run import partial_path, prepare_profile, run_profile
+@dataclass(frozen=True)
+class Job:
+    """One engine run to repeat, in ``pieces`` parts that can run apart (a burst's static batches), put back
+    together by ``assemble`` (the parts' results in piece order) into an ``EngineRun``."""
 
-    longest_prompt = max(r.prompt_tokens for r in requests)
-    longest = max(r.prompt_tokens + r.output_tokens for r in requests)
-    plan = ProfilePlan(model=setup.model, hf_config=str(setup.hf_config) if setup.hf_config else None,
-                       dtype=setup.dtype, max_tokens=max(setup.budget_tokens, setup.static_batch * longest_prompt),
-                       max_context=longest, max_batch=max(setup.static_batch, setup.max_batch),
-                       device=setup.device, budget_s=setup.profile_budget_s, clock=clock)
-    path = folder / "profile.json"
-    partial_path(path).unlink(missing_ok=True)
-    run = prepare_profile(plan, path, observer, argv=("gpubench", "validate", "(profile)"))
-    return run_profile(run, observer.on_start, on_item), path
+    key: tuple[str, str, int]  # path, workload name, batch
+    pieces: int
+    run_piece: Callable[[int], Any]
+    assemble: Callable[[list], Any]
 
 
-def best_runs(engine: Callable, jobs: list[tuple[str, str, int]], workloads: dict[str, list], repeats: int,
-              on_phase: Callable[[str], None]) -> dict[tuple[str, str, int], Any]:
-    """Each job (path, workload name, batch) ``repeats`` times, round-robin, combined step by step
-    (``engine.timing.fastest_steps``).  On a shared machine other processes only ever add time; interleaving
-    spreads a burst of load over different jobs, and calibration and workload are treated alike."""
-    from microbench.engine.timing import fastest_steps
+def interleaved_runs(jobs: list[Job], repeats: int, on_phase: Callable[[str], None], seed: int = 0,
+                     after_round: Callable[[], None] | None = None) -> dict[tuple[str, str, int], Any]:
+    """Every job ``repeats`` times, in rounds of all the jobs' pieces in a new shuffled order, combined step by
+    step (``engine.timing.mean_steps``).  On a shared machine the engine's speed drifts with the other
+    processes, decorrelating within about a second; pieces of different jobs shuffled together see nearly the
+    same drift, so the calibration's runs and the workload's are measured under the same load, and no job
+    always follows the same one (a job run right after a continuous-batching run was measured slower).
+    ``after_round`` (a pass of the profile) runs after every round."""
+    from microbench.engine.timing import mean_steps
 
-    runs: dict[tuple[str, str, int], list] = {job: [] for job in jobs}
+    runs: dict[tuple[str, str, int], list] = {job.key: [] for job in jobs}
+    order = random.Random(seed)
     for repeat in range(repeats):
-        # Each round starts one job later, so no job always runs first (or last) in its round.
-        for job in jobs[repeat % len(jobs):] + jobs[: repeat % len(jobs)]:
-            path, name, size = job
-            on_phase(f"round {repeat + 1}/{repeats}: {path} at batch {size} on the {name}")
-            runs[job].append(engine(path, workloads[name], size))
-    return {job: fastest_steps(done) for job, done in runs.items()}
+        on_phase(f"round {repeat + 1}/{repeats}: {sum(job.pieces for job in jobs)} engine runs, shuffled")
+        parts: dict[tuple[str, str, int], dict[int, Any]] = {job.key: {} for job in jobs}
+        pieces = [(job, i) for job in jobs for i in range(job.pieces)]
+        for job, i in order.sample(pieces, len(pieces)):
+            parts[job.key][i] = job.run_piece(i)
+        for job in jobs:
+            runs[job.key].append(job.assemble([parts[job.key][i] for i in range(job.pieces)]))
+        if after_round is not None:
+            on_phase(f"round {repeat + 1}/{repeats}: a pass of the step profile")
+            after_round()
+    return {key: mean_steps(done) for key, done in runs.items()}
+
+
+def engine_jobs(torch, te, lm, setup: ValidateSetup, workloads: dict[str, list], sizes: dict[str, list[int]],
+                device: str, clock: str, longest: int) -> list[Job]:
+    """The calibration runs of each path at its sizes and the workload's at its batch.  A static run of a
+    burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
+    a continuous run (one manager run) cannot be split."""
+    batch = {"static": setup.static_batch, "continuous": setup.max_batch}
+    keys = [(path, "calibration", size) for path in sizes for size in sizes[path]]
+    keys += [(path, "workload", batch[path]) for path in sizes]
+    jobs = []
+    for path, name, size in keys:
+        requests = workloads[name]
+        if path == "static" and all(r.arrival_s == 0 for r in requests):
+            groups = te.static_groups(requests, size)
+            jobs.append(Job((path, name, size), len(groups),
+                            lambda i, g=groups: te.run_static_batch(torch, lm, g[i], device, clock),
+                            lambda parts, g=groups, b=size: te.static_run(g, _cumulative(parts), b, clock)))
+        elif path == "static":
+            jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_static(
+                torch, lm, r, b, device, clock), lambda parts: parts[0]))
+        else:
+            jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_continuous(
+                torch, lm, r, b, setup.budget_tokens, clock, longest), lambda parts: parts[0]))
+    return jobs
+
+
+def _cumulative(parts: list[tuple[float, ...]]) -> list[float]:
+    stamps, now = [], 0.0
+    for durations in parts:
+        for duration in durations:
+            now += duration
+            stamps.append(now)
+    return stamps
+
+
+def term_multipliers(profile: StepProfile, requests, policy: str) -> dict[str, tuple[float, ...]]:
+    """Per overhead term, what it multiplies in each simulated step (sequences, cached tokens, ...): the
+    simulator's own overhead with that term at 1 and the others at 0, so the fit and the prediction read the
+    terms the same way.  Calibration arrivals are a burst, so the schedule does not depend on step times."""
+    out = {}
+    for term in EngineOverhead.TERMS:
+        unit = EngineOverhead(**{name: 1.0 if name == term else 0.0 for name in EngineOverhead.TERMS},
+                              fitted_on="unit")
+        out[term] = tuple(step.overhead_s for step in simulate(profile, requests, policy, unit).steps)
+    return out
 
 
 def calibrate(profile: StepProfile, requests, policies: dict[str, Callable[[int], str]],
               sizes: dict[str, list[int]], best: dict) -> dict[str, dict[str, Any]]:
-    """Per path: the overhead fitted on the calibration workload's runs (at two batch sizes) only."""
+    """Per path: the overhead fitted on the calibration workload's steps (at two batch sizes) only."""
+    from microbench.engine.timing import step_durations
+
     out = {}
     for path, policy_for in policies.items():
         runs, records = [], []
         for size in sizes[path]:
             measured = best[(path, "calibration", size)]
             kernel_only = simulate(profile, requests, policy_for(size), None)
-            runs.append((measured.total_s, kernel_only))
+            run = CalibrationRun(step_durations(measured), tuple(s.time_s for s in kernel_only.steps),
+                                 term_multipliers(profile, requests, policy_for(size)))
+            runs.append(run)
             records.append({"policy": policy_for(size), "measured_total_s": measured.total_s,
                             "kernel_only_total_s": kernel_only.makespan_s, "steps": len(kernel_only.steps),
-                            "sequence_steps": sum(s.sequences for s in kernel_only.steps)})
+                            "steps_aligned": run.aligned, "measured_step_s": list(run.measured_s),
+                            "kernel_step_s": list(run.kernel_s)})
         overhead = fit_overhead(runs, f"{len(requests)} calibration requests (not the workload), {path} path, "
-                                      f"batches {sizes[path]}")
+                                      f"batches {sizes[path]}, step by step")
         out[path] = {"overhead": overhead, "runs": records}
     return out
 
@@ -174,25 +227,26 @@ def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on
     device, clock = choice.torch_name, setup.clock_for(choice.kind)
     if clock == "thread-cpu" and torch.get_num_threads() != 1:
         raise PlanError("--clock thread-cpu times one thread: run with --threads 1")
-    profile, profile_path = obtain_profile(setup, everything, folder, observer, on_item, clock)
+    if setup.profile is not None:
+        profile, passes, profile_path = given_profile(setup.profile, setup.device), None, setup.profile
+        model, dtype = model_from_profile(profile), profile.dtype
+    else:
+        passes = ProfilePasses(setup, everything, folder, observer, on_item, clock, setup.repeats)
+        model, dtype, profile_path = passes.model, passes.dtype, passes.path
     longest = max(r.prompt_tokens + r.output_tokens for r in everything)
-    lm = te.build_model(torch, model_from_profile(profile), profile.dtype, device, longest + 16, setup.seed)
+    lm = te.build_model(torch, model, dtype, device, longest + 16, setup.seed)
     policies = {"static": lambda b: f"static:batch={b}",
                 "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"}
     batch = {"static": setup.static_batch, "continuous": setup.max_batch}
     sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
-
-    def engine(path: str, requests, size: int):
-        if path == "static":
-            return te.run_static(torch, lm, requests, size, device, clock)
-        return te.run_continuous(torch, lm, requests, size, setup.budget_tokens, clock, longest)
-
     observer.on_phase("warming up both engine paths")
-    for path in policies:
-        engine(path, workloads["calibration"][:2], 2)
-    jobs = [(path, "calibration", size) for path in policies for size in sizes[path]]
-    jobs += [(path, "workload", batch[path]) for path in policies]
-    best = best_runs(engine, jobs, workloads, setup.repeats, observer.on_phase)
+    te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock)
+    te.run_continuous(torch, lm, workloads["calibration"][:2], 2, setup.budget_tokens, clock, longest)
+    jobs = engine_jobs(torch, te, lm, setup, workloads, sizes, device, clock, longest)
+    best = interleaved_runs(jobs, setup.repeats, observer.on_phase, setup.seed,
+                            passes.measure_pass if passes else None)
+    if passes is not None:
+        profile = passes.finish()
     fits = calibrate(profile, workloads["calibration"], policies, sizes, best)
     runs = {path: (best[(path, "workload", batch[path])],
                    simulate(profile, workloads["workload"], policies[path](batch[path]), fits[path]["overhead"]))
@@ -202,6 +256,8 @@ def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on
 
 def validation_document(setup: ValidateSetup, profile: StepProfile, profile_path: Path, fits, runs,
                         argv: tuple[str, ...]) -> dict[str, Any]:
+    from microbench.engine.timing import step_durations
+
     comparisons = {path: compare_runs(predicted.requests, measured.requests)
                    for path, (measured, predicted) in runs.items()}
     predicted_ratio = comparisons["static"]["total_s"]["predicted"] / comparisons["continuous"]["total_s"]["predicted"]
@@ -216,8 +272,10 @@ def validation_document(setup: ValidateSetup, profile: StepProfile, profile_path
         "calibration": {path: {"overhead": fit["overhead"].to_dict(), "runs": fit["runs"]}
                         for path, fit in fits.items()},
         "runs": {path: {"measured": measured.to_dict(), "policy": measured.policy,
+                        "measured_step_s": list(step_durations(measured)),
                         "predicted": {"policy": predicted.policy, "makespan_s": predicted.makespan_s,
-                                      "steps": len(predicted.steps),
+                                      "steps": len(predicted.steps), "step_s": [s.time_s for s in predicted.steps],
+                                      "kernel_step_s": [s.time_s - s.overhead_s for s in predicted.steps],
                                       "requests": [_outcome(r) for r in predicted.requests]}}
                  for path, (measured, predicted) in runs.items()},
         "comparison": comparisons,

@@ -89,6 +89,27 @@ def test_decode_memory_bound_prefill_compute_bound_and_overhead(llama_h200):
     assert with_overhead.time_s == pytest.approx(decode.time_s + with_overhead.overhead_s)
 
 
+def test_overhead_per_cached_token_and_per_prefill_step(llama_h200):
+    overhead = EngineOverhead(0.002, 0.0001, "test", per_cached_token_s=1e-7, per_prefill_step_s=0.003)
+    decode = step_cost(llama_h200, [1000] * 16, [], overhead)
+    assert decode.overhead_s == pytest.approx(0.002 + 16 * 0.0001 + 16_000 * 1e-7)  # no prefill in the step
+    mixed = step_cost(llama_h200, [1000] * 2, [(100, 300)], overhead)
+    # Cached tokens attended: the decodes' contexts and the chunk's prefix plus itself.
+    assert mixed.overhead_s == pytest.approx(0.002 + 3 * 0.0001 + (2000 + 400) * 1e-7 + 0.003)
+
+
+def test_an_overhead_of_the_two_term_form_loads_with_the_new_terms_at_zero(tmp_path, llama_h200):
+    from dataclasses import replace
+
+    document = replace(llama_h200, engine_overhead=EngineOverhead(0.002, 0.0001, "old")).to_dict()
+    document["engine_overhead"] = {"per_step_s": 0.002, "per_sequence_s": 0.0001, "fitted_on": "old"}
+    loaded = StepProfile.from_dict(document).engine_overhead
+    assert loaded == EngineOverhead(0.002, 0.0001, "old", per_cached_token_s=0.0, per_prefill_step_s=0.0)
+    assert EngineOverhead.from_dict(loaded.to_dict()) == loaded
+    with pytest.raises(ProfileDocError, match="per_cached_token_s"):
+        EngineOverhead(0.002, per_cached_token_s=-1.0)
+
+
 def test_chunk_over_a_prefix_costs_what_the_whole_prompt_costs_less_the_prefix(llama_h200):
     whole = step_cost(llama_h200, [], [(1024, 0)], None).attention_s
     halves = step_cost(llama_h200, [], [(512, 0)], None).attention_s + \

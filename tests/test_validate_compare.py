@@ -2,45 +2,69 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import numpy as np
 import pytest
 
-from microbench.engine.timing import EngineRun, RequestTiming, fastest_steps
-from microbench.validate_compare import compare_runs, fit_overhead, run_summary
+from microbench.engine.timing import EngineRun, RequestTiming, mean_steps, step_durations
+from microbench.validate_compare import CalibrationRun, compare_runs, fit_overhead, nnls, run_summary
+from roofline.serving.profile_doc import EngineOverhead
+
+TRUE = EngineOverhead(per_step_s=3e-3, per_sequence_s=2e-4, per_cached_token_s=5e-7, per_prefill_step_s=4e-3)
 
 
-@dataclass(frozen=True)
-class FakeStep:
-    sequences: int
+def calibration_run(batch: int, steps: int, overhead: EngineOverhead, noise=lambda i: 0.0) -> CalibrationRun:
+    """A static-like run: a prefill step, then decodes whose cache grows by ``batch`` tokens a step."""
+    sequences = (batch,) * steps
+    cached = tuple(float(batch * (8 + i)) for i in range(steps))
+    prefill = (1.0,) + (0.0,) * (steps - 1)
+    kernel = tuple(1e-3 + 1e-4 * batch for _ in range(steps))
+    measured = tuple(k + overhead.step_s(batch, c, bool(p)) + noise(i)
+                     for i, (k, c, p) in enumerate(zip(kernel, cached, prefill, strict=True)))
+    terms = {"per_step_s": (1.0,) * steps, "per_sequence_s": tuple(map(float, sequences)),
+             "per_cached_token_s": cached, "per_prefill_step_s": prefill}
+    return CalibrationRun(measured, kernel, terms)
 
 
-@dataclass(frozen=True)
-class FakeRun:
-    steps: tuple
-    makespan_s: float
-
-
-def kernel_only(steps: int, batch: int, kernel_s: float) -> FakeRun:
-    return FakeRun(tuple(FakeStep(batch) for _ in range(steps)), kernel_s)
-
-
-def test_fit_recovers_per_step_and_per_sequence_costs():
-    per_step, per_sequence = 3e-3, 2e-4
-    runs = [kernel_only(100, 2, 0.1), kernel_only(40, 8, 0.2)]
-    measured = [r.makespan_s + per_step * len(r.steps) + per_sequence * sum(s.sequences for s in r.steps)
-                for r in runs]
-    fit = fit_overhead(list(zip(measured, runs, strict=True)), "test")
-    assert fit.per_step_s == pytest.approx(per_step) and fit.per_sequence_s == pytest.approx(per_sequence)
+def test_fit_recovers_every_term_step_by_step():
+    runs = [calibration_run(4, 30, TRUE), calibration_run(8, 20, TRUE)]
+    fit = fit_overhead(runs, "test")
+    for name in EngineOverhead.TERMS:
+        assert getattr(fit, name) == pytest.approx(getattr(TRUE, name), rel=1e-6), name
     assert fit.fitted_on == "test"
 
 
+def test_fit_is_steady_against_step_noise():
+    """Noise of ±20% of a step on every step moves the fitted total of a run by little: hundreds of rows."""
+    def noise(i):
+        return 0.2 * 5e-3 * (1 if i % 3 else -2) * ((i * 7919) % 5 - 2) / 2
+
+    runs = [calibration_run(4, 60, TRUE, noise), calibration_run(8, 40, TRUE, noise)]
+    fit = fit_overhead(runs, "noisy")
+    workload = calibration_run(8, 120, TRUE)
+    true_total = sum(workload.measured_s)
+    predicted = sum(k + fit.step_s(int(s), c, bool(p)) for k, s, c, p in zip(
+        workload.kernel_s, *(workload.terms[n] for n in EngineOverhead.TERMS[1:]), strict=True))
+    assert predicted == pytest.approx(true_total, rel=0.03)
+
+
 def test_fit_never_goes_negative():
-    runs = [kernel_only(100, 2, 0.1), kernel_only(40, 8, 0.2)]
-    # A per-sequence cost that would have to be negative: the fit puts it at zero and refits the step term.
-    fit = fit_overhead([(0.1 + 0.5, runs[0]), (0.2 + 0.1, runs[1])], "test")
-    assert fit.per_sequence_s >= 0 and fit.per_step_s >= 0
-    assert fit_overhead([(0.05, runs[0])], "faster than the kernels").per_step_s == 0
+    faster = EngineOverhead(per_step_s=0.0)
+    runs = [calibration_run(4, 30, faster, lambda i: -1e-4), calibration_run(8, 20, faster, lambda i: -1e-4)]
+    fit = fit_overhead(runs, "faster than the kernels")
+    assert all(getattr(fit, name) == 0 for name in EngineOverhead.TERMS)
+    assert list(nnls(np.array([[1.0, 1.0], [1.0, 2.0]]), np.array([2.0, 1.0]))) == pytest.approx([1.5, 0.0])
+
+
+def test_fit_falls_back_to_totals_when_the_steps_do_not_align():
+    aligned = calibration_run(4, 30, TRUE)
+    # The engine stamped one step fewer than the simulator planned: only the run's total can be compared.
+    shifted = CalibrationRun(aligned.measured_s[:-2] + (aligned.measured_s[-2] + aligned.measured_s[-1],),
+                             aligned.kernel_s, aligned.terms)
+    assert not shifted.aligned
+    fit = fit_overhead([shifted], "totals")
+    total = sum(k + fit.step_s(4, c, bool(p)) for k, c, p in zip(
+        aligned.kernel_s, aligned.terms["per_cached_token_s"], aligned.terms["per_prefill_step_s"], strict=True))
+    assert total == pytest.approx(sum(aligned.measured_s), rel=1e-6)
 
 
 def timing(i, first, finish, out=3, first_step=-1, finish_step=-1):
@@ -65,13 +89,48 @@ def engine_run(step_s, requests):
 def test_repeats_combine_step_by_step():
     requests = [timing(0, 0, 0, 2, 0, 1), timing(1, 0, 0, 3, 0, 2)]
     a = engine_run((1.0, 2.0, 3.0), requests)  # steps of 1, 1, 1
-    b = engine_run((2.0, 2.5, 3.5), requests)  # steps of 2, 0.5, 1: slower overall, one fast step
-    combined = fastest_steps([a, b])
-    assert combined.step_s == (1.0, 1.5, 2.5)
-    assert [r.finish_s for r in combined.requests] == [1.5, 2.5]
-    assert combined.settings["combined"] == "fastest of each step"
-    other = engine_run((1.0, 2.0), [timing(0, 0, 0, 2, 0, 1), timing(1, 0, 0, 2, 0, 1)])
-    assert fastest_steps([other, b]).settings["combined"] == "fastest run"  # different schedules
+    b = engine_run((2.0, 2.5, 3.5), requests)  # steps of 2, 0.5, 1
+    combined = mean_steps([a, b])
+    assert combined.step_s == pytest.approx((1.5, 2.25, 3.25))
+    assert step_durations(combined) == pytest.approx((1.5, 0.75, 1.0))
+    assert [r.finish_s for r in combined.requests] == pytest.approx([2.25, 3.25])
+    assert combined.settings["combined"] == "mean of each step" and combined.settings["repeats"] == 2
+    # Different schedules cannot be combined step by step: the run of median total time stands for them.
+    runs = [engine_run((1.0, 2.0), [timing(0, 1.0, 2.0, 2, 0, 1)]),
+            engine_run((1.0, 4.0), [timing(0, 1.0, 4.0, 2, 0, 1)]),
+            engine_run((3.0,), [timing(0, 3.0, 3.0, 1, 0, 0)])]
+    median = mean_steps(runs)
+    assert median.settings["combined"] == "median run" and median.total_s == 3.0
+
+
+def test_rounds_shuffle_the_pieces_of_every_job_and_put_each_run_back_together():
+    from microbench.validate_run import Job, interleaved_runs
+
+    order = []
+
+    def job(key, pieces):
+        def run_piece(i):
+            order.append((key, i))
+            return float(i + 1)  # a piece's "duration"
+
+        def assemble(parts):
+            stamps = [sum(parts[:n + 1]) for n in range(len(parts))]
+            return engine_run(tuple(stamps), [timing(0, stamps[0], stamps[-1], len(parts), 0, len(parts) - 1)])
+
+        return Job(key, pieces, run_piece, assemble)
+
+    jobs = [job(("static", "w", 4), 3), job(("static", "c", 8), 2), job(("continuous", "w", 8), 1)]
+    passes = []
+    best = interleaved_runs(jobs, 6, lambda message: None, seed=0, after_round=lambda: passes.append(len(order)))
+    assert passes == [6, 12, 18, 24, 30, 36]  # a profile pass after every round of all 6 pieces
+    rounds = [order[i:i + 6] for i in range(0, 36, 6)]
+    assert all(sorted(r) == sorted((j.key, i) for j in jobs for i in range(j.pieces)) for r in rounds)
+    assert len({tuple(r) for r in rounds}) > 1  # a new order each round
+    first = {r[0][0] for r in rounds}
+    assert len(first) > 1  # no job always starts the round (a fixed rotation would keep its neighbours)
+    # Put back together in piece order whatever order the pieces ran in: durations 1, 2, 3.
+    assert best[("static", "w", 4)].step_s == pytest.approx((1.0, 3.0, 6.0))
+    assert best[("static", "w", 4)].settings["repeats"] == 6
 
 
 def test_calibration_batches_never_exceed_the_calibration_requests():

@@ -3,8 +3,9 @@ measured (the simulator on a profile measured here, with the engine overhead cal
 workload) within 15% for static and continuous batching, and for their ratio.
 
 Robust on a busy 2-core machine by construction: one torch thread, the engine's and the profile's times on the
-thread's CPU clock (other processes' turns do not count), calibration in the same process right before, runs
-interleaved round-robin, five repeats combined step by step (each step's fastest).
+thread's CPU clock (other processes' turns do not count), calibration and workload runs interleaved in rounds
+of a shuffled order, repeats combined step by step (each step's mean: every job sees the same mix of the
+machine's load), and the overhead fitted step by step on the calibration's hundreds of steps.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def tiny_validation(tmp_path_factory):
     before = torch.get_num_threads()
     out = tmp_path_factory.mktemp("validate")
     setup = ValidateSetup(hf_config=TINY, device="cpu", threads=1, requests=32, calibration_requests=16,
-                          prompt="fixed:8", output="uniform:4:32", static_batch=8, max_batch=8, budget_tokens=64,
-                          repeats=5, profile_budget_s=0.02)
+                          prompt="fixed:8", output="uniform:4:24", static_batch=8, max_batch=8, budget_tokens=64,
+                          repeats=5, profile_budget_s=0.01)
     try:
         document = run_validate(setup, out, SweepObserver(), lambda item, measured: None)
     finally:
@@ -65,16 +66,22 @@ def test_tiny_llama_validation_runs_both_paths_and_compares(tiny_validation):
         assert [r["output_tokens"] for r in measured["requests"]] == outputs  # EOS disabled: exact lengths
         error = document["comparison"][path]["total_s"]["rel_err"]
         assert error > -1 and error == error  # a finite prediction of a positive time
-    # The overhead was fitted on the calibration workload, not on the one predicted.
+    # The overhead was fitted on the calibration workload, not on the one predicted, step by step.
     assert all("calibration requests (not the workload)" in fit["overhead"]["fitted_on"]
                for fit in document["calibration"].values())
+    assert all(run["steps_aligned"] for fit in document["calibration"].values() for run in fit["runs"])
+    for path in ("static", "continuous"):  # per step, measured against predicted, for the record
+        run = document["runs"][path]
+        assert len(run["measured_step_s"]) == len(run["predicted"]["step_s"]) == run["predicted"]["steps"]
     assert document["ratio"]["rel_err"] == document["ratio"]["rel_err"]
     assert document["engine"]["weights"].startswith("random weights")
 
 
 @pytest.mark.skipif(os.environ.get("GPUBENCH_VALIDATE_GATE") != "1",
-                    reason="the 15% accuracy gate held in 10 of 14 runs on a 2-core VM (static up to +25%): not yet "
-                           "a CI gate; run with GPUBENCH_VALIDATE_GATE=1 (issue 16)")
+                    reason="the 15% gate held in 7 of 10 consecutive runs on the 2-core VM at load 5-6 (static always "
+                           "within 10%; the misses: the continuous path off by +26% and +18%, the ratio by +17%, "
+                           "when one continuous run's 5-repeat mean was 16% off its peers); opt in with "
+                           "GPUBENCH_VALIDATE_GATE=1 (issue 16)")
 def test_tiny_llama_static_and_continuous_are_predicted_within_15_percent(tiny_validation):
     document = tiny_validation
     for path in ("static", "continuous"):
@@ -111,3 +118,22 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
     assert document["kind"] == "gpubench-validation"
     assert set(document["runs"]) == {"static", "continuous"}
     assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload
+
+
+def test_a_burst_static_run_is_its_batches_back_to_back():
+    """The interleaved static run: batches formed as run_static forms them, stamps put back in batch order."""
+    from microbench.engine import transformers_engine as te
+    from roofline.serving.workload import make_workload
+
+    requests = make_workload(5, "burst", "fixed:4", "uniform:1:4", 3)
+    groups = te.static_groups(requests, 2)
+    assert [[r.id for r in g] for g in groups] == [[0, 1], [2, 3], [4]]
+    steps = [max(r.output_tokens for r in g) for g in groups]
+    stamps = [0.1 * (i + 1) for i in range(sum(steps))]
+    run = te.static_run(groups, stamps, 2, "thread-cpu")
+    assert run.policy == "static:batch=2" and len(run.step_s) == sum(steps)
+    for r, timing in zip(requests, run.requests, strict=True):
+        group = next(i for i, g in enumerate(groups) if r in g)
+        first = sum(steps[:group])
+        assert (timing.first_step, timing.finish_step) == (first, first + r.output_tokens - 1)
+        assert timing.finish_s == stamps[timing.finish_step]

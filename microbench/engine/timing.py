@@ -1,11 +1,14 @@
-"""What an engine run records, and how repeats of one run combine into the least disturbed one.
+"""What an engine run records, and how repeats of one run combine.
 
 An engine run is a sequence of steps; every step that emits tokens is stamped (``step_s``, seconds from the
 run's start), and each request names the step of its first token and of its last.  Repeats of the same run on
 the same workload take the same steps (burst arrivals, a deterministic scheduler), so they can be combined
-step by step: each step's fastest duration over the repeats.  Other processes on a shared machine only ever
-add time to a step, so this removes their bursts wherever one repeat missed them, which the fastest whole
-run cannot do when every repeat was hit somewhere.
+step by step: each step's MEAN duration over the repeats.  Why the mean and not the fastest: on a shared
+machine the thread's CPU time of one step swings by up to 2x with what the other processes do to the caches
+(docs/serving.md, "How validate's prediction is made"), and quiet moments are rare; the fastest of a few
+repeats is then an extreme value that one job catches and the next does not, whereas the calibration and
+workload runs are interleaved in a shuffled order, so their means are taken over the same mix of machine
+states and the overhead fitted on one carries over to the other.
 """
 
 from __future__ import annotations
@@ -55,17 +58,23 @@ class EngineRun:
                 "requests": [r.to_dict() for r in self.requests]}
 
 
-def fastest_steps(runs: Sequence[EngineRun]) -> EngineRun:
-    """Repeats combined: each step's fastest duration; the fastest whole run when the schedules differ."""
-    fastest = min(runs, key=lambda run: run.total_s)
+def mean_steps(runs: Sequence[EngineRun]) -> EngineRun:
+    """Repeats combined: each step's mean duration; the run of median total time when the schedules differ."""
+    ordered = sorted(runs, key=lambda run: run.total_s)
+    median = ordered[(len(ordered) - 1) // 2]
     known = all(r.first_step >= 0 and r.finish_step >= 0 for run in runs for r in run.requests)
     if len(runs) == 1 or not known or len({run.schedule() for run in runs}) != 1:
-        return replace(fastest, settings={**fastest.settings, "repeats": len(runs), "combined": "fastest run"})
+        return replace(median, settings={**median.settings, "repeats": len(runs), "combined": "median run"})
     stamps, now = [], 0.0
-    for index in range(len(fastest.step_s)):
-        now += min(run.step_s[index] - (run.step_s[index - 1] if index else 0.0) for run in runs)
+    for index in range(len(median.step_s)):
+        now += sum(run.step_s[index] - (run.step_s[index - 1] if index else 0.0) for run in runs) / len(runs)
         stamps.append(now)
     requests = tuple(replace(r, first_token_s=stamps[r.first_step], finish_s=stamps[r.finish_step])
-                     for r in fastest.requests)
-    return replace(fastest, requests=requests, step_s=tuple(stamps),
-                   settings={**fastest.settings, "repeats": len(runs), "combined": "fastest of each step"})
+                     for r in median.requests)
+    return replace(median, requests=requests, step_s=tuple(stamps),
+                   settings={**median.settings, "repeats": len(runs), "combined": "mean of each step"})
+
+
+def step_durations(run: EngineRun) -> tuple[float, ...]:
+    """Each step's duration (the stamps are cumulative)."""
+    return tuple(b - a for a, b in zip((0.0,) + run.step_s[:-1], run.step_s, strict=True))

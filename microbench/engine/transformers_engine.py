@@ -85,37 +85,67 @@ def _wait_until(clock, start: float, at_s: float) -> None:
 def run_static(torch, lm, requests: Sequence, batch: int, device: str, clock: str = "wall") -> EngineRun:
     """Batches of up to ``batch`` requests, in arrival order, each as one padded ``generate`` (in this thread:
     ``thread-cpu`` is this thread's CPU time)."""
-    transformers = transformers_module()
     clock_name, clock = clock, _static_clock(clock)
     pending = sorted(requests, key=lambda r: (r.arrival_s, r.id))
-    timings, step_s, start = [], [], clock()
+    groups, step_s, start = [], [], clock()
     while pending:
         _wait_until(clock, start, pending[0].arrival_s)
         now = clock() - start
         group = [r for r in pending if r.arrival_s <= now][:batch]
         pending = [r for r in pending if r not in group]
-        longest, steps = max(r.prompt_tokens for r in group), max(r.output_tokens for r in group)
-        ids = torch.zeros((len(group), longest), dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, r in enumerate(group):  # left padding: every prompt ends where decoding starts
-            ids[row, longest - r.prompt_tokens:] = torch.tensor(prompt_ids(r, lm.config.vocab_size))
-            mask[row, longest - r.prompt_tokens:] = 1
-        stamps = _StepClock(clock)
-        config = transformers.GenerationConfig(do_sample=False, max_new_tokens=steps, min_new_tokens=steps,
-                                               eos_token_id=None, pad_token_id=0, bos_token_id=None)
-        with torch.no_grad():
-            lm.generate(ids.to(device), attention_mask=mask.to(device), generation_config=config, streamer=stamps)
-        if len(stamps.stamps) != steps:
-            raise EngineError(f"generate produced {len(stamps.stamps)} steps for max_new_tokens={steps}")
-        first = len(step_s)
-        step_s += [stamp - start for stamp in stamps.stamps]
+        groups.append(group)
+        step_s += [stamp - start for stamp in _generate(torch, lm, group, device, clock)]
+    return static_run(groups, step_s, batch, clock_name)
+
+
+def static_groups(requests: Sequence, batch: int) -> list[list]:
+    """A burst's static batches: arrival order, ``batch`` at a time (what ``run_static`` forms when every
+    request is there at the start)."""
+    ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    return [ordered[i:i + batch] for i in range(0, len(ordered), batch)]
+
+
+def run_static_batch(torch, lm, group: Sequence, device: str, clock: str = "wall") -> tuple[float, ...]:
+    """One batch of a burst alone: its step durations (the first includes the batch's set-up, as in
+    ``run_static``).  A burst's static run is its batches back to back, so batches of different runs can be
+    interleaved and the runs put back together with ``static_run``."""
+    clock = _static_clock(clock)
+    start = clock()
+    stamps = _generate(torch, lm, group, device, clock)
+    return tuple(b - a for a, b in zip([start] + stamps[:-1], stamps, strict=True))
+
+
+def static_run(groups: Sequence[Sequence], step_s: Sequence[float], batch: int, clock: str) -> EngineRun:
+    """The EngineRun of batches run in order with these step stamps (seconds from the run's start)."""
+    timings, first = [], 0
+    for group in groups:
         for r in group:
             last = first + r.output_tokens - 1
             timings.append(RequestTiming(r.id, r.arrival_s, step_s[first], step_s[last], r.prompt_tokens,
                                          r.output_tokens, first, last))
+        first += max(r.output_tokens for r in group)
     return EngineRun("transformers", "static", f"static:batch={batch}", tuple(sorted(timings, key=lambda t: t.id)),
-                     {"api": "generate", "padding": "left", "clock": clock_name,
-                      "transformers": transformers.__version__}, tuple(step_s))
+                     {"api": "generate", "padding": "left", "clock": clock,
+                      "transformers": transformers_module().__version__}, tuple(step_s))
+
+
+def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float]) -> list[float]:
+    """One left-padded ``generate`` of the group, EOS disabled; the clock's reading at each step's tokens."""
+    transformers = transformers_module()
+    longest, steps = max(r.prompt_tokens for r in group), max(r.output_tokens for r in group)
+    ids = torch.zeros((len(group), longest), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, r in enumerate(group):  # left padding: every prompt ends where decoding starts
+        ids[row, longest - r.prompt_tokens:] = torch.tensor(prompt_ids(r, lm.config.vocab_size))
+        mask[row, longest - r.prompt_tokens:] = 1
+    stamps = _StepClock(clock)
+    config = transformers.GenerationConfig(do_sample=False, max_new_tokens=steps, min_new_tokens=steps,
+                                           eos_token_id=None, pad_token_id=0, bos_token_id=None)
+    with torch.no_grad():
+        lm.generate(ids.to(device), attention_mask=mask.to(device), generation_config=config, streamer=stamps)
+    if len(stamps.stamps) != steps:
+        raise EngineError(f"generate produced {len(stamps.stamps)} steps for max_new_tokens={steps}")
+    return stamps.stamps
 
 
 def _static_clock(name: str) -> Callable[[], float]:
@@ -219,6 +249,7 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
         router = manager.output_router
         router.deliver, router.deliver_batch = stamps.wrap(router.deliver), stamps.wrap(router.deliver_batch)
         start = _submit(manager, lm, ordered, outside)
+        _wait_for_tokens(manager, stamps, ordered, timeout_s)
         _collect(manager, results, len(ordered), time.perf_counter, timeout_s)
     finally:
         manager.stop(block=True, timeout=30)
@@ -267,6 +298,21 @@ def _wait_ready(manager, clock, timeout_s: float) -> None:
     deadline = clock() + timeout_s
     while manager.batch_processor is None and manager.is_running() and clock() < deadline:
         time.sleep(0.001)
+
+
+# How often the caller looks whether the engine is done.  It does not take results while the engine works: a
+# consumer woken by every streamed token takes the GIL from the generation thread several times a step, which
+# made the continuous path's steps slower and noisier than the static path's (which has no second thread).
+POLL_S = 0.01
+
+
+def _wait_for_tokens(manager, stamps: _TokenStamps, ordered: Sequence, timeout_s: float) -> None:
+    """Sleep until every request's last token has been stamped (or the manager stops, or the timeout)."""
+    deadline = time.perf_counter() + timeout_s
+    while manager.is_running() and time.perf_counter() < deadline:
+        if all(stamps.tokens.get(f"r{r.id}", 0) >= r.output_tokens for r in ordered):
+            return
+        time.sleep(POLL_S)
 
 
 def _collect(manager, results: dict, expected: int, clock, timeout_s: float) -> None:

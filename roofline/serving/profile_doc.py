@@ -131,25 +131,38 @@ class Table2D:
 
 @dataclass(frozen=True)
 class EngineOverhead:
-    """Engine time outside the kernels: per step, plus per sequence in the step (seconds)."""
+    """Engine time outside the kernels, in seconds: per step, per sequence in the step, per cached token the
+    step's sequences attend to (the engine's KV bookkeeping: cache copies, masks, block tables, which grow with
+    the cache), and once more for a step that runs prefill (a static batch's ``generate`` set-up, a continuous
+    engine admitting requests).  Documents written before the last two terms load with them at zero."""
 
     per_step_s: float
     per_sequence_s: float = 0.0
     fitted_on: str = "given"
+    per_cached_token_s: float = 0.0
+    per_prefill_step_s: float = 0.0
+
+    TERMS = ("per_step_s", "per_sequence_s", "per_cached_token_s", "per_prefill_step_s")
 
     def __post_init__(self) -> None:
-        for name in ("per_step_s", "per_sequence_s"):
+        for name in self.TERMS:
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
                 raise ProfileDocError(f"engine overhead {name} must be a finite non-negative number")
+
+    def step_s(self, sequences: int, cached_tokens: float, prefill: bool) -> float:
+        """The overhead of one step of ``sequences`` sequences attending to ``cached_tokens`` keys in all."""
+        return (self.per_step_s + self.per_sequence_s * sequences + self.per_cached_token_s * cached_tokens
+                + (self.per_prefill_step_s if prefill else 0.0))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EngineOverhead:
         return cls(per_step_s=d.get("per_step_s"), per_sequence_s=d.get("per_sequence_s", 0.0),
-                   fitted_on=str(d.get("fitted_on", "")))
+                   fitted_on=str(d.get("fitted_on", "")), per_cached_token_s=d.get("per_cached_token_s", 0.0),
+                   per_prefill_step_s=d.get("per_prefill_step_s", 0.0))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"per_step_s": self.per_step_s, "per_sequence_s": self.per_sequence_s, "fitted_on": self.fitted_on}
+        return {**{name: getattr(self, name) for name in self.TERMS}, "fitted_on": self.fitted_on}
 
 
 @dataclass(frozen=True)

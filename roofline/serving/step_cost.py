@@ -106,11 +106,11 @@ class CostModel:
         for chunk, prefix in chunks:
             attention_s += layers * self._prefill_attention_s(chunk, prefix)
         other_s = interp1(p.other.grid, p.other.time_s, tokens) if p.other and tokens else 0.0
-        overhead_s = 0.0
-        if self.overhead is not None:
-            overhead_s = self.overhead.per_step_s + self.overhead.per_sequence_s * (decodes + len(chunks))
         queries_keys = context_sum + sum(c * (prefix + (c + 1) / 2) for c, prefix in chunks)
         keys_read = context_sum + sum(c + prefix for c, prefix in chunks)
+        overhead_s = 0.0
+        if self.overhead is not None:
+            overhead_s = self.overhead.step_s(decodes + len(chunks), keys_read, bool(chunks))
         flop = (self.linear_flop_per_token * tokens + self.head_flop_per_token * logits
                 + self.attn_flop_per_query_key * queries_keys)
         nbytes = (self.linear_bytes_fixed + self.linear_bytes_per_token * tokens
