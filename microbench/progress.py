@@ -31,6 +31,8 @@ stdout = Console()
 stderr = Console(stderr=True)
 if not stdout.is_terminal and "COLUMNS" not in os.environ:
     stdout.width = 150  # piped or captured: tables keep their columns instead of folding at 80
+if not stdout.is_terminal:
+    stdout.soft_wrap = True  # and a sentence stays one line, however long (tables still lay out to the width)
 if not stderr.is_terminal:
     stderr.soft_wrap = True  # a log file or a CI gets each message on one line, not folded at 80 columns
 

@@ -69,6 +69,21 @@ def test_stderr_messages_are_single_lines_without_a_leading_blank_when_piped(tmp
     assert len(lines) == 1 and len(lines[0]) > 80
 
 
+def test_printed_sentences_are_not_folded_when_stdout_is_piped():
+    """A sentence on stdout (a warning, a verdict) stays one line through a pipe, however long; tables still
+    lay out to the console's width."""
+    sentence = "warning: " + " ".join(["word"] * 60)  # 300 characters
+    script = ("from microbench.progress import stdout; from rich.table import Table\n"
+              f"stdout.print({sentence!r})\n"
+              "t = Table('a', 'b'); t.add_row('x' * 100, 'y' * 100); stdout.print(t)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == sentence
+    assert max(len(line) for line in lines[1:]) <= 150
+
+
 def test_decode_summary_reads_once_in_readable_units(tmp_path):
     run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h200-sxm",
                                     "--batch", "1,2", "--json"])
