@@ -137,3 +137,35 @@ def test_a_burst_static_run_is_its_batches_back_to_back():
         first = sum(steps[:group])
         assert (timing.first_step, timing.finish_step) == (first, first + r.output_tokens - 1)
         assert timing.finish_s == stamps[timing.finish_step]
+
+
+def test_a_continuous_run_in_parked_segments_takes_the_steps_of_one_go(one_thread):
+    """The segments of a continuous run (engine.segments): the manager parked after each segment's steps, other
+    work done meanwhile, the same schedule as in one go, and the parked time off its stamps."""
+    import time
+
+    import torch
+
+    from microbench.engine import transformers_engine as te
+    from microbench.engine.segments import SEGMENT_STEPS, SegmentedContinuous, segment_count
+    from roofline.models import ModelProfile
+    from roofline.serving.workload import make_workload
+
+    torch.set_num_threads(1)
+    requests = make_workload(6, "burst", "fixed:4", "uniform:8:16", 3)
+    model = ModelProfile(id="tiny", name="tiny", layers=2, hidden=256, heads=4, kv_heads=2, head_dim=64,
+                         intermediate=512, vocab=1024, gated_mlp=True)
+    lm = te.build_model(torch, model, "fp32", "cpu", 64, 0)
+    one_go = te.run_continuous(torch, lm, requests, 2, 8, "wall", 40)
+    pieces = segment_count(requests, 2, 8)
+    assert pieces >= 3
+    run = SegmentedContinuous(lambda gate: te.run_continuous(torch, lm, requests, 2, 8, "wall", 40, gate=gate),
+                              pieces)
+    for index in range(pieces - 1):
+        assert run.piece(index) is None
+        assert run.gate.steps == (index + 1) * SEGMENT_STEPS  # parked at the segment's end
+        time.sleep(0.25)  # another job's turn: not the engine's time
+    segmented = run.piece(pieces - 1)
+    assert segmented.schedule() == one_go.schedule()
+    assert run.gate.offset_s >= 0.25 * (pieces - 1)
+    assert segmented.total_s < one_go.total_s + 0.125 * (pieces - 1)  # the parked 0.25 s each not counted
