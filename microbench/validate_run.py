@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from microbench.devices import host_info, resolve_device, tool_info
+from microbench.engine.segments import SegmentedContinuous, segment_count
 from microbench.measure import utc_now
 from microbench.observer import SweepObserver
 from microbench.plan import PlanError
@@ -35,9 +36,7 @@ WEIGHTS_NOTE = ("random weights built from the config (nothing downloaded): kern
 # The calibration's second batch size, half the first: per-step and per-sequence costs separate, and the run
 # stays as short as the workload's.
 CALIBRATION_SMALL_DIVISOR = 2
-# A continuous run is one manager run, half a second on the CPU check: the load it meets is a sample of the
-# machine's drift that its calibration does not share (the static path's batches are shuffled in among the
-# other runs and do share it), so it gets more samples: twice per round.
+
 
 
 @dataclass(frozen=True)
@@ -103,13 +102,15 @@ def model_from_profile(profile: StepProfile) -> ModelProfile:
 
 @dataclass(frozen=True)
 class Job:
-    """One engine run to repeat, in ``pieces`` parts that can run apart (a burst's static batches), put back
-    together by ``assemble`` (the parts' results in piece order) into an ``EngineRun``."""
+    """One engine run to repeat, in ``pieces`` parts that can run apart (a burst's static batches, or the
+    segments of a continuous run: ``ordered``, they run in piece order wherever the shuffle puts them), put
+    back together by ``assemble`` (the parts' results in piece order) into an ``EngineRun``."""
 
     key: tuple[str, str, int]  # path, workload name, batch
     pieces: int
     run_piece: Callable[[int], Any]
     assemble: Callable[[list], Any]
+    ordered: bool = False
 
 
 def interleaved_runs(jobs: list[Job], repeats: int, on_phase: Callable[[str], None], seed: int = 0,
@@ -129,6 +130,8 @@ def interleaved_runs(jobs: list[Job], repeats: int, on_phase: Callable[[str], No
         parts: dict[tuple[str, str, int], dict[int, Any]] = {job.key: {} for job in jobs}
         pieces = [(job, i) for job in jobs for i in range(job.pieces)]
         for job, i in order.sample(pieces, len(pieces)):
+            if job.ordered:  # the job's n-th slot in the shuffle runs its n-th piece
+                i = len(parts[job.key])
             parts[job.key][i] = job.run_piece(i)
         for job in jobs:
             runs[job.key].append(job.assemble([parts[job.key][i] for i in range(job.pieces)]))
@@ -142,7 +145,8 @@ def engine_jobs(torch, te, lm, setup: ValidateSetup, workloads: dict[str, list],
                 device: str, clock: str, longest: int) -> list[Job]:
     """The calibration runs of each path at its sizes and the workload's at its batch.  A static run of a
     burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
-    a continuous run (one manager run) cannot be split."""
+    a continuous run (one manager run) is run in segments of steps, parked in between (``engine.segments``),
+    its segments shuffled among the other pieces in order."""
     batch = {"static": setup.static_batch, "continuous": setup.max_batch}
     keys = [(path, "calibration", size) for path in sizes for size in sizes[path]]
     keys += [(path, "workload", batch[path]) for path in sizes]
@@ -158,9 +162,24 @@ def engine_jobs(torch, te, lm, setup: ValidateSetup, workloads: dict[str, list],
             jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_static(
                 torch, lm, r, b, device, clock), lambda parts: parts[0]))
         else:
-            jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_continuous(
-                torch, lm, r, b, setup.budget_tokens, clock, longest), lambda parts: parts[0]))
+            pieces = segment_count(requests, size, setup.budget_tokens)
+            jobs.append(Job((path, name, size), pieces, _ContinuousPieces(
+                lambda gate, r=requests, b=size: te.run_continuous(torch, lm, r, b, setup.budget_tokens, clock,
+                                                                    longest, gate=gate), pieces),
+                lambda parts: parts[-1], ordered=True))
     return jobs
+
+
+class _ContinuousPieces:
+    """A continuous job's ``run_piece``: piece 0 starts a new repeat in segments, the others continue it."""
+
+    def __init__(self, run: Callable, pieces: int):
+        self._run, self._pieces, self._current = run, pieces, None
+
+    def __call__(self, index: int):
+        if index == 0:
+            self._current = SegmentedContinuous(self._run, self._pieces)
+        return self._current.piece(index)
 
 
 def _cumulative(parts: list[tuple[float, ...]]) -> list[float]:

@@ -229,9 +229,10 @@ def _engine_clocks(manager, clock: str) -> tuple[Callable[[], float], Callable[[
 
 
 def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens: int, clock: str = "wall",
-                   longest_tokens: int | None = None, timeout_s: float = 600.0) -> EngineRun:
+                   longest_tokens: int | None = None, timeout_s: float = 600.0, gate=None) -> EngineRun:
     """Every request submitted at its arrival time to a running manager, streaming, so that every step's new
-    tokens pass through the stamped delivery: the first stamp is the first token, the last the finish."""
+    tokens pass through the stamped delivery: the first stamp is the first token, the last the finish.
+    ``gate`` (an ``engine.segments.StepGate``) parks the engine between steps, its parked time off the stamps."""
     transformers = transformers_module()
     longest = longest_tokens or max(r.prompt_tokens + r.output_tokens for r in requests)
     cb_config, settings = continuous_config(transformers, lm, max_batch, budget_tokens, longest)
@@ -245,9 +246,15 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
     try:
         _wait_ready(manager, time.perf_counter, timeout_s)
         inside, outside = _engine_clocks(manager, clock)
-        stamps = _TokenStamps(inside)
+        stamps = _TokenStamps(gate.clock(inside) if gate else inside)
         router = manager.output_router
         router.deliver, router.deliver_batch = stamps.wrap(router.deliver), stamps.wrap(router.deliver_batch)
+        if gate is not None:
+            def done() -> bool:
+                return all(stamps.tokens.get(f"r{r.id}", 0) >= r.output_tokens for r in ordered)
+
+            router.deliver, router.deliver_batch = (gate.wrap(deliver, lambda: len(stamps.steps), done, inside)
+                                                    for deliver in (router.deliver, router.deliver_batch))
         start = _submit(manager, lm, ordered, outside)
         _wait_for_tokens(manager, stamps, ordered, timeout_s)
         _collect(manager, results, len(ordered), time.perf_counter, timeout_s)
