@@ -148,18 +148,17 @@ class Killed(Exception):
 def test_a_profile_journals_each_item_and_a_killed_one_resumes_from_the_journal(tmp_path):
     from microbench.observer import SweepObserver
     from microbench.profile_run import partial_path, prepare_profile, run_profile
-    from tests.test_profile_measured import tiny_plan
+    from tests.test_profile_measured import after_items, tiny_plan
 
     output = tmp_path / "profile.json"
     run = prepare_profile(tiny_plan(), output, SweepObserver())
     total = len(run.items)
 
-    def die_after_three(item, measured):
-        if len(run.measured) == 3:
-            raise Killed
+    def die() -> None:
+        raise Killed
 
     with pytest.raises(Killed):
-        run_profile(run, lambda n: None, die_after_three)
+        run_profile(run, lambda n: None, after_items(run, 3, die))
     assert len(json.loads(partial_path(output).read_text())["measured"]) == 0  # written once, at the start
     assert len(journal_path(partial_path(output)).read_text().splitlines()) == 1 + 3  # header + one per item
     resumed = prepare_profile(tiny_plan(), output, SweepObserver(), resume=True)

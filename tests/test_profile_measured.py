@@ -28,6 +28,14 @@ def tiny_plan(**extra) -> ProfilePlan:
     return ProfilePlan(**{**fields, **extra})
 
 
+def after_items(run, count: int, action):
+    """An on_item callback for run_profile that calls ``action()`` once ``count`` items are measured."""
+    def on_item(item, measured):
+        if len(run.measured) == count:
+            action()
+    return on_item
+
+
 def test_grids_are_dense_where_time_bends_and_end_at_the_limit():
     assert token_grid(16) == [1, 2, 3, 4, 6, 8, 12, 16]
     assert token_grid(10) == [1, 2, 3, 4, 6, 8, 10]
@@ -81,13 +89,12 @@ def test_an_interrupted_profile_resumes_where_it_stopped(tmp_path):
     run = prepare_profile(tiny_plan(), output, SweepObserver())
     total = len(run.items)
 
-    def stop_after_three(item, measured):
-        if len(run.measured) == 3:
-            run.session.stop.signum = 2
-            run.session.stop.set()
+    def stop() -> None:
+        run.session.stop.signum = 2
+        run.session.stop.set()
 
     with pytest.raises(Interrupted):
-        run_profile(run, lambda n: None, stop_after_three)
+        run_profile(run, lambda n: None, after_items(run, 3, stop))
     saved = json.loads(partial_path(output).read_text())
     assert len(saved["measured"]) == 3 and not output.exists()
     with pytest.raises(PlanError, match="--resume"):
