@@ -33,7 +33,8 @@ def main() -> None:
         writer.finish(growing)
     print(f"{source}: {len(full.points)} points")
     print(f"journal: {min(appends)}-{max(appends)} B per save, {sum(written)} B in all (the final fold included)")
-    print(f"whole document after every point: {whole_saves[0]}-{whole_saves[-1]} B per save, {sum(whole_saves)} B in all")
+    print(f"whole document after every point: {whole_saves[0]}-{whole_saves[-1]} B per save, "
+          f"{sum(whole_saves)} B in all")
 
 
 if __name__ == "__main__":
