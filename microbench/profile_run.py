@@ -43,6 +43,7 @@ from roofline.counting import DTYPE_SIZES, count_work
 from roofline.journal import Journal
 from roofline.models import kv_bytes_per_token, per_rank, weight_bytes
 from roofline.results import check_writable, journal_entries, journal_path, write_output_file
+from roofline.serving.profile_doc import KIND as PROFILE_KIND
 from roofline.serving.profile_doc import StepProfile, save_profile
 
 # Seconds of sampling per item unless --budget: an 8B model's ~300 items on an H200 in a few minutes, a tiny
@@ -113,7 +114,7 @@ def refuse_to_clobber(output: Path) -> None:
         kind = json.loads(output.read_text(encoding="utf-8")).get("kind")
     except (OSError, ValueError, AttributeError):
         kind = None
-    if kind != "gpubench-step-profile":
+    if kind != PROFILE_KIND:
         raise PlanError(f"{output} exists and is not a step profile: not overwriting it")
 
 
@@ -144,15 +145,16 @@ def _load_partial(partial: Path, argv: tuple[str, ...]) -> ProfileRun:
                       started_at=record.get("started_at", utc_now()))
 
 
-def _save_partial(run: ProfileRun) -> None:
-    """The whole partial file, then an empty journal for the items to come."""
+def _save_partial(run: ProfileRun, journal: bool = True) -> None:
+    """The whole partial file, then (unless stopping) an empty journal for the items to come."""
     data = json.dumps({"kind": PARTIAL_KIND, "plan": run.plan.to_record(), "started_at": run.started_at,
                        "device": run.session.device, "measured": run.measured}, indent=1, allow_nan=False) + "\n"
     write_output_file(partial_path(run.output), data.encode("utf-8"))
     if run.journal is not None:
         run.journal.remove()
-    run.journal = Journal(journal_path(partial_path(run.output)))
-    run.journal.start(data.encode("utf-8"), PARTIAL_JOURNAL_KIND)
+    if journal:
+        run.journal = Journal(journal_path(partial_path(run.output)))
+        run.journal.start(data.encode("utf-8"), PARTIAL_JOURNAL_KIND)
 
 
 def run_profile(run: ProfileRun, on_start: Callable[[int], None], on_item: Callable[[Item, dict], None]
@@ -168,8 +170,7 @@ def run_profile(run: ProfileRun, on_start: Callable[[int], None], on_item: Calla
             run.journal.append([{"key": item.key, "measured": run.measured[item.key]}])
             on_item(item, run.measured[item.key])
             if session.stop.is_set():
-                _save_partial(run)  # folded: the partial file alone holds everything measured
-                run.journal.remove()
+                _save_partial(run, journal=False)  # folded: the partial file alone holds everything measured
                 raise Interrupted(getattr(session.stop, "signum", 2), partial_path(run.output))
     finally:
         session.weights.clear()

@@ -94,4 +94,6 @@ class ProfilePasses:
         profile = replace(profile, basis=f"{profile.basis}, mean of {passes} passes between the engine's rounds")
         save_profile(profile, self.path)
         partial_path(self.path).unlink(missing_ok=True)
+        if self.run.journal is not None:
+            self.run.journal.remove()
         return profile

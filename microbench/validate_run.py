@@ -161,6 +161,11 @@ def engine_jobs(torch, te, lm, setup: ValidateSetup, workloads: dict[str, list],
         elif path == "static":
             jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_static(
                 torch, lm, r, b, device, clock), lambda parts: parts[0]))
+        elif not all(r.arrival_s == 0 for r in requests):
+            # Arrivals over time are submitted on the wall clock, which does not stop while a segment is
+            # parked: such a run goes in one piece.
+            jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_continuous(
+                torch, lm, r, b, setup.budget_tokens, clock, longest), lambda parts: parts[0]))
         else:
             pieces = segment_count(requests, size, setup.budget_tokens)
             jobs.append(Job((path, name, size), pieces, _ContinuousPieces(

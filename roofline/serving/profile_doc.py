@@ -24,7 +24,7 @@ MODEL_KEYS = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "inte
 
 
 class ProfileDocError(BadInputError):
-    """A step profile that cannot be used; one line.  A ValueError, so the CLI turns it into exit 2."""
+    """A step profile that cannot be used; one line.  Bad input (``BadInputError``): the CLI makes it exit 2."""
 
 
 def _grid(values: Any, what: str) -> tuple[int, ...]:
