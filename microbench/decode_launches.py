@@ -40,14 +40,15 @@ def measure_launches(keys, device: str, budget_s: float | None, observer: SweepO
                      ) -> tuple[dict, dict[str, Any], list, dict[str, float | None]]:
     """Median time of each launch measured here (the same protocol as a sweep), and the measured roof:
     copy/read bandwidth and the quick matmul-peak search for ``dtype``."""
-    from microbench.ceilings import measure_stream, reference_bandwidth
+    from microbench.ceilings import measure_stream, reference_bandwidth, stream_source
     from microbench.peaks import peak_shapes, shape_search
 
     config = SweepConfig(device=device, ops=(), budget_s=budget_s, save=False, with_ceilings=False)
     session = open_session(config, observer)
     # The same reference bandwidth as the ceilings (the copy timed eagerly); the peak from the quick shape
     # search only, as before: the step's own GEMMs compete with it (measured_roof), no regime run needed.
-    reference = reference_bandwidth({f"torch {kind}": measure_stream(session, kind) for kind in ("copy", "read")})
+    src = stream_source(session)  # one stream buffer for the copy and the read, as the ceilings do
+    reference = reference_bandwidth({f"torch {kind}": measure_stream(session, kind, src) for kind in ("copy", "read")})
     best, _ = shape_search(session, dtype, peak_shapes(session, quick=True), ("torch",))
     roof = {"bandwidth_bytes_per_s": reference["bytes_per_s"], "peak_flop_per_s": best["flop_per_s"] if best else None}
     observer.on_start(len(keys))

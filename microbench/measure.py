@@ -119,11 +119,11 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
             return Point(status="skipped", finished_at=utc_now(), **base,
                          reason=f"needs {si_bytes(per_copy)}, the device can give "
                                 f"{si_bytes(session.free_memory_bytes())}")
+    work = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k)
     if session.l2_policy == "warm":
         copies = 1
     else:
-        weight_bytes = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k).weight_bytes
-        copies = ops.rotation_copies(weight_bytes, session.cache_bytes, per_copy, session.memory_cap_bytes())
+        copies = ops.rotation_copies(work.weight_bytes, session.cache_bytes, per_copy, session.memory_cap_bytes())
     timers: list = []
     try:
         with ops.matmul_precision(torch, spec.dtype == "tf32"):
@@ -139,14 +139,12 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
                                         should_stop).samples_s
             session.synchronize()
             median = quantile(sorted(result.samples_s), 0.5)
-            counted = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k).bytes
-            telemetry = session.window_summary(result, len(result.samples_s) * timer.launches, counted / median)
+            telemetry = session.window_summary(result, len(result.samples_s) * timer.launches, work.bytes / median)
     except Stopped:
         session.weights.clear()
         release_timers(session, timers)
         raise
     except Exception as exc:  # noqa: BLE001 - every failure of a point is recorded, the sweep goes on
-        workload = None
         session.weights.clear()
         release_timers(session, timers)
         status = "oom" if _is_oom(torch, exc) else "error"

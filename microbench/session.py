@@ -83,7 +83,7 @@ class Session:
         self.sampler, self.telemetry = start_telemetry(self.device, interval_s)
         # Readings describe the GPU ~0.1 s late and GPM needs whole pairs: a timed phase must last long
         # enough for its own readings (telemetry.min_point_window_s), even past max_samples.
-        window = self.telemetry.get("min_point_window_s") or self.telemetry.get("gpm_min_point_window_s")
+        window = self.telemetry.get("min_point_window_s")
         if window:
             self.rule = replace(self.rule, min_time_s=max(self.rule.min_time_s, window))
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from microbench import ops  # noqa: E402
-from microbench.ceilings import measure_stream, reference_bandwidth  # noqa: E402
+from microbench.ceilings import measure_stream, reference_bandwidth, stream_source  # noqa: E402
 from microbench.config import SweepConfig  # noqa: E402
 from microbench.measure import measure_point  # noqa: E402
 from microbench.observer import SweepObserver  # noqa: E402
@@ -89,7 +89,8 @@ def main() -> int:
     gpu = session.choice.kind == "cuda"
     n, k = parse_shape(args.shape or ("8192x28672" if gpu else "4096x8192"))
     spec = PointSpec("gemv", args.dtype or ("bf16" if gpu else "fp32"), 1, n, k)
-    copy, read = measure_stream(session, "copy"), measure_stream(session, "read")
+    src = stream_source(session)  # one stream buffer for both, as the ceilings do
+    copy, read = measure_stream(session, "copy", src), measure_stream(session, "read", src)
     # The one reference every percentage of measured bandwidth uses (the copy is timed eagerly on a GPU).
     reference = reference_bandwidth({"torch copy": copy, "torch read": read})
     cold = measure_point(session, spec)
