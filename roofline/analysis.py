@@ -53,7 +53,6 @@ class SeriesFit:
     # The fit's roof is this series' own envelope: the regime of the points it was fitted to.
     roof_regime: str = "fitted to this series' points"
     set_aside: list[dict[str, Any]] = field(default_factory=list)  # [{"batch", "why"}]
-    above_roof: list[int] = field(default_factory=list)  # batches above the fitted roof beyond tolerance
     above_measured_ceiling: list[dict[str, Any]] = field(default_factory=list)  # [{"batch", "ceiling", "pct"}]
     points: list[dict[str, Any]] = field(default_factory=list)
 
@@ -181,8 +180,6 @@ def _fit_series(data: fit.SeriesData, usable: list[Point], base: dict[str, Any],
               "cliffs": fit.find_cliffs(data.batches, data.flop / times),
               "bandwidth_bytes_per_s": envelope.bandwidth_bytes_per_s,
               "set_aside": [{"batch": int(data.batches[i]), "why": why} for i, why in envelope.set_aside.items()],
-              "above_roof": [int(data.batches[i]) for i in fit.above_roof(data.flop, data.bytes, times, spread,
-                                                                          envelope)],
               "above_measured_ceiling": _above_measured(rows, measured)}
     if fit.has_flat_intensity(data):
         intensity = float(np.median(data.flop / data.bytes))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from roofline.units import MISSING, seconds, si
@@ -184,8 +184,7 @@ class Record(Mapping):
 
 
 def _named(spec: Key, name: str) -> Key:
-    return Key(name, spec.types, spec.unit, spec.doc, spec.record, spec.keyed, spec.items, spec.item_record,
-               spec.required, spec.choices, spec.formatter)
+    return replace(spec, name=name)
 
 
 def _as_record(record: type, value: Any, where: str) -> Record:

@@ -61,8 +61,6 @@ def _aside_text(f: SeriesFit) -> str:
         more = f"; and {len(f.set_aside) - MAX_NAMED} more" if len(f.set_aside) > MAX_NAMED else ""
         text += (f" Set aside ({len(f.set_aside)} point(s) the roof does not bound; a few fast points do not lift "
                  f"it): {shown}{more}.")
-    if f.above_roof:
-        text += f" Above the fitted roof beyond their spread: B={', '.join(map(str, f.above_roof))}."
     return text
 
 

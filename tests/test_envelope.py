@@ -60,7 +60,6 @@ def test_the_roof_bounds_every_point_it_does_not_name(case):
     points, _ = case
     s = analyse(make_result(points))["series"][0]
     assert s["status"] in STATUSES
-    assert s["above_roof"] == []
     for p in s["points"]:
         tolerance = max(fit.ROOF_TOLERANCE, p["ci95_rel_half_width"])
         assert p["set_aside"] or p["efficiency_fit"] <= 1 + tolerance + 1e-9, (p, s["set_aside"])
@@ -129,7 +128,8 @@ def test_the_busy_cpu_import_from_the_issue(tmp_path):
     analysis = analyse(load_result(output))
     s = analysis["series"][0]
     # The roof bounds every point it does not name: 30.9 GFLOP/s at B=256 is under it.
-    assert s["above_roof"] == []
+    for p in s["points"]:
+        assert p["set_aside"] or p["efficiency_fit"] <= 1 + max(fit.ROOF_TOLERANCE, p["ci95_rel_half_width"]) + 1e-9
     best = max(p["flop_per_s"] for p in s["points"])
     assert best == pytest.approx(30.86e9, rel=0.01)
     assert s["peak_flop_per_s_lower_bound"] >= best or any(a["batch"] == 256 for a in s["set_aside"])
