@@ -166,3 +166,19 @@ def test_calibration_batches_never_exceed_the_calibration_requests():
     assert calibration_sizes(8, 16) == [4, 8]
     assert calibration_sizes(64, 32) == [16, 32]  # 64 slots for 32 requests would run like 32
     assert calibration_sizes(1, 16) == [1]
+
+
+def test_only_a_burst_is_cut_into_pieces():
+    """Static batches and continuous segments are shuffled apart only when every request is there at t=0: a run
+    with arrivals over time follows the wall clock, which does not stop between pieces, so it runs in one."""
+    from microbench.engine import transformers_engine
+    from microbench.validate_run import ValidateSetup, engine_jobs
+    from roofline.serving.workload import make_workload
+
+    setup = ValidateSetup(static_batch=4, max_batch=4, budget_tokens=64)
+    for arrivals, split in (("burst", True), ("poisson:50", False)):
+        workload = make_workload(32, arrivals, "fixed:8", "uniform:4:40", 0)
+        jobs = engine_jobs(None, transformers_engine, None, setup, {"workload": workload, "calibration": workload},
+                           {"static": [4], "continuous": [4]}, "cpu", "wall", 64)
+        assert {job.key[0] for job in jobs} == {"static", "continuous"}
+        assert all((job.pieces > 1) == split for job in jobs), [(job.key, job.pieces) for job in jobs]
