@@ -13,11 +13,11 @@ from pathlib import Path
 
 import click
 
-from microbench.cli_edges import BadInput, Number, check_output_or_exit, refuse_what_cannot_run, write_outputs
+from microbench.cli_edges import BadInput, Number, refuse_what_cannot_run, write_outputs
 from microbench.config import FLAGS, L2_POLICIES, TIMERS
 from roofline.errors import BadInputError
 from roofline.profiles import ProfileError
-from roofline.results import ResultError
+from roofline.results import ResultError, check_output
 
 
 def _bad_input_errors():
@@ -194,13 +194,11 @@ def report(result_file, output) -> None:
     from roofline.report import default_report_dir, write_report
     from roofline.results import load_result
 
-    try:
-        result = load_result(result_file)
-    except ResultError as exc:
-        raise BadInput(str(exc)) from None
     folder = output or default_report_dir(Path(result_file))
     try:
-        check_output_or_exit(folder, folder=True)
+        with _bad_input():
+            result = load_result(result_file)
+            check_output(folder, folder=True)
         write_report(result, folder)
     except OSError as exc:
         raise BadInput(f"{folder}: cannot write the report ({exc.strerror or exc})") from None
@@ -259,7 +257,7 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
 
     with _bad_input():
         if output is not None:
-            check_output_or_exit(output, folder=True)
+            check_output(output, folder=True)
         document = run_decode(model=model, hf_config=hf_config, tp=tp, context=context, dtype=dtype,
                               kv_dtype=kv_dtype, batches=batches, mem_fraction=mem_fraction, analytic=analytic,
                               sku=sku, from_result=from_result, device=device, budget=budget)
@@ -290,7 +288,7 @@ def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> Non
 
     with _bad_input():
         if output is not None:
-            check_output_or_exit(output, folder=True)
+            check_output(output, folder=True)
         loaded, skipped = collect(list(inputs))
         if not loaded:
             raise ResultError("no usable result among the inputs: " + "; ".join(skipped))

@@ -43,15 +43,6 @@ class Number(click.ParamType):
         return number
 
 
-def check_output_or_exit(path: Path, **how) -> None:
-    from roofline.results import check_output
-
-    try:
-        check_output(path, **how)
-    except ResultError as exc:
-        raise BadInput(str(exc)) from None
-
-
 def write_outputs(folder: Path, files: dict) -> None:
     """Write an output folder's files (text, or matplotlib figures as PNG); an OS error is one line, exit 2."""
     import io

@@ -42,7 +42,7 @@ from microbench.timers import CpuTimer
 from roofline.counting import DTYPE_SIZES, count_work
 from roofline.journal import Journal
 from roofline.models import kv_bytes_per_token, per_rank, weight_bytes
-from roofline.results import check_writable, journal_entries, journal_path, write_output_file
+from roofline.results import check_output, journal_entries, journal_path, write_output_file
 from roofline.serving.profile_doc import KIND as PROFILE_KIND
 from roofline.serving.profile_doc import StepProfile, save_profile
 
@@ -84,7 +84,7 @@ def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, ar
         run = ProfileRun(plan, Path(output), argv, started_at=utc_now())
     if not resume and partial.exists():
         raise PlanError(f"{partial} holds a profile in progress: continue it with --resume -o {output}, or delete it")
-    check_writable(run.output)
+    check_output(run.output)
     refuse_to_clobber(run.output)
     kind = resolve_device(run.plan.device).kind
     budget = run.plan.budget_s or DEFAULT_BUDGET_S[kind]

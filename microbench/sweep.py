@@ -27,7 +27,7 @@ from microbench.measure import measure_point, utc_now
 from microbench.observer import Interrupted, SweepObserver
 from microbench.session import Session, open_session
 from roofline.journal import ResultWriter
-from roofline.results import ResultError, check_output, check_writable
+from roofline.results import ResultError, check_output
 from roofline.schema import Point, Result
 from roofline.units import si_bytes
 
@@ -115,7 +115,7 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
     session = open_session(config, observer, fits)
     output = Path(config.output) if config.output else (default_output(session.device) if config.save else None)
     if output is not None:
-        check_writable(output)
+        check_output(output)
     settings = settings_record(config, session)
     settings["busy_at_start"] = session.busy_at_start
     result = Result(tool=tool_info(), created_at=utc_now(), argv=tuple(config.argv), host=host_info(),

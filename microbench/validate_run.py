@@ -61,6 +61,11 @@ class ValidateSetup:
     repeats: int = 3
     clock: str | None = None  # None: thread-cpu on a CPU with burst arrivals, else wall
 
+    @property
+    def batch(self) -> dict[str, int]:
+        """Each engine path's batch: static's batch size, continuous's most sequences at once."""
+        return {"static": self.static_batch, "continuous": self.max_batch}
+
     def check(self) -> None:
         if self.engine not in ENGINES:
             raise PlanError(f"unknown engine {self.engine!r}; choose from {', '.join(ENGINES)}")
@@ -147,7 +152,7 @@ def engine_jobs(torch, te, lm, setup: ValidateSetup, workloads: dict[str, list],
     burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
     a continuous run (one manager run) is run in segments of steps, parked in between (``engine.segments``),
     its segments shuffled among the other pieces in order."""
-    batch = {"static": setup.static_batch, "continuous": setup.max_batch}
+    batch = setup.batch
     keys = [(path, "calibration", size) for path in sizes for size in sizes[path]]
     keys += [(path, "workload", batch[path]) for path in sizes]
     jobs = []
@@ -261,7 +266,7 @@ def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on
     lm = te.build_model(torch, model, dtype, device, longest + 16, setup.seed)
     policies = {"static": lambda b: f"static:batch={b}",
                 "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"}
-    batch = {"static": setup.static_batch, "continuous": setup.max_batch}
+    batch = setup.batch
     sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
     observer.on_phase("warming up both engine paths")
     te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock)

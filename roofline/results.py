@@ -265,11 +265,6 @@ def check_output(path: str | os.PathLike, overwrite: bool = True, folder: bool =
         raise ResultError(f"{path}: cannot write there ({exc.strerror or exc})") from None
 
 
-def check_writable(path: str | os.PathLike) -> None:
-    """A result file may be written at ``path`` (a new path or a regular file to replace)."""
-    check_output(path)
-
-
 def write_output_file(path: Path, data: str | bytes) -> None:
     """One file of an output folder (compare.md, decode.png): atomic, and never over a special file."""
     _refuse_special(path)
