@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from microbench.cli_edges import BadInput, Number, refuse_what_cannot_run, write_outputs
+from microbench.cli_edges import BadInput, Number, OneLineGroup, refuse_what_cannot_run, write_outputs
 from microbench.config import FLAGS, L2_POLICIES, TIMERS
 from roofline.errors import BadInputError
 from roofline.profiles import ProfileError
@@ -76,7 +76,7 @@ def _config(ctx: click.Context, options: dict, **fixed):
         return SweepConfig.from_options(options, _given(ctx), argv=tuple(sys.argv), **fixed)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gpubench-roofline", prog_name="gpubench")
 def main() -> None:
     """Measure where LLM decode (GEMV -> batched GEMM) stops being memory-bound on this machine."""

@@ -4,6 +4,7 @@ output folders, and the one-line error they all raise.  Kept apart so ``cli.py``
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 
@@ -19,6 +20,37 @@ class BadInput(click.ClickException):
 
     def show(self, file=None) -> None:
         click.echo(f"gpubench: error: {self.message}", err=True)
+
+
+# ``gpubench`` with no arguments prints the help (click >= 8.2 raises this for it): not an error to shorten.
+_HELP_FOR_NO_ARGUMENTS = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+@contextlib.contextmanager
+def _one_line_usage():
+    try:
+        yield
+    except _HELP_FOR_NO_ARGUMENTS:
+        raise
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "gpubench"
+        message = exc.format_message()
+        ended = message if message.endswith((".", "?", ")")) else message + "."
+        raise BadInput(f"{where}: {ended} See '{where} -h'.") from None
+
+
+class OneLineGroup(click.Group):
+    """A group whose usage errors (an unknown option, a value click cannot convert, a missing argument) are
+    one line and exit 2 like every other refusal, not click's usage block.  The group's own arguments are
+    parsed in ``make_context``; a command's, inside ``invoke``."""
+
+    def make_context(self, *args, **kwargs):
+        with _one_line_usage():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with _one_line_usage():
+            return super().invoke(ctx)
 
 
 class Number(click.ParamType):

@@ -109,6 +109,8 @@ class SweepConfig:
             raise ConfigError("--max-memory must be a positive number of bytes")
         if self.force and self.resume is None and self.output is None:
             raise ConfigError("--force only goes with --resume or with -o FILE (to replace it)")
+        if self.serial and not self.all_devices:  # it would be silently ignored
+            raise ConfigError("--serial only goes with --device all (it runs the GPUs one at a time)")
         if self.all_devices and self.output is not None and Path(self.output).suffix == ".json":
             raise ConfigError("--device all writes one result per GPU: give -o a folder, not a .json file")
 

@@ -46,6 +46,9 @@ REJECTED = [
     (["--record", "{not json"], "--record is not JSON"),
     (["--record", "{}", "--batch", "4"], "--record carries the whole plan; do not also give --batch"),
     (["--record", json.dumps({"budget_s": "fast"})], "--budget 'fast' is not a number"),
+    (["--serial"], "--serial only goes with --device all"),
+    (["--seed", "x"], "Invalid value for '--seed': 'x' is not a valid integer"),  # click's own conversion
+    (["--frobnicate"], "No such option '--frobnicate'"),
 ]
 
 

@@ -155,6 +155,32 @@ def test_mad_k_must_be_a_finite_positive_number(tmp_path, value):
     assert result.exit_code == 2 and "--mad-k" in result.output
 
 
+@pytest.mark.parametrize("args, names", [
+    (["decode", "--budget", "nan"], "'--budget': 'nan': give a finite number"),
+    (["decode", "--mem-fraction", "1.5"], "'--mem-fraction': '1.5': must be at most 1"),
+    (["decode", "--tp", "two"], "'--tp': 'two' is not a valid integer"),
+    (["compare", "--mad-k", "lots", "a.json"], "'--mad-k': 'lots' is not a number"),
+    (["simulate", "--mem-fraction", "x"], "'--mem-fraction': 'x' is not a valid float"),
+    (["fit"], "Missing argument 'RESULT_FILE'"),
+    (["report", "--nope", "r.json"], "No such option '--nope'"),
+    (["benchmark"], "No such command 'benchmark'"),
+])
+def test_what_click_refuses_is_one_line_and_exit_2_too(tmp_path, monkeypatch, args, names):
+    # Not click's usage block: the same "gpubench: error:" line as every other refusal, with where to get help.
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, args, prog_name="gpubench")
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gpubench: error: gpubench"), result.output
+    assert names in lines[0] and "See 'gpubench" in lines[0], result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_arguments_still_shows_the_help():
+    result = CliRunner().invoke(main, [], prog_name="gpubench")
+    assert "Usage: gpubench" in result.output and "sweep" in result.output
+
+
 def test_csv_with_a_utf8_bom_is_read(tmp_path):
     csv = tmp_path / "excel.csv"
     csv.write_bytes("op,dtype,batch,n,k,time_s\r\ngemm,bf16,1,4096,4096,2e-5\r\n".encode("utf-8-sig"))
