@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,12 +113,28 @@ def _load_workload(trace, requests, arrivals, prompt, output_lengths, seed):
     return make_workload(requests, arrivals, prompt, output_lengths, seed), spec
 
 
-def _overhead(profile, per_step_s, per_sequence_s):
+# The --overhead-* flags, each the EngineOverhead term it sets.
+OVERHEAD_FLAGS = {"per_step_s": "--overhead-s", "per_sequence_s": "--overhead-per-seq-s",
+                  "per_cached_token_s": "--overhead-per-cached-token-s",
+                  "per_prefill_step_s": "--overhead-per-prefill-s"}
+
+
+def _overhead(profile, given: dict[str, float | None]):
+    """The profile's calibrated overhead with the terms given on the command line replaced (the rest kept)."""
+    from dataclasses import replace
+
     from roofline.serving.profile_doc import EngineOverhead
 
-    if per_step_s is None and per_sequence_s is None:
+    given = {term: value for term, value in given.items() if value is not None}
+    for term, value in given.items():
+        if not math.isfinite(value) or value < 0:
+            raise BadInputError(f"{OVERHEAD_FLAGS[term]} {value:g}: give a finite number of seconds, 0 or more")
+    if not given:
         return profile.engine_overhead
-    return EngineOverhead(per_step_s or 0.0, per_sequence_s or 0.0, "given on the command line")
+    base = profile.engine_overhead or EngineOverhead(0.0, 0.0, "")
+    flags = ", ".join(OVERHEAD_FLAGS[term] for term in given)
+    fitted_on = f"{base.fitted_on}; {flags} given on the command line" if base.fitted_on else f"{flags} given"
+    return replace(base, **given, fitted_on=fitted_on)
 
 
 def _parse_rates(text: str | None) -> list[float]:
@@ -183,8 +200,14 @@ def _print_table(document: dict[str, Any]) -> None:
               help="CSV arrival_s,prompt_tokens,output_tokens")
 @click.option("--policy", "policies", multiple=True, help="static:batch=B | continuous[:max-batch=B] | "
               "paged[:block=16] | chunked:budget=T (repeatable: compared side by side) [continuous]")
-@click.option("--overhead-s", type=float, default=None, help="engine overhead per step [the profile's calibrated one]")
-@click.option("--overhead-per-seq-s", type=float, default=None, help="engine overhead per sequence in a step")
+@click.option("--overhead-s", "per_step_s", type=float, default=None,
+              help="engine overhead per step (each --overhead-* replaces that term of the profile's calibrated one)")
+@click.option("--overhead-per-seq-s", "per_sequence_s", type=float, default=None,
+              help="engine overhead per sequence in a step")
+@click.option("--overhead-per-cached-token-s", "per_cached_token_s", type=float, default=None,
+              help="engine overhead per cached token the step's sequences attend to")
+@click.option("--overhead-per-prefill-s", "per_prefill_step_s", type=float, default=None,
+              help="engine overhead once more for a step that runs prefill")
 @click.option("--mem-fraction", type=float, default=0.9, show_default=True, help="share of memory for weights + KV")
 @click.option("--slo", default=None, help="latency objectives, e.g. ttft_p90=2,tpot_p99=0.1: goodput and capacity")
 @click.option("--rates", default=None, help="also simulate these Poisson rates (requests/s) for the latency curve")
@@ -193,8 +216,9 @@ def _print_table(document: dict[str, Any]) -> None:
 @click.option("--no-report", is_flag=True, help="write simulation.json and requests.csv only")
 @click.option("--json", "as_json", is_flag=True, help="print the per-policy summaries as JSON")
 def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku, from_result, max_tokens,
-             max_context, n_requests, arrivals, prompt, output_lengths, seed, trace, policies, overhead_s,
-             overhead_per_seq_s, mem_fraction, slo, rates, out_dir, no_report, as_json) -> None:
+             max_context, n_requests, arrivals, prompt, output_lengths, seed, trace, policies, per_step_s,
+             per_sequence_s, per_cached_token_s, per_prefill_step_s, mem_fraction, slo, rates, out_dir, no_report,
+             as_json) -> None:
     """Simulate one replica serving a workload under batching policies: throughput, latency, the binding limit."""
     from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
     from roofline.serving.metrics import Slo
@@ -212,8 +236,11 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
             model, hf_config, sku, from_result, tp, dtype, kv_dtype, max_tokens, max_context)
         parsed = [parse_policy(p) for p in (policies or SIMULATE_DEFAULT_POLICY)]
         requests, workload = _load_workload(trace, n_requests, arrivals, prompt, output_lengths, seed)
-        entries = run_policies(step_profile, requests, parsed, _overhead(step_profile, overhead_s, overhead_per_seq_s),
-                               mem_fraction, Slo.parse(slo) if slo else None, _parse_rates(rates), seed)
+        overhead = _overhead(step_profile, {"per_step_s": per_step_s, "per_sequence_s": per_sequence_s,
+                                            "per_cached_token_s": per_cached_token_s,
+                                            "per_prefill_step_s": per_prefill_step_s})
+        entries = run_policies(step_profile, requests, parsed, overhead, mem_fraction,
+                               Slo.parse(slo) if slo else None, _parse_rates(rates), seed)
     except _errors() as exc:
         raise _bad(exc) from None
     tool, host = _tool_host()

@@ -99,7 +99,7 @@ def test_opt13b_on_an_a100_40gb_gains_more_from_continuous_batching_as_the_cap_g
     assert gains[2] > 2
 
 
-def _constant_profile_file(tmp_path, overhead_s):
+def _constant_profile_file(tmp_path, overhead_s, per_prefill_step_s=0.0):
     from dataclasses import replace
 
     from serving_helpers import constant_profile
@@ -107,7 +107,8 @@ def _constant_profile_file(tmp_path, overhead_s):
     from roofline.serving.profile_doc import EngineOverhead, save_profile
 
     path = tmp_path / "const.json"
-    save_profile(replace(constant_profile(), engine_overhead=EngineOverhead(overhead_s, 0.0, "test")), path)
+    overhead = EngineOverhead(overhead_s, 0.0, "test", per_prefill_step_s=per_prefill_step_s)
+    save_profile(replace(constant_profile(), engine_overhead=overhead), path)
     return path
 
 
@@ -120,6 +121,29 @@ def test_the_profile_calibrated_overhead_applies_unless_one_is_given(tmp_path, e
     assert run.exit_code == 0, run.output
     summary = json.loads(run.output[:run.output.rindex("]") + 1])[0]["summary"]
     assert summary["tokens_per_s"] == pytest.approx(tokens_per_s)
+
+
+@pytest.mark.parametrize("extra, seconds", [
+    ([], 3 + 3 * 0.5 + 2), (["--overhead-s", "0"], 3 + 2), (["--overhead-per-prefill-s", "0"], 3 + 3 * 0.5),
+    (["--overhead-per-prefill-s", "1", "--overhead-per-seq-s", "0.25"], 3 + 3 * (0.5 + 4 * 0.25) + 1),
+])
+def test_each_overhead_flag_replaces_its_own_term_and_keeps_the_others(tmp_path, extra, seconds):
+    # 4 requests of 3 tokens as one static batch: 3 steps of 1 s of kernels, the first of them with the prefill.
+    path = _constant_profile_file(tmp_path, 0.5, per_prefill_step_s=2.0)
+    run = _simulate(tmp_path, str(path), "--requests", "4", "--prompt", "fixed:5", "--output", "fixed:3",
+                    "--policy", "static:batch=4", "--json", "--no-report", *extra)
+    assert run.exit_code == 0, run.output
+    summary = json.loads(run.output[:run.output.rindex("]") + 1])[0]["summary"]
+    assert summary["tokens_per_s"] == pytest.approx(12 / seconds)
+    saved = (tmp_path / "sim" / "simulation.json").read_text()
+    assert ("given on the command line" in saved) == bool(extra)  # the document says where the overhead came from
+
+
+@pytest.mark.parametrize("value", ["-1e-6", "nan", "inf"])
+def test_a_negative_or_infinite_overhead_is_one_line_and_exit_2(tmp_path, value):
+    run = _simulate(tmp_path, str(_constant_profile_file(tmp_path, 0.5)), "--overhead-per-cached-token-s", value)
+    assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
+    assert run.output.startswith("gpubench: error: --overhead-per-cached-token-s"), run.output
 
 
 def test_a_trace_drives_the_simulation(tmp_path):
