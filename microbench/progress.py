@@ -203,8 +203,12 @@ def print_devices() -> None:
     for column in ("#", "name", "SKU", "memory", "SM / mem clock max", "power limit", "ECC", "MIG",
                    "persistence", "other processes", "GPM"):
         table.add_column(column)
+    blind = []
     for index in range(count):
         d = describe_cuda(index)
+        if not (d.get("nvml") or {}).get("available"):
+            blind.append(f"GPU {index}: no NVML ({(d.get('nvml') or {}).get('reason') or 'not available'}), so its "
+                         "clocks, power limit, ECC, MIG, processes and GPM are not known")
         ecc, mig = d.get("ecc") or {}, d.get("mig") or {}
         processes = d.get("other_processes")
         table.add_row(
@@ -215,6 +219,8 @@ def print_devices() -> None:
             str(d.get("gpm_supported", "–")),
         )
     stdout.print(table)
+    for line in blind:
+        stdout.print(escape(line))
 
 
 def print_fit(analysis: dict[str, Any]) -> None:

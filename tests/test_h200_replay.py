@@ -91,3 +91,42 @@ def test_no_point_of_the_first_run_is_measured_again(sweep):
     assert all(why is None for why, _ in decisions.values())
     # The power cap is still recorded where its readings describe the point.
     assert sum(capped for _, capped in decisions.values()) >= 30
+
+
+def test_devices_prints_the_recorded_h200_as_nvml_described_it(monkeypatch):
+    # The GPU table of `gpubench devices`, fed the device record the H200 run wrote (describe_cuda's own
+    # output there), so a key it reads under another name than describe_cuda writes shows up off a GPU.
+    from click.testing import CliRunner
+
+    import microbench.devices as devices
+    from microbench.cli import main
+
+    recorded = json.loads((DATA / "first-run-ceilings.json").read_text())["device"]
+    monkeypatch.setattr(devices, "cuda_status", lambda: (1, None))
+    monkeypatch.setattr(devices, "describe_cuda", lambda index: recorded)
+    result = CliRunner().invoke(main, ["devices"], env={"COLUMNS": "250"}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "NVIDIA H200" in line)
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    assert cells == ["0", "NVIDIA H200", "h200-sxm", "150 GB", "1.98 GHz / 3.2 GHz", "700 W", "True", "False",
+                     "True", "0", "True"], cells
+    assert "no NVML" not in result.output
+
+
+def test_devices_without_nvml_shows_dashes_not_a_traceback(monkeypatch):
+    from click.testing import CliRunner
+
+    import microbench.devices as devices
+    from microbench.cli import main
+
+    recorded = json.loads((DATA / "first-run-ceilings.json").read_text())["device"]
+    keep = ("kind", "index", "name", "uuid", "pci_bus_id", "compute_capability", "sm_count", "memory_bytes",
+            "l2_cache_bytes", "sku")  # what torch alone knows: NVML could not be opened
+    bare = {key: recorded[key] for key in keep} | {"nvml": {"available": False, "reason": "no libnvidia-ml"}}
+    monkeypatch.setattr(devices, "cuda_status", lambda: (1, None))
+    monkeypatch.setattr(devices, "describe_cuda", lambda index: bare)
+    result = CliRunner().invoke(main, ["devices"], env={"COLUMNS": "250"}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "NVIDIA H200" in line)
+    assert [cell.strip() for cell in row.strip("│ ").split("│")][5:] == ["–"] * 6, row
+    assert "GPU 0: no NVML (no libnvidia-ml)" in result.output
