@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 OPS = ("gemv", "gemm", "bmm")
 
 # Element sizes in bytes: (inputs, output).  fp8 matmuls write bf16, as torch._scaled_mm does here.
@@ -63,14 +65,16 @@ def count_work(op: str, dtype: str, batch: int, n: int, k: int) -> Work:
     )
 
 
-def critical_intensity_batch(dtype: str, n: int, k: int, ridge_flop_per_byte: float) -> float:
+def critical_intensity_batch(dtype: str, n: int, k: int, ridge_flop_per_byte):
     """The (real-valued) GEMM batch B whose exact intensity equals ``ridge_flop_per_byte``.
 
     Solves ``2BNK = R·(s_in·(NK + BK) + s_out·BN)`` for B.  Returns ``inf`` when the intensity
-    can never reach the ridge (its limit as B grows is ``2NK / (s_in·K + s_out·N)``).
+    can never reach the ridge (its limit as B grows is ``2NK / (s_in·K + s_out·N)``).  A float for a
+    float ridge; an array for an array of them (the fit's bootstrap replicates).
     """
     s_in, s_out = DTYPE_SIZES[dtype]
-    denominator = 2 * n * k - ridge_flop_per_byte * (s_in * k + s_out * n)
-    if denominator <= 0:
-        return float("inf")
-    return ridge_flop_per_byte * s_in * n * k / denominator
+    ridge = np.asarray(ridge_flop_per_byte, dtype=float)
+    denominator = 2 * n * k - ridge * (s_in * k + s_out * n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        batch = np.where(denominator > 0, ridge * s_in * n * k / denominator, np.inf)
+    return float(batch) if batch.ndim == 0 else batch

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.counting import DTYPE_SIZES
+from roofline.counting import critical_intensity_batch
 
 ENVELOPE_QUANTILE = 0.9
 QUANTILE_MIN_POINTS = 10
@@ -192,21 +192,11 @@ def roofline_contradiction(data: SeriesData, times_s: np.ndarray, envelope: Enve
     return text
 
 
-def critical_batch_of_ridge(dtype: str, n: int, k: int, ridge):
-    """Vectorised ``counting.critical_intensity_batch``: inf where the intensity never reaches the ridge."""
-    s_in, s_out = DTYPE_SIZES[dtype]
-    ridge = np.asarray(ridge, dtype=float)
-    denominator = 2 * n * k - ridge * (s_in * k + s_out * n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(denominator > 0, ridge * s_in * n * k / denominator, np.inf)
-    return out
-
-
 def critical_batch(data: SeriesData, envelope: Envelope) -> float | None:
     ridge = envelope.ridge_flop_per_byte
     if ridge is None:
         return None
-    value = float(critical_batch_of_ridge(data.dtype, data.n, data.k, ridge))
+    value = critical_intensity_batch(data.dtype, data.n, data.k, ridge)
     return value if np.isfinite(value) else None
 
 
@@ -252,7 +242,7 @@ def bootstrap_intervals(data: SeriesData, envelope: Envelope, seed: int = 0,
     if envelope.peak_flop_per_s is not None and compute.any():
         peak = _side_heights(data.flop[compute] / times[:, compute], rng)
         out["peak_flop_per_s"] = _interval(peak)
-        out["critical_batch"] = _interval(critical_batch_of_ridge(data.dtype, data.n, data.k, peak / bw))
+        out["critical_batch"] = _interval(critical_intensity_batch(data.dtype, data.n, data.k, peak / bw))
     return out
 
 

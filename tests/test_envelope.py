@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from microbench.cli import main
 from roofline import fit
 from roofline.analysis import analyse
-from roofline.counting import count_work
+from roofline.counting import count_work, critical_intensity_batch
 from roofline.results import load_result
 from roofline.schema import Point
 from tests.conftest import make_result
@@ -51,7 +51,7 @@ def messy_series(draw, clean=False):
     points = [Point(op="gemm", dtype="bf16", batch=b, n=n, k=k, backend="torch", status="ok", timer="test",
                     samples_s=tuple(t * (1 + noise * rng.random(9))))
               for b, t in zip(POWERS, times, strict=True)]
-    return points, fit.critical_batch_of_ridge("bf16", n, k, ridge)
+    return points, critical_intensity_batch("bf16", n, k, ridge)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -87,7 +87,7 @@ def _known_series(seed: int, noise: float = 0.03, n: int = 8192, k: int = 8192):
     times = np.maximum(nbytes / bw, flop / (bw * ridge))
     data = fit.SeriesData("bf16", n, k, np.array(POWERS), flop, nbytes,
                           tuple(t * (1 + noise * rng.random(15)) for t in times))
-    return data, float(fit.critical_batch_of_ridge("bf16", n, k, ridge))
+    return data, float(critical_intensity_batch("bf16", n, k, ridge))
 
 
 def test_the_interval_covers_the_truth_on_200_seeded_series():
