@@ -68,13 +68,9 @@ class SeriesData:
     @property
     def rel_spread(self) -> np.ndarray:
         """Each point's relative half-width of the 95% CI of its median (0 for one sample)."""
-        from roofline.stats import median_ci95
+        from roofline.stats import rel_median_ci95_half_width
 
-        out = []
-        for s in self.samples_s:
-            lo, hi = median_ci95(sorted(s.tolist()))
-            out.append((hi - lo) / 2 / float(np.median(s)))
-        return np.array(out)
+        return np.array([rel_median_ci95_half_width(s) for s in self.samples_s])
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from roofline.stats import median_ci95
+from roofline.stats import median_ci95, rel_median_ci95_half_width
 
 ALPHA = 0.01
 MIN_EFFECT = 0.05
@@ -64,11 +64,6 @@ def _smallest_p(n1: int, n2: int) -> float:
     return 1 / math.comb(n1 + n2, min(n1, n2))
 
 
-def _rel_half_width(samples: Sequence[float]) -> float:
-    lo, hi = median_ci95(sorted(samples))
-    return (hi - lo) / 2 / float(np.median(samples))
-
-
 def compare_samples(baseline_s: Sequence[float], other_s: Sequence[float], min_effect: float = MIN_EFFECT
                     ) -> Difference:
     """Is ``other`` faster or slower than ``baseline`` (times: smaller is faster)?"""
@@ -77,7 +72,7 @@ def compare_samples(baseline_s: Sequence[float], other_s: Sequence[float], min_e
     effect = ratio - 1
     if len(a) < 2 or len(b) < 2:
         return Difference("inconclusive", ratio, None, "none", f"{min(len(a), len(b))} sample(s): no noise known")
-    noise = max(_rel_half_width(a), _rel_half_width(b))
+    noise = max(rel_median_ci95_half_width(a), rel_median_ci95_half_width(b))
     if _smallest_p(len(a), len(b)) < ALPHA:
         p = mann_whitney_p(a, b)
         significant, test = p < ALPHA, "Mann-Whitney U"

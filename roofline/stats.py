@@ -41,6 +41,14 @@ def median_ci95(sorted_values: Sequence[float]) -> tuple[float, float]:
     return sorted_values[lo_rank], sorted_values[hi_rank]
 
 
+def rel_median_ci95_half_width(samples_s: Sequence[float]) -> float:
+    """Half the width of the median's 95% CI over the median (what ``Stats.rel_ci95_half_width`` reports),
+    straight from samples: the fit's per-point spread and the significance test's noise."""
+    ordered = sorted(float(s) for s in samples_s)
+    lo, hi = median_ci95(ordered)
+    return (hi - lo) / 2 / quantile(ordered, 0.5)
+
+
 @dataclass(frozen=True)
 class Stats:
     """Summary of per-launch times, in seconds."""
