@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from roofline.record import Key, Record, key
+from roofline.record import JSON_TYPES, Key, Record, key
 from roofline.records import SECTIONS, PointTelemetry, Telemetry
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "docs" / "result.schema.json"
@@ -180,16 +180,13 @@ def write_schema(path: Path = SCHEMA_PATH) -> None:
     path.write_text(schema_text(), encoding="utf-8")
 
 
-# --- a validator for the subset the generated schema uses ---------------------------------------------------
-_JSON = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float), "boolean": bool}
-
-
+# --- a validator for the subset the generated schema uses (JSON types as the key registry maps them) --------
 def _has_type(value: Any, name: str) -> bool:
     if name == "null":
         return value is None
     if isinstance(value, bool):
         return name == "boolean"
-    return isinstance(value, _JSON[name])
+    return isinstance(value, JSON_TYPES[name])
 
 
 def validate(instance: Any, schema: dict[str, Any], root: dict[str, Any] | None = None,
