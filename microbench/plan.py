@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from roofline.counting import DTYPES, OPS, count_work
 from roofline.errors import BadInputError
+from roofline.schema import backend_tag
 from roofline.units import si_bytes
 
 DEFAULT_BATCHES = tuple(sorted({2**i for i in range(11)} | {24, 48, 96, 192, 384, 640}))
@@ -83,8 +84,7 @@ class PointSpec:
 
     @property
     def label(self) -> str:
-        where = "" if self.backend == "torch" else f" [{self.backend}]"
-        return f"{self.op} {self.dtype} {self.n}x{self.k} B={self.batch}{where}"
+        return f"{self.op} {self.dtype} {self.n}x{self.k} B={self.batch}{backend_tag(self.backend)}"
 
 
 def parse_batches(text: str) -> list[int]:

@@ -22,7 +22,7 @@ from rich.table import Table
 from microbench.observer import SweepObserver
 from roofline.records import BandwidthChoice, Ceilings, Device, PeakRun, SpecCeilings
 from roofline.reference import marked_percent, reference_bandwidth, reference_peak
-from roofline.schema import Result
+from roofline.schema import Result, backend_tag
 from roofline.summary import over_ceiling_lines, summarize_series
 from roofline.tables import series_table
 from roofline.units import percent, seconds, si, significant
@@ -85,7 +85,7 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
             ok += f" [red]{row.failed_checks} wrong[/]"
         low = f"{si(row.low_batch_bytes_per_s, 'B/s')} ({row.low_batch})" if row.low_batch else "–"
         peak = f"{si(row.peak_flop_per_s, 'FLOP/s')} ({row.peak_batch})" if row.peak_flop_per_s else "–"
-        where = "" if row.backend == "torch" else escape(f" [{row.backend}]")
+        where = escape(backend_tag(row.backend))
         mark = marked_percent
         bandwidth = f"{mark(row.pct_of_spec_bandwidth, 0)} / {mark(row.pct_of_measured_bandwidth, 0)}"
         compute = f"{mark(row.pct_of_spec_peak, 0)} / {mark(row.pct_of_measured_peak, 0)}"
@@ -128,7 +128,7 @@ def telemetry_warnings(points) -> list[str]:
         series: dict[str, list[int]] = {}
         for p in points:
             if not p.superseded and p.telemetry is not None and getattr(p.telemetry, key):
-                where = "" if p.backend == "torch" else f" [{p.backend}]"
+                where = backend_tag(p.backend)
                 series.setdefault(f"{p.op} {p.dtype} {p.n}x{p.k}{where}", []).append(p.batch)
         if series:
             count = sum(len(b) for b in series.values())

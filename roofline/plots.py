@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 from roofline.counting import count_work  # noqa: E402
 from roofline.reference import reference_bandwidth, reference_peak  # noqa: E402
 from roofline.roof import attainable_flop_per_s, ridge_flop_per_byte, roof_time_s  # noqa: E402
-from roofline.schema import Result  # noqa: E402
+from roofline.schema import Result, backend_tag  # noqa: E402
 from roofline.units import si  # noqa: E402
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -66,8 +66,9 @@ def _gemm_figure(min_points: int = 1):
 
 
 def _label(s: dict[str, Any]) -> str:
-    where = "" if s.get("backend", "torch") == "torch" else f" [{s['backend']}]"
-    return f"{s['op']} {s['n']}×{s['k']}{where}"
+    # A figure travels alone (into slides, a chat): unlike the tables, its legend says the data is imported.
+    tag = " [imported]" if s.get("backend") == "imported" else backend_tag(s.get("backend"))
+    return f"{s['op']} {s['n']}×{s['k']}{tag}"
 
 
 def _measured_roof_label(result: Result, dtype: str) -> tuple[float | None, float | None, str]:

@@ -14,7 +14,7 @@ from typing import Any
 from roofline import plots
 from roofline.analysis import analyse
 from roofline.reference import marked_percent
-from roofline.schema import Result
+from roofline.schema import Result, backend_tag
 from roofline.stats import quantile
 from roofline.tables import reference_lines, series_table
 from roofline.units import seconds
@@ -124,8 +124,7 @@ def over_ceiling_warnings(analysis: dict[str, Any]) -> list[str]:
     """Points the fitted roof does not bound, and points above a measured ceiling: named, never hidden."""
     lines = []
     for s in analysis["series"]:
-        label = f"{s['op']} {s['dtype']} {s['n']}x{s['k']}" + ("" if s["backend"] in ("torch", "imported")
-                                                               else f" [{s['backend']}]")
+        label = f"{s['op']} {s['dtype']} {s['n']}x{s['k']}{backend_tag(s['backend'])}"
         if s.get("set_aside"):
             lines.append(f"{label}: {len(s['set_aside'])} point(s) set aside from the fitted roof: "
                          + "; ".join(f"B={a['batch']} ({a['why']})" for a in s["set_aside"][:6]) + ".")

@@ -22,6 +22,12 @@ STATUSES = ("ok", "skipped", "oom", "error", "unsupported")
 ORIGINS = ("measured", "imported")
 
 
+def backend_tag(backend: str | None) -> str:
+    """The suffix a series' label carries for its back end: none for torch (the default) or imported data
+    (their origin is said once, in the title), `` [cupy]`` for the others."""
+    return "" if backend in (None, "torch", "imported") else f" [{backend}]"
+
+
 def _positive_finite(values: list[float] | tuple[float, ...], what: str) -> None:
     for v in values:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:

@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from roofline.reference import marked_percent, reference_bandwidth, reference_peak
-from roofline.schema import Point, Result
+from roofline.schema import Point, Result, backend_tag
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def over_ceiling_lines(result: Result, rows: list[SeriesSummary]) -> list[str]:
     """A warning for every printed percentage above the ceiling it is of."""
     lines = []
     for row in rows:
-        label = f"{row.op} {row.dtype} {row.n}x{row.k}" + ("" if row.backend == "torch" else f" [{row.backend}]")
+        label = f"{row.op} {row.dtype} {row.n}x{row.k}{backend_tag(row.backend)}"
         for pct, what in ((row.pct_of_measured_bandwidth, "reference bandwidth"),
                           (row.pct_of_measured_peak, f"measured {row.dtype} peak")):
             if pct and pct > 100:

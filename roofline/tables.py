@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from roofline.reference import marked_percent, percent_of
+from roofline.schema import backend_tag
 from roofline.units import si
 
 MAX_CLIFFS_SHOWN = 8
@@ -38,7 +39,7 @@ def series_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     reference = (analysis.get("reference_bandwidth") or {}).get("bytes_per_s")
     rows = []
     for s in analysis["series"]:
-        where = "" if s["backend"] in ("torch", "imported") else f" [{s['backend']}]"
+        where = backend_tag(s["backend"])
         peak = si(s["peak_flop_per_s"], "FLOP/s") if s["peak_flop_per_s"] else (
             f"≥ {si(s['peak_flop_per_s_lower_bound'], 'FLOP/s')}" if s["peak_flop_per_s_lower_bound"] else "–")
         cliffs = ", ".join(map(str, s["cliffs"][:MAX_CLIFFS_SHOWN])) + ("…" if len(s["cliffs"]) > MAX_CLIFFS_SHOWN

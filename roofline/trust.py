@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from roofline.records import Busy
-from roofline.schema import Point, Result
+from roofline.schema import Point, Result, backend_tag
 
 # Imported or old results name no target: a CI wider than ±5% is noisy by any standard.
 DEFAULT_TARGET_REL_CI = 0.05
 
 
 def _label(p: Point) -> str:
-    where = "" if p.backend in ("torch", "imported") else f" [{p.backend}]"
+    where = backend_tag(p.backend)
     return f"{p.op} {p.dtype} {p.n}x{p.k}{where} B={p.batch}"
 
 
@@ -80,7 +80,7 @@ def incomplete_lines(result: Result, series: dict[tuple, list[Point]]) -> list[s
         missing = sorted(expected - measured)
         if not missing:
             continue
-        where = "" if backend in ("torch", "imported") else f" [{backend}]"
+        where = backend_tag(backend)
         never = [b for b in missing if b not in failed]
         kinds = sorted({failed[b] for b in missing if b in failed})
         parts = []

@@ -14,7 +14,7 @@ from roofline.reference import (
     reference_bandwidth,
     reference_peak,
 )
-from roofline.schema import Result
+from roofline.schema import Result, backend_tag
 from roofline.units import si
 
 MAX_NAMED = 6
@@ -111,7 +111,7 @@ def verdict_lines(result: Result, fits: list[SeriesFit], warnings: list[str] = (
     for f in fits:
         if f.op == "gemv":
             continue
-        backend = "" if f.backend in ("torch", "imported") else f" [{f.backend}]"
+        backend = backend_tag(f.backend)
         text = f"{where}, {f.op} {f.dtype} {f.n}x{f.k}{backend}: " + _status_text(f)
         text += _aside_text(f) + _above_ceiling_text(result, f)
         single = gemv.get((f.dtype, f.n, f.k, f.backend))
