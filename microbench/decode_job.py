@@ -53,10 +53,10 @@ def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_
 
     keys = needed_launches(setup, batches)
     if from_result is not None:
-        times, device_record = times_from_result(from_result, keys)
+        source = load_result(from_result)
+        times, device_record = times_from_result(source, from_result, keys)
         points, roof = [], {}
         # The launches' own noise travels with their times (the table must say when to trust it less).
-        source = load_result(from_result)
         used = [p for p in source.points if p.usable and p.backend == "torch" and p.plan_key[:5] in set(keys)]
         warnings = decode_noise_lines(used, source.settings.get("busy_at_start"), target_rel_ci(source))
     else:

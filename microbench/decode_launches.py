@@ -13,7 +13,7 @@ from microbench.observer import SweepObserver
 from microbench.plan import PlanError, PointSpec
 from microbench.session import open_session
 from roofline.decode import DecodeSetup
-from roofline.results import load_result
+from roofline.schema import Result
 
 
 def needed_launches(setup: DecodeSetup, batches: list[int]) -> list[tuple[str, str, int, int, int]]:
@@ -25,8 +25,8 @@ def needed_launches(setup: DecodeSetup, batches: list[int]) -> list[tuple[str, s
     return keys
 
 
-def times_from_result(path: Path, keys) -> tuple[dict, dict[str, Any]]:
-    result = load_result(path)
+def times_from_result(result: Result, path: Path, keys) -> tuple[dict, dict[str, Any]]:
+    """Each launch's median from a loaded sweep result (read from ``path``, named in the error)."""
     medians = {p.plan_key[:5]: p.stats.median_s for p in result.points if p.usable and p.backend == "torch"}
     missing = [k for k in keys if k not in medians]
     if missing:
