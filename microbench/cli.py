@@ -218,9 +218,7 @@ def import_(csv_file, output, device_name, sku, device_kind, force) -> None:
     from roofline.results import check_output, save_result
 
     with _bad_input():
-        check_output(output)  # special files and writability first: those are refused even with --force
-        if output.exists() and not force:
-            raise ResultError(f"{output}: already exists; --force replaces it")
+        check_output(output, overwrite=force, resumable=False)
         result = import_csv(csv_file, device_name, sku, device_kind, argv=tuple(sys.argv))
     save_result(result, output)
     ok = sum(p.ok for p in result.points)

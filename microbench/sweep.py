@@ -27,7 +27,7 @@ from microbench.measure import measure_point, utc_now
 from microbench.observer import Interrupted, SweepObserver
 from microbench.session import Session, open_session
 from roofline.journal import ResultWriter
-from roofline.results import ResultError, check_output
+from roofline.results import check_output
 from roofline.schema import Point, Result
 from roofline.units import si_bytes
 
@@ -249,9 +249,7 @@ def ceilings_job(config: SweepConfig, observer: SweepObserver) -> Result:
     """``gpubench ceilings``: copy/read bandwidth and the matmul peak per dtype (every dtype the device runs
     unless ``config.dtypes``), in memory, saved only when ``config.output`` names a file."""
     if config.output is not None:
-        check_output(config.output)  # special files and writability first: those are refused even with --force
-        if Path(config.output).exists() and not config.force:
-            raise ResultError(f"{config.output}: already exists; --force replaces it")
+        check_output(config.output, overwrite=config.force, resumable=False)
     prepared = prepare_sweep(replace(config, ops=(), save=False), observer)
     dtypes = list(config.dtypes or CEILING_DTYPES[prepared.session.choice.kind])
     return _run_stoppable(prepared, observer, ceilings_step(config, dtypes))

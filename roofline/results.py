@@ -239,11 +239,13 @@ def _refuse_special(path: Path) -> None:
         raise ResultError(f"{path}: is a device, FIFO or socket; gpubench only replaces regular files")
 
 
-def check_output(path: str | os.PathLike, overwrite: bool = True, folder: bool = False) -> None:
+def check_output(path: str | os.PathLike, overwrite: bool = True, folder: bool = False,
+                 resumable: bool = True) -> None:
     """The one check every ``-o`` goes through, before anything is measured or written.
 
     A file output may be a new path or (with ``overwrite``) a regular file; a folder output must be a new
     path or a directory.  Either way its folder must be writable: the probe creates and removes a file.
+    ``resumable``: the refusal of an existing file also names ``--resume`` (a sweep's output can be resumed).
     """
     path = Path(path)
     if folder:
@@ -254,7 +256,8 @@ def check_output(path: str | os.PathLike, overwrite: bool = True, folder: bool =
         _refuse_special(path)
         check_journal(path)
         if path.exists() and not overwrite:
-            raise ResultError(f"{path}: already exists; --force replaces it, --resume continues it")
+            raise ResultError(f"{path}: already exists; --force replaces it"
+                              + (", --resume continues it" if resumable else ""))
         where = path.parent if str(path.parent) else Path(".")
     try:
         where.mkdir(parents=True, exist_ok=True)
