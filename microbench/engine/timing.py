@@ -13,6 +13,7 @@ states and the overhead fitted on one carries over to the other.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -65,10 +66,8 @@ def mean_steps(runs: Sequence[EngineRun]) -> EngineRun:
     known = all(r.first_step >= 0 and r.finish_step >= 0 for run in runs for r in run.requests)
     if len(runs) == 1 or not known or len({run.schedule() for run in runs}) != 1:
         return replace(median, settings={**median.settings, "repeats": len(runs), "combined": "median run"})
-    stamps, now = [], 0.0
-    for index in range(len(median.step_s)):
-        now += sum(run.step_s[index] - (run.step_s[index - 1] if index else 0.0) for run in runs) / len(runs)
-        stamps.append(now)
+    columns = zip(*(step_durations(run) for run in runs), strict=True)  # one schedule: as many steps each
+    stamps = list(itertools.accumulate(sum(column) / len(runs) for column in columns))
     requests = tuple(replace(r, first_token_s=stamps[r.first_step], finish_s=stamps[r.finish_step])
                      for r in median.requests)
     return replace(median, requests=requests, step_s=tuple(stamps),
