@@ -139,7 +139,8 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
                                         should_stop).samples_s
             session.synchronize()
             median = quantile(sorted(result.samples_s), 0.5)
-            telemetry = session.window_summary(result, len(result.samples_s) * timer.launches, work.bytes / median)
+            launches = len(result.samples_s) * timer.launches
+            telemetry = session.window_summary(result.started_s, result.finished_s, launches, work.bytes / median)
     except Stopped:
         session.weights.clear()
         release_timers(session, timers)

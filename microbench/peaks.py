@@ -61,12 +61,9 @@ def shape_search(session: Session, dtype: str, shapes, backends) -> tuple[dict[s
 def _regime_telemetry(session: Session, start_s: float, end_s: float) -> dict[str, Any]:
     """SM clock, power and clock-event reasons from the readings that describe [start, end]."""
     empty = {"sm_clock_hz": None, "power_w": None, "clock_event_reasons": None}
-    if session.sampler is None:
+    summary = session.window_summary(start_s, end_s)
+    if summary is None:
         return empty
-    from microbench.telemetry import NVML_LAG_S, summarize_window
-
-    session.sampler.wait_past(end_s + NVML_LAG_S)
-    summary = summarize_window(session.sampler.rows(), start_s, end_s, launches=0)
     if not summary["readings"]:
         return {**empty, "telemetry_reason": summary["no_reading_reason"]}
     clock, power = summary.get("sm_clock_hz"), summary.get("power_w")

@@ -101,14 +101,17 @@ class Session:
             record["timeline"] = list(self.previous_timeline)
         return record
 
-    def window_summary(self, measurement, launches: int, timer_bytes_per_s: float) -> dict[str, Any] | None:
+    def window_summary(self, start_s: float, end_s: float, launches: int = 0,
+                       timer_bytes_per_s: float | None = None) -> dict[str, Any] | None:
+        """The readings that describe [start, end] summarised (None without a sampler); ``launches`` and
+        ``timer_bytes_per_s`` for a point's counter cross-check, 0 and None for a window without one."""
         if self.sampler is None:
             return None
         from microbench.telemetry import NVML_LAG_S, summarize_window
 
         # The readings that describe the phase's last moments are taken up to the lag after it.
-        self.sampler.wait_past(measurement.finished_s + NVML_LAG_S)
-        return summarize_window(self.sampler.rows(), measurement.started_s, measurement.finished_s, launches,
+        self.sampler.wait_past(end_s + NVML_LAG_S)
+        return summarize_window(self.sampler.rows(), start_s, end_s, launches,
                                 self.device.get("theoretical_bandwidth_bytes_per_s"), timer_bytes_per_s)
 
 

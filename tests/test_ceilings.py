@@ -12,8 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from microbench import peaks
-from microbench.adaptive import Stopped
+from microbench.adaptive import Stopped, StoppingRule
 from microbench.ceilings import StreamWorkload, reference_bandwidth
+from microbench.devices import DeviceChoice
+from microbench.session import Session
 
 DATA = Path(__file__).resolve().parent / "data" / "h200"
 
@@ -71,6 +73,18 @@ class PowerCappedGpu:
         return [per_launch] * 8
 
 
+class ClockedSession(Session):
+    """A real Session on a test clock and telemetry reader, with nothing to synchronise (no torch)."""
+
+    def synchronize(self) -> None:
+        pass
+
+
+def clocked_session(kind, clock, sampler=None, stop=None) -> Session:
+    return ClockedSession(torch=None, choice=DeviceChoice(kind, 0), device={}, rule=StoppingRule(), timer="graph",
+                          l2_policy="rotate", seed=0, clock=clock, sampler=sampler, stop=stop or threading.Event())
+
+
 def test_burst_and_sustained_each_carry_their_own_clock_power_and_reasons(monkeypatch):
     gpu = PowerCappedGpu()
     # NVML readings every 50 ms: top clock and no reason early, capped later (taken 0.1 s late).
@@ -78,8 +92,7 @@ def test_burst_and_sustained_each_carry_their_own_clock_power_and_reasons(monkey
              "power_w": 500.0 if i * 0.05 < 0.6 else 690.0, "clock_event_reasons": 0 if i * 0.05 < 0.6 else 4}
             for i in range(80)]
     sampler = SimpleNamespace(rows=lambda: rows, wait_past=lambda t_s: None)
-    session = SimpleNamespace(choice=SimpleNamespace(kind="cuda"), clock=gpu, stop=threading.Event(),
-                              synchronize=lambda: None, sampler=sampler)
+    session = clocked_session("cuda", gpu, sampler)
     monkeypatch.setattr(peaks, "GPU_REGIMES_S", (0.0, 0.1, 3.0))
     burst, sustained = peaks.run_regimes(session, gpu, flop=2 * 8192**3)
     assert burst["flop_per_s"] == pytest.approx(2 * 8192**3 / 1.26e-3)
@@ -92,8 +105,7 @@ def test_burst_and_sustained_each_carry_their_own_clock_power_and_reasons(monkey
 
 def test_without_telemetry_the_regimes_say_null_not_zero(monkeypatch):
     gpu = PowerCappedGpu()
-    session = SimpleNamespace(choice=SimpleNamespace(kind="cpu"), clock=gpu, stop=threading.Event(),
-                              synchronize=lambda: None, sampler=None)
+    session = clocked_session("cpu", gpu)
     burst, sustained = peaks.run_regimes(session, gpu, flop=1)
     assert burst["sm_clock_hz"] is None and sustained["power_w"] is None
     assert sustained["clock_event_reasons"] is None
@@ -134,8 +146,7 @@ def test_the_sustained_run_stops_at_the_next_sample(monkeypatch):
     gpu = PowerCappedGpu()
     stop = threading.Event()
     clock = SignallingClock(stop, after=10)
-    session = SimpleNamespace(choice=SimpleNamespace(kind="cpu"), clock=clock, stop=stop,
-                              synchronize=lambda: None, sampler=None)
+    session = clocked_session("cpu", clock, stop=stop)
     monkeypatch.setattr(peaks, "CPU_REGIMES_S", (0.0, 0.05, 1e6))  # would run for ever without the check
     with pytest.raises(Stopped):
         peaks.run_regimes(session, gpu, flop=1)
