@@ -106,13 +106,14 @@ def _spike(values: np.ndarray, positions: np.ndarray) -> tuple[int, str] | None:
     return int(positions[top]), f"lone spike, {values[top] / neighbours:.2f}× its neighbours"
 
 
-def _height(values: np.ndarray) -> float:
-    """The envelope over one side: a high quantile, so a few fast points do not lift it.  With fewer than
-    ``QUANTILE_MIN_POINTS`` a quantile would fall between the top two points and set the fastest real
-    point aside: the top is the roof (a lone spike among them is caught by ``_spike``)."""
-    if len(values) < QUANTILE_MIN_POINTS:
-        return float(np.max(values))
-    return float(np.quantile(values, ENVELOPE_QUANTILE))
+def _height(values: np.ndarray):
+    """The envelope over one side's points (the last axis: one row per bootstrap replicate, or one side): a
+    high quantile, so a few fast points do not lift it.  With fewer than ``QUANTILE_MIN_POINTS`` a quantile
+    would fall between the top two points and set the fastest real point aside: the top is the roof (a lone
+    spike among them is caught by ``_spike``)."""
+    if values.shape[-1] < QUANTILE_MIN_POINTS:
+        return np.max(values, axis=-1)
+    return np.quantile(values, ENVELOPE_QUANTILE, axis=-1)
 
 
 def fit_envelope(flop: np.ndarray, nbytes: np.ndarray, times_s: np.ndarray,
@@ -133,8 +134,8 @@ def fit_envelope(flop: np.ndarray, nbytes: np.ndarray, times_s: np.ndarray,
             if spike:
                 set_aside[spike[0]] = spike[1]
                 keep[spike[0]] = side[spike[0]] = False
-        new_bw = _height(bandwidth[memory_side]) if memory_side.any() else float(bandwidth[keep].max())
-        new_peak = _height(perf[compute_side]) if compute_side.any() else float(perf[keep].max())
+        new_bw = float(_height(bandwidth[memory_side])) if memory_side.any() else float(bandwidth[keep].max())
+        new_peak = float(_height(perf[compute_side])) if compute_side.any() else float(perf[keep].max())
         if abs(new_bw - bw) <= 1e-9 * bw and abs(new_peak - peak) <= 1e-9 * peak:
             break
         bw, peak = new_bw, new_peak
@@ -209,10 +210,7 @@ def _side_heights(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Per replicate: the envelope height over the side's points resampled within the side."""
     replicates, count = values.shape
     chosen = rng.integers(0, count, size=(replicates, count))
-    picked = np.take_along_axis(values, chosen, axis=1)
-    if count < QUANTILE_MIN_POINTS:
-        return picked.max(axis=1)
-    return np.quantile(picked, ENVELOPE_QUANTILE, axis=1)
+    return _height(np.take_along_axis(values, chosen, axis=1))
 
 
 def _interval(values: np.ndarray) -> tuple[float | None, float | None]:
