@@ -88,7 +88,10 @@ def best_bandwidth_kernel(kernels: Mapping[str, StreamKernel | dict[str, Any]],
                           why: str = CHOSEN_WHY) -> BandwidthReference | None:
     """The best read or copy entry of ``{name: entry}``, a graph-timed ``copy_`` excluded; the one rule
     both the measuring side (choosing the reference) and readers of older documents (deriving it) use."""
-    candidates = _candidates(MeasuredCeilings(stream_kernels=dict(kernels)))
+    return _best(_candidates(MeasuredCeilings(stream_kernels=dict(kernels))), why)
+
+
+def _best(candidates: list[tuple[str, str, StreamKernel]], why: str) -> BandwidthReference | None:
     if not candidates:
         return None
     name, kind, entry = max(candidates, key=lambda c: c[2].bytes_per_s)
@@ -110,8 +113,7 @@ def reference_bandwidth_from_measured(measured: MeasuredCeilings | dict[str, Any
         return BandwidthReference(float(recorded.bytes_per_s), str(recorded.name or "reference"),
                                   str(recorded.kind or "unknown"), recorded.kernel, recorded.timer,
                                   str(recorded.why or "recorded by the run"))
-    entries = {label: entry for label, _, entry in _candidates(measured)}
-    derived = best_bandwidth_kernel(entries, DERIVED_WHY) if entries else None
+    derived = _best(_candidates(measured), DERIVED_WHY)
     if derived:
         return derived
     if measured.bandwidth_bytes_per_s:
