@@ -10,13 +10,13 @@ max(bytes/BW, FLOP/P).
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from typing import Any
 
 from roofline.counting import DTYPE_SIZES
 from roofline.decode import analytic_time
 from roofline.models import ModelProfile, check_tp, kv_bytes_per_token, layer_shapes, weight_bytes
 from roofline.profiles import GpuProfile, ProfileError
+from roofline.roof import Roof
 from roofline.schema import Result
 from roofline.serving.profile_doc import LinearTable, StepProfile, Table1D, Table2D
 
@@ -33,17 +33,6 @@ def token_grid(maximum: int) -> tuple[int, ...]:
         out += [power] + ([power * 3 // 2] if power >= 2 and power * 3 // 2 <= maximum else [])
         power *= 2
     return tuple(sorted(set(out + [maximum])))
-
-
-@dataclass(frozen=True)
-class Roof:
-    """Bandwidth (bytes/s) and peak (FLOP/s) one kernel runs against."""
-
-    bandwidth_bytes_per_s: float
-    peak_flop_per_s: float
-
-    def time_s(self, flop: float, nbytes: float) -> float:
-        return max(nbytes / self.bandwidth_bytes_per_s, flop / self.peak_flop_per_s)
 
 
 def spec_roof(gpu: GpuProfile, dtype: str) -> Roof:
