@@ -103,23 +103,27 @@ def test_repeats_combine_step_by_step():
     assert median.settings["combined"] == "median run" and median.total_s == 3.0
 
 
+def recording_job(order: list, key, pieces: int, ordered: bool = False):
+    """A validate job whose n-th piece "lasts" n + 1 s and appends (key, n) to ``order`` when it runs."""
+    from microbench.validate_run import Job
+
+    def run_piece(i):
+        order.append((key, i))
+        return float(i + 1)
+
+    def assemble(parts):
+        stamps = [sum(parts[:n + 1]) for n in range(len(parts))]
+        return engine_run(tuple(stamps), [timing(0, stamps[0], stamps[-1], len(parts), 0, len(parts) - 1)])
+
+    return Job(key, pieces, run_piece, assemble, ordered)
+
+
 def test_rounds_shuffle_the_pieces_of_every_job_and_put_each_run_back_together():
-    from microbench.validate_run import Job, interleaved_runs
+    from microbench.validate_run import interleaved_runs
 
     order = []
-
-    def job(key, pieces):
-        def run_piece(i):
-            order.append((key, i))
-            return float(i + 1)  # a piece's "duration"
-
-        def assemble(parts):
-            stamps = [sum(parts[:n + 1]) for n in range(len(parts))]
-            return engine_run(tuple(stamps), [timing(0, stamps[0], stamps[-1], len(parts), 0, len(parts) - 1)])
-
-        return Job(key, pieces, run_piece, assemble)
-
-    jobs = [job(("static", "w", 4), 3), job(("static", "c", 8), 2), job(("continuous", "w", 8), 1)]
+    jobs = [recording_job(order, ("static", "w", 4), 3), recording_job(order, ("static", "c", 8), 2),
+            recording_job(order, ("continuous", "w", 8), 1)]
     passes = []
     best = interleaved_runs(jobs, 6, lambda message: None, seed=0, after_round=lambda: passes.append(len(order)))
     assert passes == [6, 12, 18, 24, 30, 36]  # a profile pass after every round of all 6 pieces
@@ -133,25 +137,12 @@ def test_rounds_shuffle_the_pieces_of_every_job_and_put_each_run_back_together()
     assert best[("static", "w", 4)].settings["repeats"] == 6
 
 
-
 def test_an_ordered_job_runs_its_pieces_in_order_wherever_the_shuffle_puts_them():
     """A continuous run's segments continue one manager run: the n-th slot of the job in a round runs piece n."""
-    from microbench.validate_run import Job, interleaved_runs
+    from microbench.validate_run import interleaved_runs
 
     order = []
-
-    def job(key, pieces, ordered):
-        def run_piece(i):
-            order.append((key, i))
-            return float(i + 1)
-
-        def assemble(parts):
-            stamps = [sum(parts[:n + 1]) for n in range(len(parts))]
-            return engine_run(tuple(stamps), [timing(0, stamps[0], stamps[-1], len(parts), 0, len(parts) - 1)])
-
-        return Job(key, pieces, run_piece, assemble, ordered)
-
-    jobs = [job(("static", "w", 4), 3, False), job(("continuous", "w", 8), 4, True)]
+    jobs = [recording_job(order, ("static", "w", 4), 3), recording_job(order, ("continuous", "w", 8), 4, ordered=True)]
     interleaved_runs(jobs, 8, lambda message: None, seed=0)
     rounds = [order[i:i + 7] for i in range(0, len(order), 7)]
     continuous = [[i for key, i in r if key[0] == "continuous"] for r in rounds]
@@ -159,6 +150,7 @@ def test_an_ordered_job_runs_its_pieces_in_order_wherever_the_shuffle_puts_them(
     static = [[i for key, i in r if key[0] == "static"] for r in rounds]
     assert any(pieces != [0, 1, 2] for pieces in static)  # the unordered job's pieces are still shuffled
     assert len({tuple(key[0] for key, _ in r) for r in rounds}) > 1  # and the two jobs' pieces mixed anew
+
 
 def test_calibration_batches_never_exceed_the_calibration_requests():
     from microbench.validate_run import calibration_sizes
