@@ -153,8 +153,11 @@ def test_the_sustained_run_stops_at_the_next_sample(monkeypatch):
     assert clock.reads_after_stop == 0
 
 
-def test_ctrl_c_during_the_ceilings_phase_of_a_real_sweep_stops_quickly(tmp_path):
-    """End to end (issue 15.5: 10.2 s before): SIGINT while the ceilings run, exit 130 soon after."""
+def test_ctrl_c_during_the_ceilings_phase_of_a_real_sweep_stops_with_130_and_saves_nothing_half_done(tmp_path):
+    """End to end (issue 15.5): SIGINT while the ceilings run.  How soon it stops is asserted without a wall
+    clock by test_ceilings_stop_at_the_next_sample_after_a_signal (the sample after the signal is the last):
+    here a bound on the seconds to exit would measure the machine (4.2 and 4.9 s beside two busy processes,
+    within 4 s on an idle one), so only the child's own end is checked."""
     import os
     import signal
     import subprocess
@@ -173,14 +176,11 @@ def test_ctrl_c_during_the_ceilings_phase_of_a_real_sweep_stops_quickly(tmp_path
             if "measuring ceilings" in line or time.time() > deadline:
                 break
         time.sleep(0.5)  # inside the copy measurement
-        sent = time.perf_counter()
         process.send_signal(signal.SIGINT)
-        _, rest = process.communicate(timeout=60)
-        elapsed = time.perf_counter() - sent
+        _, rest = process.communicate(timeout=120)  # a hang, not a slow machine
     finally:
         process.kill()
     assert process.returncode == 130, rest
-    # About one sample and the save on an idle machine; generous for a busy 2-core CI box.
-    assert elapsed < 4.0, elapsed
+    assert "interrupted" in rest, rest
     saved = load_result(output)
     assert not (saved.ceilings or {}).get("measured") and not saved.points
