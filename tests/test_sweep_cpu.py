@@ -27,8 +27,11 @@ def test_quick_sweep_writes_ok_points_for_every_op(quick_sweep):
         assert all(p.stats.n >= 3 for p in points)
         assert all(p.timer == "perf_counter" for p in points)
     gemm = sorted((p for p in result.points if p.op == "gemm"), key=lambda p: p.batch)
-    # More sequences per weight read: the largest batch must do more FLOP/s than batch 1.
-    assert gemm[-1].flop / gemm[-1].stats.median_s > 3 * gemm[0].flop / gemm[0].stats.median_s
+    # More sequences per weight read: the largest batch must do more FLOP/s than batch 1 (about 9x here).  Each
+    # point's fastest sample: another process's turn only ever adds time, so under load the medians of two
+    # points can swing 3x apart (B=2 at 0.5 GFLOP/s against B=1's 1.7 beside two busy processes) while their
+    # fastest samples still show the machine.
+    assert gemm[-1].flop / gemm[-1].stats.min_s > 3 * gemm[0].flop / gemm[0].stats.min_s
 
 
 def test_quick_sweep_records_environment_and_ceilings(quick_sweep):
