@@ -199,7 +199,7 @@ def report(result_file, output) -> None:
         with _bad_input():
             result = load_result(result_file)
             check_output(folder, folder=True)
-        write_report(result, folder)
+            write_report(result, folder)
     except OSError as exc:
         raise BadInput(f"{folder}: cannot write the report ({exc.strerror or exc})") from None
     click.echo(f"report: {folder / 'report.html'} (and report.md, analysis.json, PNGs)")

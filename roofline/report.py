@@ -14,6 +14,7 @@ from typing import Any
 from roofline import plots
 from roofline.analysis import analyse
 from roofline.reference import marked_percent
+from roofline.results import write_output_file
 from roofline.schema import Result, backend_tag
 from roofline.stats import quantile
 from roofline.tables import reference_lines, series_table
@@ -190,13 +191,14 @@ MISSING_WHY = {
 
 
 def write_report(result: Result, folder: Path) -> dict[str, Any]:
-    """Write the report folder; return the analysis."""
+    """Write the report folder; return the analysis.  Each file is written atomically and never over a link
+    or a special file (``write_output_file``): a report.html linked to a result would otherwise become HTML."""
     folder.mkdir(parents=True, exist_ok=True)
     analysis = analyse(result)
     images, missing = render_figures(result, analysis)
     for name, data in images.items():
-        (folder / f"{name}.png").write_bytes(data)
-    (folder / "analysis.json").write_text(json.dumps(analysis, indent=1, allow_nan=False) + "\n")
+        write_output_file(folder / f"{name}.png", data)
+    write_output_file(folder / "analysis.json", json.dumps(analysis, indent=1, allow_nan=False) + "\n")
     sections = {
         "verdict": analysis["verdict"] or ["No series could be analysed."],
         "environment": environment_lines(result),
@@ -205,8 +207,8 @@ def write_report(result: Result, folder: Path) -> dict[str, Any]:
         "missing": [f"{name}: {MISSING_WHY.get(name, 'nothing to draw')}" for name in missing],
     }
     title = f"gpubench report: {result.device.label}"
-    (folder / "report.md").write_text(_markdown(title, sections, analysis, images))
-    (folder / "report.html").write_text(_html(title, sections, analysis, images))
+    write_output_file(folder / "report.md", _markdown(title, sections, analysis, images))
+    write_output_file(folder / "report.html", _html(title, sections, analysis, images))
     return analysis
 
 

@@ -147,3 +147,19 @@ def test_check_output_accepts_new_paths_and_regular_files(tmp_path):
         check_output(tmp_path)
     check_output(tmp_path / "folder", folder=True)
     assert (tmp_path / "folder").is_dir()
+
+
+@pytest.mark.parametrize("name", ["report.html", "analysis.json", "report.md"])
+@pytest.mark.parametrize("make", [_fifo, _symlink], ids=["fifo", "symlink"])
+def test_a_report_never_writes_through_a_link_or_into_a_fifo_inside_its_folder(tmp_path, make, name):
+    # The folder itself passes the check; a file inside it that is a link to a result (or a FIFO) is refused,
+    # where a plain write_text wrote the HTML into the linked result.
+    folder = tmp_path / "out"
+    folder.mkdir()
+    inside = folder / name
+    os.rename(make(tmp_path), inside)  # the link keeps pointing at tmp_path/target.json
+    before = os.lstat(inside)
+    result = run("report", str(_saved_result(tmp_path)), "-o", str(folder))
+    assert result.exit_code == 2, result.output
+    assert "only replaces regular files" in result.output and result.output.count("\n") == 1, result.output
+    _unchanged(inside, before, tmp_path)
