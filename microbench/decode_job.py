@@ -30,6 +30,8 @@ def run_decode(model: str | None, hf_config: Path | None, tp: int, context: int,
         raise PlanError("--mem-fraction must be in (0, 1]")
     if analytic and not sku:
         raise PlanError("--analytic needs --gpu SKU")
+    if analytic and from_result is not None:  # it would be ignored: --analytic measures nothing, reads nothing
+        raise PlanError("--from gives measured launch times; --analytic is the spec sheet only: give one of them")
     batch_list = parse_batches(batches)
     setup = DecodeSetup(profile, tp, context, dtype, kv_dtype)
     document: dict[str, Any] = {"setup": {"model": profile.name, "model_id": profile.id, "tp": tp, "context": context,

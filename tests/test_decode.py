@@ -158,3 +158,10 @@ def test_a_kv_cap_far_off_the_axis_is_said_to_be(tmp_path):
     assert any("beyond this axis (not drawn)" in label for label in labels), labels
     assert not [line for line in figure.axes[0].get_lines() if list(line.get_xdata()) and
                 line.get_linestyle() == ":" and max(line.get_xdata()) > 8]
+
+
+def test_analytic_with_from_is_refused_not_ignored(tmp_path):
+    # --analytic reads nothing: a --from beside it (even a file that does not exist) was silently dropped.
+    run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h100-sxm",
+                                    "--from", str(tmp_path / "nonexistent.json"), "--batch", "1"])
+    assert run.exit_code == 2 and run.output.count("\n") == 1 and "--from" in run.output, run.output
