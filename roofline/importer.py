@@ -31,11 +31,14 @@ class CsvError(BadInputError):
     """A CSV that cannot be imported: one line, exit 2."""
 
 
-def _parse_row(row: dict[str, str], line: int) -> tuple[tuple, float]:
+def _parse_row(row: dict[str, str | None], where: str) -> tuple[tuple, float]:
+    if any(row.get(column) is None for column in COLUMNS):  # csv fills the columns a short row lacks with None
+        given = sum(row.get(column) is not None for column in COLUMNS)
+        raise CsvError(f"{where}: {given} of the {len(COLUMNS)} columns {','.join(COLUMNS)}")
     try:
         key = (row["op"].strip(), row["dtype"].strip(), int(row["batch"]), int(row["n"]), int(row["k"]))
-    except (KeyError, ValueError, AttributeError):
-        raise CsvError(f"line {line}: op,dtype,batch,n,k must be text and integers") from None
+    except ValueError:
+        raise CsvError(f"{where}: op,dtype,batch,n,k must be text and integers") from None
     try:
         time_s = float(row["time_s"])
     except (TypeError, ValueError):
@@ -68,8 +71,8 @@ def read_samples(path: Path) -> tuple[dict[tuple, list[float]], dict[tuple, int]
         raise CsvError(f"{path}: missing column(s) {', '.join(missing)}; need {','.join(COLUMNS)}")
     samples: dict[tuple, list[float]] = defaultdict(list)
     dropped: dict[tuple, int] = defaultdict(int)
-    for line, row in enumerate(reader, start=2):
-        key, time_s = _parse_row(row, line)
+    for row in reader:
+        key, time_s = _parse_row(row, f"{path} line {reader.line_num}")
         if _plausible(key, time_s):
             samples[key].append(time_s)
         else:

@@ -238,3 +238,16 @@ def test_ceilings_over_an_existing_file_needs_force(tmp_path):
     forced = run(*args, "--force")
     assert forced.exit_code == 0, forced.output
     assert load_result(existing).ceilings["measured"]["copy"]["bytes_per_s"] > 0
+
+
+@pytest.mark.parametrize("rows, says", [
+    ("gemv,fp16,1,4096\n", "line 2: 4 of the 6 columns op,dtype,batch,n,k,time_s"),  # a TypeError before
+    ("gemv,fp16,1,4096,4096,1e-5\ngemv,fp16,x,4096,4096,1e-5\n", "line 3: op,dtype,batch,n,k must be"),
+])
+def test_a_bad_csv_row_is_one_line_naming_the_file_and_line(tmp_path, rows, says):
+    csv = tmp_path / "short.csv"
+    csv.write_text("op,dtype,batch,n,k,time_s\n" + rows)
+    result = run("import", str(csv), "-o", str(tmp_path / "x.json"), "--device-name", "X")
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert f"{csv} {says}" in result.output, result.output
+    assert not (tmp_path / "x.json").exists()
