@@ -34,6 +34,15 @@ def _positive_finite(values: list[float] | tuple[float, ...], what: str) -> None
             raise ValueError(f"{what} must hold finite positive numbers, found {v!r}")
 
 
+# Point fields stored as given, each with the type it must have (the rest are checked in __post_init__).
+_PLAIN_FIELDS = (("backend", str), ("reason", str | None), ("timer", str | None), ("stop_reason", str | None),
+                 ("kernel", str | None), ("started_at", str | None), ("finished_at", str | None),
+                 ("launches_per_sample", int | None), ("rotation_copies", int | None),
+                 ("correctness", dict | None), ("attempt", int), ("superseded", bool))
+_KIND_WORDS = {str: "text", str | None: "text or null", int | None: "an integer or null", int: "an integer",
+               dict | None: "an object or null", bool: "true or false"}
+
+
 @dataclass(frozen=True)
 class Point:
     """One measured point.  Times are seconds per launch; ``flop`` and ``bytes`` per launch."""
@@ -82,6 +91,12 @@ class Point:
             raise ValueError("an ok point needs samples")
         if self.status != "ok" and not self.reason:
             raise ValueError(f"a point with status {self.status!r} needs a reason")
+        for name, kind in _PLAIN_FIELDS:  # kept as given: a list for backend would be a TypeError much later
+            value = getattr(self, name)
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+                raise ValueError(f"{name} must be {_KIND_WORDS[kind]}, found {value!r}")
+        if self.attempt < 1:
+            raise ValueError(f"attempt must be 1 or more, found {self.attempt!r}")
         if self.telemetry is not None:
             object.__setattr__(self, "telemetry", PointTelemetry.from_dict(self.telemetry, "telemetry"))
 

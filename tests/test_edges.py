@@ -76,6 +76,23 @@ def test_points_null_is_a_plain_error(tmp_path):
     assert result.exit_code == 2 and "points must be a list" in result.output and "NoneType" not in result.output
 
 
+@pytest.mark.parametrize("field, value, says", [
+    ("backend", [], "backend must be text, found []"),  # an unhashable list: a TypeError in fit before
+    ("correctness", 0, "correctness must be an object or null, found 0"),  # an AttributeError in fit before
+    ("timer", 5, "timer must be text or null"),
+    ("attempt", 0, "attempt must be 1 or more"),
+])
+@pytest.mark.parametrize("command", ["fit", "report", "compare"])
+def test_a_point_field_of_the_wrong_type_is_one_line_for_every_reader(tmp_path, field, value, says, command):
+    path = _result(tmp_path)
+    document = json.loads(path.read_text())
+    document["points"][0][field] = value
+    path.write_text(json.dumps(document))
+    result = run(command, str(path), *(["-o", str(tmp_path / "out")] if command == "report" else []))
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert says in result.output and "Traceback" not in result.output, result.output
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 @pytest.mark.parametrize("command", ["sweep", "ceilings", "decode"])
 def test_budget_must_be_a_finite_number_before_anything_is_created(tmp_path, command, value):
