@@ -28,27 +28,42 @@ def default_report_dir(result_path: Path) -> Path:
     return result_path.with_name(result_path.stem + "-report")
 
 
+def _known(facts: list[tuple[Any, str]]) -> str:
+    """The text of each fact whose value was recorded, joined; an imported result records few."""
+    return ", ".join(text for value, text in facts if value is not None)
+
+
 def environment_lines(result: Result) -> list[str]:
     d, host, tool = result.device, result.host, result.tool
     lines = [f"Device: {d.name} ({d.kind}), SKU: {d.sku or 'none matched'}"]
     if d.kind == "cuda":
-        lines += [
-            f"Driver {d.driver_version}, CUDA runtime {d.cuda_runtime}, "
-            f"compute capability {d.compute_capability}, {d.sm_count} SMs, "
-            f"L2 {d.format('l2_cache_bytes')}, memory {d.format('memory_bytes')}",
-            f"Max clocks: SM {d.format('max_sm_clock_hz')}, memory {d.format('max_memory_clock_hz')}; "
-            f"power limit {d.format('power_limit_w')}; ECC {d.ecc.current if d.ecc else None}; "
-            f"MIG {d.mig.current if d.mig else None}; persistence {d.persistence}; "
-            f"other processes: {len(d.other_processes or ())}",
-        ]
+        ecc, mig = d.ecc.current if d.ecc else None, d.mig.current if d.mig else None
+        build = _known([(d.driver_version, f"Driver {d.driver_version}"),
+                        (d.cuda_runtime, f"CUDA runtime {d.cuda_runtime}"),
+                        (d.compute_capability, f"compute capability {d.compute_capability}"),
+                        (d.sm_count, f"{d.sm_count} SMs"),
+                        (d.l2_cache_bytes, f"L2 {d.format('l2_cache_bytes')}"),
+                        (d.memory_bytes, f"memory {d.format('memory_bytes')}")])
+        state = _known([(d.max_sm_clock_hz, f"Max SM clock {d.format('max_sm_clock_hz')}"),
+                        (d.max_memory_clock_hz, f"max memory clock {d.format('max_memory_clock_hz')}"),
+                        (d.power_limit_w, f"power limit {d.format('power_limit_w')}"),
+                        (ecc, f"ECC {ecc}"), (mig, f"MIG {mig}"),
+                        (d.persistence, f"persistence {d.persistence}"),
+                        (d.other_processes, f"other processes: {len(d.other_processes or ())}")])
+        lines += [line for line in (build, state) if line]
+        if not (build or state):
+            lines.append("Driver, clocks, power limit, ECC and MIG: not recorded")
     elif d.kind == "cpu":
         lines.append(f"{d.cores} cores, {d.threads} torch threads, "
                      f"last-level cache {d.format('last_level_cache_bytes')}, memory {d.format('memory_bytes')}")
     if len(host):
         lines.append(f"Host {host.hostname}: {host.os}, Python {host.python}, "
                      + ", ".join(f"{k} {v}" for k, v in (host.libraries or {}).items()))
-    lines.append(f"gpubench {tool.version} (git {str(tool.git_sha)[:10]}"
-                 f"{', dirty' if tool.git_dirty else ''}), created {result.created_at}")
+    if tool.version is None and tool.imported_from:
+        lines.append(f"Imported by gpubench from {tool.imported_from}, created {result.created_at}")
+    else:
+        git = f" (git {tool.git_sha[:10]}{', dirty' if tool.git_dirty else ''})" if tool.git_sha else ""
+        lines.append(f"gpubench {tool.version or '(version not recorded)'}{git}, created {result.created_at}")
     return lines
 
 

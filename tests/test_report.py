@@ -132,3 +132,18 @@ def test_cross_check_disagreement_is_reported(tmp_path):
     page = (tmp_path / "report.md").read_text()
     assert "Cross-check (timer bytes/s over GPM DRAM counter" in page
     assert "disagree with the DRAM counter" in page and "B=4: 1.60" in page
+
+
+def test_an_imported_result_reports_what_it_recorded_and_never_none(tmp_path):
+    # An import records a device name and SKU only: the report said "Driver None, ... ECC None; gpubench None".
+    from pathlib import Path
+
+    from roofline.report import write_report
+    from roofline.results import load_result
+
+    source = Path(__file__).resolve().parent.parent / "results" / "reference-vidur-a100-fp16.json"
+    write_report(load_result(source), tmp_path / "out")
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "None" not in text
+    assert "Driver, clocks, power limit, ECC and MIG: not recorded" in text
+    assert "Imported by gpubench from" in text
