@@ -127,7 +127,8 @@ def load_hf_config(path: Path) -> ModelProfile:
     a snapshot's parent folder is a hash or ``snapshots``, not a name.
     """
     try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
+        # utf-8-sig: a byte-order mark some editors write is not JSON, and json.loads refuses it
+        config = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise ProfileError(f"{path}: cannot read a config.json ({exc})") from None
     if not isinstance(config, dict):

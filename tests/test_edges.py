@@ -268,3 +268,10 @@ def test_a_bad_csv_row_is_one_line_naming_the_file_and_line(tmp_path, rows, says
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert f"{csv} {says}" in result.output, result.output
     assert not (tmp_path / "x.json").exists()
+
+
+def test_an_hf_config_with_a_byte_order_mark_is_read(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_bytes(json.dumps(TINY).encode("utf-8-sig"))
+    result = run("decode", "--hf-config", str(config), "--analytic", "--gpu", "h200-sxm", "--batch", "1")
+    assert result.exit_code == 0, result.output
