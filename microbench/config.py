@@ -197,6 +197,8 @@ def _same(value, field):
 def _split(values, field) -> tuple[str, ...] | object:
     """Options given several times or as comma lists: ``--dtype bf16,fp16 --dtype fp32``."""
     items = tuple(dict.fromkeys(item.strip() for value in values or () for item in value.split(",") if item.strip()))
+    if values and not items:  # typed but empty (--op ''): not the same as not given, which takes the default
+        raise ConfigError(f"{flag(field)} {values[0]!r}: give at least one value")
     return items or _DEFAULT
 
 

@@ -47,6 +47,8 @@ REJECTED = [
     (["--record", "{}", "--batch", "4"], "--record carries the whole plan; do not also give --batch"),
     (["--record", json.dumps({"budget_s": "fast"})], "--budget 'fast' is not a number"),
     (["--serial"], "--serial only goes with --device all"),
+    (["--op", ""], "--op '': give at least one value"),
+    (["--dtype", " , "], "--dtype ' , ': give at least one value"),
     (["--seed", "x"], "Invalid value for '--seed': 'x' is not a valid integer"),  # click's own conversion
     (["--frobnicate"], "No such option '--frobnicate'"),
 ]
