@@ -12,6 +12,9 @@ from roofline.decode_document import analytic_document, measured_document, summa
 from roofline.models import check_tp, load_hf_config, load_model
 from roofline.profiles import load_gpu_profile
 
+# A decode table with more rows than this is no longer read; 4096 rows took 8.3 s here, a million over half an hour.
+MAX_DECODE_BATCHES = 4096
+
 
 def run_decode(model: str | None, hf_config: Path | None, tp: int, context: int, dtype: str, kv_dtype: str | None,
                batches: str, mem_fraction: float, analytic: bool, sku: str | None, from_result: Path | None,
@@ -33,6 +36,9 @@ def run_decode(model: str | None, hf_config: Path | None, tp: int, context: int,
     if analytic and from_result is not None:  # it would be ignored: --analytic measures nothing, reads nothing
         raise PlanError("--from gives measured launch times; --analytic is the spec sheet only: give one of them")
     batch_list = parse_batches(batches)
+    if len(batch_list) > MAX_DECODE_BATCHES:  # each is a row of the table and a point of the figure
+        raise PlanError(f"--batch {batches}: {len(batch_list)} batches, more than the {MAX_DECODE_BATCHES} a decode "
+                        "table shows; use a ratio step (1:1048576:x2) or a shorter range")
     setup = DecodeSetup(profile, tp, context, dtype, kv_dtype)
     document: dict[str, Any] = {"setup": {"model": profile.name, "model_id": profile.id, "tp": tp, "context": context,
                                           "dtype": dtype, "kv_dtype": kv_dtype, "batches": batch_list,

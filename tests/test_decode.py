@@ -165,3 +165,9 @@ def test_analytic_with_from_is_refused_not_ignored(tmp_path):
     run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h100-sxm",
                                     "--from", str(tmp_path / "nonexistent.json"), "--batch", "1"])
     assert run.exit_code == 2 and run.output.count("\n") == 1 and "--from" in run.output, run.output
+
+
+def test_more_batches_than_a_table_shows_are_refused_before_computing():
+    run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h100-sxm",
+                                    "--batch", "1:1000000:+1"])
+    assert run.exit_code == 2 and run.output.count("\n") == 1 and "1000000 batches" in run.output, run.output
