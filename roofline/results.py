@@ -34,6 +34,15 @@ class ResultError(BadInputError):
     """A result file that cannot be used; the message is one line, fit for the terminal."""
 
 
+# The other documents gpubench writes (each names its kind), and what to do with one handed over as a result.
+OTHER_DOCUMENTS = {
+    "gpubench-step-profile": "a step profile (gpubench profile; give it to gpubench simulate)",
+    "gpubench-simulation": "a simulation (gpubench simulate)",
+    "gpubench-validation": "a validation (gpubench validate)",
+    JOURNAL_KIND: "a result's journal (load the result it sits beside)",
+}
+
+
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number a measurement can have")
 
@@ -66,6 +75,9 @@ def result_from_json(text: str, source: str = "<string>") -> Result:
         raise ResultError(f"{source}: not valid JSON ({str(exc).splitlines()[0]})") from None
     if not isinstance(document, dict):
         raise ResultError(f"{source}: not a gpubench result (top level is not an object)")
+    kind = document.get("kind")
+    if isinstance(kind, str) and kind in OTHER_DOCUMENTS:  # a result has no kind: these are gpubench's others
+        raise ResultError(f"{source}: {OTHER_DOCUMENTS[kind]}, not a sweep result")
     try:
         document = migrate(document)
         if not isinstance(document.get("points"), list):

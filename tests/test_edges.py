@@ -275,3 +275,15 @@ def test_an_hf_config_with_a_byte_order_mark_is_read(tmp_path):
     config.write_bytes(json.dumps(TINY).encode("utf-8-sig"))
     result = run("decode", "--hf-config", str(config), "--analytic", "--gpu", "h200-sxm", "--batch", "1")
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("command", [["fit"], ["compare"], ["report"]])
+def test_a_step_profile_given_as_a_result_is_named_for_what_it_is(tmp_path, command):
+    profile = tmp_path / "profile.json"
+    tiny = Path(__file__).resolve().parent / "data" / "tiny-llama-config.json"
+    made = run("profile", "--analytic", "--gpu", "h100-sxm", "--hf-config", str(tiny),
+               "-o", str(profile))
+    assert made.exit_code == 0, made.output
+    result = run(*command, str(profile), *(["-o", str(tmp_path / "out")] if command == ["report"] else []))
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "a step profile (gpubench profile; give it to gpubench simulate), not a sweep result" in result.output
