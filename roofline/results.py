@@ -132,6 +132,8 @@ def journal_entries(document: bytes, journal: bytes, source: str = "<journal>",
 
     A journal whose header names another document (an earlier run's, already folded) adds nothing; a last
     line without its newline was being written when the process died and is dropped."""
+    if b"\n" not in journal:  # empty, or a header torn by the kill: the process died before any entry
+        return []
     lines = journal.split(b"\n")
     header = _journal_line(lines[0], source, 1)
     if header.get("kind") != kind:

@@ -81,6 +81,15 @@ def test_a_torn_last_line_is_the_point_in_flight_and_a_stale_journal_adds_nothin
     assert len(load_result(path).points) == 0
 
 
+@pytest.mark.parametrize("journal", [b"", b'{"kind": "gpubench-result-jour'], ids=["empty", "torn header"])
+def test_a_journal_killed_before_its_header_was_written_adds_nothing(tmp_path, journal):
+    # Killed between creating the journal and finishing its first line: the result is the document as it is.
+    path = tmp_path / "r.json"
+    save_result(make_result(), path)
+    journal_path(path).write_bytes(journal)
+    assert load_result(path).points == ()
+
+
 def test_a_corrupt_journal_line_is_a_one_line_error(tmp_path):
     path = tmp_path / "r.json"
     grow(path, 2)
