@@ -91,11 +91,12 @@ def register(main: click.Group) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the step profile (JSON)")
 def profile(model, hf_config, tp, dtype, kv_dtype, sku, from_result, max_tokens, max_context, analytic, output):
     """Everything one engine step of a model costs, as kernel-time tables: a step profile for `simulate`."""
-    from roofline.serving.profile_doc import save_profile
+    from roofline.serving.profile_doc import check_profile_output, save_profile
 
     try:
         if not analytic:
             raise BadInputError("measuring a step profile on this device is not in this build: use --analytic")
+        check_profile_output(output)
         document = build_analytic_profile(model, hf_config, sku, from_result, tp, dtype, kv_dtype, max_tokens,
                                           max_context)
         save_profile(document, output)
@@ -223,6 +224,7 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
     from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
     from roofline.serving.metrics import Slo
     from roofline.serving.policies import parse_policy
+    from roofline.results import check_output
     from roofline.serving.profile_doc import load_profile
 
     try:
@@ -234,6 +236,11 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
         step_profile = load_profile(profile_file) if profile_file else build_analytic_profile(
             model, hf_config, sku, from_result, tp, dtype, kv_dtype, max_tokens, max_context)
+        folder = out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
+                                               f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
+        check_output(folder, folder=True)  # before simulating: a link, /sys or /proc must not lose the run
+        for name in ("simulation.json", "requests.csv"):
+            check_output(folder / name)
         parsed = [parse_policy(p) for p in (policies or SIMULATE_DEFAULT_POLICY)]
         requests, workload = _load_workload(trace, n_requests, arrivals, prompt, output_lengths, seed)
         overhead = _overhead(step_profile, {"per_step_s": per_step_s, "per_sequence_s": per_sequence_s,
@@ -251,16 +258,16 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
                                for e in document["runs"]], indent=1, allow_nan=False))
     else:
         _print_table(document)
-    folder = out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
-                                           f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
-    folder.mkdir(parents=True, exist_ok=True)
-    save_simulation(document, folder / "simulation.json")
     runs = [e["run"] for e in entries]
-    write_requests_csv(runs, folder / "requests.csv")
-    if not no_report:
-        from roofline.serving.report import write_report
+    try:
+        save_simulation(document, folder / "simulation.json")
+        write_requests_csv(runs, folder / "requests.csv")
+        if not no_report:
+            from roofline.serving.report import write_report
 
-        write_report(document, runs, folder)
+            write_report(document, runs, folder)
+    except _errors() as exc:
+        raise _bad(exc) from None
     click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if no_report else " and the report"),
                err=as_json)
 

@@ -4,6 +4,7 @@ OPT-13B result the README quotes (the continuous-over-static gain grows with the
 from __future__ import annotations
 
 import csv
+import os
 import json
 
 import pytest
@@ -155,3 +156,68 @@ def test_a_trace_drives_the_simulation(tmp_path):
     with (tmp_path / "sim" / "requests.csv").open() as stream:
         rows = list(csv.DictReader(stream))
     assert [(float(r["first_token_s"]), float(r["finish_s"])) for r in rows] == [(1, 2), (11, 11)]
+
+
+TINY = ["--analytic", "--gpu", "h100-sxm", "--hf-config", "tests/data/tiny-llama-config.json"]
+
+
+def _special_outputs(tmp_path):
+    """A FIFO, a symlink to a file, a folder and a non-profile file: never /dev/null or another real device."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    target = tmp_path / "target.json"
+    target.write_text("{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    other = tmp_path / "existing.json"
+    other.write_text('{"kind": "gpubench-result"}')
+    return {fifo: "FIFO", link: "symbolic link", folder: "directory", other: "not a step profile"}
+
+
+def test_profile_analytic_refuses_special_links_folders_and_other_files(tmp_path):
+    for path, message in _special_outputs(tmp_path).items():
+        before = os.lstat(path)
+        run = CliRunner().invoke(main, ["profile", *TINY, "-o", str(path)])
+        assert run.exit_code == 2 and message in run.output and run.output.count("\n") == 1, (path, run.output)
+        after = os.lstat(path)
+        assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino), path
+    assert (tmp_path / "target.json").read_text() == "{}"
+    assert json.loads((tmp_path / "existing.json").read_text()) == {"kind": "gpubench-result"}
+
+
+def test_profile_analytic_replaces_an_earlier_profile(tmp_path):
+    path = tmp_path / "p.json"
+    for _ in range(2):
+        run = CliRunner().invoke(main, ["profile", *TINY, "-o", str(path)])
+        assert run.exit_code == 0, run.output
+    assert load_profile(path).source == "analytic"
+
+
+def test_simulate_refuses_a_linked_folder_or_linked_file_before_simulating(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "dirlink").symlink_to(real)
+    run = CliRunner().invoke(main, ["simulate", *TINY, "--requests", "3", "-o", str(tmp_path / "dirlink")])
+    assert run.exit_code == 2 and "not a folder" in run.output and run.output.count("\n") == 1, run.output
+    assert list(real.iterdir()) == []
+    folder = tmp_path / "sim"
+    folder.mkdir()
+    (folder / "simulation.json").symlink_to(real / "kept.json")
+    run = CliRunner().invoke(main, ["simulate", *TINY, "--requests", "3", "-o", str(folder)])
+    assert run.exit_code == 2 and "symbolic link" in run.output and run.output.count("\n") == 1, run.output
+    assert (folder / "simulation.json").is_symlink() and list(real.iterdir()) == []
+
+
+def test_simulate_refuses_an_unwritable_folder_before_simulating(tmp_path, monkeypatch):
+    import roofline.serving.simulate as simulate_module
+
+    def never(*args, **kwargs):
+        raise AssertionError("simulated before checking the output folder")
+
+    monkeypatch.setattr(simulate_module, "simulate", never)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    run = CliRunner().invoke(main, ["simulate", *TINY, "--requests", "3", "-o", str(blocker / "sub")])
+    assert run.exit_code == 2 and "cannot write there" in run.output and run.output.count("\n") == 1, run.output

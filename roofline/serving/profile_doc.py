@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -289,22 +288,31 @@ def load_profile(path: str | os.PathLike) -> StepProfile:
 
 
 def save_json_atomic(document: dict[str, Any], path: str | os.PathLike) -> None:
-    """Temp file in the same folder, fsync, rename: a reader never sees half a file."""
+    """Temp file in the same folder, fsync, rename (a reader never sees half a file); never over a link, FIFO
+    or device: the rename would replace it (``-o /dev/null`` became a regular file)."""
+    from roofline.results import write_output_file
+
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(document, indent=1, allow_nan=False) + "\n"
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    write_output_file(path, json.dumps(document, indent=1, allow_nan=False) + "\n")
+
+
+def check_profile_output(path: str | os.PathLike) -> None:
+    """The ``-o`` of a step profile, checked before anything is computed: a writable new path or regular
+    file, and an existing file only when it is a step profile (a sweep result mistyped as -o is kept)."""
+    from roofline.results import check_output
+
+    path = Path(path)
+    check_output(path)
+    if not path.exists():
+        return
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp_name, 0o644)
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+        kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind != KIND:
+        raise ProfileDocError(f"{path} exists and is not a step profile: not overwriting it")
 
 
 def save_profile(profile: StepProfile, path: str | os.PathLike) -> None:

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from roofline.plots import OKABE_ITO, _style  # noqa: E402
+from roofline.results import write_output_file  # noqa: E402
 from roofline.serving.metrics import latencies  # noqa: E402
 from roofline.serving.simulate import SimulationRun  # noqa: E402
 
@@ -148,10 +149,12 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
 
 
 def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Path) -> None:
+    """The report's files, each through ``write_output_file``: a link or FIFO in the folder is refused, not
+    replaced."""
     folder.mkdir(parents=True, exist_ok=True)
     images = render_figures(document, runs)
     for name, data in images.items():
-        (folder / f"{name}.png").write_bytes(data)
+        write_output_file(folder / f"{name}.png", data)
     header, rows = summary_table(document)
     title = f"gpubench simulate: {document['profile']['model']['name']}"
     verdict = verdict_lines(document)
@@ -159,7 +162,7 @@ def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Pa
     md += ["", "## Policies", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(row) + " |" for row in rows]
     md += ["", f"Workload: `{document['workload']}`"] + [f"\n![{name}]({name}.png)" for name in images]
-    (folder / "report.md").write_text("\n".join(md) + "\n")
+    write_output_file(folder / "report.md", "\n".join(md) + "\n")
     esc = html.escape
     parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title><style>"
              "body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em}"
@@ -171,4 +174,4 @@ def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Pa
     parts.append(f"</table><p>Workload: <code>{esc(str(document['workload']))}</code></p>")
     parts += [f"<img alt='{name}' src='data:image/png;base64,{base64.b64encode(d).decode()}'>"
               for name, d in images.items()]
-    (folder / "report.html").write_text("".join(parts) + "</body></html>\n")
+    write_output_file(folder / "report.html", "".join(parts) + "</body></html>\n")
