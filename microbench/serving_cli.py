@@ -167,8 +167,9 @@ def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates
         for rate in rates:
             entry["rates"].append(rate_point(rate, run_at(with_arrivals(requests, f"poisson:{rate!r}", seed))))
         if slo is not None:
-            saturated = summarize(run_at(with_arrivals(requests, "burst")), profile, mem_fraction)["requests_per_s"]
-            entry["capacity"] = search_capacity(requests, slo, run_at, saturated, seed)
+            burst = run_at(with_arrivals(requests, "burst"))
+            saturated = summarize(burst, profile, mem_fraction)["requests_per_s"]
+            entry["capacity"] = search_capacity(requests, slo, run_at, saturated, seed, burst=burst)
             entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]
         entries.append(entry)
     return entries
@@ -221,10 +222,10 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
              per_sequence_s, per_cached_token_s, per_prefill_step_s, mem_fraction, slo, rates, out_dir, no_report,
              as_json) -> None:
     """Simulate one replica serving a workload under batching policies: throughput, latency, the binding limit."""
+    from roofline.results import check_output
     from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
     from roofline.serving.metrics import Slo
     from roofline.serving.policies import parse_policy
-    from roofline.results import check_output
     from roofline.serving.profile_doc import load_profile
 
     try:

@@ -4,8 +4,8 @@ OPT-13B result the README quotes (the continuous-over-static gain grows with the
 from __future__ import annotations
 
 import csv
-import os
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -234,3 +234,24 @@ def test_requests_past_the_profiles_max_context_are_refused(tmp_path, workload):
     assert "max context of 8192 tokens" in run.output and "--max-context" in run.output
     longest = "100008" if "fixed:100000" in workload else "100000000000000000007"
     assert longest in run.output.replace(",", "")
+
+
+def test_an_slo_a_burst_already_meets_gives_the_burst_rate_as_a_lower_bound(tmp_path):
+    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--requests", "50",
+                    "--slo", "ttft_p90=2,tpot_p99=0.1", "--no-report")
+    assert run.exit_code == 0, run.output
+    entry = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]
+    capacity = entry["capacity"]
+    assert capacity["capacity_is_lower_bound"] and capacity["tried"] == []
+    assert capacity["capacity_requests_per_s"] == entry["summary"]["requests_per_s"]
+    assert "SLO met even as a burst: capacity ≥ 17.5 requests/s" in run.output
+    assert "e+" not in run.output and "≥17.5" in run.output
+
+
+def test_the_tiny_models_table_reads_in_significant_digits_with_units(tmp_path):
+    path = tmp_path / "p.json"
+    assert CliRunner().invoke(main, ["profile", *TINY, "-o", str(path)]).exit_code == 0
+    run = _simulate(tmp_path, str(path), "--requests", "50", "--no-report")
+    assert run.exit_code == 0, run.output
+    row = next(line for line in run.output.splitlines() if line.startswith("continuous"))
+    assert "µs" in row and "0.0/" not in row and " 0.00 " not in row and "." not in row.split()[2], row

@@ -21,15 +21,24 @@ from roofline.plots import OKABE_ITO, _style  # noqa: E402
 from roofline.results import write_output_file  # noqa: E402
 from roofline.serving.metrics import latencies  # noqa: E402
 from roofline.serving.simulate import SimulationRun  # noqa: E402
+from roofline.units import seconds, significant  # noqa: E402
 
 
-def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{value * 1e3:.1f}"
+def _s(value: float | None) -> str:
+    # Significant digits with the unit chosen per value: a tiny model's 40 µs TPOT printed "0.0 ms" in fixed
+    # point, and a huge rate "21703.19".
+    return "–" if value is None else seconds(value)
+
+
+def _capacity(cap: dict[str, Any]) -> str:
+    if not cap or cap.get("capacity_requests_per_s") is None:
+        return "–"
+    return ("≥" if cap.get("capacity_is_lower_bound") else "") + significant(cap["capacity_requests_per_s"])
 
 
 def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    header = ["policy", "tokens/s", "req/s", "vs first", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
-              "e2e p99 s", "batch mean/max", "KV occ mean/max", "compute-bound", "MBU", "MFU", "waste",
+    header = ["policy", "tokens/s", "req/s", "vs first", "TTFT p50/p90/p99", "TPOT p50/p90/p99",
+              "e2e p99", "batch mean/max", "KV occ mean/max", "compute-bound", "MBU", "MFU", "waste",
               "capacity req/s"]
     rows, base = [], None
     for entry in document["runs"]:
@@ -38,14 +47,14 @@ def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]
         kv = "–" if s["kv_occupancy_mean"] is None else f"{s['kv_occupancy_mean']:.0%}/{s['kv_occupancy_max']:.0%}"
         cap = entry.get("capacity") or {}
         rows.append([
-            entry["policy"]["policy"], f"{s['tokens_per_s']:.0f}", f"{s['requests_per_s']:.2f}",
-            f"{s['tokens_per_s'] / base:.2f}x",
-            "/".join(_ms(s["ttft"][f"p{p}_s"]) for p in (50, 90, 99)),
-            "/".join(_ms(s["tpot"][f"p{p}_s"]) for p in (50, 90, 99)),
-            f"{s['e2e']['p99_s']:.2f}", f"{s['batch_mean']:.1f}/{s['batch_max']}", kv,
+            entry["policy"]["policy"], significant(s["tokens_per_s"]), significant(s["requests_per_s"]),
+            f"{significant(s['tokens_per_s'] / base)}x" if base else "–",
+            "/".join(_s(s["ttft"][f"p{p}_s"]) for p in (50, 90, 99)),
+            "/".join(_s(s["tpot"][f"p{p}_s"]) for p in (50, 90, 99)),
+            _s(s["e2e"]["p99_s"]), f"{s['batch_mean']:.1f}/{s['batch_max']}", kv,
             f"{s['compute_bound_time_share']:.0%}", "–" if s["mbu_mean"] is None else f"{s['mbu_mean']:.0%}",
             "–" if s["mfu_mean"] is None else f"{s['mfu_mean']:.0%}", f"{s['padding_waste']['share']:.0%}",
-            "–" if not cap or cap.get("capacity_requests_per_s") is None else f"{cap['capacity_requests_per_s']:.3g}",
+            _capacity(cap),
         ])
     return header, rows
 
@@ -145,6 +154,8 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
     for entry in document["runs"]:
         lines.append(f"{entry['policy']['policy']}: {entry['summary']['binding_sentence']}")
         lines += [f"{entry['policy']['policy']}: warning: {w}" for w in entry["summary"].get("warnings", [])]
+        if (entry.get("capacity") or {}).get("reason"):
+            lines.append(f"{entry['policy']['policy']}: capacity: {entry['capacity']['reason']}")
     return lines
 
 
