@@ -120,6 +120,10 @@ OVERHEAD_FLAGS = {"per_step_s": "--overhead-s", "per_sequence_s": "--overhead-pe
                   "per_prefill_step_s": "--overhead-per-prefill-s"}
 
 
+# An engine that spends an hour outside its kernels on one step is a typo: 1e308 made every time infinite.
+MAX_OVERHEAD_S = 3600.0
+
+
 def _overhead(profile, given: dict[str, float | None]):
     """The profile's calibrated overhead with the terms given on the command line replaced (the rest kept)."""
     from dataclasses import replace
@@ -128,8 +132,8 @@ def _overhead(profile, given: dict[str, float | None]):
 
     given = {term: value for term, value in given.items() if value is not None}
     for term, value in given.items():
-        if not math.isfinite(value) or value < 0:
-            raise BadInputError(f"{OVERHEAD_FLAGS[term]} {value:g}: give a finite number of seconds, 0 or more")
+        if not math.isfinite(value) or not 0 <= value <= MAX_OVERHEAD_S:
+            raise BadInputError(f"{OVERHEAD_FLAGS[term]} {value:g}: give seconds from 0 to {MAX_OVERHEAD_S:g}")
     if not given:
         return profile.engine_overhead
     base = profile.engine_overhead or EngineOverhead(0.0, 0.0, "")
@@ -227,10 +231,12 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
     from roofline.serving.metrics import Slo
     from roofline.serving.policies import parse_policy
     from roofline.serving.profile_doc import load_profile
+    from roofline.serving.workload import check_seed
 
     try:
         if bool(profile_file) == bool(analytic):
             raise BadInputError("give a PROFILE.json or --analytic (with --gpu SKU --model NAME), not both")
+        check_seed(seed)
         if not 0 < mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         if out_dir is not None and out_dir.exists() and not out_dir.is_dir():

@@ -140,7 +140,7 @@ def test_each_overhead_flag_replaces_its_own_term_and_keeps_the_others(tmp_path,
     assert ("given on the command line" in saved) == bool(extra)  # the document says where the overhead came from
 
 
-@pytest.mark.parametrize("value", ["-1e-6", "nan", "inf"])
+@pytest.mark.parametrize("value", ["-1e-6", "nan", "inf", "1e308"])
 def test_a_negative_or_infinite_overhead_is_one_line_and_exit_2(tmp_path, value):
     run = _simulate(tmp_path, str(_constant_profile_file(tmp_path, 0.5)), "--overhead-per-cached-token-s", value)
     assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
@@ -255,3 +255,25 @@ def test_the_tiny_models_table_reads_in_significant_digits_with_units(tmp_path):
     assert run.exit_code == 0, run.output
     row = next(line for line in run.output.splitlines() if line.startswith("continuous"))
     assert "µs" in row and "0.0/" not in row and " 0.00 " not in row and "." not in row.split()[2], row
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "-1"], "--seed -1: give an integer, 0 or more"),
+    (["--prompt", "uniform:1:1e308"], "lengths reach past 1,000,000,000 tokens"),
+    (["--prompt", "exp:1e300"], "lengths reach past 1,000,000,000 tokens"),
+    (["--arrivals", "poisson:1e-300"], "give a higher rate"),
+    (["--slo", "ttft_p90=inf"], "--slo"),
+    (["--overhead-s", "1e308"], "--overhead-s 1e+308: give seconds from 0 to 3600"),
+])
+def test_absurd_workloads_slos_and_overheads_are_one_line_before_any_file(tmp_path, args, message):
+    run = _simulate(tmp_path, *TINY, "--requests", "5", *args)
+    assert run.exit_code == 2 and message in run.output and run.output.count("\n") == 1, run.output
+    assert not (tmp_path / "sim" / "simulation.json").exists()
+
+
+def test_a_trace_row_arriving_after_a_billion_seconds_is_refused_naming_its_line(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,8\n1e308,8,8\n")
+    run = _simulate(tmp_path, *TINY, "--trace", str(trace))
+    assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
+    assert "line 3" in run.output and "arrival_s must be a number from 0 to 1e+09 s" in run.output

@@ -33,12 +33,20 @@ def test_round_trip_through_a_file(tmp_path, llama_h200):
     (lambda d: d["model"].update(mlp="moe"), "model.mlp"),
     (lambda d: d["linears"][0].update(tokens=[4, 2, 8]), "strictly increasing"),
     (lambda d: d["linears"][0]["time_s"].pop(), "list of"),
-    (lambda d: d["decode_attention"]["time_s"][0].__setitem__(0, -1.0), "non-negative"),
+    (lambda d: d["decode_attention"]["time_s"][0].__setitem__(0, -1.0), "seconds from 0"),
+    (lambda d: d.update(device="h100"), "device must be an object"),
+    (lambda d: d.update(model="llama"), "model must be an object"),
+    (lambda d: d.update(memory="80GB"), "memory must be an object"),
+    (lambda d: d.update(roof="3.35TB/s"), "roof must be an object"),
+    (lambda d: d["model"].update(max_positions="x"), "model.max_positions"),
+    (lambda d: d["lm_head"]["time_s"].__setitem__(0, 1e308), r"lm_head.time_s must hold seconds from 0 to 3600"),
+    (lambda d: d["device"].update(kind=float("nan")), "NaN is not a JSON number"),
+    (lambda d: d.update(engine_overhead={"per_step_s": 1e308}), "engine overhead per_step_s"),
     (lambda d: d.pop("lm_head"), "lacks 'lm_head'"),
     (lambda d: d.update(dtype="int3"), "dtype"),
 ])
 def test_bad_documents_are_one_line_errors(tmp_path, llama_h200, edit, message):
-    document = llama_h200.to_dict()
+    document = json.loads(json.dumps(llama_h200.to_dict()))  # a deep copy: the fixture's dicts stay as built
     edit(document)
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(document))
