@@ -179,6 +179,25 @@ def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates
     return entries
 
 
+# The options that build an analytic profile: beside a PROFILE.json they would be silently ignored.
+PROFILE_BUILDING = ("model", "hf_config", "tp", "dtype", "kv_dtype", "sku", "from_result", "max_tokens",
+                    "max_context")
+FLAG_NAMES = {"sku": "--gpu", "from_result": "--from"}
+
+
+def _check_profile_source(ctx: click.Context, profile_file: Path | None, analytic: bool) -> None:
+    if profile_file and analytic:
+        raise BadInputError("give a PROFILE.json or --analytic (with --gpu SKU --model NAME), not both")
+    if not profile_file and not analytic:
+        raise BadInputError("give a PROFILE.json, or --analytic with --gpu SKU --model NAME")
+    given = [name for name in PROFILE_BUILDING
+             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    if profile_file and given:
+        flags = ", ".join(FLAG_NAMES.get(g, "--" + g.replace("_", "-")) for g in given)
+        raise BadInputError(f"{flags}: these build an --analytic profile, and {profile_file} already fixes the model "
+                            "and its shapes; drop them")
+
+
 def _print_table(document: dict[str, Any]) -> None:
     from roofline.serving.report import summary_table, verdict_lines
 
@@ -192,6 +211,7 @@ def _print_table(document: dict[str, Any]) -> None:
 
 
 @click.command()
+@click.pass_context
 @click.argument("profile_file", type=click.Path(path_type=Path), required=False)
 @click.option("--analytic", is_flag=True, help="build the profile from the spec sheet (--gpu, --model) instead")
 @_model_options
@@ -221,7 +241,7 @@ def _print_table(document: dict[str, Any]) -> None:
               help="folder for simulation.json, requests.csv and the report [results/sim-<model>-<UTC time>]")
 @click.option("--no-report", is_flag=True, help="write simulation.json and requests.csv only")
 @click.option("--json", "as_json", is_flag=True, help="print the per-policy summaries as JSON")
-def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku, from_result, max_tokens,
+def simulate(ctx, profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku, from_result, max_tokens,
              max_context, n_requests, arrivals, prompt, output_lengths, seed, trace, policies, per_step_s,
              per_sequence_s, per_cached_token_s, per_prefill_step_s, mem_fraction, slo, rates, out_dir, no_report,
              as_json) -> None:
@@ -234,8 +254,7 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
     from roofline.serving.workload import check_seed
 
     try:
-        if bool(profile_file) == bool(analytic):
-            raise BadInputError("give a PROFILE.json or --analytic (with --gpu SKU --model NAME), not both")
+        _check_profile_source(ctx, profile_file, analytic)
         check_seed(seed)
         if not 0 < mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")

@@ -277,3 +277,33 @@ def test_a_trace_row_arriving_after_a_billion_seconds_is_refused_naming_its_line
     run = _simulate(tmp_path, *TINY, "--trace", str(trace))
     assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
     assert "line 3" in run.output and "arrival_s must be a number from 0 to 1e+09 s" in run.output
+
+
+def test_a_trace_written_with_a_byte_order_mark_is_read(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_bytes("\ufeffarrival_s,prompt_tokens,output_tokens\n0,8,4\n0.5,16,4\n".encode())
+    run = _simulate(tmp_path, *TINY, "--trace", str(trace), "--no-report")
+    assert run.exit_code == 0, run.output
+    with (tmp_path / "sim" / "requests.csv").open() as stream:
+        assert [row["prompt_tokens"] for row in csv.DictReader(stream)] == ["8", "16"]
+
+
+def test_a_policy_option_given_twice_is_refused(tmp_path):
+    run = _simulate(tmp_path, *TINY, "--requests", "3", "--policy", "continuous:max-batch=1:max-batch=2")
+    assert run.exit_code == 2 and "max-batch is given twice" in run.output and run.output.count("\n") == 1
+
+
+@pytest.mark.parametrize("extra, named", [(["--tp", "2"], "--tp"), (["--max-tokens", "1"], "--max-tokens"),
+                                          (["--gpu", "h100-sxm", "--dtype", "fp16"], "--dtype, --gpu")])
+def test_model_options_beside_a_profile_file_are_refused(tmp_path, extra, named):
+    path = tmp_path / "p.json"
+    assert CliRunner().invoke(main, ["profile", *TINY, "-o", str(path)]).exit_code == 0
+    run = _simulate(tmp_path, str(path), "--requests", "3", *extra)
+    assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
+    assert f"{named}: these build an --analytic profile" in run.output
+
+
+def test_neither_a_profile_nor_analytic_is_worded_for_that_case(tmp_path):
+    run = _simulate(tmp_path, "--requests", "3")
+    assert run.exit_code == 2 and "not both" not in run.output
+    assert "give a PROFILE.json, or --analytic with --gpu SKU --model NAME" in run.output

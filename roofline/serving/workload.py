@@ -132,7 +132,7 @@ def load_trace(path: str | Path) -> list[Request]:
     """A CSV with columns ``arrival_s,prompt_tokens,output_tokens`` (others ignored), sorted by arrival."""
     path = Path(path)
     try:
-        with path.open(newline="", encoding="utf-8") as stream:
+        with path.open(newline="", encoding="utf-8-sig") as stream:  # -sig: a spreadsheet's BOM is not a column
             reader = csv.DictReader(stream)
             missing = {"arrival_s", "prompt_tokens", "output_tokens"} - set(reader.fieldnames or ())
             if missing:
