@@ -7,6 +7,7 @@ module.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -198,6 +199,24 @@ def _check_profile_source(ctx: click.Context, profile_file: Path | None, analyti
                             "and its shapes; drop them")
 
 
+@contextlib.contextmanager
+def _output_folder(folder: Path):
+    """Check the output folder and its files before simulating (a link, /sys or /proc must not lose the run);
+    a folder this check created is removed again when the simulation then refuses the input."""
+    from roofline.results import check_output
+
+    created = not folder.exists() and not folder.is_symlink()
+    check_output(folder, folder=True)
+    try:
+        for name in ("simulation.json", "requests.csv"):
+            check_output(folder / name)
+        yield
+    except BaseException:
+        if created and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
+
+
 def _print_table(document: dict[str, Any]) -> None:
     from roofline.serving.report import summary_table, verdict_lines
 
@@ -246,7 +265,6 @@ def simulate(ctx, profile_file, analytic, model, hf_config, tp, dtype, kv_dtype,
              per_sequence_s, per_cached_token_s, per_prefill_step_s, mem_fraction, slo, rates, out_dir, no_report,
              as_json) -> None:
     """Simulate one replica serving a workload under batching policies: throughput, latency, the binding limit."""
-    from roofline.results import check_output
     from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
     from roofline.serving.metrics import Slo
     from roofline.serving.policies import parse_policy
@@ -262,18 +280,17 @@ def simulate(ctx, profile_file, analytic, model, hf_config, tp, dtype, kv_dtype,
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
         step_profile = load_profile(profile_file) if profile_file else build_analytic_profile(
             model, hf_config, sku, from_result, tp, dtype, kv_dtype, max_tokens, max_context)
-        folder = out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
-                                               f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
-        check_output(folder, folder=True)  # before simulating: a link, /sys or /proc must not lose the run
-        for name in ("simulation.json", "requests.csv"):
-            check_output(folder / name)
         parsed = [parse_policy(p) for p in (policies or SIMULATE_DEFAULT_POLICY)]
         requests, workload = _load_workload(trace, n_requests, arrivals, prompt, output_lengths, seed)
         overhead = _overhead(step_profile, {"per_step_s": per_step_s, "per_sequence_s": per_sequence_s,
                                             "per_cached_token_s": per_cached_token_s,
                                             "per_prefill_step_s": per_prefill_step_s})
-        entries = run_policies(step_profile, requests, parsed, overhead, mem_fraction,
-                               Slo.parse(slo) if slo else None, _parse_rates(rates), seed)
+        parsed_slo, parsed_rates = Slo.parse(slo) if slo else None, _parse_rates(rates)
+        folder = out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
+                                               f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
+        with _output_folder(folder):
+            entries = run_policies(step_profile, requests, parsed, overhead, mem_fraction, parsed_slo, parsed_rates,
+                                   seed)
     except _errors() as exc:
         raise _bad(exc) from None
     tool, host = _tool_host()

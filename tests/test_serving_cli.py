@@ -307,3 +307,9 @@ def test_neither_a_profile_nor_analytic_is_worded_for_that_case(tmp_path):
     run = _simulate(tmp_path, "--requests", "3")
     assert run.exit_code == 2 and "not both" not in run.output
     assert "give a PROFILE.json, or --analytic with --gpu SKU --model NAME" in run.output
+
+
+def test_a_simulation_that_refuses_its_input_leaves_no_empty_output_folder(tmp_path):
+    run = _simulate(tmp_path, *TINY, "--requests", "3", "--prompt", "fixed:100000")
+    assert run.exit_code == 2 and "max context" in run.output
+    assert not (tmp_path / "sim").exists()
