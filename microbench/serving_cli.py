@@ -7,6 +7,7 @@ module.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -91,11 +92,12 @@ def register(main: click.Group) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the step profile (JSON)")
 def profile(model, hf_config, tp, dtype, kv_dtype, sku, from_result, max_tokens, max_context, analytic, output):
     """Everything one engine step of a model costs, as kernel-time tables: a step profile for `simulate`."""
-    from roofline.serving.profile_doc import save_profile
+    from roofline.serving.profile_doc import check_profile_output, save_profile
 
     try:
         if not analytic:
             raise BadInputError("measuring a step profile on this device is not in this build: use --analytic")
+        check_profile_output(output)
         document = build_analytic_profile(model, hf_config, sku, from_result, tp, dtype, kv_dtype, max_tokens,
                                           max_context)
         save_profile(document, output)
@@ -119,6 +121,10 @@ OVERHEAD_FLAGS = {"per_step_s": "--overhead-s", "per_sequence_s": "--overhead-pe
                   "per_prefill_step_s": "--overhead-per-prefill-s"}
 
 
+# An engine that spends an hour outside its kernels on one step is a typo: 1e308 made every time infinite.
+MAX_OVERHEAD_S = 3600.0
+
+
 def _overhead(profile, given: dict[str, float | None]):
     """The profile's calibrated overhead with the terms given on the command line replaced (the rest kept)."""
     from dataclasses import replace
@@ -127,8 +133,8 @@ def _overhead(profile, given: dict[str, float | None]):
 
     given = {term: value for term, value in given.items() if value is not None}
     for term, value in given.items():
-        if not math.isfinite(value) or value < 0:
-            raise BadInputError(f"{OVERHEAD_FLAGS[term]} {value:g}: give a finite number of seconds, 0 or more")
+        if not math.isfinite(value) or not 0 <= value <= MAX_OVERHEAD_S:
+            raise BadInputError(f"{OVERHEAD_FLAGS[term]} {value:g}: give seconds from 0 to {MAX_OVERHEAD_S:g}")
     if not given:
         return profile.engine_overhead
     base = profile.engine_overhead or EngineOverhead(0.0, 0.0, "")
@@ -166,11 +172,49 @@ def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates
         for rate in rates:
             entry["rates"].append(rate_point(rate, run_at(with_arrivals(requests, f"poisson:{rate!r}", seed))))
         if slo is not None:
-            saturated = summarize(run_at(with_arrivals(requests, "burst")), profile, mem_fraction)["requests_per_s"]
-            entry["capacity"] = search_capacity(requests, slo, run_at, saturated, seed)
+            burst = run_at(with_arrivals(requests, "burst"))
+            saturated = summarize(burst, profile, mem_fraction)["requests_per_s"]
+            entry["capacity"] = search_capacity(requests, slo, run_at, saturated, seed, burst=burst)
             entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]
         entries.append(entry)
     return entries
+
+
+# The options that build an analytic profile: beside a PROFILE.json they would be silently ignored.
+PROFILE_BUILDING = ("model", "hf_config", "tp", "dtype", "kv_dtype", "sku", "from_result", "max_tokens",
+                    "max_context")
+FLAG_NAMES = {"sku": "--gpu", "from_result": "--from"}
+
+
+def _check_profile_source(ctx: click.Context, profile_file: Path | None, analytic: bool) -> None:
+    if profile_file and analytic:
+        raise BadInputError("give a PROFILE.json or --analytic (with --gpu SKU --model NAME), not both")
+    if not profile_file and not analytic:
+        raise BadInputError("give a PROFILE.json, or --analytic with --gpu SKU --model NAME")
+    given = [name for name in PROFILE_BUILDING
+             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    if profile_file and given:
+        flags = ", ".join(FLAG_NAMES.get(g, "--" + g.replace("_", "-")) for g in given)
+        raise BadInputError(f"{flags}: these build an --analytic profile, and {profile_file} already fixes the model "
+                            "and its shapes; drop them")
+
+
+@contextlib.contextmanager
+def _output_folder(folder: Path):
+    """Check the output folder and its files before simulating (a link, /sys or /proc must not lose the run);
+    a folder this check created is removed again when the simulation then refuses the input."""
+    from roofline.results import check_output
+
+    created = not folder.exists() and not folder.is_symlink()
+    check_output(folder, folder=True)
+    try:
+        for name in ("simulation.json", "requests.csv"):
+            check_output(folder / name)
+        yield
+    except BaseException:
+        if created and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
 
 
 def _print_table(document: dict[str, Any]) -> None:
@@ -186,6 +230,7 @@ def _print_table(document: dict[str, Any]) -> None:
 
 
 @click.command()
+@click.pass_context
 @click.argument("profile_file", type=click.Path(path_type=Path), required=False)
 @click.option("--analytic", is_flag=True, help="build the profile from the spec sheet (--gpu, --model) instead")
 @_model_options
@@ -215,7 +260,7 @@ def _print_table(document: dict[str, Any]) -> None:
               help="folder for simulation.json, requests.csv and the report [results/sim-<model>-<UTC time>]")
 @click.option("--no-report", is_flag=True, help="write simulation.json and requests.csv only")
 @click.option("--json", "as_json", is_flag=True, help="print the per-policy summaries as JSON")
-def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku, from_result, max_tokens,
+def simulate(ctx, profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku, from_result, max_tokens,
              max_context, n_requests, arrivals, prompt, output_lengths, seed, trace, policies, per_step_s,
              per_sequence_s, per_cached_token_s, per_prefill_step_s, mem_fraction, slo, rates, out_dir, no_report,
              as_json) -> None:
@@ -224,10 +269,11 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
     from roofline.serving.metrics import Slo
     from roofline.serving.policies import parse_policy
     from roofline.serving.profile_doc import load_profile
+    from roofline.serving.workload import check_seed
 
     try:
-        if bool(profile_file) == bool(analytic):
-            raise BadInputError("give a PROFILE.json or --analytic (with --gpu SKU --model NAME), not both")
+        _check_profile_source(ctx, profile_file, analytic)
+        check_seed(seed)
         if not 0 < mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
@@ -239,8 +285,12 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
         overhead = _overhead(step_profile, {"per_step_s": per_step_s, "per_sequence_s": per_sequence_s,
                                             "per_cached_token_s": per_cached_token_s,
                                             "per_prefill_step_s": per_prefill_step_s})
-        entries = run_policies(step_profile, requests, parsed, overhead, mem_fraction,
-                               Slo.parse(slo) if slo else None, _parse_rates(rates), seed)
+        parsed_slo, parsed_rates = Slo.parse(slo) if slo else None, _parse_rates(rates)
+        folder = out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
+                                               f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
+        with _output_folder(folder):
+            entries = run_policies(step_profile, requests, parsed, overhead, mem_fraction, parsed_slo, parsed_rates,
+                                   seed)
     except _errors() as exc:
         raise _bad(exc) from None
     tool, host = _tool_host()
@@ -251,16 +301,16 @@ def simulate(profile_file, analytic, model, hf_config, tp, dtype, kv_dtype, sku,
                                for e in document["runs"]], indent=1, allow_nan=False))
     else:
         _print_table(document)
-    folder = out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
-                                           f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
-    folder.mkdir(parents=True, exist_ok=True)
-    save_simulation(document, folder / "simulation.json")
     runs = [e["run"] for e in entries]
-    write_requests_csv(runs, folder / "requests.csv")
-    if not no_report:
-        from roofline.serving.report import write_report
+    try:
+        save_simulation(document, folder / "simulation.json")
+        write_requests_csv(runs, folder / "requests.csv")
+        if not no_report:
+            from roofline.serving.report import write_report
 
-        write_report(document, runs, folder)
+            write_report(document, runs, folder)
+    except _errors() as exc:
+        raise _bad(exc) from None
     click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if no_report else " and the report"),
                err=as_json)
 

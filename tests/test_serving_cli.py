@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -139,7 +140,7 @@ def test_each_overhead_flag_replaces_its_own_term_and_keeps_the_others(tmp_path,
     assert ("given on the command line" in saved) == bool(extra)  # the document says where the overhead came from
 
 
-@pytest.mark.parametrize("value", ["-1e-6", "nan", "inf"])
+@pytest.mark.parametrize("value", ["-1e-6", "nan", "inf", "1e308"])
 def test_a_negative_or_infinite_overhead_is_one_line_and_exit_2(tmp_path, value):
     run = _simulate(tmp_path, str(_constant_profile_file(tmp_path, 0.5)), "--overhead-per-cached-token-s", value)
     assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
@@ -155,3 +156,160 @@ def test_a_trace_drives_the_simulation(tmp_path):
     with (tmp_path / "sim" / "requests.csv").open() as stream:
         rows = list(csv.DictReader(stream))
     assert [(float(r["first_token_s"]), float(r["finish_s"])) for r in rows] == [(1, 2), (11, 11)]
+
+
+TINY = ["--analytic", "--gpu", "h100-sxm", "--hf-config", "tests/data/tiny-llama-config.json"]
+
+
+def _special_outputs(tmp_path):
+    """A FIFO, a symlink to a file, a folder and a non-profile file: never /dev/null or another real device."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    target = tmp_path / "target.json"
+    target.write_text("{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    other = tmp_path / "existing.json"
+    other.write_text('{"kind": "gpubench-result"}')
+    return {fifo: "FIFO", link: "symbolic link", folder: "directory", other: "not a step profile"}
+
+
+def test_profile_analytic_refuses_special_links_folders_and_other_files(tmp_path):
+    for path, message in _special_outputs(tmp_path).items():
+        before = os.lstat(path)
+        run = CliRunner().invoke(main, ["profile", *TINY, "-o", str(path)])
+        assert run.exit_code == 2 and message in run.output and run.output.count("\n") == 1, (path, run.output)
+        after = os.lstat(path)
+        assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino), path
+    assert (tmp_path / "target.json").read_text() == "{}"
+    assert json.loads((tmp_path / "existing.json").read_text()) == {"kind": "gpubench-result"}
+
+
+def test_profile_analytic_replaces_an_earlier_profile(tmp_path):
+    path = tmp_path / "p.json"
+    for _ in range(2):
+        run = CliRunner().invoke(main, ["profile", *TINY, "-o", str(path)])
+        assert run.exit_code == 0, run.output
+    assert load_profile(path).source == "analytic"
+
+
+def test_simulate_refuses_a_linked_folder_or_linked_file_before_simulating(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "dirlink").symlink_to(real)
+    run = CliRunner().invoke(main, ["simulate", *TINY, "--requests", "3", "-o", str(tmp_path / "dirlink")])
+    assert run.exit_code == 2 and "not a folder" in run.output and run.output.count("\n") == 1, run.output
+    assert list(real.iterdir()) == []
+    folder = tmp_path / "sim"
+    folder.mkdir()
+    (folder / "simulation.json").symlink_to(real / "kept.json")
+    run = CliRunner().invoke(main, ["simulate", *TINY, "--requests", "3", "-o", str(folder)])
+    assert run.exit_code == 2 and "symbolic link" in run.output and run.output.count("\n") == 1, run.output
+    assert (folder / "simulation.json").is_symlink() and list(real.iterdir()) == []
+
+
+def test_simulate_refuses_an_unwritable_folder_before_simulating(tmp_path, monkeypatch):
+    import roofline.serving.simulate as simulate_module
+
+    def never(*args, **kwargs):
+        raise AssertionError("simulated before checking the output folder")
+
+    monkeypatch.setattr(simulate_module, "simulate", never)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    run = CliRunner().invoke(main, ["simulate", *TINY, "--requests", "3", "-o", str(blocker / "sub")])
+    assert run.exit_code == 2 and "cannot write there" in run.output and run.output.count("\n") == 1, run.output
+
+
+@pytest.mark.parametrize("workload", [["--prompt", "fixed:100000"], ["--trace", "TRACE"]])
+def test_requests_past_the_profiles_max_context_are_refused(tmp_path, workload):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,99999999999999999999,8\n")
+    workload = [str(trace) if w == "TRACE" else w for w in workload] + ["--output", "fixed:8"]
+    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--requests", "5",
+                    *workload)
+    assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
+    assert "max context of 8192 tokens" in run.output and "--max-context" in run.output
+    longest = "100008" if "fixed:100000" in workload else "100000000000000000007"
+    assert longest in run.output.replace(",", "")
+
+
+def test_an_slo_a_burst_already_meets_gives_the_burst_rate_as_a_lower_bound(tmp_path):
+    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--requests", "50",
+                    "--slo", "ttft_p90=2,tpot_p99=0.1", "--no-report")
+    assert run.exit_code == 0, run.output
+    entry = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]
+    capacity = entry["capacity"]
+    assert capacity["capacity_is_lower_bound"] and capacity["tried"] == []
+    assert capacity["capacity_requests_per_s"] == entry["summary"]["requests_per_s"]
+    assert "SLO met even as a burst: capacity ≥ 17.5 requests/s" in run.output
+    assert "e+" not in run.output and "≥17.5" in run.output
+
+
+def test_the_tiny_models_table_reads_in_significant_digits_with_units(tmp_path):
+    path = tmp_path / "p.json"
+    assert CliRunner().invoke(main, ["profile", *TINY, "-o", str(path)]).exit_code == 0
+    run = _simulate(tmp_path, str(path), "--requests", "50", "--no-report")
+    assert run.exit_code == 0, run.output
+    row = next(line for line in run.output.splitlines() if line.startswith("continuous"))
+    assert "µs" in row and "0.0/" not in row and " 0.00 " not in row and "." not in row.split()[2], row
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "-1"], "--seed -1: give an integer, 0 or more"),
+    (["--prompt", "uniform:1:1e308"], "lengths reach past 1,000,000,000 tokens"),
+    (["--prompt", "exp:1e300"], "lengths reach past 1,000,000,000 tokens"),
+    (["--arrivals", "poisson:1e-300"], "give a higher rate"),
+    (["--slo", "ttft_p90=inf"], "--slo"),
+    (["--overhead-s", "1e308"], "--overhead-s 1e+308: give seconds from 0 to 3600"),
+])
+def test_absurd_workloads_slos_and_overheads_are_one_line_before_any_file(tmp_path, args, message):
+    run = _simulate(tmp_path, *TINY, "--requests", "5", *args)
+    assert run.exit_code == 2 and message in run.output and run.output.count("\n") == 1, run.output
+    assert not (tmp_path / "sim" / "simulation.json").exists()
+
+
+def test_a_trace_row_arriving_after_a_billion_seconds_is_refused_naming_its_line(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,8\n1e308,8,8\n")
+    run = _simulate(tmp_path, *TINY, "--trace", str(trace))
+    assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
+    assert "line 3" in run.output and "arrival_s must be a number from 0 to 1e+09 s" in run.output
+
+
+def test_a_trace_written_with_a_byte_order_mark_is_read(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_bytes("\ufeffarrival_s,prompt_tokens,output_tokens\n0,8,4\n0.5,16,4\n".encode())
+    run = _simulate(tmp_path, *TINY, "--trace", str(trace), "--no-report")
+    assert run.exit_code == 0, run.output
+    with (tmp_path / "sim" / "requests.csv").open() as stream:
+        assert [row["prompt_tokens"] for row in csv.DictReader(stream)] == ["8", "16"]
+
+
+def test_a_policy_option_given_twice_is_refused(tmp_path):
+    run = _simulate(tmp_path, *TINY, "--requests", "3", "--policy", "continuous:max-batch=1:max-batch=2")
+    assert run.exit_code == 2 and "max-batch is given twice" in run.output and run.output.count("\n") == 1
+
+
+@pytest.mark.parametrize("extra, named", [(["--tp", "2"], "--tp"), (["--max-tokens", "1"], "--max-tokens"),
+                                          (["--gpu", "h100-sxm", "--dtype", "fp16"], "--dtype, --gpu")])
+def test_model_options_beside_a_profile_file_are_refused(tmp_path, extra, named):
+    path = tmp_path / "p.json"
+    assert CliRunner().invoke(main, ["profile", *TINY, "-o", str(path)]).exit_code == 0
+    run = _simulate(tmp_path, str(path), "--requests", "3", *extra)
+    assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
+    assert f"{named}: these build an --analytic profile" in run.output
+
+
+def test_neither_a_profile_nor_analytic_is_worded_for_that_case(tmp_path):
+    run = _simulate(tmp_path, "--requests", "3")
+    assert run.exit_code == 2 and "not both" not in run.output
+    assert "give a PROFILE.json, or --analytic with --gpu SKU --model NAME" in run.output
+
+
+def test_a_simulation_that_refuses_its_input_leaves_no_empty_output_folder(tmp_path):
+    run = _simulate(tmp_path, *TINY, "--requests", "3", "--prompt", "fixed:100000")
+    assert run.exit_code == 2 and "max context" in run.output
+    assert not (tmp_path / "sim").exists()

@@ -33,12 +33,20 @@ def test_round_trip_through_a_file(tmp_path, llama_h200):
     (lambda d: d["model"].update(mlp="moe"), "model.mlp"),
     (lambda d: d["linears"][0].update(tokens=[4, 2, 8]), "strictly increasing"),
     (lambda d: d["linears"][0]["time_s"].pop(), "list of"),
-    (lambda d: d["decode_attention"]["time_s"][0].__setitem__(0, -1.0), "non-negative"),
+    (lambda d: d["decode_attention"]["time_s"][0].__setitem__(0, -1.0), "seconds from 0"),
+    (lambda d: d.update(device="h100"), "device must be an object"),
+    (lambda d: d.update(model="llama"), "model must be an object"),
+    (lambda d: d.update(memory="80GB"), "memory must be an object"),
+    (lambda d: d.update(roof="3.35TB/s"), "roof must be an object"),
+    (lambda d: d["model"].update(max_positions="x"), "model.max_positions"),
+    (lambda d: d["lm_head"]["time_s"].__setitem__(0, 1e308), r"lm_head.time_s must hold seconds from 0 to 3600"),
+    (lambda d: d["device"].update(kind=float("nan")), "NaN is not a JSON number"),
+    (lambda d: d.update(engine_overhead={"per_step_s": 1e308}), "engine overhead per_step_s"),
     (lambda d: d.pop("lm_head"), "lacks 'lm_head'"),
     (lambda d: d.update(dtype="int3"), "dtype"),
 ])
 def test_bad_documents_are_one_line_errors(tmp_path, llama_h200, edit, message):
-    document = llama_h200.to_dict()
+    document = json.loads(json.dumps(llama_h200.to_dict()))  # a deep copy: the fixture's dicts stay as built
     edit(document)
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(document))
@@ -128,7 +136,7 @@ def test_a_profile_from_a_real_h200_sweep_uses_each_series_fit_and_the_run_ceili
     result = load_result(path)
     profile = analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=4096,
                                max_context=4096, gpu=None, result=result, result_name=path.name)
-    assert profile.basis == "fit of first-run-sweep.json"
+    assert profile.basis.startswith("fit of first-run-sweep.json (") and "the rest on its ceilings" in profile.basis
     assert profile.memory["device_bytes"] == result.device["memory_bytes"]
     fitted = next(s for s in analyse(result)["series"] if (s["op"], s["n"], s["k"], s["status"]) ==
                   ("gemm", 4096, 14336, "ok"))
@@ -151,3 +159,36 @@ def test_other_kernels_are_interpolated_over_the_tokens_of_the_step():
     cost = step_cost(profile, [10] * 11, [(40, 0)], None)
     assert cost.other_s == pytest.approx(0.5)
     assert cost.time_s == pytest.approx(1.5)
+
+
+def _vidur_h100(dtype: str, model: str = "llama-3-8b") -> StepProfile:
+    from pathlib import Path
+
+    from roofline.results import load_result
+
+    path = Path(__file__).parent.parent / "results" / "reference-vidur-h100-fp16.json"
+    return analytic_profile(load_model(model), tp=1, dtype=dtype, kv_dtype=dtype, max_tokens=1024, max_context=1024,
+                            gpu=load_gpu_profile("h100-sxm"), result=load_result(path), result_name=path.name)
+
+
+def test_a_fit_of_other_shapes_uses_the_runs_best_fit_and_says_so_not_the_spec_sheet():
+    spec = load_gpu_profile("h100-sxm")
+    profile = _vidur_h100("fp16")
+    assert profile.basis == ("fit of reference-vidur-h100-fp16.json (0 of 5 layer shapes fitted; the rest on its "
+                             "best fp16 fit)")
+    assert profile.roof["bandwidth_bytes_per_s"] == pytest.approx(3.05e12, rel=0.01)  # the run's best fit
+    assert profile.roof["bandwidth_bytes_per_s"] < spec.bandwidth_bytes_per_s
+    assert profile.roof["peak_flop_per_s"] < spec.peak_flop_per_s["fp16"]
+
+
+def test_a_run_without_fits_of_the_dtype_is_labelled_spec_sheet():
+    profile = _vidur_h100("bf16")
+    assert profile.basis == "spec sheet h100-sxm (reference-vidur-h100-fp16.json fits no bf16 GEMM)"
+    assert profile.roof["bandwidth_bytes_per_s"] == load_gpu_profile("h100-sxm").bandwidth_bytes_per_s
+
+
+def test_shapes_the_run_fitted_use_their_own_fit():
+    profile = _vidur_h100("fp16", "llama-2-70b")
+    assert profile.basis.startswith("fit of reference-vidur-h100-fp16.json (3 of 5 layer shapes fitted")
+    o_proj = next(t for t in profile.linears if (t.n, t.k) == (8192, 8192))
+    assert o_proj.time_s[0] == pytest.approx(count_work("gemm", "fp16", 1, 8192, 8192).bytes / 2742671467656.154)

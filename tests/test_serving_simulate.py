@@ -138,3 +138,19 @@ def test_requests_that_cannot_fit_are_refused_in_one_line():
 def test_bad_policies(text, message):
     with pytest.raises(PolicyError, match=message):
         parse_policy(text)
+
+
+def test_a_capacity_search_whose_slo_always_holds_stops_at_a_bounded_rate():
+    from roofline.serving.capacity import RATE_LIMIT_OVER_BURST, search_capacity
+    from roofline.serving.metrics import Slo
+
+    profile = constant_profile()
+    requests = make_workload(20, "burst", "fixed:64", "fixed:8", seed=0)
+
+    def run_at(workload):
+        return simulate(profile, workload, "continuous")
+
+    result = search_capacity(requests, Slo.parse("ttft_p90=1000"), run_at, start_rate=10.0)
+    rates = [p["rate_requests_per_s"] for p in result.tried]
+    assert max(rates) <= RATE_LIMIT_OVER_BURST * 10.0 and result.lower_bound
+    assert result.capacity_requests_per_s == max(rates) and "capacity ≥ 40 requests/s" in result.reason

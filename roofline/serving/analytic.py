@@ -42,28 +42,51 @@ def spec_roof(gpu: GpuProfile, dtype: str) -> Roof:
     return Roof(gpu.bandwidth_bytes_per_s, peak)
 
 
-def fitted_roofs(result: Result, dtype: str, default: Roof) -> dict[tuple[int, int], Roof]:
-    """Per GEMM series (n, k) of ``dtype``: its fitted roofline where the fit found one, with the default's
-    peak where the fit saw bandwidth only."""
+def _fit_series(result: Result, dtype: str) -> list[dict[str, Any]]:
+    """The run's GEMM series of ``dtype`` whose fit found a bandwidth, full fits first."""
     from roofline.analysis import analyse
 
-    roofs = {}
     series = [s for s in analyse(result)["series"] if s["op"] == "gemm" and s["dtype"] == dtype
               and s.get("bandwidth_bytes_per_s")]
-    for s in sorted(series, key=lambda s: s["status"] != "ok"):  # a full fit wins over a bandwidth-only one
+    return sorted(series, key=lambda s: s["status"] != "ok")
+
+
+def fitted_roofs(series: list[dict[str, Any]], default: Roof) -> dict[tuple[int, int], Roof]:
+    """Per GEMM series (n, k): its fitted roofline, with the default's peak where the fit saw bandwidth only."""
+    roofs = {}
+    for s in series:  # a full fit wins over a bandwidth-only one
         roofs.setdefault((s["n"], s["k"]), Roof(s["bandwidth_bytes_per_s"],
                                                 s.get("peak_flop_per_s") or default.peak_flop_per_s))
     return roofs
 
 
-def result_roof(result: Result, dtype: str, spec: Roof | None) -> Roof:
-    """The run's best measured bandwidth and peak (its ceilings), else the spec sheet's."""
+def result_roof(result: Result, dtype: str, spec: Roof | None, series: list[dict[str, Any]]) -> tuple[Roof, str]:
+    """The roof for what no series of the run fits, and where it came from: the run's ceilings, else the best
+    bandwidth and peak its ``dtype`` fits reached (a run of other layer shapes, e.g. the Vidur reference, has
+    no ceilings but its fits still measured this GPU), else the spec sheet's."""
     from roofline.summary import measured_bandwidth, measured_peak
 
     bandwidth, peak = measured_bandwidth(result), measured_peak(result, dtype)
-    if spec is None and not (bandwidth and peak):
-        raise ProfileError(f"the result measured no {dtype} ceilings and matched no SKU: give --gpu SKU")
-    return Roof(bandwidth or spec.bandwidth_bytes_per_s, peak or spec.peak_flop_per_s)
+    if bandwidth and peak:
+        return Roof(bandwidth, peak), "ceilings"
+    fit_peaks = [s["peak_flop_per_s"] for s in series if s.get("peak_flop_per_s")]
+    if series and (peak or fit_peaks or spec):
+        return Roof(bandwidth or max(s["bandwidth_bytes_per_s"] for s in series),
+                    peak or (max(fit_peaks) if fit_peaks else spec.peak_flop_per_s)), "best fit"
+    if spec is None:
+        raise ProfileError(f"the result measured no {dtype} ceilings, fitted no {dtype} GEMM and matched no SKU: "
+                           "give --gpu SKU")
+    return Roof(bandwidth or spec.bandwidth_bytes_per_s, peak or spec.peak_flop_per_s), "spec"
+
+
+def _basis(result_name: str, dtype: str, fitted: int, total: int, rest: str, sku: str) -> str:
+    """The label says what the tables really used: a profile none of whose tables is a fit is not a 'fit of'."""
+    if fitted == total:
+        return f"fit of {result_name}"
+    where = {"ceilings": "its ceilings", "best fit": f"its best {dtype} fit", "spec": f"spec sheet {sku}"}[rest]
+    if fitted == 0 and rest == "spec":
+        return f"spec sheet {sku} ({result_name} fits no {dtype} GEMM)"
+    return f"fit of {result_name} ({fitted} of {total} layer shapes fitted; the rest on {where})"
 
 
 def _linear(name: str, n: int, k: int, dtype: str, roof: Roof, tokens: tuple[int, ...]) -> LinearTable:
@@ -103,8 +126,9 @@ def analytic_profile(model: ModelProfile, *, tp: int, dtype: str, kv_dtype: str,
     spec = spec_roof(gpu, dtype) if gpu else None
     if result is None and spec is None:
         raise ProfileError("--analytic needs --gpu SKU or --from RESULT.json")
-    default = result_roof(result, dtype, spec) if result is not None else spec
-    per_series = fitted_roofs(result, dtype, default) if result is not None else {}
+    series = _fit_series(result, dtype) if result is not None else []
+    default, rest = result_roof(result, dtype, spec, series) if result is not None else (spec, "spec")
+    per_series = fitted_roofs(series, default)
     tokens = token_grid(max_tokens)
     contexts = tuple(sorted({c for c in DECODE_CONTEXTS if c < max_context} | {max_context}))
     shapes = layer_shapes(model, tp)
@@ -116,7 +140,9 @@ def analytic_profile(model: ModelProfile, *, tp: int, dtype: str, kv_dtype: str,
     device = dict(result.device) if result is not None else {"kind": "cuda", "name": gpu.name, "sku": gpu.sku,
                                                              "memory_bytes": int(gpu.capacity_bytes)}
     memory_bytes = device.get("memory_bytes") or (gpu.capacity_bytes if gpu else None)
-    basis = f"fit of {result_name}" if result is not None else f"spec sheet {gpu.sku}"
+    fitted = sum((sh.n, sh.k) in per_series for sh in shapes)
+    basis = _basis(result_name, dtype, fitted, len(shapes), rest, gpu.sku if gpu else result.device.get("sku")) \
+        if result is not None else f"spec sheet {gpu.sku}"
     return StepProfile(
         source="analytic", basis=basis, model=model_dict(model), tp=tp, dtype=dtype, kv_dtype=kv_dtype,
         memory={"device_bytes": int(memory_bytes) if memory_bytes else None,

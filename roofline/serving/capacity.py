@@ -16,8 +16,12 @@ import numpy as np
 from roofline.serving.metrics import Slo, latencies
 from roofline.serving.simulate import SimulationRun
 from roofline.serving.workload import Request, with_arrivals
+from roofline.units import significant
 
 RELATIVE_TOLERANCE = 0.02  # stop when the bracket is within 2% of the rate
+# Past the burst's own throughput a queue builds, so a rate this many times it that still meets the SLO only
+# says the SLO is loose: the search stops there and reports a lower bound instead of doubling to 10^8 req/s.
+RATE_LIMIT_OVER_BURST = 4.0
 
 
 @dataclass(frozen=True)
@@ -25,10 +29,11 @@ class CapacityResult:
     capacity_requests_per_s: float | None  # None: not even the lowest rate tried meets the SLO
     tried: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # rate, met, tokens/s, percentiles
     reason: str = ""
+    lower_bound: bool = False  # the SLO held at every rate tried: capacity is at least this, not bracketed
 
     def to_dict(self) -> dict[str, Any]:
-        return {"capacity_requests_per_s": self.capacity_requests_per_s, "tried": list(self.tried),
-                "reason": self.reason}
+        return {"capacity_requests_per_s": self.capacity_requests_per_s, "capacity_is_lower_bound": self.lower_bound,
+                "tried": list(self.tried), "reason": self.reason}
 
 
 def _point(rate: float, run: SimulationRun, slo: Slo) -> dict[str, Any]:
@@ -47,9 +52,14 @@ def rate_point(rate: float, run: SimulationRun) -> dict[str, Any]:
 
 
 def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[list[Request]], SimulationRun],
-                    start_rate: float, seed: int = 0, max_runs: int = 24) -> CapacityResult:
+                    start_rate: float, seed: int = 0, max_runs: int = 24,
+                    burst: SimulationRun | None = None) -> CapacityResult:
     """Bisect the rate: ``run_at`` simulates a workload; ``start_rate`` (requests/s) is a first guess, e.g.
-    the saturated throughput."""
+    the saturated throughput of ``burst``, the same requests all arriving at once.  A burst is the worst
+    queueing any rate can cause, so a burst that meets the SLO already answers: capacity is at least its rate."""
+    if burst is not None and slo.met(latencies(burst)):
+        return CapacityResult(start_rate, (), f"SLO met even as a burst: capacity ≥ {significant(start_rate)} "
+                              "requests/s", lower_bound=True)
     tried: list[dict[str, Any]] = []
 
     def probe(rate: float) -> bool:
@@ -59,7 +69,7 @@ def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[lis
 
     lo, hi = None, None
     rate = start_rate
-    while len(tried) < max_runs and (lo is None or hi is None):
+    while len(tried) < max_runs and (lo is None or hi is None) and rate <= RATE_LIMIT_OVER_BURST * start_rate:
         if probe(rate):
             lo, rate = rate, rate * 2
         else:
@@ -67,9 +77,10 @@ def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[lis
         if lo is not None and hi is not None and lo > hi:  # not monotone at these rates: keep the best met
             break
     if lo is None:
-        return CapacityResult(None, tuple(tried), f"no rate down to {rate * 4:.3g} requests/s meets the SLO")
+        return CapacityResult(None, tuple(tried), f"no rate down to {significant(rate * 4)} requests/s meets the SLO")
     if hi is None:
-        return CapacityResult(lo, tuple(tried), f"the SLO is still met at {lo:.3g} requests/s (search limit)")
+        return CapacityResult(lo, tuple(tried), f"the SLO is still met at {significant(lo)} requests/s: capacity "
+                              f"≥ {significant(lo)} requests/s", lower_bound=True)
     while len(tried) < max_runs and hi - lo > RELATIVE_TOLERANCE * hi:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if probe(mid) else (lo, mid)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from roofline.results import write_output_file
 from roofline.serving.metrics import step_arrays
 from roofline.serving.profile_doc import StepProfile, save_json_atomic
 from roofline.serving.simulate import SimulationRun
@@ -87,14 +89,13 @@ REQUEST_COLUMNS = ("policy", "id", "arrival_s", "prompt_tokens", "output_tokens"
 
 
 def write_requests_csv(runs: list[SimulationRun], path: Path) -> None:
-    """One row per request per policy; the file is written beside and renamed, so it is never half there."""
-    temp = path.with_name(f".{path.name}.tmp")
-    with temp.open("w", newline="", encoding="utf-8") as stream:
-        writer = csv.writer(stream)
-        writer.writerow(REQUEST_COLUMNS)
-        for run in runs:
-            for r in run.requests:
-                writer.writerow([run.policy["policy"], r.id, f"{r.arrival_s:.9g}", r.prompt_tokens, r.output_tokens,
-                                 f"{r.first_token_s:.9g}", f"{r.finish_s:.9g}", f"{r.ttft_s:.9g}",
-                                 "" if r.tpot_s is None else f"{r.tpot_s:.9g}", f"{r.e2e_s:.9g}", r.preemptions])
-    os.replace(temp, path)
+    """One row per request per policy, written atomically and never over a link or special file."""
+    stream = io.StringIO(newline="")
+    writer = csv.writer(stream)
+    writer.writerow(REQUEST_COLUMNS)
+    for run in runs:
+        for r in run.requests:
+            writer.writerow([run.policy["policy"], r.id, f"{r.arrival_s:.9g}", r.prompt_tokens, r.output_tokens,
+                             f"{r.first_token_s:.9g}", f"{r.finish_s:.9g}", f"{r.ttft_s:.9g}",
+                             "" if r.tpot_s is None else f"{r.tpot_s:.9g}", f"{r.e2e_s:.9g}", r.preemptions])
+    write_output_file(path, stream.getvalue())

@@ -3,6 +3,7 @@ padding waste, goodput, and the sentence naming the limit that binds.  Plain dat
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,8 @@ class Slo:
             metric, _, pct = key.partition("_p")
             try:
                 seconds = float(value)
-                valid = bool(sep) and metric in SLO_METRICS and 0 < float(pct) < 100 and seconds > 0
+                valid = (bool(sep) and metric in SLO_METRICS and 0 < float(pct) < 100 and math.isfinite(seconds)
+                         and seconds > 0)  # inf: a limit no run can miss, and not JSON
             except ValueError:
                 valid = False
             if not valid:

@@ -131,6 +131,8 @@ def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str,
         key = key.strip()
         if not sep or key not in allowed:
             raise PolicyError(f"policy {text!r}: unknown option {part!r}; options: {', '.join(allowed) or 'none'}")
+        if key.replace("-", "_") in out:  # last-wins would hide a typo in a long policy string
+            raise PolicyError(f"policy {text!r}: {key} is given twice")
         try:
             number = int(value)
         except ValueError:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,22 @@ MODEL_KEYS = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "inte
 
 class ProfileDocError(BadInputError):
     """A step profile that cannot be used; one line.  Bad input (``BadInputError``): the CLI makes it exit 2."""
+
+
+# No kernel of one engine step takes an hour; 1e308 s is finite but its sums are not (inf, then NaN rates).
+MAX_KERNEL_S = 3600.0
+
+
+def _object(value: Any, what: str, optional: bool = False) -> dict[str, Any]:
+    if optional and value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProfileDocError(f"{what} must be an object, got {type(value).__name__}")
+    return dict(value)
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _grid(values: Any, what: str) -> tuple[int, ...]:
@@ -45,8 +60,8 @@ def _times(values: Any, length: int, what: str) -> tuple[float, ...]:
         raise ProfileDocError(f"{what} must be a list of {length} times")
     out = []
     for value in values:
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-            raise ProfileDocError(f"{what} must hold finite non-negative seconds, got {value!r}")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= MAX_KERNEL_S:
+            raise ProfileDocError(f"{what} must hold seconds from 0 to {MAX_KERNEL_S:g}, got {value!r}")
         out.append(float(value))
     return tuple(out)
 
@@ -147,8 +162,8 @@ class EngineOverhead:
     def __post_init__(self) -> None:
         for name in self.TERMS:
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-                raise ProfileDocError(f"engine overhead {name} must be a finite non-negative number")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= MAX_KERNEL_S:
+                raise ProfileDocError(f"engine overhead {name} must be seconds from 0 to {MAX_KERNEL_S:g}")
 
     def step_s(self, sequences: int, cached_tokens: float, prefill: bool) -> float:
         """The overhead of one step of ``sequences`` sequences attending to ``cached_tokens`` keys in all."""
@@ -197,6 +212,8 @@ class StepProfile:
             raise ProfileDocError(f"model lacks {', '.join(missing)}")
         for key in MODEL_KEYS[1:-1]:
             _positive_int(self.model[key], f"model.{key}")
+        if self.model.get("max_positions") is not None:
+            _positive_int(self.model["max_positions"], "model.max_positions")
         if self.model["mlp"] not in ("gated", "plain"):
             raise ProfileDocError(f"model.mlp must be 'gated' or 'plain', got {self.model['mlp']!r}")
         _positive_int(self.tp, "tp")
@@ -255,8 +272,8 @@ class StepProfile:
             raise ProfileDocError("linears must be a list")
         chunk, other, overhead = d.get("chunk_attention"), d.get("other"), d.get("engine_overhead")
         return cls(
-            source=d["source"], basis=str(d.get("basis", "")), model=dict(d["model"]), tp=d.get("tp", 1),
-            dtype=d["dtype"], kv_dtype=d.get("kv_dtype", d["dtype"]), memory=dict(d["memory"]),
+            source=d["source"], basis=str(d.get("basis", "")), model=_object(d["model"], "model"), tp=d.get("tp", 1),
+            dtype=d["dtype"], kv_dtype=d.get("kv_dtype", d["dtype"]), memory=_object(d["memory"], "memory"),
             linears=tuple(LinearTable.from_dict(t, f"linears[{i}]") for i, t in enumerate(linears)),
             lm_head=LinearTable.from_dict({"name": "lm_head", **d["lm_head"]}, "lm_head"),
             decode_attention=Table2D.from_dict(d["decode_attention"], "batches", "contexts", "decode_attention"),
@@ -265,10 +282,10 @@ class StepProfile:
             if chunk else None,
             other=Table1D.from_dict(other, "tokens", "other") if other else None,
             engine_overhead=EngineOverhead.from_dict(overhead) if overhead else None,
-            roof=dict(d["roof"]) if d.get("roof") else None,
-            tool=dict(d.get("tool") or {}), created_at=str(d.get("created_at", "")),
-            argv=tuple(str(a) for a in d.get("argv") or ()), host=dict(d.get("host") or {}),
-            device=dict(d.get("device") or {}),
+            roof=_object(d["roof"], "roof") if d.get("roof") is not None else None,
+            tool=_object(d.get("tool"), "tool", optional=True), created_at=str(d.get("created_at", "")),
+            argv=tuple(str(a) for a in d.get("argv") or ()), host=_object(d.get("host"), "host", optional=True),
+            device=_object(d.get("device"), "device", optional=True),
         )
 
 
@@ -279,7 +296,7 @@ def load_profile(path: str | os.PathLike) -> StepProfile:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileDocError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_constant=_refuse_constant)  # NaN/Infinity: not JSON, not writable
     except (ValueError, RecursionError) as exc:
         raise ProfileDocError(f"{path}: not valid JSON ({str(exc).splitlines()[0]})") from None
     try:
@@ -289,22 +306,31 @@ def load_profile(path: str | os.PathLike) -> StepProfile:
 
 
 def save_json_atomic(document: dict[str, Any], path: str | os.PathLike) -> None:
-    """Temp file in the same folder, fsync, rename: a reader never sees half a file."""
+    """Temp file in the same folder, fsync, rename (a reader never sees half a file); never over a link, FIFO
+    or device: the rename would replace it (``-o /dev/null`` became a regular file)."""
+    from roofline.results import write_output_file
+
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(document, indent=1, allow_nan=False) + "\n"
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    write_output_file(path, json.dumps(document, indent=1, allow_nan=False) + "\n")
+
+
+def check_profile_output(path: str | os.PathLike) -> None:
+    """The ``-o`` of a step profile, checked before anything is computed: a writable new path or regular
+    file, and an existing file only when it is a step profile (a sweep result mistyped as -o is kept)."""
+    from roofline.results import check_output
+
+    path = Path(path)
+    check_output(path)
+    if not path.exists():
+        return
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp_name, 0o644)
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+        kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind != KIND:
+        raise ProfileDocError(f"{path} exists and is not a step profile: not overwriting it")
 
 
 def save_profile(profile: StepProfile, path: str | os.PathLike) -> None:

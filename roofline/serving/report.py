@@ -18,17 +18,27 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from roofline.plots import OKABE_ITO, _style  # noqa: E402
+from roofline.results import write_output_file  # noqa: E402
 from roofline.serving.metrics import latencies  # noqa: E402
 from roofline.serving.simulate import SimulationRun  # noqa: E402
+from roofline.units import seconds, significant  # noqa: E402
 
 
-def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{value * 1e3:.1f}"
+def _s(value: float | None) -> str:
+    # Significant digits with the unit chosen per value: a tiny model's 40 µs TPOT printed "0.0 ms" in fixed
+    # point, and a huge rate "21703.19".
+    return "–" if value is None else seconds(value)
+
+
+def _capacity(cap: dict[str, Any]) -> str:
+    if not cap or cap.get("capacity_requests_per_s") is None:
+        return "–"
+    return ("≥" if cap.get("capacity_is_lower_bound") else "") + significant(cap["capacity_requests_per_s"])
 
 
 def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    header = ["policy", "tokens/s", "req/s", "vs first", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
-              "e2e p99 s", "batch mean/max", "KV occ mean/max", "compute-bound", "MBU", "MFU", "waste",
+    header = ["policy", "tokens/s", "req/s", "vs first", "TTFT p50/p90/p99", "TPOT p50/p90/p99",
+              "e2e p99", "batch mean/max", "KV occ mean/max", "compute-bound", "MBU", "MFU", "waste",
               "capacity req/s"]
     rows, base = [], None
     for entry in document["runs"]:
@@ -37,14 +47,14 @@ def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]
         kv = "–" if s["kv_occupancy_mean"] is None else f"{s['kv_occupancy_mean']:.0%}/{s['kv_occupancy_max']:.0%}"
         cap = entry.get("capacity") or {}
         rows.append([
-            entry["policy"]["policy"], f"{s['tokens_per_s']:.0f}", f"{s['requests_per_s']:.2f}",
-            f"{s['tokens_per_s'] / base:.2f}x",
-            "/".join(_ms(s["ttft"][f"p{p}_s"]) for p in (50, 90, 99)),
-            "/".join(_ms(s["tpot"][f"p{p}_s"]) for p in (50, 90, 99)),
-            f"{s['e2e']['p99_s']:.2f}", f"{s['batch_mean']:.1f}/{s['batch_max']}", kv,
+            entry["policy"]["policy"], significant(s["tokens_per_s"]), significant(s["requests_per_s"]),
+            f"{significant(s['tokens_per_s'] / base)}x" if base else "–",
+            "/".join(_s(s["ttft"][f"p{p}_s"]) for p in (50, 90, 99)),
+            "/".join(_s(s["tpot"][f"p{p}_s"]) for p in (50, 90, 99)),
+            _s(s["e2e"]["p99_s"]), f"{s['batch_mean']:.1f}/{s['batch_max']}", kv,
             f"{s['compute_bound_time_share']:.0%}", "–" if s["mbu_mean"] is None else f"{s['mbu_mean']:.0%}",
             "–" if s["mfu_mean"] is None else f"{s['mfu_mean']:.0%}", f"{s['padding_waste']['share']:.0%}",
-            "–" if not cap or cap.get("capacity_requests_per_s") is None else f"{cap['capacity_requests_per_s']:.3g}",
+            _capacity(cap),
         ])
     return header, rows
 
@@ -144,14 +154,18 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
     for entry in document["runs"]:
         lines.append(f"{entry['policy']['policy']}: {entry['summary']['binding_sentence']}")
         lines += [f"{entry['policy']['policy']}: warning: {w}" for w in entry["summary"].get("warnings", [])]
+        if (entry.get("capacity") or {}).get("reason"):
+            lines.append(f"{entry['policy']['policy']}: capacity: {entry['capacity']['reason']}")
     return lines
 
 
 def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Path) -> None:
+    """The report's files, each through ``write_output_file``: a link or FIFO in the folder is refused, not
+    replaced."""
     folder.mkdir(parents=True, exist_ok=True)
     images = render_figures(document, runs)
     for name, data in images.items():
-        (folder / f"{name}.png").write_bytes(data)
+        write_output_file(folder / f"{name}.png", data)
     header, rows = summary_table(document)
     title = f"gpubench simulate: {document['profile']['model']['name']}"
     verdict = verdict_lines(document)
@@ -159,7 +173,7 @@ def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Pa
     md += ["", "## Policies", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(row) + " |" for row in rows]
     md += ["", f"Workload: `{document['workload']}`"] + [f"\n![{name}]({name}.png)" for name in images]
-    (folder / "report.md").write_text("\n".join(md) + "\n")
+    write_output_file(folder / "report.md", "\n".join(md) + "\n")
     esc = html.escape
     parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title><style>"
              "body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em}"
@@ -171,4 +185,4 @@ def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Pa
     parts.append(f"</table><p>Workload: <code>{esc(str(document['workload']))}</code></p>")
     parts += [f"<img alt='{name}' src='data:image/png;base64,{base64.b64encode(d).decode()}'>"
               for name, d in images.items()]
-    (folder / "report.html").write_text("".join(parts) + "</body></html>\n")
+    write_output_file(folder / "report.html", "".join(parts) + "</body></html>\n")

@@ -262,6 +262,12 @@ def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy |
     if window and longest > window:
         raise SimulationError(f"a request of {longest} tokens is longer than the {window}-token context window of "
                               f"{profile.model['name']}")
+    # The decode table's last context is as far as the profile measured (or computed) attention: past it the
+    # step cost is a straight-line guess that grows without bound (a 10^20-token trace row read as MFU 10^17 %).
+    limit = profile.decode_attention.cols[-1]
+    if longest > limit:
+        raise SimulationError(f"the longest request, {longest} tokens (prompt + output), is past the profile's "
+                              f"max context of {limit} tokens: profile with a larger --max-context")
     kv_blocks = kv_block_count(profile, policy.block, mem_fraction) if policy.paged else None
     if kv_blocks is not None:
         if -(-longest // policy.block) > kv_blocks:

@@ -21,6 +21,13 @@ class WorkloadError(BadInputError):
     """A workload spec or trace that cannot be used; one line."""
 
 
+# Bounds that no real workload reaches and that keep every sum and rate finite: a billion tokens is far past
+# any context window (a trace's longer rows reach the simulator, which names the profile's own limit), and a
+# billion seconds is 31 years.
+MAX_LENGTH_TOKENS = 10**9
+MAX_ARRIVAL_S = 1e9
+
+
 @dataclass(frozen=True)
 class Request:
     id: int
@@ -29,8 +36,9 @@ class Request:
     output_tokens: int
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.arrival_s) or self.arrival_s < 0:
-            raise WorkloadError(f"request {self.id}: arrival_s must be finite and >= 0, got {self.arrival_s}")
+        if not math.isfinite(self.arrival_s) or not 0 <= self.arrival_s <= MAX_ARRIVAL_S:
+            raise WorkloadError(f"request {self.id}: arrival_s must be a number from 0 to {MAX_ARRIVAL_S:.0e} s, "
+                                f"got {self.arrival_s}")
         for name in ("prompt_tokens", "output_tokens"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -51,6 +59,13 @@ def _numbers(spec: str, parts: list[str], count: tuple[int, ...]) -> list[float]
 
 def sample_lengths(spec: str, n: int, rng: np.random.Generator) -> list[int]:
     """``fixed:N`` | ``uniform:A:B`` (inclusive) | ``exp:MEAN[:CAP]`` | ``lognormal:MEDIAN:SIGMA[:CAP]``."""
+    raw = _raw_lengths(spec, n, rng)
+    if not np.all(np.isfinite(raw)) or np.max(raw) > MAX_LENGTH_TOKENS:
+        raise WorkloadError(f"{spec!r}: lengths reach past {MAX_LENGTH_TOKENS:,} tokens; give smaller numbers")
+    return [max(1, int(round(v))) for v in raw]
+
+
+def _raw_lengths(spec: str, n: int, rng: np.random.Generator) -> np.ndarray:
     kind, *parts = spec.strip().split(":")
     if kind == "fixed":
         (value,) = _numbers(spec, parts, (1,))
@@ -59,6 +74,8 @@ def sample_lengths(spec: str, n: int, rng: np.random.Generator) -> list[int]:
         lo, hi = _numbers(spec, parts, (2,))
         if hi < lo:
             raise WorkloadError(f"{spec!r}: B must be at least A")
+        if hi > MAX_LENGTH_TOKENS:  # numpy's integers() cannot take 1e308 ("high is out of bounds for int64")
+            raise WorkloadError(f"{spec!r}: lengths reach past {MAX_LENGTH_TOKENS:,} tokens; give smaller numbers")
         raw = rng.integers(int(lo), int(hi) + 1, size=n)
     elif kind == "exp":
         mean, *cap = _numbers(spec, parts, (1, 2))
@@ -69,7 +86,7 @@ def sample_lengths(spec: str, n: int, rng: np.random.Generator) -> list[int]:
     else:
         raise WorkloadError(f"{spec!r}: lengths are fixed:N, uniform:A:B, exp:MEAN[:CAP] or "
                             "lognormal:MEDIAN:SIGMA[:CAP]")
-    return [max(1, int(round(v))) for v in raw]
+    return np.asarray(raw, dtype=float)
 
 
 def arrival_times(spec: str, n: int, rng: np.random.Generator) -> list[float]:
@@ -79,13 +96,25 @@ def arrival_times(spec: str, n: int, rng: np.random.Generator) -> list[float]:
         return [0.0] * n
     if kind == "poisson":
         (rate,) = _numbers(spec, parts, (1,))
-        return [float(t) for t in np.cumsum(rng.exponential(1 / rate, size=n))]
+        times = np.cumsum(rng.exponential(1 / rate, size=n))
+        if not np.all(np.isfinite(times)) or times[-1] > MAX_ARRIVAL_S:
+            raise WorkloadError(f"{spec!r}: at this rate the requests arrive over more than {MAX_ARRIVAL_S:.0e} s; "
+                                "give a higher rate")
+        return [float(t) for t in times]
     raise WorkloadError(f"{spec!r}: arrivals are burst or poisson:RATE")
+
+
+def check_seed(seed: int) -> int:
+    """numpy's SeedSequence takes integers from 0 up; a negative one was a ValueError traceback."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise WorkloadError(f"--seed {seed!r}: give an integer, 0 or more")
+    return seed
 
 
 def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0) -> list[Request]:
     if not isinstance(n, int) or n < 1:
         raise WorkloadError(f"--requests must be a positive integer, got {n!r}")
+    check_seed(seed)
     streams = np.random.SeedSequence(seed).spawn(3)
     times = arrival_times(arrivals, n, np.random.default_rng(streams[0]))
     prompts = sample_lengths(prompt, n, np.random.default_rng(streams[1]))
@@ -103,7 +132,7 @@ def load_trace(path: str | Path) -> list[Request]:
     """A CSV with columns ``arrival_s,prompt_tokens,output_tokens`` (others ignored), sorted by arrival."""
     path = Path(path)
     try:
-        with path.open(newline="", encoding="utf-8") as stream:
+        with path.open(newline="", encoding="utf-8-sig") as stream:  # -sig: a spreadsheet's BOM is not a column
             reader = csv.DictReader(stream)
             missing = {"arrival_s", "prompt_tokens", "output_tokens"} - set(reader.fieldnames or ())
             if missing:
