@@ -42,9 +42,8 @@ from microbench.timers import CpuTimer
 from roofline.counting import DTYPE_SIZES, count_work
 from roofline.journal import Journal
 from roofline.models import kv_bytes_per_token, per_rank, weight_bytes
-from roofline.results import check_output, journal_entries, journal_path, write_output_file
-from roofline.serving.profile_doc import KIND as PROFILE_KIND
-from roofline.serving.profile_doc import StepProfile, save_profile
+from roofline.results import journal_entries, journal_path, write_output_file
+from roofline.serving.profile_doc import StepProfile, check_profile_output, save_profile
 
 # Seconds of sampling per item unless --budget: an 8B model's ~300 items on an H200 in a few minutes, a tiny
 # model's on two CPU cores in seconds.
@@ -84,8 +83,7 @@ def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, ar
         run = ProfileRun(plan, Path(output), argv, started_at=utc_now())
     if not resume and partial.exists():
         raise PlanError(f"{partial} holds a profile in progress: continue it with --resume -o {output}, or delete it")
-    check_output(run.output)
-    refuse_to_clobber(run.output)
+    check_profile_output(run.output)  # the measured and the analytic profile share one -o rule
     kind = resolve_device(run.plan.device).kind
     budget = run.plan.budget_s or DEFAULT_BUDGET_S[kind]
     config = SweepConfig(device=run.plan.device, ops=(), budget_s=budget, save=False, with_ceilings=False,
@@ -103,19 +101,6 @@ def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, ar
     run.items = [item for item in plan_items(run.plan, model) if item.key not in run.measured]
     _save_partial(run)
     return run
-
-
-def refuse_to_clobber(output: Path) -> None:
-    """An existing file that is not a step profile (a sweep result, say) is never overwritten: nothing measured
-    is lost to a mistyped -o."""
-    if not output.exists():
-        return
-    try:
-        kind = json.loads(output.read_text(encoding="utf-8")).get("kind")
-    except (OSError, ValueError, AttributeError):
-        kind = None
-    if kind != PROFILE_KIND:
-        raise PlanError(f"{output} exists and is not a step profile: not overwriting it")
 
 
 def l2_policy_for(session, plan: ProfilePlan) -> str:
