@@ -209,7 +209,11 @@ def _gate(document: dict, fail_above: float) -> None:
                    err=True)
         raise SystemExit(1)
     if worst > fail_above:
-        click.echo(f"gpubench: prediction off by {worst:.1%} > --fail-above {fail_above:.1%}", err=True)
+        from roofline.units import significant
+
+        # Significant digits: --fail-above 0.0001 read "0.0%" with a fixed one decimal.
+        click.echo(f"gpubench: prediction off by {significant(100 * worst)}% > --fail-above "
+                   f"{significant(100 * fail_above)}% ({fail_above:g})", err=True)
         raise SystemExit(1)
 
 

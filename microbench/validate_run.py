@@ -81,7 +81,7 @@ class ValidateSetup:
         if self.threads is not None:
             check_threads(self.threads)
         check_positive_number("--profile-budget", self.profile_budget_s, "seconds")
-        check_positive_number("--fail-above", self.fail_above, "a fraction (0.1 is 10%)")
+        check_positive_number("--fail-above", self.fail_above, "a fraction, 0.1 is 10%")
         if self.clock not in (None, "wall", "thread-cpu"):
             raise PlanError(f"unknown clock {self.clock!r}; choose wall or thread-cpu")
         if self.clock == "thread-cpu" and self.arrivals != "burst":

@@ -161,7 +161,7 @@ def test_overhead_terms_read_each_in_its_own_scale():
     assert older.startswith("continuous overhead: 1.5 s/step + 40 µs/sequence + 0 ns/cached token")
 
 
-def test_the_gate_fails_when_an_error_cannot_be_computed():
+def test_the_gate_fails_when_an_error_cannot_be_computed(capsys):
     """A relative error of None (a measured time of 0) once raised a TypeError in abs(); the gate asked for
     cannot pass on it."""
     from microbench.serving_engine_cli import _gate
@@ -175,6 +175,10 @@ def test_the_gate_fails_when_an_error_cannot_be_computed():
     _gate(document, 0.5)  # within: returns
     with pytest.raises(SystemExit):
         _gate(document, 0.1)
+    assert "off by 20% > --fail-above 10% (0.1)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        _gate(document, 0.0001)
+    assert "--fail-above 0.01% (0.0001)" in capsys.readouterr().err  # not "0.0%"
 
 
 @pytest.mark.parametrize(("args", "words"), [(["--seed", "-1"], ("--seed -1",)), (["--budget", "nan"], ("--budget",)),
