@@ -177,8 +177,7 @@ def validate(engine, profile_file, model, hf_config, n_requests, arrivals, promp
                           budget_tokens=budget_tokens, device=device, dtype=dtype, threads=threads,
                           profile_budget_s=profile_budget, repeats=repeats, clock=clock, fail_above=fail_above)
     try:
-        setup.check()
-        _check_out_dir(out_dir, measures_profile=profile_file is None)
+        setup.check()  # before the terminal display starts; run_validate checks the rest before measuring
         with terminal_observer() as observer:
             observer.on_phase = lambda message: stderr.print(message)
             document = run_validate(setup, out_dir, observer, _item_reporter(observer), argv=tuple(sys.argv))
@@ -189,16 +188,6 @@ def validate(engine, profile_file, model, hf_config, n_requests, arrivals, promp
     click.echo(f"saved {out_dir / 'validate.json'}")
     if fail_above is not None:
         _gate(document, fail_above)
-
-
-def _check_out_dir(out_dir: Path, measures_profile: bool) -> None:
-    """The folder, and each file validate will write in it, before anything runs: a regular file, a FIFO or
-    an unwritable place given as the folder fails here in one line, not in mkdir after the engine ran."""
-    from roofline.results import check_output
-
-    check_output(out_dir, folder=True)
-    for name in ("validate.json",) + (("profile.json",) if measures_profile else ()):
-        check_output(out_dir / name)
 
 
 def _gate(document: dict, fail_above: float) -> None:

@@ -24,9 +24,10 @@ from microbench.measure import utc_now
 from microbench.observer import SweepObserver
 from microbench.plan import PlanError
 from microbench.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
-from microbench.validate_options import check_positive_number, check_seed, check_threads, engine_timing
-from microbench.validate_profile import ProfilePasses, given_profile
+from microbench.validate_options import EngineTiming, check_positive_number, check_seed, check_threads, engine_timing
+from microbench.validate_profile import ProfilePasses, given_profile, profile_plan_for
 from roofline.models import ModelProfile
+from roofline.results import check_output
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
 from roofline.serving.simulate import simulate
 from roofline.serving.workload import make_workload
@@ -239,32 +240,70 @@ def calibrate(profile: StepProfile, requests, policies: dict[str, Callable[[int]
     return out
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` checked and resolved: nothing in it was measured, and nothing was written but the
+    output folder."""
+
+    workloads: dict[str, list]
+    choice: Any  # devices.DeviceChoice
+    timing: EngineTiming
+    profile: StepProfile | None  # given with --profile
+    plan: Any  # profile_plan.ProfilePlan of the profile to measure here, without --profile
+
+
+def prepare(setup: ValidateSetup, folder: Path) -> Prepared:
+    """Every check that reads the user's input (options, workloads, device, model or profile, transformers,
+    the output folder and its files), in that order, before torch runs anything."""
+    from microbench.engine import transformers_engine as te
+
+    setup.check()
+    workloads = {"workload": make_workload(setup.requests, setup.arrivals, setup.prompt, setup.output, setup.seed),
+                 "calibration": make_workload(setup.calibration_requests, "burst", setup.prompt, setup.output,
+                                              setup.seed + 1)}
+    choice = resolve_device(setup.device)
+    timing = engine_timing(setup, choice.kind)
+    profile = plan = None
+    if setup.profile is not None:
+        profile = given_profile(setup.profile, setup.device)
+    else:
+        plan = profile_plan_for(setup, workloads["workload"] + workloads["calibration"], timing.clock, choice.kind,
+                                setup.repeats)
+        plan.check()
+    te.transformers_module()  # fail before measuring anything when the package is missing
+    check_out_dir(folder, measures_profile=plan is not None)
+    return Prepared(workloads, choice, timing, profile, plan)
+
+
+def check_out_dir(folder: Path, measures_profile: bool) -> None:
+    """The folder, and each file validate writes in it: a regular file, a FIFO, a link or an unwritable place
+    given as the folder fails here in one line, not in mkdir or a rename after the engine ran."""
+    check_output(folder, folder=True)
+    for name in ("validate.json",) + (("profile.json",) if measures_profile else ()):
+        check_output(folder / name)
+
+
 def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on_item: Callable,
                  argv: tuple[str, ...] = ()) -> dict[str, Any]:
     """Everything, in the order of the module docstring; returns the validation document."""
-    setup.check()
+    ready = prepare(setup, folder)
     import torch
 
     from microbench.engine import transformers_engine as te
 
-    te.transformers_module()  # fail before measuring anything when the package is missing
-    workloads = {"workload": make_workload(setup.requests, setup.arrivals, setup.prompt, setup.output, setup.seed),
-                 "calibration": make_workload(setup.calibration_requests, "burst", setup.prompt, setup.output,
-                                              setup.seed + 1)}
-    everything = workloads["workload"] + workloads["calibration"]
-    choice = resolve_device(setup.device)
-    timing = engine_timing(setup, choice.kind)
+    workloads, timing = ready.workloads, ready.timing
     if timing.threads is not None:
         torch.set_num_threads(timing.threads)
     if timing.note:
         observer.on_phase(timing.note)
-    device, clock = choice.torch_name, timing.clock
-    if setup.profile is not None:
-        profile, passes, profile_path = given_profile(setup.profile, setup.device), None, setup.profile
+    device, clock = ready.choice.torch_name, timing.clock
+    if ready.profile is not None:
+        profile, passes, profile_path = ready.profile, None, setup.profile
         model, dtype = model_from_profile(profile), profile.dtype
     else:
-        passes = ProfilePasses(setup, everything, folder, observer, on_item, clock, setup.repeats)
+        passes = ProfilePasses(ready.plan, folder, observer, on_item, setup.repeats)
         model, dtype, profile_path = passes.model, passes.dtype, passes.path
+    everything = workloads["workload"] + workloads["calibration"]
     longest = max(r.prompt_tokens + r.output_tokens for r in everything)
     lm = te.build_model(torch, model, dtype, device, longest + 16, setup.seed)
     policies = {"static": lambda b: f"static:batch={b}",

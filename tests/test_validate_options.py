@@ -29,6 +29,20 @@ def never_runs(monkeypatch):
     monkeypatch.setattr(microbench.validate_run, "run_validate", reached)
 
 
+@pytest.fixture
+def measures_nothing(monkeypatch):
+    """The first things run_validate measures with (the profile's passes, the engine's model) fail the test:
+    refusals after the option checks must still come before them."""
+    import microbench.validate_run
+    from microbench.engine import transformers_engine
+
+    def reached(*args, **kwargs):
+        raise AssertionError("validate began measuring before refusing its input")
+
+    monkeypatch.setattr(microbench.validate_run, "ProfilePasses", reached)
+    monkeypatch.setattr(transformers_engine, "build_model", reached)
+
+
 def validate(args: list[str], out: Path):
     return CliRunner().invoke(main, ["validate", "--hf-config", str(TINY), "--device", "cpu", *args, "-o", str(out)])
 
@@ -75,7 +89,7 @@ def test_each_integer_option_is_checked_up_front(tmp_path, never_runs, args, wor
     assert not out.exists()
 
 
-def test_an_output_folder_that_cannot_be_one_is_refused_before_anything_runs(tmp_path, never_runs):
+def test_an_output_folder_that_cannot_be_one_is_refused_before_anything_runs(tmp_path, measures_nothing):
     regular = tmp_path / "ok.csv"
     regular.write_text("kept\n")
     fifo = tmp_path / "fifo"
@@ -96,6 +110,24 @@ def test_an_output_folder_that_cannot_be_one_is_refused_before_anything_runs(tmp
     assert regular.read_text() == "kept\n"
 
 
+@pytest.mark.parametrize(("args", "words"), [
+    (["--prompt", "fixed:0"], ("fixed:0",)),
+    (["--arrivals", "poisson:nan"], ("poisson:nan",)),
+    (["--dtype", "bogus"], ("dtype 'bogus'",)),
+    (["--profile", str(TINY)], ("not a step profile",)),
+])
+def test_input_read_after_the_options_is_refused_before_the_folder_is_made(tmp_path, measures_nothing, args, words):
+    """Workloads, the model's dtype and a given profile are read before the output folder is made: a refusal
+    leaves nothing behind (they came after the folder's mkdir, which left an empty folder)."""
+    out = tmp_path / "out"
+    if args[0] == "--profile":  # --profile replaces --hf-config
+        result = CliRunner().invoke(main, ["validate", "--device", "cpu", *args, "-o", str(out)])
+    else:
+        result = validate(args, out)
+    refused(result, *words)
+    assert not out.exists()
+
+
 class Reached(Exception):
     pass
 
@@ -110,8 +142,8 @@ def test_the_readme_form_on_a_cpu_times_one_thread_on_its_clock(tmp_path, monkey
 
     seen = {}
 
-    def stop(setup, requests, folder, observer, on_item, clock, passes):
-        seen.update(clock=clock, threads=torch.get_num_threads())
+    def stop(plan, folder, observer, on_item, passes):
+        seen.update(clock=plan.clock, threads=torch.get_num_threads())
         raise Reached
 
     before = torch.get_num_threads()
