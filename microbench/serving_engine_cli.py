@@ -7,6 +7,8 @@ analytic-only one).
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 from pathlib import Path
 
@@ -84,6 +86,10 @@ def measure_profile_command(options: dict, dtype_given: bool) -> None:
             raise BadInputError("--gpu and --from belong to --analytic; a measured profile times this device")
         if options["resume"] and (options["model"] or options["hf_config"]):
             raise BadInputError("--resume takes the plan from OUTPUT.partial; do not also give --model/--hf-config")
+        from microbench.validate_options import check_positive_number, check_seed
+
+        check_seed(options["seed"])
+        check_positive_number("--budget", options["budget"], "seconds")  # the plan's own check lets nan through
         _set_threads(options["threads"])
         hf_config = str(options["hf_config"]) if options["hf_config"] else None
         plan = ProfilePlan(model=options["model"], hf_config=hf_config, tp=options["tp"],
@@ -117,10 +123,11 @@ def _item_reporter(observer):
 
 
 def _set_threads(threads: int | None) -> None:
+    from microbench.validate_options import check_threads
+
     if threads is None:
         return
-    if threads <= 0:
-        raise BadInputError("--threads must be positive")
+    check_threads(threads)  # torch fails past int32 with a ValueError (a traceback), and more threads than CPUs
     import torch
 
     torch.set_num_threads(threads)
@@ -146,9 +153,11 @@ def _set_threads(threads: int | None) -> None:
               help="runs of each, interleaved; each step's mean is kept")
 @click.option("--device", default="auto", show_default=True)
 @click.option("--dtype", default=None, help="without --profile [GPU bf16, CPU fp32]")
-@click.option("--threads", type=int, default=None, help="torch threads (CPU) [torch's default]")
+@click.option("--threads", type=int, default=None,
+              help="torch threads [1 where timed on the thread CPU clock, else torch's default]")
 @click.option("--clock", type=click.Choice(["wall", "thread-cpu"]), default=None,
-              help="engine timestamps [CPU + burst: thread-cpu, the engine thread's CPU time; else wall]")
+              help="engine timestamps [CPU + burst without --threads N > 1: thread-cpu, the one engine thread's "
+                   "CPU time; else wall]")
 @click.option("--profile-budget", type=float, default=None, help="seconds of sampling per profiled kernel")
 @click.option("--fail-above", type=float, default=None,
               help="exit 1 when a total time or the static/continuous ratio is off by more than this fraction")
@@ -159,49 +168,61 @@ def validate(engine, profile_file, model, hf_config, n_requests, arrivals, promp
              profile_budget, fail_above, out_dir) -> None:
     """Run a real engine (transformers, random weights) on a workload and check the simulator against it."""
     from microbench.progress import stderr, terminal_observer
-    from microbench.validate_compare import comparison_lines
     from microbench.validate_run import ValidateSetup, run_validate
-    from roofline.serving.profile_doc import save_json_atomic
+    from roofline.results import write_output_file
 
     setup = ValidateSetup(engine=engine, profile=profile_file, model=model, hf_config=hf_config, requests=n_requests,
                           arrivals=arrivals, prompt=prompt, output=output_lengths, seed=seed,
                           calibration_requests=calibration_requests, static_batch=static_batch, max_batch=max_batch,
                           budget_tokens=budget_tokens, device=device, dtype=dtype, threads=threads,
-                          profile_budget_s=profile_budget, repeats=repeats, clock=clock)
+                          profile_budget_s=profile_budget, repeats=repeats, clock=clock, fail_above=fail_above)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        setup.check()  # before the terminal display starts; run_validate checks the rest before measuring
         with terminal_observer() as observer:
             observer.on_phase = lambda message: stderr.print(message)
             document = run_validate(setup, out_dir, observer, _item_reporter(observer), argv=tuple(sys.argv))
+        write_output_file(out_dir / "validate.json", json.dumps(document, indent=1, allow_nan=False) + "\n")
     except _errors() as exc:
         raise _bad(exc) from None
-    save_json_atomic(document, out_dir / "validate.json")
-    _print_validation(document, comparison_lines)
+    _print_validation(document)
     click.echo(f"saved {out_dir / 'validate.json'}")
-    if fail_above is not None and _worst_error(document) > fail_above:
-        click.echo(f"gpubench: prediction off by {_worst_error(document):.1%} > --fail-above {fail_above:.1%}",
+    if fail_above is not None:
+        _gate(document, fail_above)
+
+
+def _gate(document: dict, fail_above: float) -> None:
+    """Exit 1 when the worst error is past ``fail_above``, or cannot be computed (a measured time of 0)."""
+    worst = _worst_error(document)
+    if worst is None:
+        click.echo("gpubench: a relative error could not be computed (a measured time of 0): --fail-above fails",
                    err=True)
+        raise SystemExit(1)
+    if worst > fail_above:
+        from roofline.units import significant
+
+        # Significant digits: --fail-above 0.0001 read "0.0%" with a fixed one decimal.
+        click.echo(f"gpubench: prediction off by {significant(100 * worst)}% > --fail-above "
+                   f"{significant(100 * fail_above)}% ({fail_above:g})", err=True)
         raise SystemExit(1)
 
 
-def _print_validation(document: dict, comparison_lines) -> None:
+def _print_validation(document: dict) -> None:
+    from microbench.validate_compare import comparison_lines, overhead_line
+
     engine = document["engine"]
     click.echo(f"engine: {engine['name']} {document['runs']['static']['measured']['settings'].get('transformers')}, "
                f"{engine['model']['name']} {engine['dtype']}, {engine['torch_threads']} torch thread(s); "
                f"{engine['weights']}")
     for path, fit in document["calibration"].items():
-        overhead = fit["overhead"]
-        click.echo(f"{path} overhead: {overhead['per_step_s'] * 1e3:.3f} ms/step + "
-                   f"{overhead['per_sequence_s'] * 1e6:.1f} µs/sequence + "
-                   f"{overhead.get('per_cached_token_s', 0.0) * 1e9:.1f} ns/cached token + "
-                   f"{overhead.get('per_prefill_step_s', 0.0) * 1e3:.3f} ms/prefill step, "
-                   f"fitted on {overhead['fitted_on']}")
+        click.echo(overhead_line(path, fit["overhead"]))
     for path, run in document["runs"].items():
         click.echo(f"{path}: engine {run['measured']['policy']}, simulated as {run['predicted']['policy']['policy']}")
     for line in comparison_lines(document["comparison"], document["ratio"]):
         click.echo(line)
 
 
-def _worst_error(document: dict) -> float:
-    errors = [abs(c["total_s"]["rel_err"]) for c in document["comparison"].values()]
-    return max(errors + [abs(document["ratio"]["rel_err"])])
+def _worst_error(document: dict) -> float | None:
+    errors = [c["total_s"]["rel_err"] for c in document["comparison"].values()] + [document["ratio"]["rel_err"]]
+    if any(e is None or not math.isfinite(e) for e in errors):
+        return None
+    return max(abs(e) for e in errors)

@@ -37,24 +37,29 @@ def given_profile(path: Path, device: str) -> StepProfile:
     return profile
 
 
+def profile_plan_for(setup, requests, clock: str, kind: str, passes: int):
+    """The plan of a profile sized to the workload (``requests``: the workload's and the calibration's), its
+    sampling budget split over the passes.  ``plan.check()`` reads the model: cheap, before anything runs."""
+    from microbench.profile_plan import ProfilePlan
+    from microbench.profile_run import DEFAULT_BUDGET_S
+
+    longest_prompt = max(r.prompt_tokens for r in requests)
+    longest = max(r.prompt_tokens + r.output_tokens for r in requests)
+    budget = (setup.profile_budget_s or DEFAULT_BUDGET_S[kind]) / passes
+    return ProfilePlan(model=setup.model, hf_config=str(setup.hf_config) if setup.hf_config else None,
+                       dtype=setup.dtype, max_tokens=max(setup.budget_tokens, setup.static_batch * longest_prompt),
+                       max_context=longest, max_batch=max(setup.static_batch, setup.max_batch),
+                       device=setup.device, budget_s=budget, clock=clock)
+
+
 class ProfilePasses:
-    """A profile sized to the workload, measured one pass at a time (``measure_pass``), then assembled
-    (``finish``) from each kernel's mean over the passes."""
+    """A profile of ``plan`` (``profile_plan_for``), measured one pass at a time (``measure_pass``), then
+    assembled (``finish``) from each kernel's mean over the passes."""
 
-    def __init__(self, setup, requests, folder: Path, observer: SweepObserver, on_item: Callable, clock: str,
-                 passes: int):
-        from microbench.profile_plan import ProfilePlan
-        from microbench.profile_run import DEFAULT_BUDGET_S, partial_path, prepare_profile
+    def __init__(self, plan, folder: Path, observer: SweepObserver, on_item: Callable, passes: int):
+        from microbench.profile_run import partial_path, prepare_profile
 
-        longest_prompt = max(r.prompt_tokens for r in requests)
-        longest = max(r.prompt_tokens + r.output_tokens for r in requests)
-        kind = resolve_device(setup.device).kind
-        budget = (setup.profile_budget_s or DEFAULT_BUDGET_S[kind]) / passes
-        self.plan = ProfilePlan(model=setup.model, hf_config=str(setup.hf_config) if setup.hf_config else None,
-                                dtype=setup.dtype,
-                                max_tokens=max(setup.budget_tokens, setup.static_batch * longest_prompt),
-                                max_context=longest, max_batch=max(setup.static_batch, setup.max_batch),
-                                device=setup.device, budget_s=budget, clock=clock)
+        self.plan = plan
         self.path, self.passes, self.on_item = folder / "profile.json", passes, on_item
         partial_path(self.path).unlink(missing_ok=True)
         self.run = prepare_profile(self.plan, self.path, observer, argv=("gpubench", "validate", "(profile)"))

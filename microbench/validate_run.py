@@ -24,8 +24,10 @@ from microbench.measure import utc_now
 from microbench.observer import SweepObserver
 from microbench.plan import PlanError
 from microbench.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
-from microbench.validate_profile import ProfilePasses, given_profile
+from microbench.validate_options import EngineTiming, check_positive_number, check_seed, check_threads, engine_timing
+from microbench.validate_profile import ProfilePasses, given_profile, profile_plan_for
 from roofline.models import ModelProfile
+from roofline.results import check_output
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
 from roofline.serving.simulate import simulate
 from roofline.serving.workload import make_workload
@@ -56,10 +58,11 @@ class ValidateSetup:
     budget_tokens: int = 128
     device: str = "auto"
     dtype: str | None = None
-    threads: int | None = None
+    threads: int | None = None  # None: one on a CPU timed on the thread clock, else torch's default
     profile_budget_s: float | None = None
     repeats: int = 3
-    clock: str | None = None  # None: thread-cpu on a CPU with burst arrivals, else wall
+    clock: str | None = None  # None: thread-cpu on a CPU with burst arrivals and no --threads N > 1, else wall
+    fail_above: float | None = None  # the gate on the worst relative error, a fraction
 
     @property
     def batch(self) -> dict[str, int]:
@@ -67,6 +70,7 @@ class ValidateSetup:
         return {"static": self.static_batch, "continuous": self.max_batch}
 
     def check(self) -> None:
+        """Every option on its own and against the others, before anything is measured or written."""
         if self.engine not in ENGINES:
             raise PlanError(f"unknown engine {self.engine!r}; choose from {', '.join(ENGINES)}")
         if self.profile is None and bool(self.model) == bool(self.hf_config):
@@ -74,20 +78,19 @@ class ValidateSetup:
         for name in ("requests", "calibration_requests", "static_batch", "max_batch", "budget_tokens", "repeats"):
             if getattr(self, name) <= 0:
                 raise PlanError(f"--{name.replace('_', '-')} must be positive")
-        if self.threads is not None and self.threads <= 0:
-            raise PlanError("--threads must be positive")
+        check_seed(self.seed)
+        if self.threads is not None:
+            check_threads(self.threads)
+        check_positive_number("--profile-budget", self.profile_budget_s, "seconds")
+        check_positive_number("--fail-above", self.fail_above, "a fraction, 0.1 is 10%")
         if self.clock not in (None, "wall", "thread-cpu"):
             raise PlanError(f"unknown clock {self.clock!r}; choose wall or thread-cpu")
         if self.clock == "thread-cpu" and self.arrivals != "burst":
             raise PlanError("--clock thread-cpu counts the engine's CPU time, which stands still while it waits for "
                             "arrivals: use it with --arrivals burst")
-
-    def clock_for(self, kind: str) -> str:
-        """Wall time on a GPU (its work is asynchronous); on a CPU the engine thread's CPU time when nothing
-        waits for arrivals, so other processes on a shared machine do not count as engine time."""
-        if self.clock:
-            return self.clock
-        return "thread-cpu" if kind == "cpu" and self.arrivals == "burst" else "wall"
+        if self.clock == "thread-cpu" and self.threads not in (None, 1):
+            raise PlanError(f"--clock thread-cpu times one thread: drop --threads {self.threads}, or time "
+                            f"{self.threads} threads with --clock wall")
 
 
 def calibration_sizes(batch: int, requests: int) -> list[int]:
@@ -237,31 +240,70 @@ def calibrate(profile: StepProfile, requests, policies: dict[str, Callable[[int]
     return out
 
 
-def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on_item: Callable,
-                 argv: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Everything, in the order of the module docstring; returns the validation document."""
-    setup.check()
-    import torch
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` checked and resolved: nothing in it was measured, and nothing was written but the
+    output folder."""
 
-    if setup.threads is not None:
-        torch.set_num_threads(setup.threads)
+    workloads: dict[str, list]
+    choice: Any  # devices.DeviceChoice
+    timing: EngineTiming
+    profile: StepProfile | None  # given with --profile
+    plan: Any  # profile_plan.ProfilePlan of the profile to measure here, without --profile
+
+
+def prepare(setup: ValidateSetup, folder: Path) -> Prepared:
+    """Every check that reads the user's input (options, workloads, device, model or profile, transformers,
+    the output folder and its files), in that order, before torch runs anything."""
     from microbench.engine import transformers_engine as te
 
-    te.transformers_module()  # fail before measuring anything when the package is missing
+    setup.check()
     workloads = {"workload": make_workload(setup.requests, setup.arrivals, setup.prompt, setup.output, setup.seed),
                  "calibration": make_workload(setup.calibration_requests, "burst", setup.prompt, setup.output,
                                               setup.seed + 1)}
-    everything = workloads["workload"] + workloads["calibration"]
     choice = resolve_device(setup.device)
-    device, clock = choice.torch_name, setup.clock_for(choice.kind)
-    if clock == "thread-cpu" and torch.get_num_threads() != 1:
-        raise PlanError("--clock thread-cpu times one thread: run with --threads 1")
+    timing = engine_timing(setup, choice.kind)
+    profile = plan = None
     if setup.profile is not None:
-        profile, passes, profile_path = given_profile(setup.profile, setup.device), None, setup.profile
+        profile = given_profile(setup.profile, setup.device)
+    else:
+        plan = profile_plan_for(setup, workloads["workload"] + workloads["calibration"], timing.clock, choice.kind,
+                                setup.repeats)
+        plan.check()
+    te.transformers_module()  # fail before measuring anything when the package is missing
+    check_out_dir(folder, measures_profile=plan is not None)
+    return Prepared(workloads, choice, timing, profile, plan)
+
+
+def check_out_dir(folder: Path, measures_profile: bool) -> None:
+    """The folder, and each file validate writes in it: a regular file, a FIFO, a link or an unwritable place
+    given as the folder fails here in one line, not in mkdir or a rename after the engine ran."""
+    check_output(folder, folder=True)
+    for name in ("validate.json",) + (("profile.json",) if measures_profile else ()):
+        check_output(folder / name)
+
+
+def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on_item: Callable,
+                 argv: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Everything, in the order of the module docstring; returns the validation document."""
+    ready = prepare(setup, folder)
+    import torch
+
+    from microbench.engine import transformers_engine as te
+
+    workloads, timing = ready.workloads, ready.timing
+    if timing.threads is not None:
+        torch.set_num_threads(timing.threads)
+    if timing.note:
+        observer.on_phase(timing.note)
+    device, clock = ready.choice.torch_name, timing.clock
+    if ready.profile is not None:
+        profile, passes, profile_path = ready.profile, None, setup.profile
         model, dtype = model_from_profile(profile), profile.dtype
     else:
-        passes = ProfilePasses(setup, everything, folder, observer, on_item, clock, setup.repeats)
+        passes = ProfilePasses(ready.plan, folder, observer, on_item, setup.repeats)
         model, dtype, profile_path = passes.model, passes.dtype, passes.path
+    everything = workloads["workload"] + workloads["calibration"]
     longest = max(r.prompt_tokens + r.output_tokens for r in everything)
     lm = te.build_model(torch, model, dtype, device, longest + 16, setup.seed)
     policies = {"static": lambda b: f"static:batch={b}",

@@ -102,8 +102,13 @@ def test_validate_refuses_bad_input_with_one_line(tmp_path):
 
 
 def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
+    """Without --clock or --threads (the README's form): the CPU default times one torch thread on its clock
+    and says so (it failed "--clock thread-cpu times one thread" where torch runs 2 threads)."""
+    import torch
+
+    torch.set_num_threads(2)
     runner = CliRunner()
-    result = runner.invoke(main, ["validate", "--hf-config", str(TINY), "--device", "cpu", "--threads", "1",
+    result = runner.invoke(main, ["validate", "--hf-config", str(TINY), "--device", "cpu",
                                   "--requests", "4", "--calibration-requests", "4", "--prompt", "fixed:4",
                                   "--output", "uniform:2:6", "--static-batch", "2", "--max-batch", "2",
                                   "--budget-tokens", "8", "--repeats", "1", "--profile-budget", "0.005",
@@ -111,7 +116,10 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
     assert result.exit_code == 0, result.output
     assert "random weights built from the config (nothing downloaded)" in result.output
     assert "simulated as chunked:budget=8:max-batch=2" in result.output
+    assert "one torch thread's CPU clock" in result.output
     document = json.loads((tmp_path / "validate.json").read_text())
+    assert document["engine"]["torch_threads"] == 1
+    assert {run["measured"]["settings"]["clock"] for run in document["runs"].values()} == {"thread-cpu"}
     assert document["kind"] == "gpubench-validation"
     assert set(document["runs"]) == {"static", "continuous"}
     assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload
