@@ -31,6 +31,11 @@ CPU_QUICK_PEAK_SHAPES = ((512, 512, 512), (1024, 1024, 1024))
 # power cap to speak of, so both regimes are measured the same short way.
 GPU_REGIMES_S = (1.5, 0.1, 3.0)
 CPU_REGIMES_S = (0.0, 0.05, 0.3)
+# Samples a regime run takes at the least.  A CPU launch of the bf16 peak shape takes about 1 s, longer than
+# the whole run: with one sample, burst and sustained were that one launch, and one slowed launch (1.68 s
+# against 0.92 s) halved the bf16 peak and put every bf16 point at up to 191% of it.  Five leave three in the
+# settled half, whose median one slow launch cannot move.
+MIN_REGIME_SAMPLES = 5
 
 
 def check_stop(session: Session) -> None:
@@ -80,7 +85,7 @@ def run_regimes(session: Session, timer, flop: int) -> tuple[dict[str, Any], dic
         raise Stopped()
     samples: list[tuple[float, float]] = []  # (clock when the sample ended, seconds per launch)
     start = clock.now_s()
-    while not samples or samples[-1][0] - start < total_s:
+    while len(samples) < MIN_REGIME_SAMPLES or samples[-1][0] - start < total_s:
         check_stop(session)
         times = timer.sample()
         session.synchronize()

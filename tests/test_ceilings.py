@@ -111,6 +111,33 @@ def test_without_telemetry_the_regimes_say_null_not_zero(monkeypatch):
     assert sustained["clock_event_reasons"] is None
 
 
+class SlowLaunchCpu:
+    """A timer and a clock whose launches take ``times_s`` in turn (one sample, one launch each)."""
+
+    name = "perf_counter"
+
+    def __init__(self, times_s):
+        self.t, self.times_s = 0.0, list(times_s)
+
+    def now_s(self):
+        return self.t
+
+    def sample(self):
+        per_launch = self.times_s.pop(0)
+        self.t += per_launch
+        return [per_launch]
+
+
+def test_one_slow_launch_does_not_set_the_sustained_peak():
+    # A CPU launch of the bf16 peak shape outlasts the 0.3 s run: it used to be the only sample, so a first
+    # launch slowed to 1.7 s made the sustained peak 1.7 s a launch.  Five samples: the settled half's median.
+    cpu = SlowLaunchCpu([1.7, 0.9, 0.9, 0.9, 0.9, 0.9])
+    burst, sustained = peaks.run_regimes(clocked_session("cpu", cpu), cpu, flop=9)
+    assert sustained["time_s"] == 0.9 and sustained["flop_per_s"] == pytest.approx(10.0)
+    assert sustained["samples"] == 3 and burst["samples"] == 1
+    assert cpu.times_s == [0.9]  # five samples taken, not more
+
+
 class SignallingClock:
     """The session clock, which sets the stop flag at its ``after``-th reading (as a signal would, mid-run)
     and counts the readings that follow: each sample reads it, so they count the work done after the stop."""
