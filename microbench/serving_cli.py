@@ -121,20 +121,16 @@ OVERHEAD_FLAGS = {"per_step_s": "--overhead-s", "per_sequence_s": "--overhead-pe
                   "per_prefill_step_s": "--overhead-per-prefill-s"}
 
 
-# An engine that spends an hour outside its kernels on one step is a typo: 1e308 made every time infinite.
-MAX_OVERHEAD_S = 3600.0
-
-
 def _overhead(profile, given: dict[str, float | None]):
     """The profile's calibrated overhead with the terms given on the command line replaced (the rest kept)."""
     from dataclasses import replace
 
-    from roofline.serving.profile_doc import EngineOverhead
+    from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
 
     given = {term: value for term, value in given.items() if value is not None}
-    for term, value in given.items():
-        if not math.isfinite(value) or not 0 <= value <= MAX_OVERHEAD_S:
-            raise BadInputError(f"{OVERHEAD_FLAGS[term]} {value:g}: give seconds from 0 to {MAX_OVERHEAD_S:g}")
+    for term, value in given.items():  # EngineOverhead's own bound, worded with the flag
+        if not math.isfinite(value) or not 0 <= value <= MAX_KERNEL_S:
+            raise BadInputError(f"{OVERHEAD_FLAGS[term]} {value:g}: give seconds from 0 to {MAX_KERNEL_S:g}")
     if not given:
         return profile.engine_overhead
     base = profile.engine_overhead or EngineOverhead(0.0, 0.0, "")
