@@ -12,8 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from roofline.journal import ResultWriter
-from roofline.results import load_result, result_to_json
+from roofline.result.io import load_result, result_to_json
+from roofline.result.journal import ResultWriter
 
 
 def main() -> None:

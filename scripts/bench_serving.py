@@ -11,18 +11,18 @@ from __future__ import annotations
 import os
 import time
 
-from roofline.models import load_model
-from roofline.profiles import load_gpu_profile
 from roofline.serving.analytic import analytic_profile
 from roofline.serving.capacity import search_capacity
 from roofline.serving.metrics import Slo, summarize
 from roofline.serving.simulate import simulate
 from roofline.serving.workload import make_workload, with_arrivals
+from roofline.specs.gpus import load_gpu_spec
+from roofline.specs.models import load_model
 
 
 def main() -> None:
     profile = analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=8192,
-                               max_context=8192, gpu=load_gpu_profile("h200-sxm"))
+                               max_context=8192, gpu=load_gpu_spec("h200-sxm"))
     requests = make_workload(10_000, "poisson:50", "fixed:512", "exp:128:512", seed=0)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     start = time.perf_counter()

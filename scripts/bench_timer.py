@@ -22,13 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from microbench import ops  # noqa: E402
-from microbench.ceilings import measure_stream, reference_bandwidth, stream_source  # noqa: E402
-from microbench.config import SweepConfig  # noqa: E402
-from microbench.measure import measure_point  # noqa: E402
-from microbench.observer import SweepObserver  # noqa: E402
-from microbench.plan import PointSpec, parse_shape  # noqa: E402
-from microbench.session import open_session  # noqa: E402
+from microbench.sweep.ceilings import measure_stream, reference_bandwidth, stream_source  # noqa: E402
+from microbench.sweep.config import SweepConfig  # noqa: E402
+from microbench.sweep.plan import PointSpec, parse_shape  # noqa: E402
+from microbench.timing import ops  # noqa: E402
+from microbench.timing.measure import measure_point  # noqa: E402
+from microbench.timing.observer import SweepObserver  # noqa: E402
+from microbench.timing.session import open_session  # noqa: E402
 
 
 def session_for(device: str, l2_policy: str, budget_s: float):
@@ -65,7 +65,7 @@ def quick_sweep_wall_s(device: str) -> float:
 
 def formatted(key: str, value) -> str:
     """A value with its unit and significant digits: ``110 µs``, ``4.289 TB/s``, ``0.9036``."""
-    from roofline.units import seconds, si
+    from roofline.core.units import seconds, si
 
     if not isinstance(value, float):
         return str(value)

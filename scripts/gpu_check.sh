@@ -22,7 +22,7 @@ if [ -f "$OUT/ceilings.json" ] && [ -f "$OUT/sweep.json" ]; then
   # The sweep skipped its own ceilings to save time; give it the ones just measured.
   python3 - "$OUT/ceilings.json" "$OUT/sweep.json" <<'PY' >>"$LOG" 2>&1
 import sys
-from roofline.results import load_result, save_result
+from roofline.result.io import load_result, save_result
 ceilings, sweep = load_result(sys.argv[1]), load_result(sys.argv[2])
 save_result(sweep.with_ceilings(ceilings.ceilings), sys.argv[2])
 print("sweep.json: ceilings merged from ceilings.json")
@@ -55,9 +55,9 @@ fi
   python3 - "$OUT" <<'PY'
 import json, sys
 from pathlib import Path
-from roofline.results import load_result
-from roofline.summary import summarize_series
-from roofline.units import si, percent
+from roofline.result.io import load_result
+from roofline.analysis.summary import summarize_series
+from roofline.core.units import si, percent
 out = Path(sys.argv[1])
 if (out / "sweep.json").exists():
     result = load_result(out / "sweep.json")

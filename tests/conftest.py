@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from roofline.schema import Point, Result
+from roofline.result.document import Point, Result
 
 
 class SeededClock:

@@ -1,6 +1,6 @@
 import pytest
 
-from microbench.adaptive import FLOOR_SAMPLES, StoppingRule, measure, warm_up
+from microbench.timing.adaptive import FLOOR_SAMPLES, StoppingRule, measure, warm_up
 from tests.conftest import SeededClock
 
 

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from microbench import peaks
-from microbench.adaptive import Stopped, StoppingRule
-from microbench.ceilings import StreamWorkload, reference_bandwidth
-from microbench.devices import DeviceChoice
-from microbench.session import Session
+from microbench.device.discovery import DeviceChoice
+from microbench.sweep import peaks
+from microbench.sweep.ceilings import StreamWorkload, reference_bandwidth
+from microbench.timing.adaptive import Stopped, StoppingRule
+from microbench.timing.session import Session
 
 DATA = Path(__file__).resolve().parent / "data" / "h200"
 
@@ -45,7 +45,7 @@ def test_an_eager_copy_can_be_the_reference_and_stream_triads_are_not_candidates
 
 
 def test_on_a_gpu_the_copy_is_timed_eagerly_and_the_read_as_a_graph():
-    from microbench.measure import make_timer
+    from microbench.timing.measure import make_timer
 
     session = SimpleNamespace(choice=SimpleNamespace(kind="cuda"), timer="graph", torch=None)
     copy = StreamWorkload(None, "copy", src=None, dst=None)
@@ -157,10 +157,10 @@ class SignallingClock:
 @pytest.mark.parametrize("after", [3, 40])  # in the first measurement, and some measurements later
 def test_ceilings_stop_at_the_next_sample_after_a_signal(after):
     """Issue 15.5: the ceilings took 10.2 s to stop; every measurement now checks the stop flag per sample."""
-    from microbench.ceilings import measure_ceilings
-    from microbench.config import SweepConfig
-    from microbench.observer import SweepObserver
-    from microbench.session import open_session
+    from microbench.sweep.ceilings import measure_ceilings
+    from microbench.sweep.config import SweepConfig
+    from microbench.timing.observer import SweepObserver
+    from microbench.timing.session import open_session
 
     session = open_session(SweepConfig(device="cpu", ops=(), save=False, budget_s=5.0), SweepObserver())
     session.clock = SignallingClock(session.stop, after)
@@ -190,7 +190,7 @@ def test_ctrl_c_during_the_ceilings_phase_of_a_real_sweep_stops_with_130_and_sav
     import subprocess
     import sys
 
-    from roofline.results import load_result
+    from roofline.result.io import load_result
 
     root = Path(__file__).resolve().parent.parent
     output = tmp_path / "run.json"

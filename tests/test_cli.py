@@ -5,7 +5,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
+from microbench.cli.app import main
 
 
 def run(*args):
@@ -29,7 +29,7 @@ def run(*args):
 def test_bad_sweep_input(tmp_path, args, message):
     if message is None:
         pytest.importorskip("torch")
-        from microbench.devices import cuda_status
+        from microbench.device.discovery import cuda_status
 
         count, why = cuda_status()
         message = f"gpubench: error: --device cuda:7: {f'only {count} CUDA device(s)' if count else why}"
@@ -69,7 +69,7 @@ def test_devices_without_gpu_lists_the_cpu():
 def test_read_only_commands_do_not_import_torch():
     import subprocess
 
-    code = "import sys, microbench.cli, roofline.schema, roofline.results, roofline.summary; " \
+    code = "import sys, microbench.cli.app, roofline.result.document, roofline.result.io, roofline.analysis.summary; " \
            "print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -79,7 +79,7 @@ def test_simulate_and_analytic_profile_do_not_import_torch(tmp_path):
     """The simulator is analysis: running it (and writing its host record) must not load torch."""
     import subprocess
 
-    code = ("import sys; from click.testing import CliRunner; from microbench.cli import main; "
+    code = ("import sys; from click.testing import CliRunner; from microbench.cli.app import main; "
             f"out = {str(tmp_path)!r}; "
             "a = CliRunner().invoke(main, ['profile', '--analytic', '--gpu', 'h200-sxm', '--model', 'llama-3-8b', "
             "'-o', out + '/p.json']); "

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline.results import load_result, save_result
-from roofline.schema import Point
+from microbench.cli.app import main
+from roofline.result.document import Point
+from roofline.result.io import load_result, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 

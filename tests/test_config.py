@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from microbench.config import CHILD_FIELDS, FLAGS, PLAN_FIELDS, ConfigError, SweepConfig
+from microbench.cli.app import main
+from microbench.sweep.config import CHILD_FIELDS, FLAGS, PLAN_FIELDS, ConfigError, SweepConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,8 +73,8 @@ def test_ceilings_force_needs_an_output():
 def test_building_and_refusing_configs_does_not_import_torch():
     """Validation happens before anything heavy: the config module, a valid config, and the CLI refusing
     bad options all leave torch unimported (checked in a fresh interpreter)."""
-    code = ("import sys; from click.testing import CliRunner; from microbench.config import SweepConfig; "
-            "from microbench.cli import main; "
+    code = ("import sys; from click.testing import CliRunner; from microbench.sweep.config import SweepConfig; "
+            "from microbench.cli.app import main; "
             "c = SweepConfig.from_options({'ops': ('gemm',), 'dtypes': ('fp32,bf16',), 'shapes': ('64x32',), "
             "'batches': '1:8', 'budget_s': '0.1', 'max_memory_bytes': '1G'}); "
             "assert c.batches == (1, 2, 4, 8) and c.max_memory_bytes == 10**9, c; "
@@ -106,7 +106,7 @@ def test_every_sweep_option_is_declared_from_the_one_table():
 
 
 def test_the_record_round_trips_and_is_what_each_child_gets(tmp_path):
-    from microbench.multi import child_commands
+    from microbench.sweep.multi import child_commands
 
     options = {"device": "all", "ops": ("gemm",), "dtypes": ("fp32",), "shapes": ("256x128",), "batches": "1,2",
                "budget_s": "0.02", "with_ceilings": False, "report": True, "require_idle": True,

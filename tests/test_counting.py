@@ -1,6 +1,6 @@
 import pytest
 
-from roofline.counting import count_work, critical_intensity_batch
+from roofline.core.counting import count_work, critical_intensity_batch
 
 
 def test_gemm_counts_match_the_design_formula():

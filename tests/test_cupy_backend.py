@@ -11,8 +11,8 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from microbench import cupy_backend
-from microbench.cli import main
+from microbench.cli.app import main
+from microbench.timing import cupy_backend
 from tests.conftest import requires_gpu
 
 NVCC = shutil.which("nvcc")
@@ -74,8 +74,8 @@ def test_every_kernel_the_back_end_launches_is_exported(monkeypatch):
 
     import torch
 
-    from microbench import ops
-    from microbench.plan import PointSpec
+    from microbench.sweep.plan import PointSpec
+    from microbench.timing import ops
 
     recording = RecordingModule()
     monkeypatch.setattr(cupy_backend, "module", lambda index: recording)
@@ -117,7 +117,7 @@ def test_cupy_backend_on_the_cpu_is_a_clear_error_and_torch_still_works(tmp_path
 
 
 def test_support_rules():
-    from microbench.plan import PointSpec
+    from microbench.sweep.plan import PointSpec
 
     assert cupy_backend.support_problem(PointSpec("gemv", "bf16", 1, 64, 64, "cupy")) is None
     assert "16-byte" in cupy_backend.support_problem(PointSpec("gemv", "bf16", 1, 64, 12, "cupy"))
@@ -136,11 +136,11 @@ def test_cupy_and_torch_agree_on_the_same_inputs(op, dtype, batch):
     pytest.importorskip("cupy")
     import torch
 
-    from microbench import ops
-    from microbench.config import SweepConfig
-    from microbench.observer import SweepObserver
-    from microbench.plan import PointSpec
-    from microbench.session import open_session
+    from microbench.sweep.config import SweepConfig
+    from microbench.sweep.plan import PointSpec
+    from microbench.timing import ops
+    from microbench.timing.observer import SweepObserver
+    from microbench.timing.session import open_session
 
     session = open_session(SweepConfig(device="cuda", ops=(), save=False), SweepObserver())
     n, k = (4096, 14336) if op != "bmm" else (1024, 128)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from microbench import cupy_cublas
-from microbench.cupy_cublas import CUBLAS_OP_N, CUBLAS_OP_T, gemm_call
+from microbench.timing import cupy_cublas
+from microbench.timing.cupy_cublas import CUBLAS_OP_N, CUBLAS_OP_T, gemm_call
 
 
 def column_major(memory: dict[int, np.ndarray], pointer: int, rows: int, cols: int, ld: int) -> np.ndarray:
@@ -101,9 +101,9 @@ def test_alpha_and_beta_are_float32_one_and_zero_in_host_memory():
 def test_cupy_cublas_workloads_are_timed_eagerly_and_say_so():
     from types import SimpleNamespace
 
-    from microbench import cupy_backend, ops
-    from microbench.measure import make_timer
-    from microbench.plan import PointSpec
+    from microbench.sweep.plan import PointSpec
+    from microbench.timing import cupy_backend, ops
+    from microbench.timing.measure import make_timer
 
     spec = PointSpec("gemm", "bf16", 4, 64, 64, "cupy")
     base = ops.build_workload(torch, spec, "cpu", 2, 0, ops.WeightCache())
@@ -119,8 +119,8 @@ def test_cupy_cublas_workloads_are_timed_eagerly_and_say_so():
 
 def test_both_back_ends_get_the_same_inputs():
     """The cause of the sqrt(2) disagreement on the H200: x was seeded from a label naming the back end."""
-    from microbench import ops
-    from microbench.plan import PointSpec
+    from microbench.sweep.plan import PointSpec
+    from microbench.timing import ops
 
     ours = ops.build_workload(torch, PointSpec("gemm", "fp32", 4, 32, 64, "cupy"), "cpu", 2, 0, ops.WeightCache())
     theirs = ops.build_workload(torch, PointSpec("gemm", "fp32", 4, 32, 64), "cpu", 2, 0, ops.WeightCache())

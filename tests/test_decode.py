@@ -5,10 +5,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline.decode import DecodeSetup
-from roofline.models import experts_touched, kv_bytes_per_token, layer_shapes, load_model, weight_bytes
-from roofline.profiles import ProfileError
+from microbench.cli.app import main
+from roofline.decode.step import DecodeSetup
+from roofline.specs.gpus import SpecError
+from roofline.specs.models import experts_touched, kv_bytes_per_token, layer_shapes, load_model, weight_bytes
 
 TINY = {"_name_or_path": "tiny-llama-test", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
         "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024, "hidden_act": "silu"}
@@ -31,7 +31,7 @@ def test_tensor_parallel_splits():
     assert shapes["down"] == (8192, 28672 // 4)
     assert shapes["lm_head"] == (128256 // 4, 8192)
     assert kv_bytes_per_token(model, "bf16", tp=4) == 320 * 1024 // 4
-    with pytest.raises(ProfileError, match="does not divide"):
+    with pytest.raises(SpecError, match="does not divide"):
         layer_shapes(model, tp=3)
 
 
@@ -147,7 +147,7 @@ def test_no_peak_for_a_dtype_the_device_lacks():
 
 
 def test_a_kv_cap_far_off_the_axis_is_said_to_be(tmp_path):
-    from roofline.decode_plot import decode_figure
+    from roofline.decode.plot import decode_figure
 
     run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h200-sxm",
                                     "--context", "128", "--batch", "1,2,4", "--json"])

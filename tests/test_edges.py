@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline.results import ResultError, load_result, result_to_json, save_result
+from microbench.cli.app import main
+from roofline.result.io import ResultError, load_result, result_to_json, save_result
 from tests.conftest import make_point, make_result
 
 TINY = json.loads((Path(__file__).parent / "data" / "tiny-llama-config.json").read_text())
@@ -116,7 +116,7 @@ def test_other_sweep_numbers_must_be_finite(tmp_path, option, value):
 
 def test_a_programming_error_is_not_reported_as_bad_input(tmp_path, monkeypatch):
     """ValueError from inside the tool is a bug: a traceback (exit 1), not "gpubench: error:" and exit 2."""
-    from microbench import sweep
+    from microbench.sweep import loop as sweep
 
     def broken(config, observer):
         raise ValueError("an internal bug")

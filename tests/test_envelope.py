@@ -9,12 +9,12 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from microbench.cli import main
-from roofline import fit
-from roofline.analysis import analyse
-from roofline.counting import count_work, critical_intensity_batch
-from roofline.results import load_result
-from roofline.schema import Point
+from microbench.cli.app import main
+from roofline.analysis import fit
+from roofline.analysis.series import analyse
+from roofline.core.counting import count_work, critical_intensity_batch
+from roofline.result.document import Point
+from roofline.result.io import load_result
 from tests.conftest import make_result
 
 POWERS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]

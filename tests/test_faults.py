@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from microbench.cli import main
-from roofline.results import ResultError, load_result, result_from_json, result_to_json
+from microbench.cli.app import main
+from roofline.result.io import ResultError, load_result, result_from_json, result_to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW_PLAN = ["--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "512x1024", "--batch", "1:64:+1",
@@ -134,7 +134,7 @@ def test_all_cores_busy_makes_require_idle_refuse(tmp_path):  # the warning: tes
                                             "-o", str(tmp_path / "x.json")])
         assert refused.exit_code == 2 and "busy" in refused.output
         assert not (tmp_path / "x.json").exists()
-        from microbench.devices import busy_state
+        from microbench.device.discovery import busy_state
 
         assert busy_state({"kind": "cpu"})["busy"]
     finally:
@@ -147,8 +147,9 @@ def _recorded_telemetry(monkeypatch, reasons_until_pause: int):
     """Telemetry through the reader seam: ``reasons_until_pause`` in every reading until the sweep's retry
     pause (a seam too), none after it.  Driven by the sweep's own events, not by wall time, so a busy
     machine changes nothing; the sweep itself is real."""
-    from microbench import nvml_reader, sweep
-    from microbench.telemetry import Sampler
+    from microbench.sweep import loop as sweep
+    from microbench.telemetry import nvml_reader
+    from microbench.telemetry.sampler import Sampler
 
     state = {"reasons": reasons_until_pause, "pauses": 0}
 
@@ -195,7 +196,7 @@ def test_a_throttled_point_is_measured_again_and_both_are_kept(tmp_path, monkeyp
     assert first[0].telemetry["throttled"] and not first[1].telemetry["throttled"]
     assert "sw_thermal_slowdown" in first[0].telemetry["clock_event_reasons"]
     assert "throttled (thermal or hardware slowdown)" not in run.output  # the kept attempts are clean
-    from roofline.report import write_report
+    from roofline.report.result_report import write_report
 
     write_report(load_result(output), tmp_path / "report")
     assert "the fit used the second" in (tmp_path / "report" / "report.md").read_text()
@@ -290,8 +291,8 @@ def test_loader_fuzz_mutated_valid_documents(path, replacement):
 def test_same_seed_same_plan_and_inputs():
     import torch
 
-    from microbench import ops
-    from microbench.plan import PointSpec, build_plan
+    from microbench.sweep.plan import PointSpec, build_plan
+    from microbench.timing import ops
 
     assert build_plan(["gemm"], ["fp32"], [(64, 32)], [(8, 8)], [1, 4]) == \
         build_plan(["gemm"], ["fp32"], [(64, 32)], [(8, 8)], [1, 4])

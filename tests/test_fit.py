@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline import fit
-from roofline.analysis import analyse
-from roofline.counting import count_work, critical_intensity_batch
-from roofline.results import load_result
+from microbench.cli.app import main
+from roofline.analysis import fit
+from roofline.analysis.series import analyse
+from roofline.core.counting import count_work, critical_intensity_batch
+from roofline.result.io import load_result
 from tests.conftest import make_point, make_result
 
 VIDUR = os.path.join(os.path.dirname(__file__), "data", "vidur-llama2-70b-fp16.json")
@@ -42,7 +42,7 @@ def synthetic_points(bw, peak, n=8192, k=8192, batches=BATCHES, noise=0.03, step
 
 
 def _point(dtype, batch, n, k, samples):
-    from roofline.schema import Point
+    from roofline.result.document import Point
 
     return Point(op="gemm", dtype=dtype, batch=batch, n=n, k=k, backend="torch", status="ok",
                  timer="test", samples_s=tuple(samples))
@@ -94,7 +94,7 @@ def test_bmm_never_reaches_the_ridge():
 
 
 def _point_bmm(batch, bw=3e12):
-    from roofline.schema import Point
+    from roofline.result.document import Point
 
     work = count_work("bmm", "bf16", batch, 4096, 1024)
     return Point(op="bmm", dtype="bf16", batch=batch, n=4096, k=1024, backend="torch", status="ok",
@@ -234,10 +234,10 @@ def test_bad_imports_exit_2(tmp_path, content, args, message):
 
 def test_fit_json_runs_without_torch(tmp_path):
     analysis_path = tmp_path / "r.json"
-    from roofline.results import save_result
+    from roofline.result.io import save_result
 
     save_result(make_result(synthetic_points(3e12, 700e12)), analysis_path)
-    code = ("import sys, json; from microbench.cli import main\n"
+    code = ("import sys, json; from microbench.cli.app import main\n"
             "sys.modules['torch'] = None  # any import of torch now fails\n"
             f"main(['fit', {str(analysis_path)!r}, '--json'], standalone_mode=False)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=os.getcwd())

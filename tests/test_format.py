@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline.record import Record
-from roofline.records import Ceilings, Device, PointTelemetry, Settings, Telemetry
-from roofline.result_schema import (
+from microbench.cli.app import main
+from roofline.result.io import load_result, result_to_json
+from roofline.result.json_schema import (
     SCHEMA_PATH,
     PointDocument,
     json_schema,
@@ -22,7 +21,8 @@ from roofline.result_schema import (
     schema_text,
     validate,
 )
-from roofline.results import load_result, result_to_json
+from roofline.result.keys import Record
+from roofline.result.sections import Ceilings, Device, PointTelemetry, Settings, Telemetry
 from tests.conftest import make_point, make_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ def test_there_are_old_results_to_check():
 
 def test_the_checked_in_schema_is_the_one_the_registry_generates():
     assert SCHEMA_PATH.read_text(encoding="utf-8") == schema_text(), \
-        "regenerate: python -c 'from roofline.result_schema import write_schema; write_schema()'"
+        "regenerate: python -c 'from roofline.result.json_schema import write_schema; write_schema()'"
 
 
 @pytest.mark.parametrize("path", result_files(), ids=lambda p: p.name)
@@ -142,6 +142,6 @@ def test_a_result_types_its_sections_and_its_points_telemetry():
 
 
 def load_result_text(result):
-    from roofline.results import result_from_json
+    from roofline.result.io import result_from_json
 
     return result_from_json(result_to_json(result))

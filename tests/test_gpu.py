@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from microbench.plan import PointSpec
+from microbench.sweep.plan import PointSpec
 from tests.conftest import requires_gpu
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 
 
 def cuda_session(l2_policy="rotate", timer="graph", budget_s=0.3):
-    from microbench.config import SweepConfig
-    from microbench.observer import SweepObserver
-    from microbench.session import open_session
+    from microbench.sweep.config import SweepConfig
+    from microbench.timing.observer import SweepObserver
+    from microbench.timing.session import open_session
 
     config = SweepConfig(device="cuda", ops=(), budget_s=budget_s, l2_policy=l2_policy, timer=timer, save=False)
     return open_session(config, SweepObserver())
@@ -32,7 +32,7 @@ def test_device_record_is_complete():
 def test_graph_and_eager_agree_within_the_launch_overhead():
     import torch
 
-    from microbench.measure import measure_point
+    from microbench.timing.measure import measure_point
 
     session = cuda_session()
     point = measure_point(session, PointSpec("gemv", "bf16", 1, 4096, 14336))
@@ -55,7 +55,7 @@ def test_graph_and_eager_agree_within_the_launch_overhead():
 
 
 def test_a_gemv_that_fits_in_l2_is_faster_warm_than_cold():
-    from microbench.measure import measure_point
+    from microbench.timing.measure import measure_point
 
     spec = PointSpec("gemv", "bf16", 1, 4096, 2048)  # 16 MB of weights: inside any datacenter GPU's L2
     cold = measure_point(cuda_session("rotate"), spec)
@@ -66,7 +66,7 @@ def test_a_gemv_that_fits_in_l2_is_faster_warm_than_cold():
 
 
 def test_eager_timer_option():
-    from microbench.measure import measure_point
+    from microbench.timing.measure import measure_point
 
     point = measure_point(cuda_session(timer="eager"), PointSpec("gemm", "bf16", 8, 4096, 4096))
     assert point.ok and point.timer == "cuda-eager" and not point.eager_samples_s
@@ -74,7 +74,7 @@ def test_eager_timer_option():
 
 @pytest.mark.parametrize("dtype", ["fp32", "tf32", "fp16", "bf16", "fp8"])
 def test_every_dtype_runs_correctly_or_says_why_not(dtype):
-    from microbench.measure import measure_point
+    from microbench.timing.measure import measure_point
 
     session = cuda_session(budget_s=0.1)
     point = measure_point(session, PointSpec("gemm", dtype, 16, 4096, 4096))
@@ -91,9 +91,9 @@ def test_every_dtype_runs_correctly_or_says_why_not(dtype):
 def test_quick_cuda_sweep_end_to_end(tmp_path):
     from click.testing import CliRunner
 
-    from microbench.cli import main
-    from microbench.telemetry import remeasure_reason
-    from roofline.results import load_result
+    from microbench.cli.app import main
+    from microbench.telemetry.sampler import remeasure_reason
+    from roofline.result.io import load_result
 
     output = tmp_path / "gpu.json"
     run = CliRunner().invoke(main, ["sweep", "--device", "cuda", "--quick", "-o", str(output)],
@@ -127,7 +127,7 @@ def test_quick_cuda_sweep_end_to_end(tmp_path):
 
 
 def test_ceilings_name_the_reference_and_both_compute_regimes():
-    from microbench.ceilings import measure_ceilings
+    from microbench.sweep.ceilings import measure_ceilings
 
     session = cuda_session(budget_s=0.2)
     session.start_telemetry(True, 0.05)
@@ -152,7 +152,7 @@ def test_ceilings_name_the_reference_and_both_compute_regimes():
 
 def test_cupy_cublas_points_are_timed_eagerly_and_say_so():
     pytest.importorskip("cupy")
-    from microbench.measure import measure_point
+    from microbench.timing.measure import measure_point
 
     point = measure_point(cuda_session(budget_s=0.1), PointSpec("gemm", "bf16", 64, 4096, 4096, "cupy"))
     assert point.ok and point.correct, point.reason

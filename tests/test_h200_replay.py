@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from microbench.telemetry import NVML_LAG_S, attribute, described_s, remeasure_reason, summarize_window
+from microbench.telemetry.sampler import NVML_LAG_S, attribute, described_s, remeasure_reason, summarize_window
 
 DATA = Path(__file__).resolve().parent / "data" / "h200"
 # Memory-bound and long enough for the counter to mean something (issue 13.3).
@@ -98,8 +98,8 @@ def test_devices_prints_the_recorded_h200_as_nvml_described_it(monkeypatch):
     # output there), so a key it reads under another name than describe_cuda writes shows up off a GPU.
     from click.testing import CliRunner
 
-    import microbench.devices as devices
-    from microbench.cli import main
+    import microbench.device.discovery as devices
+    from microbench.cli.app import main
 
     recorded = json.loads((DATA / "first-run-ceilings.json").read_text())["device"]
     monkeypatch.setattr(devices, "cuda_status", lambda: (1, None))
@@ -116,8 +116,8 @@ def test_devices_prints_the_recorded_h200_as_nvml_described_it(monkeypatch):
 def test_devices_without_nvml_shows_dashes_not_a_traceback(monkeypatch):
     from click.testing import CliRunner
 
-    import microbench.devices as devices
-    from microbench.cli import main
+    import microbench.device.discovery as devices
+    from microbench.cli.app import main
 
     recorded = json.loads((DATA / "first-run-ceilings.json").read_text())["device"]
     keep = ("kind", "index", "name", "uuid", "pci_bus_id", "compute_capability", "sm_count", "memory_bytes",

@@ -1,7 +1,7 @@
 """The import graph, read from the source (ast, nothing executed): CLI -> config -> measure -> result -> analyse.
 
 Only the CLI, and resume (which continues a sweep), import the sweep loop; everything else that measures
-opens its session through ``microbench.session`` and reports through ``microbench.observer``.  Nothing
+opens its session through ``microbench.timing.session`` and reports through ``microbench.timing.observer``.  Nothing
 under ``roofline/`` imports ``microbench``.
 """
 
@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MAY_IMPORT_SWEEP = {"microbench/cli.py", "microbench/resume.py", "microbench/sweep.py"}
+MAY_IMPORT_SWEEP = {"microbench/cli/app.py", "microbench/sweep/resume.py", "microbench/sweep/loop.py"}
 
 
 def imported_modules(path: Path, package: str | None = None) -> set[str]:
@@ -43,7 +43,7 @@ def _sources(*folders: str) -> list[Path]:
 
 def test_only_the_cli_and_resume_import_the_sweep_loop():
     reaching = [str(p.relative_to(ROOT)) for p in _sources("microbench", "scripts")
-                if "microbench.sweep" in imported_modules(p) and str(p.relative_to(ROOT)) not in MAY_IMPORT_SWEEP]
+                if "microbench.sweep.loop" in imported_modules(p) and str(p.relative_to(ROOT)) not in MAY_IMPORT_SWEEP]
     assert reaching == []
 
 
@@ -55,11 +55,11 @@ def test_roofline_never_imports_microbench():
 
 def test_the_walk_sees_every_way_of_importing(tmp_path):
     """The check above can fail: each spelling of an import of the sweep loop is found."""
-    spellings = ["from microbench.sweep import run_sweep", "import microbench.sweep",
-                 "from microbench import plan, sweep", "from . import sweep", "from .sweep import prepare_sweep",
-                 "def f():\n    from microbench.sweep import sweep_job", "__import__('microbench.sweep')"]
+    spellings = ["from microbench.sweep.loop import run_sweep", "import microbench.sweep.loop",
+                 "from microbench.sweep import plan, loop", "from . import loop", "from .loop import prepare_sweep",
+                 "def f():\n    from microbench.sweep.loop import sweep_job", "__import__('microbench.sweep.loop')"]
     for index, line in enumerate(spellings):
         probe = tmp_path / f"probe_{index}.py"
         probe.write_text(line + "\n")
-        assert "microbench.sweep" in imported_modules(probe, package="microbench"), line
-    assert "microbench.sweep" not in imported_modules(ROOT / "microbench" / "measure.py")
+        assert "microbench.sweep.loop" in imported_modules(probe, package="microbench.sweep"), line
+    assert "microbench.sweep.loop" not in imported_modules(ROOT / "microbench" / "timing" / "measure.py")

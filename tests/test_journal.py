@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline.journal import ResultWriter
-from roofline.results import ResultError, check_output, journal_path, load_result, result_to_json, save_result
+from microbench.cli.app import main
+from roofline.result.io import ResultError, check_output, journal_path, load_result, result_to_json, save_result
+from roofline.result.journal import ResultWriter
 from tests.conftest import make_point, make_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,8 +155,8 @@ class Killed(Exception):
 
 
 def test_a_profile_journals_each_item_and_a_killed_one_resumes_from_the_journal(tmp_path):
-    from microbench.observer import SweepObserver
-    from microbench.profile_run import partial_path, prepare_profile, run_profile
+    from microbench.serving.profile_run import partial_path, prepare_profile, run_profile
+    from microbench.timing.observer import SweepObserver
     from tests.test_profile_measured import after_items, tiny_plan
 
     output = tmp_path / "profile.json"

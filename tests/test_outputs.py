@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline.results import ResultError, check_output, load_result, save_result
+from microbench.cli.app import main
+from roofline.result.io import ResultError, check_output, load_result, save_result
 from tests.conftest import make_point, make_result
 
 TINY_SWEEP = ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "64x64", "--batch", "1",

@@ -21,12 +21,13 @@ def test_the_wheel_holds_profiles_and_kernels(tmp_path):
         assert f"gpubench_profiles/gpus/{sku}.toml" in names
     assert "gpubench_profiles/models/llama-3-70b.toml" in names
     for kernel in ("common.cuh", "gemv.cu", "stream.cu"):
-        assert f"microbench/kernels/{kernel}" in names
+        assert f"microbench/timing/kernels/{kernel}" in names
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    code = ("from roofline.profiles import load_gpu_profiles, profiles_dir; from roofline.models import load_model;"
-            "from microbench.cupy_backend import kernel_source;"
-            "print(len(load_gpu_profiles()), load_model('llama-2-70b').layers, 'gemv_warp_' in kernel_source(),"
+    code = ("from roofline.specs.gpus import load_gpu_specs, profiles_dir;"
+            "from roofline.specs.models import load_model;"
+            "from microbench.timing.cupy_backend import kernel_source;"
+            "print(len(load_gpu_specs()), load_model('llama-2-70b').layers, 'gemv_warp_' in kernel_source(),"
             " profiles_dir())")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})

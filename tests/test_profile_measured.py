@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from microbench.observer import Interrupted, SweepObserver
-from microbench.plan import PlanError
-from microbench.profile_plan import ProfilePlan, grids_for, plan_items, power_grid, token_grid
-from microbench.profile_run import partial_path, prepare_profile, run_profile
+from microbench.cli.app import main
+from microbench.serving.profile_plan import ProfilePlan, grids_for, plan_items, power_grid, token_grid
+from microbench.serving.profile_run import partial_path, prepare_profile, run_profile
+from microbench.sweep.plan import PlanError
+from microbench.timing.observer import Interrupted, SweepObserver
 from roofline.serving.profile_doc import load_profile
 from roofline.serving.simulate import simulate
 from roofline.serving.workload import make_workload
@@ -111,7 +111,7 @@ def test_attention_kernels_agree_gqa_and_chunk_mask():
     attention as SDPA: decode, a whole causal prompt, and a chunk over a cached prefix."""
     import torch
 
-    from microbench.profile_kernels import AttentionShape, AttentionWorkload
+    from microbench.serving.profile_kernels import AttentionShape, AttentionWorkload
 
     shape = AttentionShape(heads=4, kv_heads=2, head_dim=16)
     for batch, q_len, kv_len in ((3, 1, 20), (1, 12, 12), (1, 5, 17)):

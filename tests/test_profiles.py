@@ -1,13 +1,13 @@
 import pytest
 
-from roofline.profiles import GIB, ProfileError, load_gpu_profile, load_gpu_profiles, match_gpu_profile
+from roofline.specs.gpus import GIB, SpecError, load_gpu_spec, load_gpu_specs, match_gpu_spec
 
 REQUIRED = {"h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "a100-sxm-40gb", "a100-sxm-80gb",
             "a100-pcie-80gb", "l40s", "l4", "b200"}
 
 
 def test_all_required_skus_ship_with_sources():
-    profiles = load_gpu_profiles()
+    profiles = load_gpu_specs()
     assert REQUIRED <= set(profiles)
     for profile in profiles.values():
         assert profile.bandwidth_source and profile.peak_source
@@ -30,17 +30,17 @@ def test_all_required_skus_ship_with_sources():
     ("NVIDIA GeForce RTX 4090", 24.0, None),
 ])
 def test_matching_by_name_and_memory(name, memory_gib, sku):
-    profile = match_gpu_profile(name, memory_gib * GIB)
+    profile = match_gpu_spec(name, memory_gib * GIB)
     assert (profile.sku if profile else None) == sku
 
 
 def test_spec_ridges_match_the_reference_table():
-    assert load_gpu_profile("h100-sxm").ridge_flop_per_byte("bf16") == pytest.approx(295, abs=1)
-    assert load_gpu_profile("h200-sxm").ridge_flop_per_byte("bf16") == pytest.approx(206, abs=1)
-    assert load_gpu_profile("a100-sxm-80gb").ridge_flop_per_byte("bf16") == pytest.approx(153, abs=1)
-    assert load_gpu_profile("a100-sxm-80gb").ridge_flop_per_byte("fp8") is None
+    assert load_gpu_spec("h100-sxm").ridge_flop_per_byte("bf16") == pytest.approx(295, abs=1)
+    assert load_gpu_spec("h200-sxm").ridge_flop_per_byte("bf16") == pytest.approx(206, abs=1)
+    assert load_gpu_spec("a100-sxm-80gb").ridge_flop_per_byte("bf16") == pytest.approx(153, abs=1)
+    assert load_gpu_spec("a100-sxm-80gb").ridge_flop_per_byte("fp8") is None
 
 
 def test_unknown_sku():
-    with pytest.raises(ProfileError, match="unknown SKU"):
-        load_gpu_profile("h900")
+    with pytest.raises(SpecError, match="unknown SKU"):
+        load_gpu_spec("h900")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from microbench.devices import content_hash, tool_info
+from microbench.device.discovery import content_hash, tool_info
 
 ROOT = Path(__file__).resolve().parent.parent
 

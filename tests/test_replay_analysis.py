@@ -13,11 +13,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline import plots
-from roofline.analysis import analyse
-from roofline.reference import NOT_RECORDED, reference_bandwidth, reference_bandwidth_from_measured, reference_peak
-from roofline.results import load_result
+from microbench.cli.app import main
+from roofline.analysis.reference import (
+    NOT_RECORDED,
+    reference_bandwidth,
+    reference_bandwidth_from_measured,
+    reference_peak,
+)
+from roofline.analysis.series import analyse
+from roofline.report import plots
+from roofline.result.io import load_result
 
 DATA = Path(__file__).parent / "data" / "h200"
 SWEEP, CEILINGS = DATA / "first-run-sweep.json", DATA / "first-run-ceilings.json"
@@ -80,7 +85,7 @@ def test_fit_verdict_and_table_name_the_reference_and_flag_what_is_above(sweep):
 
 
 def test_sweep_summary_names_the_reference_and_warns(sweep, capsys):
-    from microbench.progress import print_sweep_summary
+    from microbench.cli.render import print_sweep_summary
 
     print_sweep_summary(sweep, None)
     out = capsys.readouterr().out

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline import plots
-from roofline.analysis import analyse
-from roofline.report import write_report
-from roofline.results import save_result
-from roofline.schema import Point
+from microbench.cli.app import main
+from roofline.analysis.series import analyse
+from roofline.report import plots
+from roofline.report.result_report import write_report
+from roofline.result.document import Point
+from roofline.result.io import save_result
 from tests.conftest import make_result
 from tests.test_fit import _point_bmm, synthetic_points
 
@@ -138,8 +138,8 @@ def test_an_imported_result_reports_what_it_recorded_and_never_none(tmp_path):
     # An import records a device name and SKU only: the report said "Driver None, ... ECC None; gpubench None".
     from pathlib import Path
 
-    from roofline.report import write_report
-    from roofline.results import load_result
+    from roofline.report.result_report import write_report
+    from roofline.result.io import load_result
 
     source = Path(__file__).resolve().parent.parent / "results" / "reference-vidur-a100-fp16.json"
     write_report(load_result(source), tmp_path / "out")

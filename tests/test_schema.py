@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from roofline.results import ResultError, load_result, result_to_json, save_result
-from roofline.schema import SCHEMA_VERSION, Point
+from roofline.result.document import SCHEMA_VERSION, Point
+from roofline.result.io import ResultError, load_result, result_to_json, save_result
 from tests.conftest import make_point, make_result
 
 GOLDEN_V1 = os.path.join(os.path.dirname(__file__), "golden", "result_v1.json")

@@ -10,7 +10,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
+from microbench.cli.app import main
 from roofline.serving.profile_doc import load_profile
 
 ANALYTIC = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b"]

@@ -6,18 +6,18 @@ import json
 
 import pytest
 
-from roofline.counting import count_work
-from roofline.models import load_model
-from roofline.profiles import load_gpu_profile
+from roofline.core.counting import count_work
 from roofline.serving.analytic import analytic_profile, token_grid
 from roofline.serving.profile_doc import EngineOverhead, ProfileDocError, StepProfile, load_profile, save_profile
 from roofline.serving.step_cost import interp1, step_cost
+from roofline.specs.gpus import load_gpu_spec
+from roofline.specs.models import load_model
 
 
 @pytest.fixture(scope="module")
 def llama_h200() -> StepProfile:
     return analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=8192,
-                            max_context=8192, gpu=load_gpu_profile("h200-sxm"))
+                            max_context=8192, gpu=load_gpu_spec("h200-sxm"))
 
 
 def test_round_trip_through_a_file(tmp_path, llama_h200):
@@ -68,7 +68,7 @@ def test_interpolation_is_linear_in_tokens_and_extrapolates():
 
 def test_analytic_linear_is_exact_between_grid_points(llama_h200):
     """A roofline is affine in tokens on each side of the ridge, so interpolation reproduces it exactly."""
-    gpu = load_gpu_profile("h200-sxm")
+    gpu = load_gpu_spec("h200-sxm")
     for tokens in (5, 48, 100, 3000):
         cost = step_cost(llama_h200, [], [(tokens - 1, 0)], None)
         expected = 0.0
@@ -128,9 +128,9 @@ def test_chunk_over_a_prefix_costs_what_the_whole_prompt_costs_less_the_prefix(l
 def test_a_profile_from_a_real_h200_sweep_uses_each_series_fit_and_the_run_ceilings_elsewhere():
     from pathlib import Path
 
-    from roofline.analysis import analyse
-    from roofline.results import load_result
-    from roofline.summary import measured_bandwidth
+    from roofline.analysis.series import analyse
+    from roofline.analysis.summary import measured_bandwidth
+    from roofline.result.io import load_result
 
     path = Path(__file__).parent / "data" / "h200" / "first-run-sweep.json"
     result = load_result(path)
@@ -164,15 +164,15 @@ def test_other_kernels_are_interpolated_over_the_tokens_of_the_step():
 def _vidur_h100(dtype: str, model: str = "llama-3-8b") -> StepProfile:
     from pathlib import Path
 
-    from roofline.results import load_result
+    from roofline.result.io import load_result
 
     path = Path(__file__).parent.parent / "results" / "reference-vidur-h100-fp16.json"
     return analytic_profile(load_model(model), tp=1, dtype=dtype, kv_dtype=dtype, max_tokens=1024, max_context=1024,
-                            gpu=load_gpu_profile("h100-sxm"), result=load_result(path), result_name=path.name)
+                            gpu=load_gpu_spec("h100-sxm"), result=load_result(path), result_name=path.name)
 
 
 def test_a_fit_of_other_shapes_uses_the_runs_best_fit_and_says_so_not_the_spec_sheet():
-    spec = load_gpu_profile("h100-sxm")
+    spec = load_gpu_spec("h100-sxm")
     profile = _vidur_h100("fp16")
     assert profile.basis == ("fit of reference-vidur-h100-fp16.json (0 of 5 layer shapes fitted; the rest on its "
                              "best fp16 fit)")
@@ -184,7 +184,7 @@ def test_a_fit_of_other_shapes_uses_the_runs_best_fit_and_says_so_not_the_spec_s
 def test_a_run_without_fits_of_the_dtype_is_labelled_spec_sheet():
     profile = _vidur_h100("bf16")
     assert profile.basis == "spec sheet h100-sxm (reference-vidur-h100-fp16.json fits no bf16 GEMM)"
-    assert profile.roof["bandwidth_bytes_per_s"] == load_gpu_profile("h100-sxm").bandwidth_bytes_per_s
+    assert profile.roof["bandwidth_bytes_per_s"] == load_gpu_spec("h100-sxm").bandwidth_bytes_per_s
 
 
 def test_shapes_the_run_fitted_use_their_own_fit():

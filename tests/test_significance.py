@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline.counting import count_work
-from roofline.significance import compare_intervals, compare_samples, mann_whitney_p
+from microbench.cli.app import main
+from roofline.analysis.significance import compare_intervals, compare_samples, mann_whitney_p
+from roofline.core.counting import count_work
 
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 

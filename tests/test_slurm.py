@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from roofline.results import load_result
+from roofline.result.io import load_result
 
 ROOT = Path(__file__).resolve().parent.parent
 SLURM = ROOT / "scripts" / "slurm"

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from roofline.stats import MIN_SAMPLES_FOR_CI, median_ci95, quantile, summarize
+from roofline.core.stats import MIN_SAMPLES_FOR_CI, median_ci95, quantile, summarize
 
 
 def test_quantile_matches_linear_interpolation():

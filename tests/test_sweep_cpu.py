@@ -3,8 +3,8 @@
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline.results import load_result
+from microbench.cli.app import main
+from roofline.result.io import load_result
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from microbench.telemetry import (
+from microbench.telemetry.sampler import (
     GPM_MIN_PERIOD_S,
     NVML_LAG_S,
     Sampler,
@@ -129,8 +129,8 @@ def test_no_nvml_on_this_machine_is_recorded_not_fatal():
     pytest.importorskip("pynvml")
     import torch
 
-    from microbench.nvml import init_nvml
-    from microbench.nvml_reader import start_telemetry
+    from microbench.telemetry.nvml import init_nvml
+    from microbench.telemetry.nvml_reader import start_telemetry
 
     module, why = init_nvml()
     if module is not None or torch.cuda.is_available():
@@ -202,8 +202,8 @@ def test_power_capping_is_recorded_not_called_throttling():
 
 def test_a_timed_phase_lasts_long_enough_for_its_readings_even_past_max_samples():
     """The first run stopped points at max_samples after 0.16 s: too short for one lag-corrected GPM pair."""
-    from microbench.adaptive import StoppingRule, measure
-    from microbench.telemetry import GPM_MIN_POINT_WINDOW_S
+    from microbench.telemetry.sampler import GPM_MIN_POINT_WINDOW_S
+    from microbench.timing.adaptive import StoppingRule, measure
 
     class Clock:
         t = 0.0

@@ -1,5 +1,5 @@
 """Text a person reads: help without printf escapes, messages in readable units on one line each, flags
-named as they are spelled, and one formatter for quantities (roofline.units)."""
+named as they are spelled, and one formatter for quantities (roofline.core.units)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline.results import save_result
-from roofline.units import quantity, seconds, si_bytes, significant
+from microbench.cli.app import main
+from roofline.core.units import quantity, seconds, si_bytes, significant
+from roofline.result.io import save_result
 from tests.conftest import make_point, make_result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_printed_sentences_are_not_folded_when_stdout_is_piped():
     """A sentence on stdout (a warning, a verdict) stays one line through a pipe, however long; tables still
     lay out to the console's width."""
     sentence = "warning: " + " ".join(["word"] * 60)  # 300 characters
-    script = ("from microbench.progress import stdout; from rich.table import Table\n"
+    script = ("from microbench.cli.render import stdout; from rich.table import Table\n"
               f"stdout.print({sentence!r})\n"
               "t = Table('a', 'b'); t.add_row('x' * 100, 'y' * 100); stdout.print(t)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,

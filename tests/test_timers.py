@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from microbench.timers import MAX_LAUNCHES_PER_SAMPLE, CpuTimer, launches_for
+from microbench.timing.timers import MAX_LAUNCHES_PER_SAMPLE, CpuTimer, launches_for
 
 
 def test_launches_fill_the_sample_in_whole_rotation_cycles():

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 from click.testing import CliRunner
 
-from microbench.cli import main
-from roofline.analysis import analyse
-from roofline.report import write_report
-from roofline.results import save_result
+from microbench.cli.app import main
+from roofline.analysis.series import analyse
+from roofline.report.result_report import write_report
+from roofline.result.io import save_result
 from tests.conftest import make_point, make_result
 from tests.test_fit import synthetic_points
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from microbench.engine.timing import EngineRun, RequestTiming, mean_steps, step_durations
-from microbench.validate_compare import CalibrationRun, compare_runs, fit_overhead, nnls, run_summary
+from microbench.serving.engine.timing import EngineRun, RequestTiming, mean_steps, step_durations
+from microbench.serving.validate_compare import CalibrationRun, compare_runs, fit_overhead, nnls, run_summary
 from roofline.serving.profile_doc import EngineOverhead
 
 TRUE = EngineOverhead(per_step_s=3e-3, per_sequence_s=2e-4, per_cached_token_s=5e-7, per_prefill_step_s=4e-3)
@@ -105,7 +105,7 @@ def test_repeats_combine_step_by_step():
 
 def recording_job(order: list, key, pieces: int, ordered: bool = False):
     """A validate job whose n-th piece "lasts" n + 1 s and appends (key, n) to ``order`` when it runs."""
-    from microbench.validate_run import Job
+    from microbench.serving.validate_run import Job
 
     def run_piece(i):
         order.append((key, i))
@@ -119,7 +119,7 @@ def recording_job(order: list, key, pieces: int, ordered: bool = False):
 
 
 def test_rounds_shuffle_the_pieces_of_every_job_and_put_each_run_back_together():
-    from microbench.validate_run import interleaved_runs
+    from microbench.serving.validate_run import interleaved_runs
 
     order = []
     jobs = [recording_job(order, ("static", "w", 4), 3), recording_job(order, ("static", "c", 8), 2),
@@ -139,7 +139,7 @@ def test_rounds_shuffle_the_pieces_of_every_job_and_put_each_run_back_together()
 
 def test_an_ordered_job_runs_its_pieces_in_order_wherever_the_shuffle_puts_them():
     """A continuous run's segments continue one manager run: the n-th slot of the job in a round runs piece n."""
-    from microbench.validate_run import interleaved_runs
+    from microbench.serving.validate_run import interleaved_runs
 
     order = []
     jobs = [recording_job(order, ("static", "w", 4), 3), recording_job(order, ("continuous", "w", 8), 4, ordered=True)]
@@ -153,7 +153,7 @@ def test_an_ordered_job_runs_its_pieces_in_order_wherever_the_shuffle_puts_them(
 
 
 def test_calibration_batches_never_exceed_the_calibration_requests():
-    from microbench.validate_run import calibration_sizes
+    from microbench.serving.validate_run import calibration_sizes
 
     assert calibration_sizes(8, 16) == [4, 8]
     assert calibration_sizes(64, 32) == [16, 32]  # 64 slots for 32 requests would run like 32
@@ -163,8 +163,8 @@ def test_calibration_batches_never_exceed_the_calibration_requests():
 def test_only_a_burst_is_cut_into_pieces():
     """Static batches and continuous segments are shuffled apart only when every request is there at t=0: a run
     with arrivals over time follows the wall clock, which does not stop between pieces, so it runs in one."""
-    from microbench.engine import transformers_engine
-    from microbench.validate_run import ValidateSetup, engine_jobs
+    from microbench.serving.engine import transformers_engine
+    from microbench.serving.validate_run import ValidateSetup, engine_jobs
     from roofline.serving.workload import make_workload
 
     setup = ValidateSetup(static_batch=4, max_batch=4, budget_tokens=64)

@@ -22,9 +22,9 @@ pytest.importorskip("transformers", reason="the serving extra (transformers) is 
 
 from click.testing import CliRunner  # noqa: E402
 
-from microbench.cli import main  # noqa: E402
-from microbench.observer import SweepObserver  # noqa: E402
-from microbench.validate_run import ValidateSetup, run_validate  # noqa: E402
+from microbench.cli.app import main  # noqa: E402
+from microbench.serving.validate_run import ValidateSetup, run_validate  # noqa: E402
+from microbench.timing.observer import SweepObserver  # noqa: E402
 
 TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
 TOLERANCE = 0.15
@@ -127,7 +127,7 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
 
 def test_a_burst_static_run_is_its_batches_back_to_back():
     """The interleaved static run: batches formed as run_static forms them, stamps put back in batch order."""
-    from microbench.engine import transformers_engine as te
+    from microbench.serving.engine import transformers_engine as te
     from roofline.serving.workload import make_workload
 
     requests = make_workload(5, "burst", "fixed:4", "uniform:1:4", 3)
@@ -153,14 +153,14 @@ def test_a_continuous_run_in_parked_segments_takes_the_steps_of_one_go(one_threa
 
     import torch
 
-    from microbench.engine import transformers_engine as te
-    from microbench.engine.segments import SEGMENT_STEPS, SegmentedContinuous, segment_count
-    from roofline.models import ModelProfile
+    from microbench.serving.engine import transformers_engine as te
+    from microbench.serving.engine.segments import SEGMENT_STEPS, SegmentedContinuous, segment_count
     from roofline.serving.workload import make_workload
+    from roofline.specs.models import ModelSpec
 
     torch.set_num_threads(1)
     requests = make_workload(6, "burst", "fixed:4", "uniform:8:16", 3)
-    model = ModelProfile(id="tiny", name="tiny", layers=2, hidden=256, heads=4, kv_heads=2, head_dim=64,
+    model = ModelSpec(id="tiny", name="tiny", layers=2, hidden=256, heads=4, kv_heads=2, head_dim=64,
                          intermediate=512, vocab=1024, gated_mlp=True)
     lm = te.build_model(torch, model, "fp32", "cpu", 64, 0)
     jump = [0.0]

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from microbench.cli import main
-from microbench.plan import PlanError
-from microbench.validate_run import ValidateSetup
+from microbench.cli.app import main
+from microbench.serving.validate_run import ValidateSetup
+from microbench.sweep.plan import PlanError
 
 TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
 
@@ -21,25 +21,25 @@ TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
 @pytest.fixture
 def never_runs(monkeypatch):
     """run_validate fails the test: every refusal below must come before anything runs."""
-    import microbench.validate_run
+    import microbench.serving.validate_run
 
     def reached(*args, **kwargs):
         raise AssertionError("run_validate was reached: the option was not checked up front")
 
-    monkeypatch.setattr(microbench.validate_run, "run_validate", reached)
+    monkeypatch.setattr(microbench.serving.validate_run, "run_validate", reached)
 
 
 @pytest.fixture
 def measures_nothing(monkeypatch):
     """The first things run_validate measures with (the profile's passes, the engine's model) fail the test:
     refusals after the option checks must still come before them."""
-    import microbench.validate_run
-    from microbench.engine import transformers_engine
+    import microbench.serving.validate_run
+    from microbench.serving.engine import transformers_engine
 
     def reached(*args, **kwargs):
         raise AssertionError("validate began measuring before refusing its input")
 
-    monkeypatch.setattr(microbench.validate_run, "ProfilePasses", reached)
+    monkeypatch.setattr(microbench.serving.validate_run, "ProfilePasses", reached)
     monkeypatch.setattr(transformers_engine, "build_model", reached)
 
 
@@ -138,7 +138,7 @@ def test_the_readme_form_on_a_cpu_times_one_thread_on_its_clock(tmp_path, monkey
     (the profile's passes), so the real option handling and device resolution ran."""
     import torch
 
-    import microbench.validate_run
+    import microbench.serving.validate_run
 
     seen = {}
 
@@ -147,7 +147,7 @@ def test_the_readme_form_on_a_cpu_times_one_thread_on_its_clock(tmp_path, monkey
         raise Reached
 
     before = torch.get_num_threads()
-    monkeypatch.setattr(microbench.validate_run, "ProfilePasses", stop)
+    monkeypatch.setattr(microbench.serving.validate_run, "ProfilePasses", stop)
     try:
         torch.set_num_threads(2)  # torch's default on this 2-core machine, whatever the test runner set
         result = validate(["--requests", "2", "--calibration-requests", "2"], tmp_path / "out")
@@ -159,7 +159,7 @@ def test_the_readme_form_on_a_cpu_times_one_thread_on_its_clock(tmp_path, monkey
 
 
 def test_engine_timing_defaults_fit_the_options_given():
-    from microbench.validate_options import engine_timing
+    from microbench.serving.validate_options import engine_timing
 
     cpu = "cpu"
     plain = engine_timing(ValidateSetup(), cpu)
@@ -182,7 +182,7 @@ def test_engine_timing_defaults_fit_the_options_given():
 
 def test_overhead_terms_read_each_in_its_own_scale():
     """It printed "0.000 ms/step + 2614.2 µs/sequence": every term in one fixed unit of its own."""
-    from microbench.validate_compare import overhead_line
+    from microbench.serving.validate_compare import overhead_line
 
     line = overhead_line("static", {"per_step_s": 3.2e-6, "per_sequence_s": 2.6142e-3,
                                     "per_cached_token_s": 7.5e-10, "per_prefill_step_s": 0.0, "fitted_on": "x"})
@@ -196,7 +196,7 @@ def test_overhead_terms_read_each_in_its_own_scale():
 def test_the_gate_fails_when_an_error_cannot_be_computed(capsys):
     """A relative error of None (a measured time of 0) once raised a TypeError in abs(); the gate asked for
     cannot pass on it."""
-    from microbench.serving_engine_cli import _gate
+    from microbench.cli.engine import _gate
 
     document = {"comparison": {"static": {"total_s": {"rel_err": 0.05}}, "continuous": {"total_s": {"rel_err": None}}},
                 "ratio": {"rel_err": 0.01}}
@@ -218,12 +218,12 @@ def test_the_gate_fails_when_an_error_cannot_be_computed(capsys):
 def test_the_measured_profile_checks_the_same_options_before_measuring(tmp_path, monkeypatch, args, words):
     """The measured profile shares these options: the seed reached numpy (ValueError), nan passed its budget
     check (and measured for minutes), threads past int32 reached torch (ValueError)."""
-    import microbench.profile_run
+    import microbench.serving.profile_run
 
     def reached(*args, **kwargs):
         raise AssertionError("the profile was prepared: the option was not checked up front")
 
-    monkeypatch.setattr(microbench.profile_run, "prepare_profile", reached)
+    monkeypatch.setattr(microbench.serving.profile_run, "prepare_profile", reached)
     out = tmp_path / "p.json"
     result = CliRunner().invoke(main, ["profile", "--hf-config", str(TINY), "--device", "cpu", *args, "-o", str(out)])
     refused(result, *words)

@@ -1,8 +1,8 @@
 """A step profile from a roofline instead of timers: the spec sheet of a SKU, or the fitted roofline of each
 series of a measured sweep (``--from RESULT.json``).  Same document as a measured profile, ``source: analytic``.
 
-Linear layers use the project's roofline time (``roofline.decode.analytic_time``: max(bytes/BW, FLOP/P) per
-launch, with bytes and FLOP from ``roofline.counting``).  Attention kernels are not GEMMs, so their bytes and
+Linear layers use the project's roofline time (``roofline.decode.step.analytic_time``: max(bytes/BW, FLOP/P) per
+launch, with bytes and FLOP from ``roofline.core.counting``).  Attention kernels are not GEMMs, so their bytes and
 FLOP are counted here (flash-style: Q, K, V read once, the output written once) and put through the same
 max(bytes/BW, FLOP/P).
 """
@@ -12,13 +12,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from roofline.counting import DTYPE_SIZES
-from roofline.decode import analytic_time
-from roofline.models import ModelProfile, check_tp, kv_bytes_per_token, layer_shapes, weight_bytes
-from roofline.profiles import GpuProfile, ProfileError
-from roofline.roof import Roof
-from roofline.schema import Result
+from roofline.core.counting import DTYPE_SIZES
+from roofline.core.roof import Roof
+from roofline.decode.step import analytic_time
+from roofline.result.document import Result
 from roofline.serving.profile_doc import LinearTable, StepProfile, Table1D, Table2D
+from roofline.specs.gpus import GpuSpec, SpecError
+from roofline.specs.models import ModelSpec, check_tp, kv_bytes_per_token, layer_shapes, weight_bytes
 
 LINEAR_NAMES = {"qkv": "qkv_proj", "o": "o_proj", "gate_up": "gate_up_proj", "up": "up_proj",
                 "down": "down_proj"}
@@ -35,16 +35,16 @@ def token_grid(maximum: int) -> tuple[int, ...]:
     return tuple(sorted(set(out + [maximum])))
 
 
-def spec_roof(gpu: GpuProfile, dtype: str) -> Roof:
+def spec_roof(gpu: GpuSpec, dtype: str) -> Roof:
     peak = gpu.peak_flop_per_s.get(dtype)
     if not peak:
-        raise ProfileError(f"{gpu.sku} has no {dtype} peak in its spec sheet")
+        raise SpecError(f"{gpu.sku} has no {dtype} peak in its spec sheet")
     return Roof(gpu.bandwidth_bytes_per_s, peak)
 
 
 def _fit_series(result: Result, dtype: str) -> list[dict[str, Any]]:
     """The run's GEMM series of ``dtype`` whose fit found a bandwidth, full fits first."""
-    from roofline.analysis import analyse
+    from roofline.analysis.series import analyse
 
     series = [s for s in analyse(result)["series"] if s["op"] == "gemm" and s["dtype"] == dtype
               and s.get("bandwidth_bytes_per_s")]
@@ -64,7 +64,7 @@ def result_roof(result: Result, dtype: str, spec: Roof | None, series: list[dict
     """The roof for what no series of the run fits, and where it came from: the run's ceilings, else the best
     bandwidth and peak its ``dtype`` fits reached (a run of other layer shapes, e.g. the Vidur reference, has
     no ceilings but its fits still measured this GPU), else the spec sheet's."""
-    from roofline.summary import measured_bandwidth, measured_peak
+    from roofline.analysis.summary import measured_bandwidth, measured_peak
 
     bandwidth, peak = measured_bandwidth(result), measured_peak(result, dtype)
     if bandwidth and peak:
@@ -74,7 +74,7 @@ def result_roof(result: Result, dtype: str, spec: Roof | None, series: list[dict
         return Roof(bandwidth or max(s["bandwidth_bytes_per_s"] for s in series),
                     peak or (max(fit_peaks) if fit_peaks else spec.peak_flop_per_s)), "best fit"
     if spec is None:
-        raise ProfileError(f"the result measured no {dtype} ceilings, fitted no {dtype} GEMM and matched no SKU: "
+        raise SpecError(f"the result measured no {dtype} ceilings, fitted no {dtype} GEMM and matched no SKU: "
                            "give --gpu SKU")
     return Roof(bandwidth or spec.bandwidth_bytes_per_s, peak or spec.peak_flop_per_s), "spec"
 
@@ -94,7 +94,7 @@ def _linear(name: str, n: int, k: int, dtype: str, roof: Roof, tokens: tuple[int
     return LinearTable(name, n, k, 1, tokens, tuple(time_fn("gemm", dtype, t, n, k) for t in tokens))
 
 
-def _attention_tables(model: ModelProfile, tp: int, dtype: str, kv_dtype: str, roof: Roof, tokens, contexts):
+def _attention_tables(model: ModelSpec, tp: int, dtype: str, kv_dtype: str, roof: Roof, tokens, contexts):
     heads, kv_heads, hd = model.heads // tp, model.kv_heads // tp, model.head_dim
     s, s_kv = DTYPE_SIZES[dtype][0], DTYPE_SIZES[kv_dtype][0]
 
@@ -113,19 +113,19 @@ def _attention_tables(model: ModelProfile, tp: int, dtype: str, kv_dtype: str, r
     return decode, prefill, chunk
 
 
-def analytic_profile(model: ModelProfile, *, tp: int, dtype: str, kv_dtype: str, max_tokens: int, max_context: int,
-                     gpu: GpuProfile | None, result: Result | None = None, result_name: str = "",
+def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, max_tokens: int, max_context: int,
+                     gpu: GpuSpec | None, result: Result | None = None, result_name: str = "",
                      tool: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
                      argv: tuple[str, ...] = ()) -> StepProfile:
     """The step profile of ``model`` on a roofline: ``gpu``'s spec sheet, or the fits of ``result``."""
     check_tp(model, tp)
     if model.experts > 1:
-        raise ProfileError(f"{model.name} is a mixture of experts: the serving simulator models dense models only")
+        raise SpecError(f"{model.name} is a mixture of experts: the serving simulator models dense models only")
     if max_tokens < 2 or max_context < 2:
-        raise ProfileError("--max-tokens and --max-context must be at least 2")
+        raise SpecError("--max-tokens and --max-context must be at least 2")
     spec = spec_roof(gpu, dtype) if gpu else None
     if result is None and spec is None:
-        raise ProfileError("--analytic needs --gpu SKU or --from RESULT.json")
+        raise SpecError("--analytic needs --gpu SKU or --from RESULT.json")
     series = _fit_series(result, dtype) if result is not None else []
     default, rest = result_roof(result, dtype, spec, series) if result is not None else (spec, "spec")
     per_series = fitted_roofs(series, default)
@@ -156,7 +156,7 @@ def analytic_profile(model: ModelProfile, *, tp: int, dtype: str, kv_dtype: str,
         argv=argv, host=host or {}, device=device)
 
 
-def model_dict(model: ModelProfile) -> dict[str, Any]:
+def model_dict(model: ModelSpec) -> dict[str, Any]:
     """The profile document's ``model`` object (the keys docs/serving.md names, plus id and source)."""
     return {"name": model.name, "id": model.id, "layers": model.layers, "hidden": model.hidden, "heads": model.heads,
             "kv_heads": model.kv_heads, "head_dim": model.head_dim, "intermediate": model.intermediate,

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from roofline.core.units import significant
 from roofline.serving.metrics import Slo, latencies
 from roofline.serving.simulate import SimulationRun
 from roofline.serving.workload import Request, with_arrivals
-from roofline.units import significant
 
 RELATIVE_TOLERANCE = 0.02  # stop when the bracket is within 2% of the rate
 # Past the burst's own throughput a queue builds, so a rate this many times it that still meets the SLO only

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from roofline.results import write_output_file
+from roofline.result.io import write_output_file
 from roofline.serving.metrics import step_arrays
 from roofline.serving.profile_doc import StepProfile, save_json_atomic
 from roofline.serving.simulate import SimulationRun

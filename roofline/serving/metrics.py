@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from roofline.errors import BadInputError
+from roofline.core.errors import BadInputError
 from roofline.serving.profile_doc import StepProfile
 from roofline.serving.simulate import SimulationError, SimulationRun
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from roofline.errors import BadInputError
+from roofline.core.errors import BadInputError
 
 DEFAULT_MAX_BATCH = 256  # vLLM's max_num_seqs
 DEFAULT_MAX_TOKENS = 8192  # tokens one prefill step may hold (vLLM: max_num_batched_tokens)

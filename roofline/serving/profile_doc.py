@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofline.counting import DTYPES
-from roofline.errors import BadInputError
+from roofline.core.counting import DTYPES
+from roofline.core.errors import BadInputError
 
 SCHEMA_VERSION = 1
 KIND = "gpubench-step-profile"
@@ -308,7 +308,7 @@ def load_profile(path: str | os.PathLike) -> StepProfile:
 def save_json_atomic(document: dict[str, Any], path: str | os.PathLike) -> None:
     """Temp file in the same folder, fsync, rename (a reader never sees half a file); never over a link, FIFO
     or device: the rename would replace it (``-o /dev/null`` became a regular file)."""
-    from roofline.results import write_output_file
+    from roofline.result.io import write_output_file
 
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
@@ -319,7 +319,7 @@ def save_json_atomic(document: dict[str, Any], path: str | os.PathLike) -> None:
 def check_profile_output(path: str | os.PathLike) -> None:
     """The ``-o`` of a step profile, checked before anything is computed: a writable new path or regular
     file, and an existing file only when it is a step profile (a sweep result mistyped as -o is kept)."""
-    from roofline.results import check_output
+    from roofline.result.io import check_output
 
     path = Path(path)
     check_output(path)

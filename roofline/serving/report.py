@@ -17,11 +17,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from roofline.plots import OKABE_ITO, _style  # noqa: E402
-from roofline.results import write_output_file  # noqa: E402
+from roofline.core.units import seconds, significant  # noqa: E402
+from roofline.report.plots import OKABE_ITO, _style  # noqa: E402
+from roofline.result.io import write_output_file  # noqa: E402
 from roofline.serving.metrics import latencies  # noqa: E402
 from roofline.serving.simulate import SimulationRun  # noqa: E402
-from roofline.units import seconds, significant  # noqa: E402
 
 
 def _s(value: float | None) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from roofline.errors import BadInputError
+from roofline.core.errors import BadInputError
 from roofline.serving.policies import Policy, StepPlan, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
 from roofline.serving.step_cost import CostModel, StepCost

@@ -2,7 +2,7 @@
 
 ``step_cost`` is the one function ``decode`` and ``simulate`` use.  Kernel times come from the profile's
 tables, interpolated piecewise-linearly in the token count (why: ``docs/serving.md``); FLOP and bytes are
-counted from the shapes, as ``roofline.counting`` counts a GEMM, so MBU/MFU and the bound never depend on
+counted from the shapes, as ``roofline.core.counting`` counts a GEMM, so MBU/MFU and the bound never depend on
 the times.  ``CostModel`` holds what is fixed per profile, so a simulation of 10,000 requests stays fast.
 """
 
@@ -12,7 +12,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from roofline.counting import DTYPE_SIZES
+from roofline.core.counting import DTYPE_SIZES
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D, Table2D
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.errors import BadInputError
+from roofline.core.errors import BadInputError
 
 
 class WorkloadError(BadInputError):

@@ -1,0 +1,311 @@
+"""The ``gpubench`` command.  Thin: parse, call a library function, print.
+
+Commands that only read results never import torch; measuring commands import it when they run.
+Exit codes: 0 ok, 1 a requested gate failed, 2 bad usage or bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from microbench.cli import engine, serving
+from microbench.cli.edges import BadInput, Number, OneLineGroup, bad_input, refuse_what_cannot_run, write_outputs
+from microbench.sweep.config import FLAGS, L2_POLICIES, TIMERS
+from roofline.result.io import ResultError, check_output
+
+
+def _measure(ctx: click.Context, job, config, interrupted: str, resumable: bool = False):
+    """Run a measuring job with the terminal's progress display.  A signal ends it with ``interrupted`` (and,
+    when ``resumable`` and something was saved, how to resume) and exit 128 + the signal's number."""
+    from microbench.cli.render import terminal_observer
+    from microbench.timing.observer import Interrupted
+
+    try:
+        with bad_input(), terminal_observer() as observer:
+            return job(config, observer)
+    except Interrupted as exc:
+        click.echo(f"gpubench: interrupted; {interrupted.format(output=exc.output)}", err=True)
+        if resumable and exc.output is not None:
+            click.echo(f"resume with: gpubench sweep --resume {exc.output}", err=True)
+        ctx.exit(128 + exc.signum)
+
+
+def _show(document: dict, as_json: bool, printer) -> None:
+    if as_json:
+        click.echo(json.dumps(document, indent=1, allow_nan=False))
+    else:
+        printer(document)
+
+
+def _option(field: str, **how):
+    """A sweep option: its flag(s) from ``microbench.sweep.config.FLAGS``, its value under the config field's name."""
+    return click.option(*FLAGS[field], field, **how)
+
+
+def _given(ctx: click.Context) -> set[str]:
+    """The options typed on the command line (not defaults): --resume and --record refuse plan options."""
+    return {name for name in ctx.params if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
+
+
+def _config(ctx: click.Context, options: dict, **fixed):
+    from microbench.sweep.config import SweepConfig
+
+    with bad_input():
+        return SweepConfig.from_options(options, _given(ctx), argv=tuple(sys.argv), **fixed)
+
+
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gpubench-roofline", prog_name="gpubench")
+def main() -> None:
+    """Measure where LLM decode (GEMV -> batched GEMM) stops being memory-bound on this machine."""
+
+
+@main.command()
+@_option("device", default="auto", show_default=True,
+         help="auto | cpu | cuda | cuda:N | all (one process per GPU, one result each in the -o folder)")
+@_option("ops", multiple=True, help="gemv, gemm, bmm (repeatable or comma list) [all]")
+@_option("backends", multiple=True, help="torch, cupy (our kernels + cuBLAS via CuPy), or both: torch,cupy [torch]")
+@_option("dtypes", multiple=True, help="fp32, tf32, fp16, bf16, fp8 [GPU: bf16; CPU: fp32,bf16]")
+@_option("shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable)")
+@_option("batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
+@_option("budget_s", default=None, metavar="SECONDS", help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
+@_option("target_rel_ci", default="0.01", show_default=True, metavar="FRACTION",
+         help="stop when the 95% CI of the median is within this fraction")
+@_option("seed", type=int, default=0, show_default=True)
+@_option("output", type=click.Path(path_type=Path), default=None,
+         help="result file [results/<sku or cpu>-<UTC time>.json]")
+@_option("quick", is_flag=True, help="a small plan: under 30 s on a 2-core CPU")
+@_option("timer", default="graph", show_default=True, metavar="[" + "|".join(TIMERS) + "]",
+         help="GPU timer: graph (a CUDA graph of rotated launches) or eager (one launch per event pair)")
+@_option("l2_policy", default="rotate", show_default=True, metavar="[" + "|".join(L2_POLICIES) + "]",
+         help="rotate (weight copies so every launch reads DRAM) or warm (reuse one copy: cache-warm)")
+@_option("with_ceilings", flag_value=False, default=True, help="skip measuring copy/read bandwidth and matmul peak")
+@_option("report", is_flag=True, help="write the report folder beside the result at the end")
+@_option("telemetry_interval_s", default="0.05", show_default=True, metavar="SECONDS",
+         help="seconds between NVML readings")
+@_option("telemetry", flag_value=False, default=True, help="do not sample NVML while measuring")
+@_option("max_memory_bytes", default=None, metavar="SIZE", help="cap on what the sweep allocates: 8G, 512Mi, bytes")
+@_option("require_idle", is_flag=True, help="refuse to start (exit 2) when the device is busy")
+@_option("resume", type=click.Path(path_type=Path), default=None,
+         help="continue the plan recorded in this result file, skipping its points")
+@_option("force", is_flag=True,
+         help="replace an existing -o result; with --resume: resume even if the device or settings differ")
+@_option("serial", is_flag=True, help="with --device all: one GPU at a time instead of in parallel")
+@click.option("--record", default=None, hidden=True, help="the plan as JSON (how --device all starts each child)")
+@click.pass_context
+def sweep(ctx, **options) -> None:
+    """Time GEMV, GEMM and batched GEMV across batch sizes and save a result document.
+
+    --device all runs one process per GPU and writes one result each into the -o folder."""
+    config = _config(ctx, options)
+    if config.all_devices:
+        _sweep_all(ctx, config)
+        return
+    from microbench.cli.render import print_sweep_summary
+    from microbench.sweep.loop import sweep_job
+
+    done = _measure(ctx, sweep_job, config, "everything measured is saved in {output}", resumable=True)
+    print_sweep_summary(done.result, done.output)
+    if done.report_folder is not None:
+        click.echo(f"report: {done.report_folder / 'report.html'}")
+
+
+def _sweep_all(ctx, config) -> None:
+    from microbench.sweep.multi import run_all
+    from roofline.compare.comparison import collect, compare_results, fleet
+
+    with bad_input():
+        folder, written, failures = run_all(config, lambda m: click.echo(m, err=True))
+    for line in failures:
+        click.echo(f"gpubench: failed: {line}", err=True)
+    if written:
+        from microbench.cli.render import print_compare
+
+        loaded, skipped = collect(written)
+        print_compare(compare_results(loaded), fleet(loaded))
+        click.echo(f"{len(written)} result(s) in {folder}: " + ", ".join(p.name for p in written))
+    if failures:
+        ctx.exit(1)
+
+
+@main.command()
+@_option("device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
+@_option("dtypes", multiple=True, help="dtypes for the matmul peak [GPU: all it runs; CPU: fp32,bf16]")
+@_option("backends", multiple=True, help="torch, cupy or torch,cupy [torch]")
+@_option("quick", is_flag=True, help="fewer matmul shapes")
+@_option("budget_s", default=None, metavar="SECONDS", help="seconds of sampling per measurement")
+@_option("output", type=click.Path(path_type=Path), default=None, help="also save as a result file")
+@_option("force", is_flag=True, help="replace an existing -o file")
+@click.pass_context
+def ceilings(ctx, **options) -> None:
+    """Measure copy and read bandwidth and the best matmul FLOP/s per dtype (burst and sustained)."""
+    config = _config(ctx, options, ops=(), save=False)
+    from microbench.cli.render import print_ceilings
+    from microbench.sweep.loop import ceilings_job
+
+    result = _measure(ctx, ceilings_job, config, "the ceilings were abandoned")
+    print_ceilings(result.ceilings, result.device)
+    if config.output is not None:
+        click.echo(f"saved {config.output}")
+
+
+@main.command()
+@click.argument("result_file", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print the analysis as JSON")
+def fit(result_file, as_json) -> None:
+    """Fit a roofline per series: bandwidth, peak, ridge, critical batch B* with its 95% CI, knees, cliffs."""
+    from microbench.cli.render import print_fit
+    from roofline.analysis.series import analyse
+    from roofline.result.io import load_result
+
+    with bad_input():
+        analysis = analyse(load_result(result_file))
+    _show(analysis, as_json, print_fit)
+
+
+@main.command()
+@click.argument("result_file", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="report folder [beside the result: <name>-report/]")
+def report(result_file, output) -> None:
+    """Write report.html (self-contained), report.md with PNGs, and analysis.json for a result."""
+    from roofline.report.result_report import default_report_dir, write_report
+    from roofline.result.io import load_result
+
+    folder = output or default_report_dir(Path(result_file))
+    try:
+        with bad_input():
+            result = load_result(result_file)
+            check_output(folder, folder=True)
+            write_report(result, folder)
+    except OSError as exc:
+        raise BadInput(f"{folder}: cannot write the report ({exc.strerror or exc})") from None
+    click.echo(f"report: {folder / 'report.html'} (and report.md, analysis.json, PNGs)")
+
+
+@main.command(name="import")
+@click.argument("csv_file", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="result file to write")
+@click.option("--device-name", required=True, help="the device the data was measured on")
+@click.option("--sku", default=None, help="SKU id from profiles/gpus (matched by name if omitted)")
+@click.option("--device-kind", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--force", is_flag=True, help="replace an existing -o file")
+def import_(csv_file, output, device_name, sku, device_kind, force) -> None:
+    """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample)."""
+    from roofline.result.importer import import_csv
+    from roofline.result.io import check_output, save_result
+
+    with bad_input():
+        check_output(output, overwrite=force, resumable=False)
+        result = import_csv(csv_file, device_name, sku, device_kind, argv=tuple(sys.argv))
+    save_result(result, output)
+    ok = sum(p.ok for p in result.points)
+    click.echo(f"imported {ok} point(s) ({len(result.points) - ok} without valid samples) "
+               f"for {device_name} ({result.device['sku'] or 'no SKU'}) into {output}")
+    for warning in result.settings["import_warnings"]:
+        click.echo(f"warning: {warning}", err=True)
+
+
+@main.command()
+@click.option("--model", default=None, help="model id from profiles/models (llama-3-70b, mixtral-8x7b, ...)")
+@click.option("--hf-config", type=click.Path(path_type=Path), default=None, help="a Hugging Face config.json on disk")
+@click.option("--tp", type=int, default=1, show_default=True, help="tensor-parallel GPUs")
+@click.option("--context", type=int, default=4096, show_default=True, help="tokens in each sequence's KV cache")
+@click.option("--dtype", default="bf16", show_default=True, help="weights and activations")
+@click.option("--kv-dtype", default=None, help="KV cache dtype [--dtype]")
+@click.option("--batch", "batches", default="1:1024:x2", show_default=True, help="batches: list and ranges")
+@click.option("--mem-fraction", type=Number(low=0, high=1), default=0.9, show_default=True,
+              help="share of device memory for weights + KV cache")
+@click.option("--analytic", is_flag=True, help="from the spec sheet only (needs --gpu), no measuring")
+@click.option("--gpu", "sku", default=None, help="SKU for the analytic side [the matched SKU]")
+@click.option("--from", "from_result", type=click.Path(path_type=Path), default=None,
+              help="take launch times from this sweep result instead of measuring")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per launch measured")
+@click.option("--json", "as_json", is_flag=True, help="print the whole document as JSON")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="folder for decode.json and decode.png")
+def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction, analytic, sku, from_result,
+           device, budget, as_json, output) -> None:
+    """A whole model's decode step: tokens/s against batch, MBU/MFU, the crossover, and the KV-cache cap."""
+    from microbench.cli.render import print_decode
+    from microbench.decode.job import run_decode
+
+    with bad_input():
+        if output is not None:
+            check_output(output, folder=True)
+        document = run_decode(model=model, hf_config=hf_config, tp=tp, context=context, dtype=dtype,
+                              kv_dtype=kv_dtype, batches=batches, mem_fraction=mem_fraction, analytic=analytic,
+                              sku=sku, from_result=from_result, device=device, budget=budget)
+    _show(document, as_json, print_decode)
+    if output is not None:
+        from roofline.decode.plot import decode_figure
+
+        write_outputs(output, {"decode.json": json.dumps(document, indent=1, allow_nan=False) + "\n",
+                                "decode.png": decode_figure(document)})
+        click.echo(f"saved {output / 'decode.json'} and {output / 'decode.png'}", err=as_json)
+    refuse_what_cannot_run(document, tp, context, mem_fraction)
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--baseline", default=None, help="the result others are compared to [the first]")
+@click.option("--spec", "specs", default=None, help="add spec-only rows for these SKUs: h200-sxm,b200")
+@click.option("--format", "fmt", type=click.Choice(["table", "md", "json"]), default="table", show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="folder for compare.md, compare.json and overlaid figures")
+@click.option("--mad-k", type=Number(low=0), default=3.0, show_default=True,
+              help="fleet: flag units more than k robust sd (1.4826 MAD) from their SKU's median")
+@click.option("--fail-on-outlier", is_flag=True, help="exit 1 when any unit is flagged")
+def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> None:
+    """Compare results (files or folders): SKUs side by side, speed against a baseline, fleet outliers."""
+    from roofline.compare.comparison import collect, compare_results, fleet
+    from roofline.compare.view import markdown, overlay_figures
+
+    with bad_input():
+        if output is not None:
+            check_output(output, folder=True)
+        loaded, skipped = collect(list(inputs))
+        if not loaded:
+            raise ResultError("no usable result among the inputs: " + "; ".join(skipped))
+        sku_list = [s.strip() for s in (specs or "").split(",") if s.strip()]
+        comparison = compare_results(loaded, baseline, sku_list)
+    units = fleet(loaded, mad_k)
+    for note in skipped:
+        click.echo(note, err=True)
+    document = {"comparison": comparison, "fleet": units, "skipped": skipped}
+    if fmt == "json":
+        click.echo(json.dumps(document, indent=1, allow_nan=False, default=str))
+    elif fmt == "md":
+        click.echo(markdown(comparison, units))
+    else:
+        from microbench.cli.render import print_compare
+
+        print_compare(comparison, units)
+    if output is not None:
+        files = {"compare.md": markdown(comparison, units),
+                 "compare.json": json.dumps(document, indent=1, allow_nan=False, default=str) + "\n"}
+        files.update((f"{name}.png", figure) for name, figure in overlay_figures(comparison).items())
+        write_outputs(output, files)
+    if fail_on_outlier and any(unit["outlier"] for unit in units["units"]):
+        raise SystemExit(1)
+
+
+@main.command()
+def devices() -> None:
+    """List the GPUs (with matched SKU, clocks, power, ECC, MIG) or, without one, the CPU."""
+    from microbench.cli.render import print_devices
+
+    print_devices()
+
+# The serving commands live in their own modules: simulate and the analytic profile (cli.serving), the measured
+# profile and validate (cli.engine), which wraps the analytic profile command as its --analytic branch.
+main.add_command(serving.simulate)
+engine.register(main, analytic_profile=serving.profile)
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,131 @@
+"""The CLI's edges: option types that refuse nan and inf, sizes, the output check and the writing of
+output folders, and the one-line error they all raise.  Kept apart so ``cli.py`` only parses and dispatches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+
+import click
+
+from roofline.result.io import ResultError
+
+
+class BadInput(click.ClickException):
+    """One-line error, exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.echo(f"gpubench: error: {self.message}", err=True)
+
+
+# ``gpubench`` with no arguments prints the help (click >= 8.2 raises this for it): not an error to shorten.
+_HELP_FOR_NO_ARGUMENTS = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+@contextlib.contextmanager
+def _one_line_usage():
+    try:
+        yield
+    except _HELP_FOR_NO_ARGUMENTS:
+        raise
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "gpubench"
+        message = exc.format_message()
+        ended = message if message.endswith((".", "?", ")")) else message + "."
+        raise BadInput(f"{where}: {ended} See '{where} -h'.") from None
+
+
+class OneLineGroup(click.Group):
+    """A group whose usage errors (an unknown option, a value click cannot convert, a missing argument) are
+    one line and exit 2 like every other refusal, not click's usage block.  The group's own arguments are
+    parsed in ``make_context``; a command's, inside ``invoke``."""
+
+    def make_context(self, *args, **kwargs):
+        with _one_line_usage():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with _one_line_usage():
+            return super().invoke(ctx)
+
+
+class Number(click.ParamType):
+    """A finite float, optionally in (low, high]: nan and inf are refused here, before anything starts."""
+
+    name = "number"
+
+    def __init__(self, low: float | None = None, high: float | None = None, below_high: bool = False):
+        self.low, self.high, self.below_high = low, high, below_high
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r}: give a finite number", param, ctx)
+        if self.low is not None and number <= self.low:
+            self.fail(f"{value!r}: must be more than {self.low:g}", param, ctx)
+        if self.high is not None and (number >= self.high if self.below_high else number > self.high):
+            self.fail(f"{value!r}: must be {'below' if self.below_high else 'at most'} {self.high:g}", param, ctx)
+        return number
+
+
+def write_outputs(folder: Path, files: dict) -> None:
+    """Write an output folder's files (text, or matplotlib figures as PNG); an OS error is one line, exit 2."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from roofline.result.io import write_output_file
+
+    try:
+        for name, content in files.items():
+            if not isinstance(content, str):
+                buffer = io.BytesIO()
+                content.savefig(buffer, format="png")
+                plt.close(content)
+                content = buffer.getvalue()
+            write_output_file(folder / name, content)
+    except ResultError as exc:
+        raise BadInput(str(exc)) from None
+    except OSError as exc:
+        raise BadInput(f"{folder}: cannot write there ({exc.strerror or exc})") from None
+
+
+def refuse_what_cannot_run(document: dict, tp: int, context: int, mem_fraction: float) -> None:
+    """After the numbers are shown: weights that do not fit, or a context one sequence cannot hold, is exit 2."""
+    from roofline.core.units import si_bytes
+
+    part = document.get("measured") or document.get("analytic")
+    kv = part["kv"] if part else {}
+    where = f"{mem_fraction:.0%} of {si_bytes(kv.get('memory_bytes'))}"
+    if kv.get("fits") is False:
+        raise BadInput(f"{document['setup']['model']} does not fit: {si_bytes(kv['weight_bytes'])} "
+                       f"of weights per GPU at TP {tp} in {where}")
+    if kv.get("max_batch") == 0:
+        left = mem_fraction * kv["memory_bytes"] - kv["weight_bytes"]
+        raise BadInput(f"--context {context}: one sequence's KV cache needs {si_bytes(kv['kv_bytes_per_sequence'])}, "
+                       f"more than the {si_bytes(left)} left beside the weights in {where}; shorten --context")
+
+
+def bad_input_errors():
+    """What the library raises for the user's input; anything else (a ValueError too) is a bug."""
+    from microbench.device.discovery import DeviceError
+    from roofline.core.errors import BadInputError
+    from roofline.specs.gpus import SpecError
+
+    return (BadInputError, DeviceError, SpecError)
+
+
+@contextlib.contextmanager
+def bad_input():
+    """The library's one-line errors for the user's input become exit 2; anything else stays a bug."""
+    try:
+        yield
+    except bad_input_errors() as exc:
+        raise BadInput(str(exc)) from None

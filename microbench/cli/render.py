@@ -1,0 +1,302 @@
+"""What the terminal shows: a progress bar with ETA while measuring, tables when done (rich)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from microbench.timing.observer import SweepObserver
+from roofline.analysis.reference import marked_percent, reference_bandwidth, reference_peak
+from roofline.analysis.summary import over_ceiling_lines, summarize_series
+from roofline.core.units import percent, seconds, si, significant
+from roofline.report.tables import series_table
+from roofline.result.document import Result, backend_tag
+from roofline.result.sections import BandwidthChoice, Ceilings, Device, PeakRun, SpecCeilings
+
+stdout = Console()
+stderr = Console(stderr=True)
+if not stdout.is_terminal and "COLUMNS" not in os.environ:
+    stdout.width = 150  # piped or captured: tables keep their columns instead of folding at 80
+if not stdout.is_terminal:
+    stdout.soft_wrap = True  # and a sentence stays one line, however long (tables still lay out to the width)
+if not stderr.is_terminal:
+    stderr.soft_wrap = True  # a log file or a CI gets each message on one line, not folded at 80 columns
+
+
+@contextlib.contextmanager
+def terminal_observer():
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("ETA"), TimeRemainingColumn(), console=stderr, transient=False,
+    )
+    task = {"id": None}
+
+    def on_start(total: int) -> None:
+        progress.start()  # only now: a run that stops earlier leaves no empty progress line behind
+        task["id"] = progress.add_task("measuring", total=total)
+
+    def on_point(point) -> None:
+        detail = f"{point.op} {point.dtype} {point.n}x{point.k} B={point.batch}"
+        if point.ok:
+            detail += f"  {seconds(point.stats.median_s)}"
+        else:
+            progress.console.print(f"[yellow]{detail}: {point.status}: {point.reason}[/]")
+        progress.update(task["id"], advance=1, description=detail)
+
+    def on_phase(name: str) -> None:
+        if name == "ceilings":
+            stderr.print("measuring ceilings: copy and read bandwidth, matmul peak ...")
+
+    observer = SweepObserver(on_notice=lambda m: stderr.print(f"[bold]{escape(m)}[/]"), on_start=on_start,
+                             on_point=on_point, on_phase=on_phase)
+    try:
+        yield observer
+    finally:
+        if task["id"] is not None:
+            progress.stop()
+
+
+def print_sweep_summary(result: Result, output: Path | None) -> None:
+    table = Table(title=result.device.label, title_justify="left")
+    table.add_column("series")
+    table.add_column("ok", justify="right")
+    table.add_column("bytes/s at lowest B", justify="right")
+    table.add_column("% spec/meas BW", justify="right")
+    table.add_column("best FLOP/s (B)", justify="right")
+    table.add_column("% spec/meas peak", justify="right")
+    rows = summarize_series(result)
+    for row in rows:
+        ok = f"{row.points_ok}/{row.points_total}"
+        if row.failed_checks:
+            ok += f" [red]{row.failed_checks} wrong[/]"
+        low = f"{si(row.low_batch_bytes_per_s, 'B/s')} ({row.low_batch})" if row.low_batch else "–"
+        peak = f"{si(row.peak_flop_per_s, 'FLOP/s')} ({row.peak_batch})" if row.peak_flop_per_s else "–"
+        where = escape(backend_tag(row.backend))
+        mark = marked_percent
+        bandwidth = f"{mark(row.pct_of_spec_bandwidth, 0)} / {mark(row.pct_of_measured_bandwidth, 0)}"
+        compute = f"{mark(row.pct_of_spec_peak, 0)} / {mark(row.pct_of_measured_peak, 0)}"
+        table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}{where}", ok, low, bandwidth, peak, compute)
+    stdout.print(table)
+    measured = result.ceilings.measured
+    if measured and measured.copy and measured.read:
+        stdout.print(f"measured copy {measured.copy.format('bytes_per_s')} ({measured.copy.timer}), "
+                     f"read {measured.read.format('bytes_per_s')}")
+    reference = reference_bandwidth(result.ceilings)
+    if reference:
+        stdout.print(escape(f"% meas BW is of the reference bandwidth: {reference.label} ({reference.why})"))
+    for dtype in sorted({row.dtype for row in rows}):
+        peak = reference_peak(result.ceilings, dtype)
+        if peak:
+            stdout.print(escape(f"% meas peak ({dtype}) is of {peak.label}"))
+    for line in over_ceiling_lines(result, rows):
+        stdout.print(f"[yellow]warning: {escape(line)}[/]")
+    failed = sum(p.correct is False for p in result.points)
+    bad = [p for p in result.points if not p.ok]
+    if failed:
+        stdout.print(f"[red]{failed} point(s) failed the correctness check[/]")
+    if bad:
+        stdout.print(f"{len(bad)} point(s) not measured: "
+                     + ", ".join(sorted({p.status for p in bad})))
+    if not result.telemetry.sampled:
+        stdout.print(f"telemetry: none ({result.telemetry.reason})")
+    for line in telemetry_warnings(result.points):
+        stdout.print(line)
+    if output is not None:
+        stdout.print(f"saved {output}")
+
+
+def telemetry_warnings(points) -> list[str]:
+    """One line per kind of flag, counted per series (shape and back end included), superseded attempts
+    excluded: throttled (thermal/hardware, each was measured again) and power-capped (recorded)."""
+    lines = []
+    for key, label, style in (("throttled", "throttled (thermal or hardware slowdown)", "red"),
+                              ("power_capped", "power-capped (sw_power_cap: recorded, not re-measured)", "yellow")):
+        series: dict[str, list[int]] = {}
+        for p in points:
+            if not p.superseded and p.telemetry is not None and getattr(p.telemetry, key):
+                where = backend_tag(p.backend)
+                series.setdefault(f"{p.op} {p.dtype} {p.n}x{p.k}{where}", []).append(p.batch)
+        if series:
+            count = sum(len(b) for b in series.values())
+            detail = "; ".join(f"{name} B={','.join(map(str, sorted(b)))}" for name, b in series.items())
+            lines.append(f"[{style}]{'warning' if key == 'throttled' else 'note'}: {count} point(s) {label}: "
+                         f"{escape(detail)}[/]")
+    return lines
+
+
+def _regime_how(entry: PeakRun) -> str:
+    """Timer, clock, power and reasons of one compute regime, for the ceilings table."""
+    parts = [entry.timer, entry.format("duration_s")]
+    clock, power = entry.sm_clock_hz, entry.power_w
+    if isinstance(clock, dict):
+        parts.append(f"SM {si(clock['min'], 'Hz')}–{si(clock['max'], 'Hz')}")
+    if isinstance(power, dict):
+        parts.append(f"{si(power['median'], 'W')}")
+    if entry.clock_event_reasons:
+        parts.append(",".join(entry.clock_event_reasons))
+    return ", ".join(parts)
+
+
+def print_ceilings(ceilings: Ceilings, device: Device) -> None:
+    measured, spec = ceilings.measured, ceilings.spec or SpecCeilings()
+    table = Table(title=f"ceilings: {device.label}", title_justify="left")
+    for column in ("what", "measured", "spec", "% of spec", "how"):
+        table.add_column(column)
+    spec_bw = spec.memory_bandwidth_bytes_per_s
+
+    def of_spec(value, reference):
+        return percent(100 * value / reference if reference and value else None)
+
+    kernels = measured.stream_kernels or {"copy": measured.copy, "read": measured.read}
+    for name, entry in kernels.items():
+        table.add_row(f"{name} bandwidth", entry.format("bytes_per_s"), spec.format("memory_bandwidth_bytes_per_s"),
+                      of_spec(entry.bytes_per_s, spec_bw),
+                      f"{entry.kernel} ({entry.timer}), {entry.counts or ''}".rstrip(", "))
+    reference = measured.reference_bandwidth or BandwidthChoice(bytes_per_s=measured.bandwidth_bytes_per_s,
+                                                                name=measured.bandwidth_kernel)
+    table.add_row("reference bandwidth", reference.format("bytes_per_s"), spec.format("memory_bandwidth_bytes_per_s"),
+                  of_spec(reference.bytes_per_s, spec_bw), f"best read or copy kernel: {reference.name}")
+    for dtype, peak in (measured.peak or {}).items():
+        spec_peak = (spec.peak_flop_per_s or {}).get(dtype)
+        if not peak.flop_per_s:
+            table.add_row(f"{dtype} matmul peak", "–", si(spec_peak, "FLOP/s"), "–", peak.reason)
+            continue
+        shape = peak.best_shape
+        found = f"{peak.kernel}, best of {len(peak.tried or ())}: {shape['m']}×{shape['n']}×{shape['k']}"
+        for regime in ("burst", "sustained"):
+            entry = getattr(peak, regime)
+            if entry:
+                table.add_row(f"{dtype} matmul peak ({regime})", entry.format("flop_per_s"),
+                              si(spec_peak, "FLOP/s"), of_spec(entry.flop_per_s, spec_peak),
+                              f"{found}; {_regime_how(entry)}")
+    stdout.print(table)
+    if not spec.sku:
+        stdout.print(f"spec: {spec.reason}")
+
+
+def print_devices() -> None:
+    from microbench.device.discovery import cuda_status, describe_cpu, describe_cuda
+
+    count, why = cuda_status()
+    if not count:
+        stdout.print(f"No CUDA GPU: {why}.")
+        cpu = describe_cpu()
+        stdout.print(f"CPU: {cpu['name']}, {cpu['cores']} cores ({cpu['threads']} torch threads), "
+                     f"{si(cpu['memory_bytes'], 'B')} memory, "
+                     f"last-level cache {si(cpu['last_level_cache_bytes'], 'B')}")
+        return
+    table = Table(title="CUDA devices", title_justify="left")
+    for column in ("#", "name", "SKU", "memory", "SM / mem clock max", "power limit", "ECC", "MIG",
+                   "persistence", "other processes", "GPM"):
+        table.add_column(column)
+    blind = []
+    for index in range(count):
+        d = describe_cuda(index)
+        if not (d.get("nvml") or {}).get("available"):
+            blind.append(f"GPU {index}: no NVML ({(d.get('nvml') or {}).get('reason') or 'not available'}), so its "
+                         "clocks, power limit, ECC, MIG, processes and GPM are not known")
+        ecc, mig = d.get("ecc") or {}, d.get("mig") or {}
+        processes = d.get("other_processes")
+        table.add_row(
+            str(index), d["name"], d.get("sku") or "no match", si(d.get("memory_bytes"), "B"),
+            f"{si(d.get('max_sm_clock_hz'), 'Hz')} / {si(d.get('max_memory_clock_hz'), 'Hz')}",
+            si(d.get("power_limit_w"), "W"), str(ecc.get("current", "–")), str(mig.get("current", "–")),
+            str(d.get("persistence", "–")), "–" if processes is None else str(len(processes)),
+            str(d.get("gpm_supported", "–")),
+        )
+    stdout.print(table)
+    for line in blind:
+        stdout.print(escape(line))
+
+
+def print_fit(analysis: dict[str, Any]) -> None:
+    """The warnings first, one table of series, the references it is against, then the verdict in words."""
+    from roofline.report.tables import reference_lines
+
+    title = f"roofline fit: {analysis['device']} ({analysis['sku'] or 'no SKU'})"
+    if analysis["origin"] == "imported":
+        title += " — imported data"
+    for line in analysis.get("warnings") or []:
+        stdout.print(f"[yellow]warning: {escape(line)}[/]")
+    table = Table(title=title, title_justify="left")
+    header, rows = series_table(analysis)
+    for column in header:
+        table.add_column(column, justify="left" if column in ("series", "flags") else "right",
+                         no_wrap=column == "series")
+    for row in rows:
+        table.add_row(*map(escape, row))
+    if rows:
+        stdout.print(table)
+    for line in reference_lines(analysis):
+        stdout.print(escape(line))
+    if analysis["spec_reason"]:
+        stdout.print(f"spec: {analysis['spec_reason']}")
+    for line in analysis["verdict"]:
+        stdout.print(escape(line))
+
+
+def print_decode(document: dict[str, Any]) -> None:
+    """Measured and analytic side by side, one row per batch, then the answer in words."""
+    setup = document["setup"]
+    parts = [(key, document[key]) for key in ("measured", "analytic") if document.get(key)]
+    table = Table(title=f"decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, "
+                        f"{setup['dtype']} (KV {setup['kv_dtype']})", title_justify="left")
+    table.add_column("batch", justify="right")
+    for key, _ in parts:
+        for column in ("ms/token", "tokens/s", "MBU", "MFU", "bound", "KV fits"):
+            label = "meas" if key == "measured" else "spec"
+            table.add_column(f"{label} {column}", justify="right")
+    for index, batch in enumerate(setup["batches"]):
+        cells = [str(batch)]
+        for _, part in parts:
+            row = part["rows"][index]
+            cells += [significant(row["step_time_s"] * 1e3), significant(row["tokens_per_s"], 4),
+                      percent(100 * row["mbu"] if row["mbu"] is not None else None),
+                      f"{100 * row['mfu']:.2f}%" if row["mfu"] is not None else "–", row["bound"],
+                      {True: "yes", False: "[red]no[/]", None: "–"}[row["kv_fits"]]]
+        table.add_row(*cells)
+    stdout.print(table)
+    for line in document["summary"]:
+        stdout.print(f"[yellow]{escape(line)}[/]" if ": warning: " in line else escape(line))
+
+
+def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
+    from roofline.compare.view import COLUMNS, difference_lines, row_cells
+
+    for group in comparison["groups"]:
+        table = Table(title=f"{group['dtype']} {group['n']}×{group['k']}", title_justify="left")
+        for column in COLUMNS:
+            table.add_column(column, justify="left" if column == "device" else "right", no_wrap=column == "device",
+                             overflow="fold")
+        for row in group["rows"]:
+            table.add_row(*map(escape, row_cells(row, group["speed_vs_baseline"], comparison["baseline"],
+                                                 group.get("significance_vs_baseline"))))
+        stdout.print(table)
+        for line in difference_lines(group)[:12]:
+            stdout.print(escape(line))
+    for line in comparison["not_comparable"]:
+        stdout.print(f"[yellow]not comparable: {line}[/]")
+    flagged = [u for u in fleet["units"] if u["outlier"]]
+    if len(fleet["units"]) >= 3 or flagged:
+        table = Table(title=f"fleet: {len(fleet['units'])} unit(s), outliers beyond {fleet['k']} robust sd",
+                      title_justify="left")
+        for column in ("file", "device", "SKU", "outlier", "why"):
+            table.add_column(column)
+        for unit in fleet["units"]:
+            table.add_row(escape(unit["file"]), escape(str(unit["device"])), escape(str(unit["sku"])),
+                          "[red]yes[/]" if unit["outlier"] else "no", escape("; ".join(unit["why"]) or "–"))
+        stdout.print(table)

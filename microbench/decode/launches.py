@@ -1,0 +1,74 @@
+"""``gpubench decode`` measured: time every distinct launch of the step on this device (or take them from
+a sweep's result), then hand the times to ``roofline.decode.step``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from microbench.sweep.config import SweepConfig
+from microbench.sweep.plan import PlanError, PointSpec
+from microbench.timing.measure import measure_point
+from microbench.timing.observer import SweepObserver
+from microbench.timing.session import open_session
+from roofline.decode.step import DecodeSetup
+from roofline.result.document import Result
+
+
+def needed_launches(setup: DecodeSetup, batches: list[int]) -> list[tuple[str, str, int, int, int]]:
+    keys = []
+    for batch in batches:
+        for launch in setup.launches(batch):
+            if launch.key not in keys:
+                keys.append(launch.key)
+    return keys
+
+
+def times_from_result(result: Result, path: Path, keys) -> tuple[dict, dict[str, Any]]:
+    """Each launch's median from a loaded sweep result (read from ``path``, named in the error)."""
+    medians = {p.plan_key[:5]: p.stats.median_s for p in result.points if p.usable and p.backend == "torch"}
+    missing = [k for k in keys if k not in medians]
+    if missing:
+        shown = ", ".join(f"{op} {dtype} B={b} {n}x{k}" for op, dtype, b, n, k in missing[:4])
+        raise PlanError(f"{path} lacks {len(missing)} of the step's launches ({shown}...); measure them "
+                        "without --from")
+    return {k: medians[k] for k in keys}, result.device
+
+
+def measure_launches(keys, device: str, budget_s: float | None, observer: SweepObserver, dtype: str
+                     ) -> tuple[dict, dict[str, Any], list, dict[str, float | None]]:
+    """Median time of each launch measured here (the same protocol as a sweep), and the measured roof:
+    copy/read bandwidth and the quick matmul-peak search for ``dtype``."""
+    from microbench.sweep.ceilings import measure_stream, reference_bandwidth, stream_source
+    from microbench.sweep.peaks import peak_shapes, shape_search
+
+    config = SweepConfig(device=device, ops=(), budget_s=budget_s, save=False, with_ceilings=False)
+    session = open_session(config, observer)
+    # The same reference bandwidth as the ceilings (the copy timed eagerly); the peak from the quick shape
+    # search only, as before: the step's own GEMMs compete with it (measured_roof), no regime run needed.
+    src = stream_source(session)  # one stream buffer for the copy and the read, as the ceilings do
+    reference = reference_bandwidth({f"torch {kind}": measure_stream(session, kind, src) for kind in ("copy", "read")})
+    best, _ = shape_search(session, dtype, peak_shapes(session, quick=True), ("torch",))
+    roof = {"bandwidth_bytes_per_s": reference["bytes_per_s"], "peak_flop_per_s": best["flop_per_s"] if best else None}
+    observer.on_start(len(keys))
+    times, points = {}, []
+    try:
+        for op, dtype, batch, n, k in keys:
+            point = measure_point(session, PointSpec(op, dtype, batch, n, k))
+            observer.on_point(point)
+            if not point.ok:
+                raise PlanError(f"could not measure {op} {dtype} B={batch} {n}x{k}: {point.status}: {point.reason}")
+            times[(op, dtype, batch, n, k)] = point.stats.median_s
+            points.append(point)
+    finally:
+        session.weights.clear()
+    return times, session.device, points, roof
+
+
+def measured_roof(points: list, roof: dict[str, float | None], dtype: str) -> tuple[float | None, float | None]:
+    """What MBU and MFU are measured against: the best of the roof kernels and of the step's own launches."""
+    bandwidths = [p.bytes / p.stats.median_s for p in points] + [roof.get("bandwidth_bytes_per_s") or 0]
+    peaks = [p.flop / p.stats.median_s for p in points if p.op == "gemm" and p.dtype == dtype]
+    peaks.append(roof.get("peak_flop_per_s") or 0)
+    return (max(bandwidths) or None), (max(peaks) or None)

@@ -1,0 +1,3 @@
+"""Which device to measure and what it is: discovery, the device and host record (provenance), and
+whether something else is using it.
+"""

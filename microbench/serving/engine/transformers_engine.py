@@ -1,0 +1,339 @@
+"""Hugging Face transformers as the engine: a Llama-architecture model with RANDOM weights built from a
+config (nothing is downloaded: the same shapes cost the same time whatever the weights hold), greedy, with
+EOS disabled so every request produces exactly its workload's output length.
+
+- static: ``generate`` on padded batches of up to B requests, formed in arrival order when the engine is
+  idle (the simulator's ``static:batch=B``); every slot decodes until the batch's longest output ends.
+- continuous: transformers' continuous-batching manager with a per-request ``max_new_tokens``.  Its FIFO
+  scheduler runs every decode first, then prefill (split when it must) up to ``max_batch_tokens`` tokens, with
+  at most ``max_requests_per_batch`` sequences: the simulator's ``chunked:budget=T:max-batch=B``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from microbench.serving.engine.timing import EngineRun, RequestTiming
+from microbench.sweep.plan import PlanError
+
+# wall: perf_counter.  thread-cpu: the CPU time of the thread that runs the engine loop (CPU device, one torch
+# thread, burst arrivals): what the engine's work takes when other processes share the cores.
+CLOCKS = ("wall", "thread-cpu")
+
+
+class EngineError(PlanError):
+    """The engine cannot run here (missing package, an API this code does not know): one line, exit 2."""
+
+
+def transformers_module():
+    try:
+        import transformers
+    except ImportError:
+        raise EngineError("validate --engine transformers needs transformers: pip install -e '.[serving]'") from None
+    return transformers
+
+
+def build_model(torch, model, dtype: str, device: str, max_positions: int, seed: int):
+    """A LlamaForCausalLM of the profile's shapes with random weights (seeded), on ``device``, in eval mode."""
+    transformers = transformers_module()
+    if not model.gated_mlp:
+        raise EngineError(f"{model.name} has a plain MLP: the transformers engine here builds Llama (gated) models")
+    config = transformers.LlamaConfig(
+        hidden_size=model.hidden, intermediate_size=model.intermediate, num_hidden_layers=model.layers,
+        num_attention_heads=model.heads, num_key_value_heads=model.kv_heads, head_dim=model.head_dim,
+        vocab_size=model.vocab, max_position_embeddings=max_positions, tie_word_embeddings=model.tied_embeddings,
+        bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    config._attn_implementation = "sdpa"
+    from microbench.timing.ops import torch_dtype
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        built = transformers.LlamaForCausalLM._from_config(config, dtype=torch_dtype(torch, dtype))
+    return built.eval()
+
+
+def prompt_ids(request, vocab: int) -> list[int]:
+    """A request's prompt: seeded token ids (never 0, the pad id)."""
+    return [1 + (request.id * 7919 + 104729 * j) % (vocab - 1) for j in range(request.prompt_tokens)]
+
+
+class _StepClock:
+    """A generate() streamer that stamps each decoding step: ``put`` gets the prompt first, then every
+    step's new tokens."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self.clock, self.stamps, self._prompt_seen = clock, [], False
+
+    def put(self, value) -> None:
+        if self._prompt_seen:
+            self.stamps.append(self.clock())
+        self._prompt_seen = True
+
+    def end(self) -> None:
+        pass
+
+
+def _wait_until(clock, start: float, at_s: float) -> None:
+    delay = at_s - (clock() - start)
+    if delay > 0:
+        time.sleep(delay)
+
+
+def run_static(torch, lm, requests: Sequence, batch: int, device: str, clock: str = "wall") -> EngineRun:
+    """Batches of up to ``batch`` requests, in arrival order, each as one padded ``generate`` (in this thread:
+    ``thread-cpu`` is this thread's CPU time)."""
+    clock_name, clock = clock, _static_clock(clock)
+    pending = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    groups, step_s, start = [], [], clock()
+    while pending:
+        _wait_until(clock, start, pending[0].arrival_s)
+        now = clock() - start
+        group = [r for r in pending if r.arrival_s <= now][:batch]
+        pending = [r for r in pending if r not in group]
+        groups.append(group)
+        step_s += [stamp - start for stamp in _generate(torch, lm, group, device, clock)]
+    return static_run(groups, step_s, batch, clock_name)
+
+
+def static_groups(requests: Sequence, batch: int) -> list[list]:
+    """A burst's static batches: arrival order, ``batch`` at a time (what ``run_static`` forms when every
+    request is there at the start)."""
+    ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    return [ordered[i:i + batch] for i in range(0, len(ordered), batch)]
+
+
+def run_static_batch(torch, lm, group: Sequence, device: str, clock: str = "wall") -> tuple[float, ...]:
+    """One batch of a burst alone: its step durations (the first includes the batch's set-up, as in
+    ``run_static``).  A burst's static run is its batches back to back, so batches of different runs can be
+    interleaved and the runs put back together with ``static_run``."""
+    clock = _static_clock(clock)
+    start = clock()
+    stamps = _generate(torch, lm, group, device, clock)
+    return tuple(b - a for a, b in zip([start] + stamps[:-1], stamps, strict=True))
+
+
+def static_run(groups: Sequence[Sequence], step_s: Sequence[float], batch: int, clock: str) -> EngineRun:
+    """The EngineRun of batches run in order with these step stamps (seconds from the run's start)."""
+    timings, first = [], 0
+    for group in groups:
+        for r in group:
+            last = first + r.output_tokens - 1
+            timings.append(RequestTiming(r.id, r.arrival_s, step_s[first], step_s[last], r.prompt_tokens,
+                                         r.output_tokens, first, last))
+        first += max(r.output_tokens for r in group)
+    return EngineRun("transformers", "static", f"static:batch={batch}", tuple(sorted(timings, key=lambda t: t.id)),
+                     {"api": "generate", "padding": "left", "clock": clock,
+                      "transformers": transformers_module().__version__}, tuple(step_s))
+
+
+def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float]) -> list[float]:
+    """One left-padded ``generate`` of the group, EOS disabled; the clock's reading at each step's tokens."""
+    transformers = transformers_module()
+    longest, steps = max(r.prompt_tokens for r in group), max(r.output_tokens for r in group)
+    ids = torch.zeros((len(group), longest), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, r in enumerate(group):  # left padding: every prompt ends where decoding starts
+        ids[row, longest - r.prompt_tokens:] = torch.tensor(prompt_ids(r, lm.config.vocab_size))
+        mask[row, longest - r.prompt_tokens:] = 1
+    stamps = _StepClock(clock)
+    config = transformers.GenerationConfig(do_sample=False, max_new_tokens=steps, min_new_tokens=steps,
+                                           eos_token_id=None, pad_token_id=0, bos_token_id=None)
+    with torch.no_grad():
+        lm.generate(ids.to(device), attention_mask=mask.to(device), generation_config=config, streamer=stamps)
+    if len(stamps.stamps) != steps:
+        raise EngineError(f"generate produced {len(stamps.stamps)} steps for max_new_tokens={steps}")
+    return stamps.stamps
+
+
+def _static_clock(name: str) -> Callable[[], float]:
+    if name not in CLOCKS:
+        raise EngineError(f"unknown clock {name!r}; choose from {', '.join(CLOCKS)}")
+    return time.perf_counter if name == "wall" else time.thread_time
+
+
+# What this code sets on the manager; a transformers without one of these is refused with a clear error.
+CB_SETTINGS = ("max_batch_tokens", "max_requests_per_batch", "num_blocks", "page_size", "allow_block_sharing",
+               "use_async_batching", "use_cuda_graph", "scheduler_type")
+CB_PAGE_TOKENS = 32
+
+
+def continuous_config(transformers, lm, max_batch: int, budget_tokens: int, longest_tokens: int):
+    """The manager's settings: the given batch and token budget, and KV blocks for ``max_batch`` sequences of
+    ``longest_tokens`` (with room to spare) so the cache never limits the batch: no preemption, and the
+    simulator's KV limit does not bind either.  The block count depends on nothing else, because the manager's
+    per-step bookkeeping grows with it: calibration and workload must run the same cache."""
+    config_class = getattr(transformers, "ContinuousBatchingConfig", None)
+    manager_api = getattr(lm, "init_continuous_batching", None)
+    if config_class is None or manager_api is None:
+        raise EngineError(f"transformers {transformers.__version__} has no continuous-batching manager with a "
+                          "ContinuousBatchingConfig (transformers 5.x has one); upgrade transformers")
+    known = set(inspect.signature(config_class).parameters)
+    missing = [name for name in CB_SETTINGS if name not in known]
+    if missing:
+        raise EngineError(f"transformers {transformers.__version__}: ContinuousBatchingConfig lacks "
+                          f"{', '.join(missing)}; this validate knows the 5.x API")
+    blocks = max_batch * -(-(longest_tokens + 1) // CB_PAGE_TOKENS)
+    settings = {"max_batch_tokens": budget_tokens, "max_requests_per_batch": max_batch,
+                "num_blocks": int(1.5 * blocks) + 8, "page_size": CB_PAGE_TOKENS, "allow_block_sharing": False,
+                "use_async_batching": False, "use_cuda_graph": False, "scheduler_type": "fifo"}
+    if "auto_switch_to_flash" in known:  # stay on SDPA, the kernels the profile measured (and fetch nothing)
+        settings["auto_switch_to_flash"] = False
+    return config_class(**settings), settings
+
+
+def _check_manager(manager, transformers) -> None:
+    router = getattr(manager, "output_router", None)
+    if router is None or not hasattr(router, "deliver_batch") or not hasattr(router, "deliver"):
+        raise EngineError(f"transformers {transformers.__version__}: the manager has no output_router.deliver_batch "
+                          "(where this validate stamps each step's tokens); it knows the 5.x API")
+    parameters = inspect.signature(manager.add_request).parameters
+    for name in ("max_new_tokens", "streaming", "request_id", "eos_token_id"):
+        if name not in parameters:
+            raise EngineError(f"transformers {transformers.__version__}: ContinuousBatchingManager.add_request has "
+                              f"no {name!r}; validate needs per-request max_new_tokens and token timestamps")
+
+
+class _TokenStamps:
+    """Wraps the manager's output delivery, which runs in the generation thread once per step for every
+    request that got a token: the first and the last stamp of each request, on ``clock`` read in that thread."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self.clock, self.first, self.last, self.tokens, self.steps = clock, {}, {}, {}, []
+
+    def wrap(self, deliver: Callable) -> Callable:
+        def stamped(outputs):
+            self.steps.append(self.clock())
+            step = len(self.steps) - 1
+            for out in outputs if isinstance(outputs, list) else [outputs]:
+                self.first.setdefault(out.request_id, step)
+                self.last[out.request_id] = step
+                self.tokens[out.request_id] = len(out.generated_tokens)
+            return deliver(outputs)
+
+        return stamped
+
+
+def _engine_clocks(manager, clock: str) -> tuple[Callable[[], float], Callable[[], float]]:
+    """(clock read inside the generation thread, the same clock read from here).  ``thread-cpu`` is the
+    generation thread's CPU time: on a shared CPU it counts the engine's work, not other processes' turns."""
+    if clock == "wall":
+        return time.perf_counter, time.perf_counter
+    thread = getattr(manager, "_generation_thread", None)
+    if thread is None or not hasattr(time, "pthread_getcpuclockid"):
+        raise EngineError("--clock thread-cpu needs the manager's generation thread and pthread CPU clocks (Linux)")
+    clock_id = time.pthread_getcpuclockid(thread.ident)
+    return time.thread_time, lambda: time.clock_gettime(clock_id)
+
+
+def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens: int, clock: str = "wall",
+                   longest_tokens: int | None = None, timeout_s: float = 600.0, gate=None) -> EngineRun:
+    """Every request submitted at its arrival time to a running manager, streaming, so that every step's new
+    tokens pass through the stamped delivery: the first stamp is the first token, the last the finish.
+    ``gate`` (an ``engine.segments.StepGate``) parks the engine between steps, its parked time off the stamps."""
+    transformers = transformers_module()
+    longest = longest_tokens or max(r.prompt_tokens + r.output_tokens for r in requests)
+    cb_config, settings = continuous_config(transformers, lm, max_batch, budget_tokens, longest)
+    generation = transformers.GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0, bos_token_id=None,
+                                               max_new_tokens=max(r.output_tokens for r in requests))
+    manager = lm.init_continuous_batching(generation_config=generation, continuous_batching_config=cb_config)
+    _check_manager(manager, transformers)
+    results: dict[str, Any] = {}
+    ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    manager.start()
+    try:
+        _wait_ready(manager, time.perf_counter, timeout_s)
+        inside, outside = _engine_clocks(manager, clock)
+        stamps = _TokenStamps(gate.clock(inside) if gate else inside)
+        router = manager.output_router
+        router.deliver, router.deliver_batch = stamps.wrap(router.deliver), stamps.wrap(router.deliver_batch)
+        if gate is not None:
+            def done() -> bool:
+                return all(stamps.tokens.get(f"r{r.id}", 0) >= r.output_tokens for r in ordered)
+
+            router.deliver, router.deliver_batch = (gate.wrap(deliver, lambda: len(stamps.steps), done, inside)
+                                                    for deliver in (router.deliver, router.deliver_batch))
+        start = _submit(manager, lm, ordered, outside)
+        _wait_for_tokens(manager, stamps, ordered, timeout_s)
+        _collect(manager, results, len(ordered), time.perf_counter, timeout_s)
+    finally:
+        manager.stop(block=True, timeout=30)
+        destroy = getattr(manager, "destroy", None)
+        if destroy:
+            destroy()
+    timings = []
+    for r in ordered:
+        key = f"r{r.id}"
+        if len(results[key].generated_tokens) != r.output_tokens or stamps.tokens.get(key) != r.output_tokens:
+            raise EngineError(f"request {r.id}: the manager produced {len(results[key].generated_tokens)} tokens "
+                              f"for max_new_tokens={r.output_tokens}")
+        first, last = stamps.first[key], stamps.last[key]
+        timings.append(RequestTiming(r.id, r.arrival_s, stamps.steps[first] - start, stamps.steps[last] - start,
+                                     r.prompt_tokens, r.output_tokens, first, last))
+    policy = f"chunked:budget={budget_tokens}:max-batch={max_batch}"
+    return EngineRun("transformers", "continuous", policy, tuple(sorted(timings, key=lambda t: t.id)),
+                     {"api": "ContinuousBatchingManager (streaming)", "clock": clock, **settings,
+                      "transformers": transformers.__version__}, tuple(t - start for t in stamps.steps))
+
+
+def _submit(manager, lm, ordered: Sequence, clock: Callable[[], float]) -> float:
+    """Submit every request at its arrival time; returns the run's start on ``clock``.  A burst is submitted
+    while the loop is paused, so that its first step sees the whole burst (the same steps on every repeat)."""
+    def add(r) -> None:
+        manager.add_request(prompt_ids(r, lm.config.vocab_size), request_id=f"r{r.id}",
+                            max_new_tokens=r.output_tokens, streaming=True, eos_token_id=-1)
+
+    if all(r.arrival_s == 0 for r in ordered) and hasattr(manager, "pause"):
+        with manager.pause():
+            for r in ordered:
+                add(r)
+            return clock()
+    start, wall_start = clock(), time.perf_counter()
+    for r in ordered:
+        _wait_until(time.perf_counter, wall_start, r.arrival_s)
+        add(r)
+    return start
+
+
+def _wait_ready(manager, clock, timeout_s: float) -> None:
+    """The manager builds its KV cache in its own thread after ``start``: the run's clock starts once it is
+    built, as a serving engine is up before traffic comes."""
+    if not hasattr(manager, "batch_processor"):
+        return
+    deadline = clock() + timeout_s
+    while manager.batch_processor is None and manager.is_running() and clock() < deadline:
+        time.sleep(0.001)
+
+
+# How often the caller looks whether the engine is done.  It does not take results while the engine works: a
+# consumer woken by every streamed token takes the GIL from the generation thread several times a step, which
+# made the continuous path's steps slower and noisier than the static path's (which has no second thread).
+POLL_S = 0.01
+
+
+def _wait_for_tokens(manager, stamps: _TokenStamps, ordered: Sequence, timeout_s: float) -> None:
+    """Sleep until every request's last token has been stamped (or the manager stops, or the timeout)."""
+    deadline = time.perf_counter() + timeout_s
+    while manager.is_running() and time.perf_counter() < deadline:
+        if all(stamps.tokens.get(f"r{r.id}", 0) >= r.output_tokens for r in ordered):
+            return
+        time.sleep(POLL_S)
+
+
+def _collect(manager, results: dict, expected: int, clock, timeout_s: float) -> None:
+    deadline = clock() + timeout_s
+    while len(results) < expected:
+        if clock() > deadline:
+            raise EngineError(f"the continuous-batching manager finished {len(results)} of {expected} requests "
+                              f"in {timeout_s:.0f} s")
+        out = manager.get_result(timeout=1)
+        if out is None:
+            if not manager.is_running():
+                raise EngineError("the continuous-batching manager stopped before finishing every request")
+            continue
+        if getattr(out, "error", None):
+            raise EngineError(f"request {out.request_id} failed in the manager: {out.error}")
+        if out.is_finished():
+            results[out.request_id] = out

@@ -1,0 +1,152 @@
+"""The non-GEMM kernels of one engine step, as launchable workloads for the existing timers.
+
+Each workload holds ``copies`` rotated sets of operands (so a launch reads its KV cache from memory, not
+from a cache the previous launch warmed, exactly as the sweep's weights rotate) and ``launch(i)`` runs the
+kernel on copy ``i``.  Shapes follow the engine: queries ``[batch, heads, q_len, head_dim]``, keys and values
+``[batch, kv_heads, kv_len, head_dim]`` — GQA is passed to SDPA (``enable_gqa``) rather than expanded, and the
+``bmm`` path groups the query heads of one KV head into one batched GEMV, as the sweep's ``bmm`` op does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from microbench.timing.ops import random_tensor, seed_for, torch_dtype
+from roofline.core.counting import DTYPE_SIZES
+from roofline.core.errors import BadInputError
+from roofline.specs.models import ModelSpec
+
+ATTENTION_KERNELS = ("sdpa", "bmm")
+ROPE_THETA = 10000.0
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """One layer's attention on one GPU: query heads, KV heads and head size after tensor parallelism."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+
+def kv_bytes(shape: AttentionShape, batch: int, kv_len: int, dtype: str) -> int:
+    """Bytes of K and V that one launch reads."""
+    return 2 * batch * shape.kv_heads * kv_len * shape.head_dim * DTYPE_SIZES[dtype][0]
+
+
+class AttentionWorkload:
+    """``batch`` sequences, each with ``q_len`` new query tokens over ``kv_len`` cached keys (the last
+    ``q_len`` of which are the new tokens themselves: causal within the chunk, full over the prefix)."""
+
+    def __init__(self, torch, shape: AttentionShape, batch: int, q_len: int, kv_len: int, dtype: str,
+                 kernel: str, device: str, copies: int, seed: int):
+        if kernel not in ATTENTION_KERNELS:
+            raise BadInputError(f"unknown attention kernel {kernel!r}; choose from {', '.join(ATTENTION_KERNELS)}")
+        self.torch, self.shape, self.kernel, self.copies = torch, shape, kernel, copies
+        self.batch, self.q_len, self.kv_len = batch, q_len, kv_len
+        self.scale = 1.0 / math.sqrt(shape.head_dim)
+        h, kvh, d = shape.heads, shape.kv_heads, shape.head_dim
+        label = f"attn/{batch}/{q_len}/{kv_len}"
+        self.q = [random_tensor(torch, (batch, h, q_len, d), dtype, device, seed_for(seed, "q", label, i))
+                  for i in range(copies)]
+        self.k = [random_tensor(torch, (batch, kvh, kv_len, d), dtype, device, seed_for(seed, "k", label, i))
+                  for i in range(copies)]
+        self.v = [random_tensor(torch, (batch, kvh, kv_len, d), dtype, device, seed_for(seed, "v", label, i))
+                  for i in range(copies)]
+        # A decode query sees every cached key; a whole prompt is plain causal; a chunk over a prefix sees
+        # the prefix and the causal part of itself, which SDPA's is_causal (top-left aligned) cannot say.
+        self.is_causal = q_len > 1 and q_len == kv_len
+        self.mask = None
+        if q_len > 1 and q_len != kv_len:
+            rows = torch.arange(q_len, device=device).unsqueeze(1) + (kv_len - q_len)
+            self.mask = torch.arange(kv_len, device=device).unsqueeze(0) <= rows
+        self.out = [None] * copies
+
+    def launch(self, i: int) -> None:
+        if self.kernel == "sdpa":
+            self.out[i] = self.torch.nn.functional.scaled_dot_product_attention(
+                self.q[i], self.k[i], self.v[i], attn_mask=self.mask, is_causal=self.is_causal,
+                enable_gqa=self.shape.group > 1)
+        else:
+            self.out[i] = self._bmm(i)
+
+    def _bmm(self, i: int):
+        """Per (sequence, KV head): the group's queries times that head's K, softmax, times V."""
+        torch, s = self.torch, self.shape
+        b, g, q, c, d = self.batch, s.group, self.q_len, self.kv_len, s.head_dim
+        query = self.q[i].reshape(b * s.kv_heads, g * q, d)
+        keys = self.k[i].reshape(b * s.kv_heads, c, d)
+        scores = torch.bmm(query, keys.transpose(1, 2)) * self.scale
+        if self.mask is not None or self.is_causal:
+            mask = self.mask if self.mask is not None else torch.ones(q, c, dtype=torch.bool,
+                                                                       device=scores.device).tril()
+            scores = scores.view(b * s.kv_heads, g, q, c).masked_fill(~mask, float("-inf")).view_as(scores)
+        return torch.bmm(torch.softmax(scores, dim=-1), self.v[i].reshape(b * s.kv_heads, c, d))
+
+    def flop(self) -> int:
+        """QK^T and PV: 4 · batch · heads · q_len · kv_len · head_dim (masked entries counted: the kernels
+        compute most of them)."""
+        return 4 * self.batch * self.shape.heads * self.q_len * self.kv_len * self.shape.head_dim
+
+
+class OtherWorkload:
+    """The elementwise and reduction work of a whole step for ``tokens`` tokens (one launch = one step): per
+    layer two RMSNorms, RoPE on q and k, the MLP activation, two residual adds; once, the final norm and greedy
+    sampling over the vocabulary.  ``shape`` is the model as one rank holds it (``roofline.specs.models.per_rank``)."""
+
+    def __init__(self, torch, shape: ModelSpec, tokens: int, dtype: str, device: str, copies: int, seed: int,
+                 sample_rows: int | None = None):
+        self.torch, self.shape, self.tokens, self.copies = torch, shape, tokens, copies
+        # Greedy sampling reads the logits of the last position of each sequence only.
+        self.rows = min(tokens, sample_rows or tokens)
+        t, s = tokens, shape
+        mlp = (2 if s.gated_mlp else 1) * s.intermediate
+
+        def rand(name, dims, i):
+            return random_tensor(torch, dims, dtype, device, seed_for(seed, name, f"other/{t}", i))
+
+        self.x = [rand("x", (t, s.hidden), i) for i in range(copies)]
+        self.q = [rand("q", (t, s.heads, s.head_dim), i) for i in range(copies)]
+        self.k = [rand("k", (t, s.kv_heads, s.head_dim), i) for i in range(copies)]
+        self.mlp = [rand("mlp", (t, mlp), i) for i in range(copies)]
+        self.logits = [rand("logits", (self.rows, s.vocab), i) for i in range(copies)]
+        self.norm_weight = torch.ones(s.hidden, device=device, dtype=torch_dtype(torch, dtype))
+        positions = torch.arange(t, device=device, dtype=torch.float32).unsqueeze(1)
+        inv = ROPE_THETA ** (-torch.arange(0, s.head_dim, 2, device=device, dtype=torch.float32) / s.head_dim)
+        angles = torch.cat([positions * inv, positions * inv], dim=-1).unsqueeze(1)
+        self.cos, self.sin = angles.cos().to(self.q[0].dtype), angles.sin().to(self.q[0].dtype)
+        self.tokens_out = [None] * copies
+
+    def launch(self, i: int) -> None:
+        torch, s = self.torch, self.shape
+        f = torch.nn.functional
+        x = self.x[i]
+        for _ in range(s.layers):
+            h = f.rms_norm(x, (s.hidden,), self.norm_weight)
+            self._rope(self.q[i])
+            self._rope(self.k[i])
+            x = x + h
+            h = f.rms_norm(x, (s.hidden,), self.norm_weight)
+            a = self.mlp[i]
+            act = f.silu(a[:, : s.intermediate]) * a[:, s.intermediate:] if s.gated_mlp else f.gelu(a)
+            x = x + h + act[:, :1]  # the residual; the activation's cost is paid whole above
+        h = f.rms_norm(x, (s.hidden,), self.norm_weight)
+        self.tokens_out[i] = torch.argmax(self.logits[i] + h[: self.rows, :1], dim=-1)
+
+    def _rope(self, t):
+        half = t.shape[-1] // 2
+        rotated = self.torch.cat([-t[..., half:], t[..., :half]], dim=-1)
+        return t * self.cos + rotated * self.sin
+
+
+def describe(workload: Any) -> str:
+    """A short label for progress lines."""
+    if isinstance(workload, AttentionWorkload):
+        return f"attention {workload.kernel} B={workload.batch} q={workload.q_len} kv={workload.kv_len}"
+    return f"other tokens={workload.tokens}"

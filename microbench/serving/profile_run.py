@@ -1,0 +1,301 @@
+"""``gpubench profile`` measured: time every kernel of one engine step of a model on this device.
+
+Linear layers are the sweep's own ``gemm`` points (``measure.measure_point``: rotation over cold weights, the
+correctness check, CUDA graphs or ``perf_counter``, the adaptive stopping rule); attention and the rest of
+the step are workloads of ``profile_kernels`` timed with the same timers and the same rule.
+
+Like a sweep it is resumable and interruptible: ``<output>.partial`` (the plan and what is measured) is
+written once, then each item is journalled as one line beside it (``roofline.result.journal``, so a save costs one
+item, not everything so far); a signal finishes the item in flight, folds the journal into the partial file
+and stops, and ``--resume <output>`` continues (folding a journal a kill left behind).  The profile document
+itself is written once, complete, at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from microbench.device.discovery import host_info, resolve_device, tool_info
+from microbench.serving.profile_kernels import AttentionWorkload, OtherWorkload, kv_bytes
+from microbench.serving.profile_plan import (
+    Item,
+    ProfilePlan,
+    attention_shape,
+    grids_for,
+    linear_shapes,
+    model_record,
+    plan_items,
+)
+from microbench.sweep.config import SweepConfig
+from microbench.sweep.plan import PlanError, PointSpec
+from microbench.timing import ops
+from microbench.timing.adaptive import measure
+from microbench.timing.measure import measure_point, prepared_timer, release_timers, utc_now
+from microbench.timing.observer import Interrupted, SweepObserver
+from microbench.timing.session import open_session
+from microbench.timing.timers import CpuTimer
+from roofline.core.counting import DTYPE_SIZES, count_work
+from roofline.result.io import journal_entries, journal_path, write_output_file
+from roofline.result.journal import Journal
+from roofline.serving.profile_doc import StepProfile, check_profile_output, save_profile
+from roofline.specs.models import kv_bytes_per_token, per_rank, weight_bytes
+
+# Seconds of sampling per item unless --budget: an 8B model's ~300 items on an H200 in a few minutes, a tiny
+# model's on two CPU cores in seconds.
+DEFAULT_BUDGET_S = {"cuda": 0.2, "cpu": 0.1}
+PARTIAL_KIND = "gpubench-step-profile-partial"
+PARTIAL_JOURNAL_KIND = "gpubench-step-profile-partial-journal"
+# The CPU timer's clock: wall time, or this thread's CPU time (other processes' turns on a shared CPU excluded).
+CPU_CLOCKS_NS = {"wall": time.perf_counter_ns, "thread-cpu": time.thread_time_ns}
+# A resumed profile must be measured on the same device as the part already measured.
+DEVICE_KEYS = ("kind", "name", "uuid", "memory_bytes", "threads")
+
+
+def partial_path(output: Path) -> Path:
+    return Path(f"{output}.partial")
+
+
+@dataclass
+class ProfileRun:
+    plan: ProfilePlan
+    output: Path
+    argv: tuple[str, ...]
+    measured: dict[str, dict[str, Any]] = field(default_factory=dict)
+    session: Any = None
+    items: list[Item] = field(default_factory=list)
+    started_at: str = ""
+    journal: Journal | None = None
+
+
+def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, argv: tuple[str, ...] = (),
+                    resume: bool = False) -> ProfileRun:
+    """Check everything, open the device, and load what a partial file already holds (``resume``)."""
+    partial = partial_path(Path(output))
+    if resume:
+        run = _load_partial(partial, argv)
+    else:
+        plan.check()
+        run = ProfileRun(plan, Path(output), argv, started_at=utc_now())
+    if not resume and partial.exists():
+        raise PlanError(f"{partial} holds a profile in progress: continue it with --resume -o {output}, or delete it")
+    check_profile_output(run.output)  # the measured and the analytic profile share one -o rule
+    kind = resolve_device(run.plan.device).kind
+    budget = run.plan.budget_s or DEFAULT_BUDGET_S[kind]
+    config = SweepConfig(device=run.plan.device, ops=(), budget_s=budget, save=False, with_ceilings=False,
+                         telemetry=False, seed=run.plan.seed, argv=argv)
+    run.session = open_session(config, observer)
+    run.session.l2_policy = l2_policy_for(run.session, run.plan)
+    if run.plan.clock == "thread-cpu" and (kind != "cpu" or run.session.torch.get_num_threads() != 1):
+        raise PlanError("--clock thread-cpu times this thread's CPU time: only on the CPU with one torch thread")
+    if resume:
+        before = json.loads(partial.read_text(encoding="utf-8"))["device"]
+        differs = [k for k in DEVICE_KEYS if before.get(k) != run.session.device.get(k)]
+        if differs:
+            raise PlanError(f"{partial} was measured on another device ({', '.join(differs)} differ)")
+    model = run.plan.check()
+    run.items = [item for item in plan_items(run.plan, model) if item.key not in run.measured]
+    _save_partial(run)
+    return run
+
+
+def l2_policy_for(session, plan: ProfilePlan) -> str:
+    """Cold weights only where the engine sees them cold: a model whose weights fit in the device's last
+    cache (a tiny model on a CPU) reads them warm step after step, and so is measured warm."""
+    model = plan.check()
+    weights = weight_bytes(model, plan.resolved_dtype(session.choice.kind), plan.tp)
+    cache = session.cache_bytes or 0
+    return "warm" if weights <= cache else "rotate"
+
+
+def _load_partial(partial: Path, argv: tuple[str, ...]) -> ProfileRun:
+    try:
+        data = partial.read_bytes()
+        record = json.loads(data)
+    except (OSError, ValueError) as exc:
+        raise PlanError(f"{partial}: no profile in progress to resume ({exc})") from None
+    if not isinstance(record, dict) or record.get("kind") != PARTIAL_KIND:
+        raise PlanError(f"{partial}: not a partial profile")
+    measured = dict(record.get("measured") or {})
+    journal = journal_path(partial)
+    if journal.is_file() and not journal.is_symlink():  # a kill left items journalled but not folded
+        for entry in journal_entries(data, journal.read_bytes(), str(journal), PARTIAL_JOURNAL_KIND):
+            measured[entry["key"]] = entry["measured"]
+    plan = ProfilePlan.from_record(record.get("plan") or {})
+    return ProfileRun(plan, Path(str(partial)[: -len(".partial")]), argv, measured,
+                      started_at=record.get("started_at", utc_now()))
+
+
+def _save_partial(run: ProfileRun, journal: bool = True) -> None:
+    """The whole partial file, then (unless stopping) an empty journal for the items to come."""
+    data = json.dumps({"kind": PARTIAL_KIND, "plan": run.plan.to_record(), "started_at": run.started_at,
+                       "device": run.session.device, "measured": run.measured}, indent=1, allow_nan=False) + "\n"
+    write_output_file(partial_path(run.output), data.encode("utf-8"))
+    if run.journal is not None:
+        run.journal.remove()
+    if journal:
+        run.journal = Journal(journal_path(partial_path(run.output)))
+        run.journal.start(data.encode("utf-8"), PARTIAL_JOURNAL_KIND)
+
+
+def run_profile(run: ProfileRun, on_start: Callable[[int], None], on_item: Callable[[Item, dict], None]
+                ) -> StepProfile:
+    """Measure every remaining item (saving after each), then write and return the profile."""
+    session = run.session
+    on_start(len(run.items))
+    dtype = run.plan.resolved_dtype(session.choice.kind)
+    model = run.plan.check()
+    try:
+        for item in run.items:
+            run.measured[item.key] = measure_item(session, run.plan, model, item, dtype)
+            run.journal.append([{"key": item.key, "measured": run.measured[item.key]}])
+            on_item(item, run.measured[item.key])
+            if session.stop.is_set():
+                _save_partial(run, journal=False)  # folded: the partial file alone holds everything measured
+                raise Interrupted(getattr(session.stop, "signum", 2), partial_path(run.output))
+    finally:
+        session.weights.clear()
+    profile = assemble_profile(run, model, dtype)
+    save_profile(profile, run.output)
+    partial_path(run.output).unlink(missing_ok=True)
+    run.journal.remove()
+    return profile
+
+
+def measure_item(session, plan: ProfilePlan, model, item: Item, dtype: str) -> dict[str, Any]:
+    """Median and samples of one item; a kernel that cannot run here is bad input for this profile."""
+    if item.kind == "linear":
+        n, k = next((n, k) for name, n, k in linear_shapes(model, plan.tp) if name == item.name)
+        spec = PointSpec("gemm", dtype, item.a, n, k)
+        if session.choice.kind == "cpu":
+            return _measure_cpu_linear(session, spec, plan.clock)
+        point = measure_point(session, spec)
+        if not point.ok:
+            raise PlanError(f"{item.name} at {item.a} tokens: {point.status}: {point.reason}")
+        return {"time_s": point.stats.median_s, "samples_s": list(point.samples_s), "timer": point.timer,
+                "stop_reason": point.stop_reason, "rel_err": (point.correctness or {}).get("rel_err")}
+    workload = _build_workload(session, plan, model, item, plan.kv_dtype or dtype)
+    return _measure_workload(session, workload, plan.clock)
+
+
+def _measure_workload(session, workload, clock: str) -> dict[str, Any]:
+    """The sweep's timers and stopping rule; on the CPU, ``CpuTimer`` on the chosen clock."""
+    if session.choice.kind == "cpu":
+        timer = CpuTimer(workload.launch, workload.copies, clock_ns=CPU_CLOCKS_NS[clock])
+        timer.prepare()
+    else:
+        timer = prepared_timer(session, workload)
+    try:
+        result = measure(timer.sample, session.rule, session.clock)
+        session.synchronize()
+    finally:
+        release_timers(session, [timer])
+    samples = sorted(result.samples_s)
+    return {"time_s": samples[len(samples) // 2], "samples_s": list(result.samples_s),
+            "timer": f"{timer.name} ({clock})" if session.choice.kind == "cpu" else timer.name,
+            "stop_reason": result.stop_reason, "copies": workload.copies}
+
+
+def _measure_cpu_linear(session, spec: PointSpec, clock: str) -> dict[str, Any]:
+    """A sweep gemm point (same operands, rotation and correctness check) timed on the profile's clock."""
+    work = count_work("gemm", spec.dtype, spec.batch, spec.n, spec.k)
+    copies = _copies(session, ops.bytes_per_copy(spec), f"gemm {spec.label}", work.weight_bytes)
+    workload = ops.build_workload(session.torch, spec, "cpu", copies, session.seed, session.weights)
+    correctness = workload.check(ops.seed_for(session.seed, "check", spec.label))
+    if not correctness["passed"]:
+        raise PlanError(f"gemm {spec.label} failed its correctness check (relative error {correctness['rel_err']})")
+    return {**_measure_workload(session, workload, clock), "rel_err": correctness["rel_err"]}
+
+
+def _build_workload(session, plan: ProfilePlan, model, item: Item, dtype: str):
+    torch, device = session.torch, session.choice.torch_name
+    size = DTYPE_SIZES[dtype][0]
+    if item.kind == "other":
+        shape = per_rank(model, plan.tp)
+        rows = min(item.a, plan.max_batch)
+        per_copy = size * item.a * (3 * shape.hidden + (2 if shape.gated_mlp else 1) * shape.intermediate
+                                    + (shape.heads + shape.kv_heads) * shape.head_dim) + size * rows * shape.vocab
+        copies = _copies(session, per_copy, f"other work at {item.a} tokens")
+        return OtherWorkload(torch, shape, item.a, dtype, device, copies, session.seed, sample_rows=rows)
+    shape = attention_shape(model, plan.tp)
+    batch, q_len, kv_len = {"decode": (item.a, 1, item.b), "prefill": (1, item.a, item.a),
+                            "chunk": (1, item.a, item.a + item.b)}[item.kind]
+    per_copy = kv_bytes(shape, batch, kv_len, dtype) + 2 * size * batch * shape.heads * q_len * shape.head_dim
+    if q_len > 1:  # the scores of one (query, key) block are materialised by the non-fused paths
+        per_copy += 4 * shape.heads * q_len * kv_len
+    copies = _copies(session, per_copy, f"{item.kind} attention {batch}×{q_len}×{kv_len}")
+    return AttentionWorkload(torch, shape, batch, q_len, kv_len, dtype, item.name, device, copies, session.seed)
+
+
+def _copies(session, per_copy_bytes: int, what: str, cold_bytes: int | None = None) -> int:
+    if per_copy_bytes > session.free_memory_bytes():
+        raise PlanError(f"{what} needs {per_copy_bytes / 1e9:.2f} GB, the device can give "
+                        f"{session.free_memory_bytes() / 1e9:.2f} GB; lower --max-tokens/--max-context/--max-batch")
+    if session.l2_policy == "warm":
+        return 1
+    return ops.rotation_copies(cold_bytes or per_copy_bytes, session.cache_bytes, per_copy_bytes,
+                               session.memory_cap_bytes())
+
+
+def _times(run: ProfileRun, kind: str, name: str, pairs) -> list[float]:
+    return [run.measured[Item(kind, name, a, b).key]["time_s"] for a, b in pairs]
+
+
+def assemble_profile(run: ProfileRun, model, dtype: str) -> StepProfile:
+    """The profile document from the measured medians (``docs/serving.md``)."""
+    plan, session = run.plan, run.session
+    grids = grids_for(plan)
+    kv_dtype = plan.kv_dtype or dtype
+    linears = []
+    for name, n, k in linear_shapes(model, plan.tp):
+        tokens = grids.lm_head_tokens if name == "lm_head" else grids.tokens
+        linears.append({"name": name, "n": n, "k": k, "per_layer": 1, "tokens": list(tokens),
+                        "time_s": _times(run, "linear", name, [(t, 0) for t in tokens])})
+    lm_head = linears.pop()
+    kernel = plan.attention
+    document = {
+        "schema_version": 1, "kind": "gpubench-step-profile", "tool": tool_info(), "created_at": utc_now(),
+        "argv": list(run.argv), "host": host_info(), "device": session.device, "source": "measured",
+        "basis": f"torch timers on {session.choice.kind} ({session.choice.torch_name}), "
+                 f"{'cache-warm' if session.l2_policy == 'warm' else 'cold'} weights"
+                 + (", thread CPU time" if plan.clock == "thread-cpu" else ""),
+        "model": {**model_record(model), "dtype_measured": dtype},
+        "tp": plan.tp, "dtype": dtype, "kv_dtype": kv_dtype,
+        "memory": {"device_bytes": session.device.get("memory_bytes"),
+                   "weight_bytes": weight_bytes(model, dtype, plan.tp),
+                   "kv_bytes_per_token": kv_bytes_per_token(model, kv_dtype, plan.tp)},
+        "roof": measured_roof(run, model, dtype),
+        "linears": linears,
+        "lm_head": {key: lm_head[key] for key in ("n", "k", "tokens", "time_s")},
+        "decode_attention": {"kernel": kernel, "batches": list(grids.batches), "contexts": list(grids.contexts),
+                             "time_s": [_times(run, "decode", kernel, [(b, c) for c in grids.contexts])
+                                        for b in grids.batches]},
+        "prefill_attention": {"kernel": kernel, "prompt_tokens": list(grids.prompts),
+                              "time_s": _times(run, "prefill", kernel, [(p, 0) for p in grids.prompts])},
+        "chunk_attention": {"kernel": kernel, "chunk_tokens": list(grids.chunks), "prefix_tokens": list(grids.prefixes),
+                            "time_s": [_times(run, "chunk", kernel, [(c, p) for p in grids.prefixes])
+                                       for c in grids.chunks]},
+        "other": {"tokens": list(grids.tokens), "time_s": _times(run, "other", "step", [(t, 0) for t in grids.tokens])},
+        "engine_overhead": None,
+    }
+    return StepProfile.from_dict(document)
+
+
+def measured_roof(run: ProfileRun, model, dtype: str) -> dict[str, Any] | None:
+    """What compute-bound is judged against: the best bandwidth and FLOP/s the step's own GEMMs reached."""
+    best_bw = best_flop = 0.0
+    for name, n, k in linear_shapes(model, run.plan.tp):
+        for key, entry in run.measured.items():
+            if key.startswith(f"linear/{name}/"):
+                tokens = int(key.split("/")[2])
+                work = count_work("gemm", dtype, tokens, n, k)
+                best_bw = max(best_bw, work.bytes / entry["time_s"])
+                best_flop = max(best_flop, work.flop / entry["time_s"])
+    if not best_bw or not best_flop:
+        return None
+    return {"bandwidth_bytes_per_s": best_bw, "peak_flop_per_s": best_flop,
+            "basis": "best of this profile's own GEMMs (bytes/s at few tokens, FLOP/s at many)"}

@@ -1,0 +1,149 @@
+"""Predicted against measured, and the engine-overhead fit: pure Python on recorded times (no torch).
+
+The overhead of an engine path is ``EngineOverhead``: per step, per sequence, per cached token attended and per
+prefill step, on top of the profile's kernel times (``docs/serving.md``).  It is fitted on calibration runs
+only — never on the workload being predicted — by non-negative least squares, STEP BY STEP: each calibration
+step's measured duration less its simulated kernel time, against what each term multiplies in that step.
+Hundreds of steps of different batch sizes and cache lengths separate the terms; two run totals (the earlier
+fit) could only split two terms, and a few percent of noise in either total swung them by tens of percent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from roofline.core.units import seconds
+from roofline.serving.profile_doc import EngineOverhead
+
+PERCENTILES = (50, 90, 99)
+
+
+def run_latencies(requests) -> dict[str, np.ndarray]:
+    """TTFT, TPOT (outputs of more than one token) and end-to-end latency of any per-request records with
+    ``arrival_s``, ``first_token_s``, ``finish_s`` and ``output_tokens`` (engine or simulator)."""
+    ttft = [r.first_token_s - r.arrival_s for r in requests]
+    tpot = [(r.finish_s - r.first_token_s) / (r.output_tokens - 1) for r in requests if r.output_tokens > 1]
+    e2e = [r.finish_s - r.arrival_s for r in requests]
+    return {"ttft": np.array(ttft), "tpot": np.array(tpot), "e2e": np.array(e2e)}
+
+
+def run_summary(requests) -> dict[str, Any]:
+    """Total time (first arrival to last finish), throughput and latency percentiles."""
+    total = max(r.finish_s for r in requests) - min(r.arrival_s for r in requests)
+    tokens = sum(r.output_tokens for r in requests)
+    out: dict[str, Any] = {"total_s": total, "output_tokens": tokens, "tokens_per_s": tokens / total,
+                           "requests_per_s": len(requests) / total}
+    for name, values in run_latencies(requests).items():
+        for p in PERCENTILES:
+            out[f"{name}_p{p}_s"] = float(np.percentile(values, p)) if len(values) else None
+    return out
+
+
+def relative_error(predicted: float | None, measured: float | None) -> float | None:
+    if predicted is None or measured is None or not measured:
+        return None
+    return (predicted - measured) / measured
+
+
+def compare_runs(predicted, measured) -> dict[str, Any]:
+    """Every metric of ``run_summary`` side by side with its relative error (predicted − measured) / measured."""
+    p, m = run_summary(predicted), run_summary(measured)
+    return {key: {"predicted": p[key], "measured": m[key], "rel_err": relative_error(p[key], m[key])}
+            for key in p if key != "output_tokens"}
+
+
+@dataclass(frozen=True)
+class CalibrationRun:
+    """One calibration run: the engine's step durations, and for the simulator's schedule of the same requests
+    each step's kernel-only time and, per ``EngineOverhead`` term, the amount it multiplies in that step."""
+
+    measured_s: tuple[float, ...]
+    kernel_s: tuple[float, ...]
+    terms: dict[str, tuple[float, ...]]
+
+    @property
+    def aligned(self) -> bool:
+        """The engine stamped exactly the simulator's steps (else only the totals can be compared)."""
+        return len(self.measured_s) == len(self.kernel_s)
+
+
+def fit_overhead(calibrations: Sequence[CalibrationRun], fitted_on: str) -> EngineOverhead:
+    """Non-negative least squares of the measured time beyond the kernels against the overhead terms: one row
+    per step of every run whose steps align with the simulator's, one row of totals per run that does not."""
+    names = EngineOverhead.TERMS
+    rows, excess = [], []
+    for run in calibrations:
+        columns = [run.terms[name] for name in names]
+        if run.aligned:
+            rows += [list(values) for values in zip(*columns, strict=True)]
+            excess += [m - k for m, k in zip(run.measured_s, run.kernel_s, strict=True)]
+        else:
+            rows.append([math.fsum(values) for values in columns])
+            excess.append(math.fsum(run.measured_s) - math.fsum(run.kernel_s))
+    coefficients = nnls(np.array(rows, dtype=float), np.array(excess, dtype=float))
+    return EngineOverhead(**dict(zip(names, (float(c) for c in coefficients), strict=True)), fitted_on=fitted_on)
+
+
+def nnls(a_matrix: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """argmin |A x − y| over x >= 0, for the few columns of an overhead model: the optimum is the least-squares
+    solution on some subset of the columns that comes out non-negative, so try every subset (4 terms: 15)."""
+    columns = a_matrix.shape[1]
+    best, best_residual = np.zeros(columns), float(y @ y)
+    for size in range(1, columns + 1):
+        for subset in itertools.combinations(range(columns), size):
+            part = a_matrix[:, subset]
+            if not part.any():
+                continue
+            solution = np.linalg.lstsq(part, y, rcond=None)[0]
+            if (solution < 0).any():
+                continue
+            x = np.zeros(columns)
+            x[list(subset)] = solution
+            residual = float(np.sum((a_matrix @ x - y) ** 2))
+            if residual < best_residual - 1e-18:
+                best, best_residual = x, residual
+    return best
+
+
+def comparison_lines(comparisons: dict[str, dict[str, Any]], ratio: dict[str, Any]) -> list[str]:
+    """The terminal table: one row per metric, predicted and measured per path, then the ratio."""
+    paths = list(comparisons)
+    header = f"{'metric':<16}" + "".join(f"{p + ' pred':>16}{p + ' meas':>16}{'err':>8}" for p in paths)
+    lines = [header]
+    for key in comparisons[paths[0]]:
+        cells = f"{key:<16}"
+        for path in paths:
+            entry = comparisons[path][key]
+            cells += f"{_fmt(entry['predicted']):>16}{_fmt(entry['measured']):>16}{_pct(entry['rel_err']):>8}"
+        lines.append(cells)
+    lines.append(f"static/continuous total time: predicted {ratio['predicted']:.3f}, measured {ratio['measured']:.3f}"
+                 f" ({_pct(ratio['rel_err'])})")
+    return lines
+
+
+# Each overhead term and what it is paid for, in the order a step adds them up.
+OVERHEAD_UNITS = (("per_step_s", "step"), ("per_sequence_s", "sequence"), ("per_cached_token_s", "cached token"),
+                  ("per_prefill_step_s", "prefill step"))
+
+
+def overhead_line(path: str, overhead: dict[str, Any]) -> str:
+    """A path's fitted overhead, each term in its own scale (``2.61 ms/sequence`` beside ``0 ns/step``, not
+    ``0.000 ms/step`` beside ``2614.2 µs/sequence``)."""
+    terms = " + ".join(f"{seconds(overhead.get(name, 0.0))}/{unit}" for name, unit in OVERHEAD_UNITS)
+    return f"{path} overhead: {terms}, fitted on {overhead['fitted_on']}"
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.4g}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:+.1f}%"

@@ -1,0 +1,370 @@
+"""``gpubench validate --engine transformers``: run a real engine on a workload, simulate the same workload on a
+profile measured on the same device, and compare.
+
+Order, on one device and in one process: (1) a warm-up of both engine paths; (2) in rounds, each in a new
+shuffled order, the calibration runs of each path on a SEPARATE workload (another seed, burst arrivals) at
+two batch sizes and the workload itself on both paths, with a pass of the step profile after every round
+(``validate_profile``; unless ``--profile`` names one measured on this device); repeats combined step by step
+(each step's mean); (3) the overhead of each path fitted on its calibration steps only; (4) the simulations
+with it held fixed.  Interleaving keeps the fit, the profile and the runs under the same mix of load when the
+machine is shared (docs/serving.md, "How validate's prediction is made, and what it misses").
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from microbench.device.discovery import host_info, resolve_device, tool_info
+from microbench.serving.engine.segments import SegmentedContinuous, segment_count
+from microbench.serving.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
+from microbench.serving.validate_options import (
+    EngineTiming,
+    check_positive_number,
+    check_seed,
+    check_threads,
+    engine_timing,
+)
+from microbench.serving.validate_profile import ProfilePasses, given_profile, profile_plan_for
+from microbench.sweep.plan import PlanError
+from microbench.timing.measure import utc_now
+from microbench.timing.observer import SweepObserver
+from roofline.result.io import check_output
+from roofline.serving.profile_doc import EngineOverhead, StepProfile
+from roofline.serving.simulate import simulate
+from roofline.serving.workload import make_workload
+from roofline.specs.models import ModelSpec
+
+ENGINES = ("transformers",)
+WEIGHTS_NOTE = ("random weights built from the config (nothing downloaded): kernels of the same shapes cost the "
+                "same time whatever the weights hold, and EOS is disabled so every output has its workload length")
+# The calibration's second batch size, half the first: per-step and per-sequence costs separate, and the run
+# stays as short as the workload's.
+CALIBRATION_SMALL_DIVISOR = 2
+
+
+
+@dataclass(frozen=True)
+class ValidateSetup:
+    engine: str = "transformers"
+    profile: Path | None = None
+    model: str | None = None
+    hf_config: Path | None = None
+    requests: int = 32
+    arrivals: str = "burst"
+    prompt: str = "fixed:16"
+    output: str = "uniform:4:40"
+    seed: int = 0
+    calibration_requests: int = 16
+    static_batch: int = 8
+    max_batch: int = 8
+    budget_tokens: int = 128
+    device: str = "auto"
+    dtype: str | None = None
+    threads: int | None = None  # None: one on a CPU timed on the thread clock, else torch's default
+    profile_budget_s: float | None = None
+    repeats: int = 3
+    clock: str | None = None  # None: thread-cpu on a CPU with burst arrivals and no --threads N > 1, else wall
+    fail_above: float | None = None  # the gate on the worst relative error, a fraction
+
+    @property
+    def batch(self) -> dict[str, int]:
+        """Each engine path's batch: static's batch size, continuous's most sequences at once."""
+        return {"static": self.static_batch, "continuous": self.max_batch}
+
+    def check(self) -> None:
+        """Every option on its own and against the others, before anything is measured or written."""
+        if self.engine not in ENGINES:
+            raise PlanError(f"unknown engine {self.engine!r}; choose from {', '.join(ENGINES)}")
+        if self.profile is None and bool(self.model) == bool(self.hf_config):
+            raise PlanError("give --profile PROFILE.json, or one of --model NAME / --hf-config PATH to measure one")
+        for name in ("requests", "calibration_requests", "static_batch", "max_batch", "budget_tokens", "repeats"):
+            if getattr(self, name) <= 0:
+                raise PlanError(f"--{name.replace('_', '-')} must be positive")
+        check_seed(self.seed)
+        if self.threads is not None:
+            check_threads(self.threads)
+        check_positive_number("--profile-budget", self.profile_budget_s, "seconds")
+        check_positive_number("--fail-above", self.fail_above, "a fraction, 0.1 is 10%")
+        if self.clock not in (None, "wall", "thread-cpu"):
+            raise PlanError(f"unknown clock {self.clock!r}; choose wall or thread-cpu")
+        if self.clock == "thread-cpu" and self.arrivals != "burst":
+            raise PlanError("--clock thread-cpu counts the engine's CPU time, which stands still while it waits for "
+                            "arrivals: use it with --arrivals burst")
+        if self.clock == "thread-cpu" and self.threads not in (None, 1):
+            raise PlanError(f"--clock thread-cpu times one thread: drop --threads {self.threads}, or time "
+                            f"{self.threads} threads with --clock wall")
+
+
+def calibration_sizes(batch: int, requests: int) -> list[int]:
+    """The two batch sizes the overhead is fitted at: the path's batch (at most the calibration's requests, or
+    both runs would be the same run) and half of it."""
+    top = max(1, min(batch, requests))
+    return sorted({top, max(1, top // CALIBRATION_SMALL_DIVISOR)})
+
+
+def model_from_profile(profile: StepProfile) -> ModelSpec:
+    m = profile.model
+    return ModelSpec(id=str(m.get("id", m["name"])), name=str(m["name"]), layers=m["layers"], hidden=m["hidden"],
+                        heads=m["heads"], kv_heads=m["kv_heads"], head_dim=m["head_dim"],
+                        intermediate=m["intermediate"], vocab=m["vocab"], gated_mlp=m["mlp"] == "gated",
+                        tied_embeddings=bool(m.get("tied_embeddings", False)))
+
+
+@dataclass(frozen=True)
+class Job:
+    """One engine run to repeat, in ``pieces`` parts that can run apart (a burst's static batches, or the
+    segments of a continuous run: ``ordered``, they run in piece order wherever the shuffle puts them), put
+    back together by ``assemble`` (the parts' results in piece order) into an ``EngineRun``."""
+
+    key: tuple[str, str, int]  # path, workload name, batch
+    pieces: int
+    run_piece: Callable[[int], Any]
+    assemble: Callable[[list], Any]
+    ordered: bool = False
+
+
+def interleaved_runs(jobs: list[Job], repeats: int, on_phase: Callable[[str], None], seed: int = 0,
+                     after_round: Callable[[], None] | None = None) -> dict[tuple[str, str, int], Any]:
+    """Every job ``repeats`` times, in rounds of all the jobs' pieces in a new shuffled order, combined step by
+    step (``engine.timing.mean_steps``).  On a shared machine the engine's speed drifts with the other
+    processes, decorrelating within about a second; pieces of different jobs shuffled together see nearly the
+    same drift, so the calibration's runs and the workload's are measured under the same load, and no job
+    always follows the same one (a job run right after a continuous-batching run was measured slower).
+    ``after_round`` (a pass of the profile) runs after every round."""
+    from microbench.serving.engine.timing import mean_steps
+
+    runs: dict[tuple[str, str, int], list] = {job.key: [] for job in jobs}
+    order = random.Random(seed)
+    for repeat in range(repeats):
+        on_phase(f"round {repeat + 1}/{repeats}: {sum(job.pieces for job in jobs)} engine runs, shuffled")
+        parts: dict[tuple[str, str, int], dict[int, Any]] = {job.key: {} for job in jobs}
+        pieces = [(job, i) for job in jobs for i in range(job.pieces)]
+        for job, i in order.sample(pieces, len(pieces)):
+            if job.ordered:  # the job's n-th slot in the shuffle runs its n-th piece
+                i = len(parts[job.key])
+            parts[job.key][i] = job.run_piece(i)
+        for job in jobs:
+            runs[job.key].append(job.assemble([parts[job.key][i] for i in range(job.pieces)]))
+        if after_round is not None:
+            on_phase(f"round {repeat + 1}/{repeats}: a pass of the step profile")
+            after_round()
+    return {key: mean_steps(done) for key, done in runs.items()}
+
+
+def engine_jobs(torch, te, lm, setup: ValidateSetup, workloads: dict[str, list], sizes: dict[str, list[int]],
+                device: str, clock: str, longest: int) -> list[Job]:
+    """The calibration runs of each path at its sizes and the workload's at its batch.  A static run of a
+    burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
+    a continuous run (one manager run) is run in segments of steps, parked in between (``engine.segments``),
+    its segments shuffled among the other pieces in order."""
+    batch = setup.batch
+    keys = [(path, "calibration", size) for path in sizes for size in sizes[path]]
+    keys += [(path, "workload", batch[path]) for path in sizes]
+    jobs = []
+    for path, name, size in keys:
+        requests = workloads[name]
+        if path == "static" and all(r.arrival_s == 0 for r in requests):
+            groups = te.static_groups(requests, size)
+            jobs.append(Job((path, name, size), len(groups),
+                            lambda i, g=groups: te.run_static_batch(torch, lm, g[i], device, clock),
+                            lambda parts, g=groups, b=size: te.static_run(g, _cumulative(parts), b, clock)))
+        elif path == "static":
+            jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_static(
+                torch, lm, r, b, device, clock), lambda parts: parts[0]))
+        elif not all(r.arrival_s == 0 for r in requests):
+            # Arrivals over time are submitted on the wall clock, which does not stop while a segment is
+            # parked: such a run goes in one piece.
+            jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_continuous(
+                torch, lm, r, b, setup.budget_tokens, clock, longest), lambda parts: parts[0]))
+        else:
+            pieces = segment_count(requests, size, setup.budget_tokens)
+            jobs.append(Job((path, name, size), pieces, _ContinuousPieces(
+                lambda gate, r=requests, b=size: te.run_continuous(torch, lm, r, b, setup.budget_tokens, clock,
+                                                                    longest, gate=gate), pieces),
+                lambda parts: parts[-1], ordered=True))
+    return jobs
+
+
+class _ContinuousPieces:
+    """A continuous job's ``run_piece``: piece 0 starts a new repeat in segments, the others continue it."""
+
+    def __init__(self, run: Callable, pieces: int):
+        self._run, self._pieces, self._current = run, pieces, None
+
+    def __call__(self, index: int):
+        if index == 0:
+            self._current = SegmentedContinuous(self._run, self._pieces)
+        return self._current.piece(index)
+
+
+def _cumulative(parts: list[tuple[float, ...]]) -> list[float]:
+    stamps, now = [], 0.0
+    for durations in parts:
+        for duration in durations:
+            now += duration
+            stamps.append(now)
+    return stamps
+
+
+def term_multipliers(profile: StepProfile, requests, policy: str) -> dict[str, tuple[float, ...]]:
+    """Per overhead term, what it multiplies in each simulated step (sequences, cached tokens, ...): the
+    simulator's own overhead with that term at 1 and the others at 0, so the fit and the prediction read the
+    terms the same way.  Calibration arrivals are a burst, so the schedule does not depend on step times."""
+    out = {}
+    for term in EngineOverhead.TERMS:
+        unit = EngineOverhead(**{name: 1.0 if name == term else 0.0 for name in EngineOverhead.TERMS},
+                              fitted_on="unit")
+        out[term] = tuple(step.overhead_s for step in simulate(profile, requests, policy, unit).steps)
+    return out
+
+
+def calibrate(profile: StepProfile, requests, policies: dict[str, Callable[[int], str]],
+              sizes: dict[str, list[int]], best: dict) -> dict[str, dict[str, Any]]:
+    """Per path: the overhead fitted on the calibration workload's steps (at two batch sizes) only."""
+    from microbench.serving.engine.timing import step_durations
+
+    out = {}
+    for path, policy_for in policies.items():
+        runs, records = [], []
+        for size in sizes[path]:
+            measured = best[(path, "calibration", size)]
+            kernel_only = simulate(profile, requests, policy_for(size), None)
+            run = CalibrationRun(step_durations(measured), tuple(s.time_s for s in kernel_only.steps),
+                                 term_multipliers(profile, requests, policy_for(size)))
+            runs.append(run)
+            records.append({"policy": policy_for(size), "measured_total_s": measured.total_s,
+                            "kernel_only_total_s": kernel_only.makespan_s, "steps": len(kernel_only.steps),
+                            "steps_aligned": run.aligned, "measured_step_s": list(run.measured_s),
+                            "kernel_step_s": list(run.kernel_s)})
+        overhead = fit_overhead(runs, f"{len(requests)} calibration requests (not the workload), {path} path, "
+                                      f"batches {sizes[path]}, step by step")
+        out[path] = {"overhead": overhead, "runs": records}
+    return out
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` checked and resolved: nothing in it was measured, and nothing was written but the
+    output folder."""
+
+    workloads: dict[str, list]
+    choice: Any  # devices.DeviceChoice
+    timing: EngineTiming
+    profile: StepProfile | None  # given with --profile
+    plan: Any  # profile_plan.ProfilePlan of the profile to measure here, without --profile
+
+
+def prepare(setup: ValidateSetup, folder: Path) -> Prepared:
+    """Every check that reads the user's input (options, workloads, device, model or profile, transformers,
+    the output folder and its files), in that order, before torch runs anything."""
+    from microbench.serving.engine import transformers_engine as te
+
+    setup.check()
+    workloads = {"workload": make_workload(setup.requests, setup.arrivals, setup.prompt, setup.output, setup.seed),
+                 "calibration": make_workload(setup.calibration_requests, "burst", setup.prompt, setup.output,
+                                              setup.seed + 1)}
+    choice = resolve_device(setup.device)
+    timing = engine_timing(setup, choice.kind)
+    profile = plan = None
+    if setup.profile is not None:
+        profile = given_profile(setup.profile, setup.device)
+    else:
+        plan = profile_plan_for(setup, workloads["workload"] + workloads["calibration"], timing.clock, choice.kind,
+                                setup.repeats)
+        plan.check()
+    te.transformers_module()  # fail before measuring anything when the package is missing
+    check_out_dir(folder, measures_profile=plan is not None)
+    return Prepared(workloads, choice, timing, profile, plan)
+
+
+def check_out_dir(folder: Path, measures_profile: bool) -> None:
+    """The folder, and each file validate writes in it: a regular file, a FIFO, a link or an unwritable place
+    given as the folder fails here in one line, not in mkdir or a rename after the engine ran."""
+    check_output(folder, folder=True)
+    for name in ("validate.json",) + (("profile.json",) if measures_profile else ()):
+        check_output(folder / name)
+
+
+def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on_item: Callable,
+                 argv: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Everything, in the order of the module docstring; returns the validation document."""
+    ready = prepare(setup, folder)
+    import torch
+
+    from microbench.serving.engine import transformers_engine as te
+
+    workloads, timing = ready.workloads, ready.timing
+    if timing.threads is not None:
+        torch.set_num_threads(timing.threads)
+    if timing.note:
+        observer.on_phase(timing.note)
+    device, clock = ready.choice.torch_name, timing.clock
+    if ready.profile is not None:
+        profile, passes, profile_path = ready.profile, None, setup.profile
+        model, dtype = model_from_profile(profile), profile.dtype
+    else:
+        passes = ProfilePasses(ready.plan, folder, observer, on_item, setup.repeats)
+        model, dtype, profile_path = passes.model, passes.dtype, passes.path
+    everything = workloads["workload"] + workloads["calibration"]
+    longest = max(r.prompt_tokens + r.output_tokens for r in everything)
+    lm = te.build_model(torch, model, dtype, device, longest + 16, setup.seed)
+    policies = {"static": lambda b: f"static:batch={b}",
+                "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"}
+    batch = setup.batch
+    sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
+    observer.on_phase("warming up both engine paths")
+    te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock)
+    te.run_continuous(torch, lm, workloads["calibration"][:2], 2, setup.budget_tokens, clock, longest)
+    jobs = engine_jobs(torch, te, lm, setup, workloads, sizes, device, clock, longest)
+    best = interleaved_runs(jobs, setup.repeats, observer.on_phase, setup.seed,
+                            passes.measure_pass if passes else None)
+    if passes is not None:
+        profile = passes.finish()
+    fits = calibrate(profile, workloads["calibration"], policies, sizes, best)
+    runs = {path: (best[(path, "workload", batch[path])],
+                   simulate(profile, workloads["workload"], policies[path](batch[path]), fits[path]["overhead"]))
+            for path in policies}
+    return validation_document(setup, profile, profile_path, fits, runs, argv)
+
+
+def validation_document(setup: ValidateSetup, profile: StepProfile, profile_path: Path, fits, runs,
+                        argv: tuple[str, ...]) -> dict[str, Any]:
+    from microbench.serving.engine.timing import step_durations
+
+    comparisons = {path: compare_runs(predicted.requests, measured.requests)
+                   for path, (measured, predicted) in runs.items()}
+    predicted_ratio = comparisons["static"]["total_s"]["predicted"] / comparisons["continuous"]["total_s"]["predicted"]
+    measured_ratio = comparisons["static"]["total_s"]["measured"] / comparisons["continuous"]["total_s"]["measured"]
+    return {
+        "schema_version": 1, "kind": "gpubench-validation", "tool": tool_info(), "created_at": utc_now(),
+        "argv": list(argv), "host": host_info(), "device": profile.device,
+        "engine": {"name": setup.engine, "weights": WEIGHTS_NOTE, "model": profile.model, "dtype": profile.dtype,
+                   "torch_threads": __import__("torch").get_num_threads()},
+        "setup": {key: (str(value) if isinstance(value, Path) else value) for key, value in asdict(setup).items()},
+        "profile": {"path": str(profile_path), "basis": profile.basis, "created_at": profile.created_at},
+        "calibration": {path: {"overhead": fit["overhead"].to_dict(), "runs": fit["runs"]}
+                        for path, fit in fits.items()},
+        "runs": {path: {"measured": measured.to_dict(), "policy": measured.policy,
+                        "measured_step_s": list(step_durations(measured)),
+                        "predicted": {"policy": predicted.policy, "makespan_s": predicted.makespan_s,
+                                      "steps": len(predicted.steps), "step_s": [s.time_s for s in predicted.steps],
+                                      "kernel_step_s": [s.time_s - s.overhead_s for s in predicted.steps],
+                                      "requests": [_outcome(r) for r in predicted.requests]}}
+                 for path, (measured, predicted) in runs.items()},
+        "comparison": comparisons,
+        "ratio": {"what": "static total time / continuous total time", "predicted": predicted_ratio,
+                  "measured": measured_ratio, "rel_err": relative_error(predicted_ratio, measured_ratio)},
+    }
+
+
+def _outcome(r) -> dict[str, Any]:
+    return {"id": r.id, "arrival_s": r.arrival_s, "first_token_s": r.first_token_s, "finish_s": r.finish_s,
+            "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens}
+
+
+def overhead_from(document: dict[str, Any], path: str) -> EngineOverhead:
+    return EngineOverhead.from_dict(document["calibration"][path]["overhead"])

@@ -1,0 +1,4 @@
+"""The sweep: what it is asked to do (``config``, ``plan``), the loop over its points (``loop``),
+continuing one (``resume``), one process per GPU (``multi``) and the measured ceilings its points are read against
+(``ceilings``, ``peaks``).
+"""

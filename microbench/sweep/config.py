@@ -1,0 +1,249 @@
+"""What a sweep is asked to do: one ``SweepConfig``, built from the command's options and validated once,
+before torch (or anything else heavy) is imported.
+
+Everything that can be checked without a device is checked here, on construction, with the flag's real
+name in the message: the choices (op, dtype, backend, timer, L2 policy, device syntax), shapes and batches,
+gemv being batch 1, budget / target / telemetry interval finite and in range (what ``StoppingRule`` would
+otherwise refuse later), ``--max-memory``, and the ``--resume`` / ``--force`` / ``-o`` combination.  What
+needs the device (does a shape fit, is it busy, does the memory cap leave any point) is checked when the
+session opens.  ``FLAGS`` is the one place a config field is tied to the flag that sets it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from microbench.sweep import plan
+from roofline.core.counting import DTYPES, OPS
+
+TIMERS = ("graph", "eager")
+L2_POLICIES = ("rotate", "warm")
+DEVICE_SYNTAX = re.compile(r"auto|cpu|cuda(?::\d+)?|all")
+
+# SweepConfig field -> the flag(s) that set it on the command line (the CLI declares its options from here,
+# under the field's name, so messages, the resume check and the options cannot drift apart).
+FLAGS: dict[str, tuple[str, ...]] = {
+    "device": ("--device",), "ops": ("--op",), "backends": ("--backend",), "dtypes": ("--dtype",),
+    "shapes": ("--shape",), "batches": ("--batch",), "budget_s": ("--budget",), "target_rel_ci": ("--target-ci",),
+    "seed": ("--seed",), "quick": ("--quick",), "timer": ("--timer",), "l2_policy": ("--l2",),
+    "with_ceilings": ("--no-ceilings",), "telemetry": ("--no-telemetry",),
+    "telemetry_interval_s": ("--telemetry-interval",), "max_memory_bytes": ("--max-memory",),
+    "output": ("-o", "--output"), "require_idle": ("--require-idle",), "report": ("--report",),
+    "resume": ("--resume",), "force": ("--force",), "serial": ("--serial",),
+}
+# The plan-defining fields, stored in the result (settings.config) so --resume can rebuild the same sweep.
+PLAN_FIELDS = ("device", "ops", "backends", "dtypes", "shapes", "batches", "budget_s", "target_rel_ci", "seed",
+               "quick", "timer", "l2_policy", "with_ceilings", "telemetry", "telemetry_interval_s", "max_memory_bytes")
+# What a per-GPU child of --device all takes from its parent's record: the plan and how to run it.
+CHILD_FIELDS = PLAN_FIELDS + ("require_idle", "report")
+
+
+class ConfigError(plan.PlanError):
+    """Options that do not make a sweep: one line naming the flag, exit 2."""
+
+
+def flag(field: str) -> str:
+    """The flag as a person types it (the long spelling)."""
+    return FLAGS[field][-1]
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    device: str = "auto"
+    ops: tuple[str, ...] = ("gemv", "gemm", "bmm")
+    backends: tuple[str, ...] = ("torch",)
+    dtypes: tuple[str, ...] | None = None
+    shapes: tuple[tuple[int, int], ...] | None = None
+    batches: tuple[int, ...] | None = None
+    budget_s: float | None = None  # None: the device's default (plan.defaults_for)
+    target_rel_ci: float = 0.01
+    seed: int = 0
+    quick: bool = False
+    timer: str = "graph"  # graph | eager (GPU); the CPU always uses perf_counter
+    l2_policy: str = "rotate"  # rotate | warm
+    output: Path | None = None
+    with_ceilings: bool = True
+    telemetry: bool = True
+    telemetry_interval_s: float = 0.05
+    max_memory_bytes: int | None = None
+    require_idle: bool = False
+    save: bool = True  # False: keep the result in memory unless an output is named (gpubench ceilings)
+    argv: tuple[str, ...] = ()
+    report: bool = False  # write the report folder beside the result at the end
+    resume: Path | None = None  # continue the plan recorded in this file (the plan fields are then its own)
+    force: bool = False  # replace an existing output; with resume: resume over other device or settings
+    serial: bool = False  # --device all: one GPU at a time
+
+    def __post_init__(self) -> None:
+        if not DEVICE_SYNTAX.fullmatch(self.device.strip().lower()):
+            raise ConfigError(f"unknown device {self.device!r}; use auto, cpu, cuda, cuda:N or all")
+        _check_choices(self.ops, OPS, "op")
+        _check_choices(self.backends, plan.BACKENDS, "backend")
+        if not self.backends:
+            raise ConfigError("--backend: give at least one of " + ", ".join(plan.BACKENDS))
+        _check_choices(self.dtypes or (), DTYPES, "dtype")
+        _check_choices((self.timer,), TIMERS, "timer")
+        _check_choices((self.l2_policy,), L2_POLICIES, "L2 policy")
+        for n, k in self.shapes or ():
+            if not (isinstance(n, int) and isinstance(k, int) and n > 0 and k > 0):
+                raise ConfigError(f"shape {n}x{k} must have positive dimensions")
+        for batch in self.batches or ():
+            if not isinstance(batch, int) or not 0 < batch <= plan.MAX_BATCH:
+                raise ConfigError(f"--batch {batch}: a batch is an integer from 1 to {plan.MAX_BATCH}")
+        if self.batches and set(self.ops) == {"gemv"} and set(self.batches) != {1}:  # it would measure B=1 only
+            others = ", ".join(str(b) for b in self.batches if b != 1)
+            raise ConfigError(f"gemv is batch 1 by definition: batches {others} need --op gemm (or --op gemv,gemm)")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ConfigError(f"--seed {self.seed!r} is not an integer")
+        if self.budget_s is not None:
+            _check_number(self.budget_s, "budget_s", low=0)
+        _check_number(self.target_rel_ci, "target_rel_ci", low=0, high=1, why="between 0 and 1 (0.01 is 1%)")
+        _check_number(self.telemetry_interval_s, "telemetry_interval_s", low=0)
+        if self.max_memory_bytes is not None and self.max_memory_bytes <= 0:
+            raise ConfigError("--max-memory must be a positive number of bytes")
+        if self.force and self.resume is None and self.output is None:
+            raise ConfigError("--force only goes with --resume or with -o FILE (to replace it)")
+        if self.serial and not self.all_devices:  # it would be silently ignored
+            raise ConfigError("--serial only goes with --device all (it runs the GPUs one at a time)")
+        if self.all_devices and self.output is not None and Path(self.output).suffix == ".json":
+            raise ConfigError("--device all writes one result per GPU: give -o a folder, not a .json file")
+
+    @property
+    def all_devices(self) -> bool:
+        return self.device.strip().lower() == "all"
+
+    def to_record(self, fields: tuple[str, ...] = PLAN_FIELDS) -> dict[str, Any]:
+        record = asdict(self)
+        return {key: record[key] for key in fields}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], **overrides) -> SweepConfig:
+        """A config from ``to_record``'s dict (a result's settings.config, or a --device all child's record);
+        ``overrides`` win.  Validated like any other: a hand-edited record is input too."""
+        def tuples(value, depth):
+            if value is None:
+                return None
+            return tuple(tuple(v) for v in value) if depth == 2 else tuple(value)
+
+        try:
+            fields = {key: record[key] for key in CHILD_FIELDS if key in record}
+            fields["ops"] = tuples(fields.get("ops", ()), 1)
+            fields["backends"] = tuples(fields.get("backends", ("torch",)), 1)
+            for key, depth in (("dtypes", 1), ("shapes", 2), ("batches", 1)):
+                fields[key] = tuples(fields.get(key), depth)
+            return cls(**{**fields, **overrides})
+        except (TypeError, AttributeError) as exc:  # a value of the wrong kind in a file (a number for a list)
+            raise ConfigError(f"the recorded sweep plan is malformed ({exc})") from None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], given: Collection[str] = (), **fixed) -> SweepConfig:
+        """The config of one command line.  ``options``: the command's values by field name as click parsed
+        them (strings, repeatable options as tuples of comma lists, flags as bools); ``given``: the fields
+        typed on the command line (the rest are defaults); ``fixed``: typed values the command sets itself.
+        A ``record`` option (JSON of ``to_record(CHILD_FIELDS)``) is how --device all hands its plan to a child.
+        """
+        options = dict(options)
+        record = options.pop("record", None)
+        taken = [flag(key) for key in FLAGS if key in given and key in PLAN_FIELDS + ("output",)]
+        if options.get("resume") is not None and taken:
+            raise ConfigError(f"--resume takes the plan from {options['resume']}; do not also give "
+                              + ", ".join(taken))
+        beside_record = [name for name in taken if name not in ("--device", "--output")]
+        if record is not None and beside_record:
+            raise ConfigError("--record carries the whole plan; do not also give " + ", ".join(beside_record))
+        if options.get("force") and options.get("output") is None and "resume" not in options:
+            raise ConfigError("--force only goes with -o FILE (to replace it)")  # a command without --resume
+        if record is not None:
+            overrides = {key: options[key] for key in ("device", "output") if key in options}
+            return cls.from_record(_record(record), **overrides, **fixed)
+        if options.get("resume") is not None:  # the plan is the file's own (resume.prepare_resume)
+            kept = ("resume", "force", "report", "require_idle")
+            return cls(**{key: options[key] for key in kept if key in options}, **fixed)
+        parsed = {key: PARSERS.get(key, _same)(value, key) for key, value in options.items()}
+        return cls(**{key: value for key, value in parsed.items() if value is not _DEFAULT}, **fixed)
+
+
+def _check_choices(values, allowed: tuple[str, ...], what: str) -> None:
+    for value in values:
+        if value not in allowed:
+            raise ConfigError(f"unknown {what} {value!r}; choose from {', '.join(allowed)}")
+
+
+def _check_number(value: float, field: str, low: float, high: float | None = None, why: str = "") -> None:
+    """Finite and in (low, high): nan and inf are refused here, before anything starts."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{flag(field)} {value!r} is not a number")
+    if not math.isfinite(value):
+        raise ConfigError(f"{flag(field)} {value:g}: give a finite number")
+    if value <= low or (high is not None and value >= high):
+        raise ConfigError(f"{flag(field)} {value:g}: must be {why or f'more than {low:g}'}")
+
+
+# --- parsing one command line's values (the CLI hands them over as click parsed them) -----------------------
+
+_DEFAULT = object()  # "not given": the dataclass default applies
+
+
+def _same(value, field):
+    return value
+
+
+def _split(values, field) -> tuple[str, ...] | object:
+    """Options given several times or as comma lists: ``--dtype bf16,fp16 --dtype fp32``."""
+    items = tuple(dict.fromkeys(item.strip() for value in values or () for item in value.split(",") if item.strip()))
+    if values and not items:  # typed but empty (--op ''): not the same as not given, which takes the default
+        raise ConfigError(f"{flag(field)} {values[0]!r}: give at least one value")
+    return items or _DEFAULT
+
+
+def _shapes(values, field):
+    items = _split(values, field)
+    return _DEFAULT if items is _DEFAULT else tuple(plan.parse_shape(item) for item in items)
+
+
+def _batches(text, field):
+    return _DEFAULT if text is None else tuple(plan.parse_batches(text))
+
+
+def _number(text, field):
+    if text is None:
+        return _DEFAULT
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{flag(field)} {text!r} is not a number") from None
+
+
+def parse_bytes(text: str | None, field: str = "max_memory_bytes") -> int | None:
+    """``--max-memory``: bytes, with an optional k/M/G/T suffix (powers of 1000) or Ki/Mi/Gi/Ti."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKMGT]i?)?[bB]?\s*", text)
+    if not match:
+        raise ConfigError(f"{flag(field)} {text!r} is not a size (for example 8G, 512Mi, 1000000)")
+    value, unit = float(match.group(1)), match.group(2) or ""
+    scale = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+             "ki": 1024, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}[unit]
+    return int(value * scale)
+
+
+def _record(text: str) -> dict[str, Any]:
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"--record is not JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise ConfigError("--record must be a JSON object (SweepConfig.to_record)")
+    return record
+
+
+PARSERS = {"ops": _split, "backends": _split, "dtypes": _split, "shapes": _shapes, "batches": _batches,
+           "budget_s": _number, "target_rel_ci": _number, "telemetry_interval_s": _number,
+           "max_memory_bytes": parse_bytes,
+           "output": lambda value, field: None if value is None else Path(value)}

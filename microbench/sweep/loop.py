@@ -1,0 +1,279 @@
+"""Run a sweep: for each planned point make inputs, check correctness, time, save.
+
+The result is saved atomically after every point, so an interruption loses at most the point in flight.
+A signal finishes the point in flight (a second one abandons it), saves, and raises ``Interrupted``;
+``--resume`` continues the same plan.  A point that telemetry flags (thermal or hardware slowdown, an SM
+clock that moved without a power cap to explain it) is measured once more after a pause, and both attempts
+are kept; a power-capped point is recorded as such and not measured again.
+
+Only the CLI and ``resume`` import this module: what a sweep is asked to do is ``microbench.sweep.config``,
+opening the device is ``microbench.timing.session.open_session``, progress and ``Interrupted`` are
+``microbench.timing.observer``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from microbench.device.discovery import host_info, tool_info
+from microbench.sweep import plan
+from microbench.sweep.config import SweepConfig
+from microbench.timing import ops
+from microbench.timing.adaptive import Stopped
+from microbench.timing.measure import measure_point, utc_now
+from microbench.timing.observer import Interrupted, SweepObserver
+from microbench.timing.session import Session, open_session
+from roofline.core.units import si_bytes
+from roofline.result.document import Point, Result
+from roofline.result.io import check_output
+from roofline.result.journal import ResultWriter
+
+# Before measuring a flagged point again, let clocks and temperature recover.
+RETRY_PAUSE_S = 1.0
+# A card that throttles at every compute-bound point (power capping under GEMM is common) must not double
+# the sweep: at most this share of the plan (and at least 3 points) is measured again.
+RETRY_SHARE = 0.1
+
+
+def needs_retry(point: Point) -> str | None:
+    """Why a point must be measured again (thermal/hardware slowdown, or an unexplained SM clock move),
+    decided from the readings attributed to its own timed phase; power capping is recorded, not retried."""
+    from microbench.telemetry.sampler import remeasure_reason
+
+    return remeasure_reason(point.telemetry)
+
+
+def pause(session: Session, seconds: float) -> None:
+    """Let clocks and temperature recover before a second attempt; a signal cuts it short.  A seam:
+    tests replace it to change what the telemetry reader reports between attempts."""
+    session.stop.wait(seconds)
+
+
+def settings_record(config: SweepConfig, session: Session) -> dict[str, Any]:
+    rule, torch = session.rule, session.torch
+    return {
+        "backends": list(config.backends),
+        "timer": "perf_counter" if session.choice.kind == "cpu" else f"cuda-{config.timer}",
+        "l2_policy": session.l2_policy,
+        "rotation_cache_factor": ops.ROTATION_CACHE_FACTOR,
+        "rotation_cache_bytes": session.cache_bytes,
+        "budget_s": rule.budget_s,
+        "target_rel_ci": rule.target_rel_ci,
+        "min_samples": rule.min_samples,
+        "max_samples": rule.max_samples,
+        "warmup_s": rule.warmup_s,
+        "seed": session.seed,
+        "quick": config.quick,
+        "max_memory_bytes": config.max_memory_bytes,
+        "torch_threads": torch.get_num_threads(),
+        "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "bf16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        "tolerances": dict(ops.TOLERANCES),
+        "retry_pause_s": RETRY_PAUSE_S,
+        "config": config.to_record(),
+    }
+
+
+def default_output(device: dict[str, Any]) -> Path:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path("results") / f"{device.get('sku') or device['kind']}-{stamp}.json"
+
+
+@dataclass
+class PreparedSweep:
+    session: Session
+    points: list[plan.PointSpec]
+    result: Result
+    output: Path | None
+    config: SweepConfig
+
+
+def _plan_for(config: SweepConfig, kind: str) -> list[plan.PointSpec]:
+    defaults = plan.defaults_for(kind, config.quick)
+    return plan.build_plan(
+        list(config.ops), list(config.dtypes or defaults.dtypes), list(config.shapes or defaults.shapes),
+        list(config.shapes or defaults.bmm_shapes), list(config.batches or defaults.batches), list(config.backends),
+    )
+
+
+def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep:
+    """Everything that can fail on bad input, before anything is measured or written: the session, then
+    what needs the device (the memory cap against the plan, every shape against the device's memory).
+
+    Raises ``DeviceError``, ``PlanError`` or ``ResultError`` with one-line messages.
+    """
+    points: list[plan.PointSpec] = []
+
+    def fits(session: Session) -> None:  # before the busy check: bad input is refused before any warning
+        points.extend(_plan_for(config, session.choice.kind))
+        plan.check_memory_cap(points, config.max_memory_bytes)
+        _check_shapes_fit(points, session.device)
+
+    session = open_session(config, observer, fits)
+    output = Path(config.output) if config.output else (default_output(session.device) if config.save else None)
+    if output is not None:
+        check_output(output)
+    settings = settings_record(config, session)
+    settings["busy_at_start"] = session.busy_at_start
+    result = Result(tool=tool_info(), created_at=utc_now(), argv=tuple(config.argv), host=host_info(),
+                    device=session.device, settings=settings, telemetry={"source": "none", "reason": "not started"})
+    return PreparedSweep(session, points, result, output, config)
+
+
+def _check_shapes_fit(points: list[plan.PointSpec], device: dict[str, Any]) -> None:
+    """A shape whose smallest point cannot fit the device at all is bad input, not a skipped point."""
+    memory = device.get("memory_bytes")
+    if not memory:
+        return
+    smallest: dict[tuple[str, int, int], int] = {}
+    for spec in points:
+        key = (spec.op, spec.n, spec.k)
+        smallest[key] = min(smallest.get(key, sys.maxsize), ops.bytes_per_copy(spec))
+    for (op, n, k), need in smallest.items():
+        if need > memory:
+            raise plan.PlanError(f"shape {n}x{k} ({op}) needs {si_bytes(need)} at its smallest batch; "
+                                 f"the device has {si_bytes(memory)}")
+
+
+def run_sweep(prepared: PreparedSweep, observer: SweepObserver,
+              ceilings: Callable[[Session], dict[str, Any]] | None = None) -> Result:
+    """Measure the ceilings (if asked and not already there), then every remaining point, saving after each."""
+    session = prepared.session
+    session.apply_memory_cap()
+    session.start_telemetry(prepared.config.telemetry, prepared.config.telemetry_interval_s)
+    if session.telemetry.get("source") == "none" or session.telemetry.get("reason"):
+        observer.on_notice(f"telemetry: {session.telemetry['source']} ({session.telemetry.get('reason')})")
+    try:
+        return _run_points(prepared, observer, ceilings)
+    finally:
+        session.stop_telemetry()
+        session.weights.clear()
+
+
+def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> Result:
+    session = prepared.session
+    result = prepared.result
+    # The document is written once, then each save journals only what is new (roofline.result.journal): O(point)
+    # bytes per save, not O(sweep).  The finally folds the journal into one self-contained document.
+    writer = ResultWriter(prepared.output) if prepared.output is not None else None
+
+    def save(current: Result, point: Point | None = None, measured_ceilings: Any = None) -> Result:
+        if writer is not None and not writer.started:
+            writer.start(current.with_telemetry(session.telemetry_record()))
+        elif writer is not None:
+            writer.append(point=point, ceilings=measured_ceilings, telemetry=session.telemetry_record())
+        return current
+
+    def check_stop() -> None:
+        if session.stop.is_set():
+            raise Interrupted(getattr(session.stop, "signum", 2), prepared.output)
+
+    result = save(result)
+    try:
+        if ceilings is not None and not result.ceilings.measured:
+            observer.on_phase("ceilings")
+            try:
+                measured = ceilings(session)
+                result = save(result.with_ceilings(measured), measured_ceilings=measured)
+            except Stopped:  # a signal during the ceilings: they are abandoned, the sweep stops and saves
+                session.synchronize()
+        check_stop()
+        if prepared.points:
+            observer.on_phase("points")
+            observer.on_start(len(prepared.points))
+        retries_left = max(3, int(RETRY_SHARE * len(prepared.points)))
+        for spec in prepared.points:
+            point = measure_point(session, spec)
+            why = needs_retry(point)
+            if why and retries_left == 0:
+                observer.on_notice(f"{spec.label}: {why}; not measured again (retry allowance spent)")
+            elif why and not session.stop.is_set():
+                retries_left -= 1
+                observer.on_notice(f"{spec.label}: {why}; measuring it again after {RETRY_PAUSE_S:.0f} s")
+                first = replace(point, superseded=True)
+                result = save(result.with_point(first), point=first)
+                pause(session, RETRY_PAUSE_S)
+                point = measure_point(session, spec, attempt=2)
+            result = save(result.with_point(point), point=point)
+            observer.on_point(point)
+            check_stop()
+    finally:
+        result = result.with_telemetry(session.telemetry_record())
+        if writer is not None and writer.started:
+            writer.finish(result)
+    return result
+
+
+# --- the commands' work: gpubench sweep and gpubench ceilings ------------------------------------------------
+
+# The dtypes gpubench ceilings measures the matmul peak in when --dtype is not given.
+CEILING_DTYPES = {"cuda": ("fp32", "tf32", "fp16", "bf16", "fp8"), "cpu": ("fp32", "bf16")}
+
+
+@dataclass(frozen=True)
+class SweepDone:
+    result: Result
+    output: Path | None
+    report_folder: Path | None = None
+
+
+def sweep_job(config: SweepConfig, observer: SweepObserver) -> SweepDone:
+    """``gpubench sweep`` on one device: a new plan, or the rest of a recorded one (``config.resume``); the
+    ceilings first (unless turned off or already there), each point saved as it comes, and the report beside
+    the result at the end when asked.  A signal ends it with ``Interrupted`` naming where the points are."""
+    if config.resume is not None:
+        from microbench.sweep.resume import prepare_resume  # resume builds on this module: imported only to resume
+
+        prepared = prepare_resume(config, observer)
+        observer.on_notice(f"resuming {config.resume}: {len(prepared.points)} point(s) left")
+    else:
+        if config.output is not None:
+            check_output(config.output, overwrite=config.force)
+        prepared = prepare_sweep(config, observer)
+    ceilings = None
+    if prepared.config.with_ceilings:
+        dtypes = sorted({p.dtype for p in prepared.points} or set(prepared.config.dtypes or ()))
+        ceilings = ceilings_step(prepared.config, dtypes)
+    result = _run_stoppable(prepared, observer, ceilings)
+    if not config.report:
+        return SweepDone(result, prepared.output)
+    from roofline.report.result_report import write_report_beside
+
+    return SweepDone(result, prepared.output, write_report_beside(result, prepared.output))
+
+
+def ceilings_job(config: SweepConfig, observer: SweepObserver) -> Result:
+    """``gpubench ceilings``: copy/read bandwidth and the matmul peak per dtype (every dtype the device runs
+    unless ``config.dtypes``), in memory, saved only when ``config.output`` names a file."""
+    if config.output is not None:
+        check_output(config.output, overwrite=config.force, resumable=False)
+    prepared = prepare_sweep(replace(config, ops=(), save=False), observer)
+    dtypes = list(config.dtypes or CEILING_DTYPES[prepared.session.choice.kind])
+    return _run_stoppable(prepared, observer, ceilings_step(config, dtypes))
+
+
+def ceilings_step(config: SweepConfig, dtypes: list[str]) -> Callable[[Session], dict[str, Any]]:
+    """What ``run_sweep`` calls to measure the ceilings in these dtypes, on the session it opened."""
+    from microbench.sweep.ceilings import measure_ceilings
+
+    def step(session: Session) -> dict[str, Any]:
+        return measure_ceilings(session, dtypes, quick=config.quick, backends=config.backends)
+
+    return step
+
+
+def _run_stoppable(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> Result:
+    """``run_sweep`` under the signal handlers: a first signal finishes the point in flight, a second abandons
+    it; either way the run ends in ``Interrupted`` naming the output that holds what was measured."""
+    from microbench.timing.interrupt import Abandon, stop_on_signals
+
+    try:
+        with stop_on_signals(prepared.session.stop, observer.on_notice):
+            return run_sweep(prepared, observer, ceilings)
+    except Abandon as exc:
+        raise Interrupted(exc.signum, prepared.output) from None

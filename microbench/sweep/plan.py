@@ -1,0 +1,189 @@
+"""What a sweep measures: ops × dtypes × shapes × batches, with defaults and the parsing of CLI lists.
+
+Default shapes are real LLM decode layers (Llama-3 projections, weight stored as ``nn.Linear`` does,
+N×K); on the CPU they are scaled down so a default sweep ends in minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from roofline.core.counting import DTYPES, OPS, count_work
+from roofline.core.errors import BadInputError
+from roofline.core.units import si_bytes
+from roofline.result.document import backend_tag
+
+DEFAULT_BATCHES = tuple(sorted({2**i for i in range(11)} | {24, 48, 96, 192, 384, 640}))
+QUICK_BATCHES = (1, 4, 16, 64, 256)
+MAX_BATCH = 1 << 20
+BACKENDS = ("torch", "cupy")
+
+
+@dataclass(frozen=True)
+class Defaults:
+    dtypes: tuple[str, ...]
+    shapes: tuple[tuple[int, int], ...]  # gemv and gemm weights, N×K
+    bmm_shapes: tuple[tuple[int, int], ...]  # one sequence's matrix for bmm, N×K
+    batches: tuple[int, ...]
+    budget_s: float
+
+
+GPU_DEFAULTS = Defaults(
+    dtypes=("bf16",),
+    # Llama-3-70B down_proj (the issue's 8192x28672) and qkv_proj; Llama-3-8B down_proj.
+    shapes=((8192, 28672), (10240, 8192), (4096, 14336)),
+    # One sequence's K cache for one layer at 4096 tokens, 8 KV heads × 128 flattened: attention-like.
+    bmm_shapes=((4096, 1024),),
+    batches=DEFAULT_BATCHES,
+    budget_s=0.5,
+)
+CPU_DEFAULTS = Defaults(
+    dtypes=("fp32", "bf16"),
+    # A Llama-style projection scaled down (hidden 2048, 2x MLP) so weights still exceed the L3.
+    shapes=((2048, 4096),),
+    bmm_shapes=((512, 128),),
+    batches=DEFAULT_BATCHES,
+    budget_s=0.5,
+)
+CPU_QUICK = Defaults(
+    dtypes=("fp32",), shapes=((1024, 2048),), bmm_shapes=((256, 128),), batches=QUICK_BATCHES, budget_s=0.15
+)
+GPU_QUICK = Defaults(
+    dtypes=("bf16",), shapes=((4096, 14336),), bmm_shapes=((4096, 1024),), batches=QUICK_BATCHES, budget_s=0.2
+)
+
+
+def defaults_for(kind: str, quick: bool) -> Defaults:
+    if kind == "cuda":
+        return GPU_QUICK if quick else GPU_DEFAULTS
+    return CPU_QUICK if quick else CPU_DEFAULTS
+
+
+class PlanError(BadInputError):
+    """Bad sweep arguments: one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    op: str
+    dtype: str
+    batch: int
+    n: int
+    k: int
+    backend: str = "torch"
+
+    def __post_init__(self) -> None:
+        count_work(self.op, self.dtype, self.batch, self.n, self.k)
+        if self.backend not in BACKENDS:
+            raise PlanError(f"unknown backend {self.backend!r}; choose from {', '.join(BACKENDS)}")
+
+    @property
+    def key(self) -> tuple[str, str, int, int, int, str]:
+        return (self.op, self.dtype, self.batch, self.n, self.k, self.backend)
+
+    @property
+    def label(self) -> str:
+        return f"{self.op} {self.dtype} {self.n}x{self.k} B={self.batch}{backend_tag(self.backend)}"
+
+
+def parse_batches(text: str) -> list[int]:
+    """Comma-separated batches and ranges: ``1,2,24``, ``1:4096:x2`` (geometric), ``8:64:+8`` or ``8:64:8``."""
+    batches: set[int] = set()
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            raise PlanError(f"empty item in batch list {text!r}")
+        if ":" not in part:
+            batches.add(_positive_int(part, "batch"))
+            continue
+        pieces = part.split(":")
+        if len(pieces) not in (2, 3):
+            raise PlanError(f"batch range {part!r} must be START:STOP[:STEP]")
+        start, stop = _positive_int(pieces[0], "batch"), _positive_int(pieces[1], "batch")
+        step = pieces[2].strip() if len(pieces) == 3 else "x2"
+        if stop < start:
+            raise PlanError(f"batch range {part!r} ends before it starts")
+        if step.startswith("x"):
+            factor = _positive_int(step[1:], "range factor")
+            if factor < 2:
+                raise PlanError(f"range factor in {part!r} must be at least 2")
+            value = start
+            while value <= stop:
+                batches.add(value)
+                value *= factor
+        else:
+            increment = _positive_int(step.lstrip("+"), "range step")
+            batches.update(range(start, stop + 1, increment))
+    if max(batches) > MAX_BATCH:
+        raise PlanError(f"batch {max(batches)} is larger than {MAX_BATCH}")
+    return sorted(batches)
+
+
+def _positive_int(text: str, what: str) -> int:
+    text = text.strip()
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise PlanError(f"{what} {text!r} is not an integer")
+    value = int(text)
+    if value <= 0:
+        raise PlanError(f"{what} must be positive, got {value}")
+    return value
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """``NxK`` — the weight's output and input dimensions, as nn.Linear stores it."""
+    match = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*(\d+)\s*", text)
+    if not match:
+        raise PlanError(f"shape {text!r} is not NxK (for example 8192x28672)")
+    n, k = int(match.group(1)), int(match.group(2))
+    if n <= 0 or k <= 0:
+        raise PlanError(f"shape {text!r} must have positive dimensions")
+    return n, k
+
+
+def check_choices(values: list[str], allowed: tuple[str, ...], what: str) -> list[str]:
+    for value in values:
+        if value not in allowed:
+            raise PlanError(f"unknown {what} {value!r}; choose from {', '.join(allowed)}")
+    return list(dict.fromkeys(values))
+
+
+def build_plan(
+    ops: list[str],
+    dtypes: list[str],
+    shapes: list[tuple[int, int]],
+    bmm_shapes: list[tuple[int, int]],
+    batches: list[int],
+    backends: list[str] = ("torch",),
+) -> list[PointSpec]:
+    """Points grouped by (backend, dtype, shape, op) so one series' weights are allocated once."""
+    check_choices(ops, OPS, "op")
+    check_choices(dtypes, DTYPES, "dtype")
+    check_choices(list(backends), BACKENDS, "backend")
+    plan: list[PointSpec] = []
+    for backend in backends:
+        for dtype in dtypes:
+            for n, k in shapes:
+                if "gemv" in ops:
+                    plan.append(PointSpec("gemv", dtype, 1, n, k, backend))
+                if "gemm" in ops:
+                    plan.extend(PointSpec("gemm", dtype, b, n, k, backend) for b in batches)
+            if "bmm" in ops:
+                for n, k in bmm_shapes:
+                    plan.extend(PointSpec("bmm", dtype, b, n, k, backend) for b in batches)
+    return plan
+
+
+def smallest_need_bytes(spec: PointSpec) -> int:
+    """What one point needs at the least: one copy of its weights, inputs and outputs."""
+    work = count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k)
+    return work.weight_bytes + work.activation_bytes + work.output_bytes
+
+
+def check_memory_cap(points: list[PointSpec], cap_bytes: int | None) -> None:
+    """A ``--max-memory`` below what every point needs would only record oom points: bad input instead."""
+    if cap_bytes is None or not points:
+        return
+    need, spec = min((smallest_need_bytes(s), s.label) for s in points)
+    if need > cap_bytes:
+        raise PlanError(f"--max-memory {si_bytes(cap_bytes)} is below what the smallest point needs "
+                        f"({si_bytes(need)} for {spec}): nothing could be measured")

@@ -1,0 +1,168 @@
+"""The one bandwidth reference and the one compute reference every printed percentage is taken against.
+
+Bandwidth: ``ceilings.measured.reference_bandwidth`` (written by microbench.sweep.ceilings: the best DRAM read
+or copy kernel measured here).  Documents written before it existed derive it the same way: the best
+read or copy entry, excluding a ``torch.Tensor.copy_`` timed as ``cuda-graph`` (a graph turns it into a
+memcpy node that runs on a copy engine, not on the SMs: 2.7 TB/s on an H200 against 4.2 eager), else
+``bandwidth_bytes_per_s``.
+
+Compute: ``peak_flop_per_s`` is the sustained figure (what a long sweep can hold under the power cap);
+``peak_flop_per_s_burst`` the short-burst one.  An old document has only ``peak_flop_per_s``: its regime
+is "not recorded (treated as sustained)".
+
+A figure above its ceiling is possible (the ceiling kernel is not the best kernel, the clock was higher
+while the point ran): it is never hidden or clipped, it is printed with ``over_ceiling_note``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from roofline.core.units import si
+from roofline.result.sections import Ceilings, MeasuredCeilings, Peak, StreamKernel
+
+SUSTAINED = "sustained"
+BURST = "burst"
+NOT_RECORDED = "regime not recorded (treated as sustained)"
+# A graph-captured copy_ is a memcpy node on a copy engine: not the SMs' bandwidth.
+COPY_ENGINE = ("torch.Tensor.copy_", "cuda-graph")
+CHOSEN_WHY = "best DRAM read or copy kernel measured here (graph memcpy nodes excluded: copy engine)"
+DERIVED_WHY = CHOSEN_WHY + "; derived by the reader, the document names none"
+
+
+@dataclass(frozen=True)
+class BandwidthReference:
+    bytes_per_s: float
+    name: str  # "cupy read", "torch copy (eager)", ...
+    kind: str  # read | copy | unknown
+    kernel: str | None
+    timer: str | None
+    why: str
+
+    @property
+    def label(self) -> str:
+        """How every output names it: "cupy read 4.6 TB/s"."""
+        return f"{self.name} {si(self.bytes_per_s, 'B/s')}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PeakReference:
+    flop_per_s: float
+    regime: str  # sustained | burst | regime not recorded (treated as sustained)
+    burst_flop_per_s: float | None
+    details: dict[str, Any] | None  # shape, clock, power of the regime's measurement when recorded
+
+    @property
+    def label(self) -> str:
+        return f"{si(self.flop_per_s, 'FLOP/s')} ({self.regime})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _kind(name: str, entry: StreamKernel) -> str | None:
+    if entry.kind in ("read", "copy"):
+        return entry.kind
+    last = name.split()[-1] if name else ""
+    return last if last in ("read", "copy") else None
+
+
+def _candidates(measured: MeasuredCeilings) -> list[tuple[str, str, StreamKernel]]:
+    found = []
+    for name, entry in (("copy", measured.copy), ("read", measured.read)):
+        if entry is not None and entry.bytes_per_s:
+            found.append((f"torch {name}" if (entry.kernel or "").startswith("torch") else name, name, entry))
+    for name, entry in (measured.stream_kernels or {}).items():
+        kind = _kind(name, entry)
+        if kind and entry.bytes_per_s:
+            found.append((name, kind, entry))
+    return [c for c in found if (c[2].kernel, c[2].timer) != COPY_ENGINE]
+
+
+def best_bandwidth_kernel(kernels: Mapping[str, StreamKernel | dict[str, Any]],
+                          why: str = CHOSEN_WHY) -> BandwidthReference | None:
+    """The best read or copy entry of ``{name: entry}``, a graph-timed ``copy_`` excluded; the one rule
+    both the measuring side (choosing the reference) and readers of older documents (deriving it) use."""
+    return _best(_candidates(MeasuredCeilings(stream_kernels=dict(kernels))), why)
+
+
+def _best(candidates: list[tuple[str, str, StreamKernel]], why: str) -> BandwidthReference | None:
+    if not candidates:
+        return None
+    name, kind, entry = max(candidates, key=lambda c: c[2].bytes_per_s)
+    timer = entry.timer
+    if name.startswith("torch") and "(" not in name and timer and timer != "cuda-graph":
+        name += f" ({timer.removeprefix('cuda-')})"
+    return BandwidthReference(float(entry.bytes_per_s), name, kind, entry.kernel, timer, why)
+
+
+def reference_bandwidth_from_measured(measured: MeasuredCeilings | dict[str, Any] | None
+                                      ) -> BandwidthReference | None:
+    """The reference from a ``ceilings.measured`` object (or any dict of copy/read entries, as
+    ``scripts/bench_timer.py`` has): the recorded one, else derived as the module docstring says."""
+    if not measured:
+        return None
+    measured = MeasuredCeilings.from_dict(measured)
+    recorded = measured.reference_bandwidth
+    if recorded is not None and recorded.bytes_per_s:
+        return BandwidthReference(float(recorded.bytes_per_s), str(recorded.name or "reference"),
+                                  str(recorded.kind or "unknown"), recorded.kernel, recorded.timer,
+                                  str(recorded.why or "recorded by the run"))
+    derived = _best(_candidates(measured), DERIVED_WHY)
+    if derived:
+        return derived
+    if measured.bandwidth_bytes_per_s:
+        return BandwidthReference(float(measured.bandwidth_bytes_per_s),
+                                  str(measured.bandwidth_kernel or "measured bandwidth"), "unknown",
+                                  measured.bandwidth_kernel, None,
+                                  "the run's bandwidth_bytes_per_s (no read or copy entry to choose from)")
+    return None
+
+
+def reference_bandwidth(ceilings: Ceilings | dict[str, Any] | None) -> BandwidthReference | None:
+    """The one measured bandwidth reference of a result's ``ceilings``."""
+    return reference_bandwidth_from_measured(Ceilings.from_dict(ceilings or {}).measured)
+
+
+def reference_peak(ceilings: Ceilings | dict[str, Any] | None, dtype: str) -> PeakReference | None:
+    """The compute ceiling a sweep is compared with: sustained when recorded (a sweep is long)."""
+    measured = Ceilings.from_dict(ceilings or {}).measured or MeasuredCeilings()
+    value = (measured.peak_flop_per_s or {}).get(dtype)
+    if not value:
+        return None
+    entry = (measured.peak or {}).get(dtype) or Peak()
+    burst = (measured.peak_flop_per_s_burst or {}).get(dtype)
+    if burst is None and entry.burst is not None:
+        burst = entry.burst.flop_per_s
+    recorded = entry.sustained is not None or burst is not None
+    details = entry.sustained.to_dict() if entry.sustained is not None else None
+    return PeakReference(float(value), SUSTAINED if recorded else NOT_RECORDED,
+                         float(burst) if burst else None, details)
+
+
+def percent_of(value: float | None, reference: float | None) -> float | None:
+    return 100.0 * value / reference if value and reference else None
+
+
+OVER_MARK = "⚠"  # printed right after any percentage above the ceiling it is of, so no wrap can part them
+
+
+def marked_percent(pct: float | None, digits: int = 1) -> str:
+    """``103.3%⚠`` above 100, ``93.0%`` under; "–" for none."""
+    if pct is None:
+        return "–"
+    return f"{pct:.{digits}f}%" + (OVER_MARK if pct > 100 else "")
+
+
+def over_ceiling_note(value: float | None, reference: float | None, what: str) -> str | None:
+    """The warning that must accompany a figure above the ceiling it is compared with, else None."""
+    pct = percent_of(value, reference)
+    if pct is None or pct <= 100.0:
+        return None
+    return (f"{pct:.0f}% of {what}: above that ceiling (the ceiling kernel is not the fastest kernel here, "
+            "or the clock was higher while this ran)")

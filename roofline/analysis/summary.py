@@ -1,0 +1,102 @@
+"""The per-series summary a sweep prints: GEMV bandwidth and peak FLOP/s against the ceilings (the one
+reference of ``roofline.analysis.reference``), with a warning for every figure above its ceiling."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from roofline.analysis.reference import marked_percent, reference_bandwidth, reference_peak
+from roofline.result.document import Point, Result, backend_tag
+
+
+@dataclass(frozen=True)
+class SeriesSummary:
+    op: str
+    backend: str
+    dtype: str
+    n: int
+    k: int
+    points_ok: int
+    points_total: int
+    failed_checks: int
+    low_batch: int | None
+    low_batch_bytes_per_s: float | None  # bandwidth at the smallest measured batch (GEMV for gemv/gemm)
+    peak_flop_per_s: float | None
+    peak_batch: int | None
+    pct_of_spec_bandwidth: float | None
+    pct_of_measured_bandwidth: float | None
+    pct_of_spec_peak: float | None
+    pct_of_measured_peak: float | None
+
+
+def group_series(points) -> dict[tuple, list[Point]]:
+    series: dict[tuple, list[Point]] = defaultdict(list)
+    for point in points:
+        series[point.series_key].append(point)
+    return {key: sorted(ps, key=lambda p: p.batch) for key, ps in series.items()}
+
+
+def _ratio(value: float | None, reference: float | None) -> float | None:
+    return 100.0 * value / reference if value and reference else None
+
+
+def spec_bandwidth(result: Result) -> float | None:
+    return result.ceilings.spec_bandwidth_bytes_per_s()
+
+
+def spec_peak(result: Result, dtype: str) -> float | None:
+    return result.ceilings.spec_peak_flop_per_s(dtype)
+
+
+def measured_bandwidth(result: Result) -> float | None:
+    """The one reference bandwidth (``roofline.analysis.reference``): what every "% of measured bandwidth" is of.
+
+    A point faster than it is flagged where it is shown, not hidden by raising the reference to it.
+    """
+    reference = reference_bandwidth(result.ceilings)
+    return reference.bytes_per_s if reference else None
+
+
+def measured_peak(result: Result, dtype: str) -> float | None:
+    """The measured compute ceiling for ``dtype``: the sustained figure (``roofline.analysis.reference``)."""
+    reference = reference_peak(result.ceilings, dtype)
+    return reference.flop_per_s if reference else None
+
+
+def over_ceiling_lines(result: Result, rows: list[SeriesSummary]) -> list[str]:
+    """A warning for every printed percentage above the ceiling it is of."""
+    lines = []
+    for row in rows:
+        label = f"{row.op} {row.dtype} {row.n}x{row.k}{backend_tag(row.backend)}"
+        for pct, what in ((row.pct_of_measured_bandwidth, "reference bandwidth"),
+                          (row.pct_of_measured_peak, f"measured {row.dtype} peak")):
+            if pct and pct > 100:
+                lines.append(f"{label}: {marked_percent(pct)} of the {what}, above that ceiling (the ceiling search "
+                             "did not find the fastest kernel, or the clock was higher while it ran)")
+    return lines
+
+
+def summarize_series(result: Result) -> list[SeriesSummary]:
+    rows = []
+    for (op, backend, dtype, n, k), points in group_series(result.points).items():
+        good = [p for p in points if p.usable]
+        low = good[0] if good else None
+        best = max(good, key=lambda p: p.flop / p.stats.median_s) if good else None
+        low_bw = low.bytes / low.stats.median_s if low else None
+        peak = best.flop / best.stats.median_s if best else None
+        rows.append(SeriesSummary(
+            op=op, backend=backend, dtype=dtype, n=n, k=k,
+            points_ok=sum(p.ok and not p.superseded for p in points),
+            points_total=sum(not p.superseded for p in points),
+            failed_checks=sum(p.correct is False for p in points),
+            low_batch=low.batch if low else None,
+            low_batch_bytes_per_s=low_bw,
+            peak_flop_per_s=peak,
+            peak_batch=best.batch if best else None,
+            pct_of_spec_bandwidth=_ratio(low_bw, spec_bandwidth(result)),
+            pct_of_measured_bandwidth=_ratio(low_bw, measured_bandwidth(result)),
+            pct_of_spec_peak=_ratio(peak, spec_peak(result, dtype)),
+            pct_of_measured_peak=_ratio(peak, measured_peak(result, dtype)),
+        ))
+    return rows

@@ -1,0 +1,121 @@
+"""The verdict in words: one sentence per GEMM (and bmm) series, the warnings a reader needs first.
+
+Every percentage of a measured ceiling names that ceiling (``roofline.analysis.reference``) and says so when it is
+above it; a fit that set a point aside names it; a curve that is not a roofline claims no crossover.
+"""
+
+from __future__ import annotations
+
+from roofline.analysis.reference import (
+    marked_percent,
+    over_ceiling_note,
+    percent_of,
+    reference_bandwidth,
+    reference_peak,
+)
+from roofline.analysis.series import SeriesFit
+from roofline.core.units import si
+from roofline.result.document import Result, backend_tag
+
+MAX_NAMED = 6
+
+
+def _batch_text(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0f}"
+
+
+def _knee_text(f: SeriesFit) -> str:
+    if f.knee_batch_1p10 is None:
+        return " Time per step stays within 10% of batch 1 at every measured batch."
+    text = f" Time per step is 10% above batch 1 by batch {f.knee_batch_1p10}"
+    if f.knee_batch_1p25 is not None:
+        text += f" and 25% above by batch {f.knee_batch_1p25}"
+    return text + "."
+
+
+def _status_text(f: SeriesFit) -> str:
+    if f.status == "ok":
+        lo, hi = f.critical_batch_ci95
+        interval = f"95% CI {_batch_text(lo)}-{_batch_text(hi) if hi else 'unbounded'}"
+        text = f"decode stays memory-bound up to batch ~{f.critical_batch:.0f} ({interval})"
+        if f.spec_critical_batch:
+            text += (f"; the spec sheet's ridge ({f.spec_ridge_flop_per_byte:.0f} FLOP/byte) puts it at "
+                     f"{f.spec_critical_batch:.0f}")
+        text += (f". Fitted roof ({f.roof_regime}): {si(f.bandwidth_bytes_per_s, 'B/s')}, "
+                 f"{si(f.peak_flop_per_s, 'FLOP/s')}.")
+        return text + _knee_text(f)
+    if f.status == "lower-bound":
+        return (f"memory-bound at every measured batch; the crossover lies beyond batch "
+                f"{f.critical_batch_lower_bound} (> {f.critical_batch_lower_bound}).")
+    if f.status == "memory-bound-at-every-batch":
+        return f"memory-bound at every batch ({f.message}); moves {si(f.bandwidth_bytes_per_s, 'B/s')}."
+    if f.status == "not-a-roofline":
+        return f"this curve is not a roofline, so no crossover is claimed: {f.message}."
+    return f"not analysed: {f.message}."
+
+
+def _aside_text(f: SeriesFit) -> str:
+    text = ""
+    if f.set_aside:
+        shown = "; ".join(f"B={a['batch']} ({a['why']})" for a in f.set_aside[:MAX_NAMED])
+        more = f"; and {len(f.set_aside) - MAX_NAMED} more" if len(f.set_aside) > MAX_NAMED else ""
+        text += (f" Set aside ({len(f.set_aside)} point(s) the roof does not bound; a few fast points do not lift "
+                 f"it): {shown}{more}.")
+    return text
+
+
+def _above_ceiling_text(result: Result, f: SeriesFit) -> str:
+    if not f.above_measured_ceiling:
+        return ""
+    bandwidth, peak = reference_bandwidth(result.ceilings), reference_peak(result.ceilings, f.dtype)
+    names = {"peak": f"the measured {f.dtype} peak {peak.label}" if peak else "the measured peak",
+             "bandwidth": f"the reference bandwidth ({bandwidth.label})" if bandwidth else "the measured bandwidth"}
+    parts = []
+    for ceiling, name in names.items():
+        above = [a for a in f.above_measured_ceiling if a["ceiling"] == ceiling]
+        if above:
+            shown = ", ".join(f"B={a['batch']} at {marked_percent(a['pct'])}" for a in above[:MAX_NAMED])
+            parts.append(f"{name}: {shown}")
+    return (" Above a measured ceiling (flagged, not clipped: the ceiling search did not find the fastest "
+            "kernel, or the clock was higher while these ran) — " + "; ".join(parts) + ".")
+
+
+def _gemv_text(result: Result, single: SeriesFit) -> str:
+    value = single.bandwidth_bytes_per_s
+    text = f" GEMV moves {si(value, 'B/s')}"
+    parts = []
+    bandwidth = reference_bandwidth(result.ceilings)
+    if bandwidth:
+        part = (f"{marked_percent(percent_of(value, bandwidth.bytes_per_s), 0)} of the reference bandwidth "
+                f"({bandwidth.label})")
+        note = over_ceiling_note(value, bandwidth.bytes_per_s, "the reference bandwidth")
+        parts.append(part + (f" — {note}" if note else ""))
+    spec_bw = result.ceilings.spec_bandwidth_bytes_per_s()
+    if spec_bw:
+        note = over_ceiling_note(value, spec_bw, "spec")
+        parts.append(f"{marked_percent(percent_of(value, spec_bw), 0)} of spec" + (f" — {note}" if note else ""))
+    return text + (", " + " and ".join(parts) if parts else "") + "."
+
+
+def verdict_lines(result: Result, fits: list[SeriesFit], warnings: list[str] = ()) -> list[str]:
+    """One sentence per GEMM series (and bmm), in the words a performance engineer would use; a result
+    with reasons for doubt starts with them."""
+    name = result.device.name or result.device.kind
+    sku = result.device.sku
+    where = f"On {name}" + (f" ({sku})" if sku else "")
+    gemv = {(f.dtype, f.n, f.k, f.backend): f for f in fits if f.op == "gemv"}
+    lines = []
+    if warnings:
+        more = f" ({len(warnings) - 3} more under warnings)" if len(warnings) > 3 else ""
+        lines.append(f"Trust these numbers less: {'; '.join(warnings[:3])}{more}.")
+    for f in fits:
+        if f.op == "gemv":
+            continue
+        backend = backend_tag(f.backend)
+        text = f"{where}, {f.op} {f.dtype} {f.n}x{f.k}{backend}: " + _status_text(f)
+        text += _aside_text(f) + _above_ceiling_text(result, f)
+        single = gemv.get((f.dtype, f.n, f.k, f.backend))
+        if f.op == "gemm" and single and single.bandwidth_bytes_per_s:
+            text += _gemv_text(result, single)
+        lines.append(text)
+    return lines

@@ -1,0 +1,113 @@
+"""Assemble a decode analysis (measured and/or analytic) into one JSON-able document and its summary lines.
+
+The figure drawn from that document is ``roofline.decode.plot``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roofline.core.roof import ridge_flop_per_byte
+from roofline.core.units import seconds, si_bytes
+from roofline.decode.step import (
+    DecodeSetup,
+    analytic_time,
+    kv_capacity,
+    latency_knee,
+    no_peak_note,
+    ridge_crossing,
+    rows_to_dicts,
+    step_rows,
+)
+from roofline.result.sections import Device
+from roofline.specs.gpus import GpuSpec
+
+
+def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], mem_fraction: float
+                      ) -> dict[str, Any]:
+    """The same step from the spec sheet alone: no GPU needed."""
+    peak = profile.peak_flop_per_s.get(setup.dtype)  # never another dtype's: say there is none
+    capacity = kv_capacity(setup, profile.capacity_bytes, mem_fraction)
+    rows = step_rows(setup, batches, analytic_time(profile.bandwidth_bytes_per_s, profile.peak_flop_per_s),
+                     profile.bandwidth_bytes_per_s, peak, capacity["max_batch"])
+    ridge = ridge_flop_per_byte(peak, profile.bandwidth_bytes_per_s)
+    return {"source": f"spec sheet: {profile.name} ({profile.sku})",
+            "bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s, "peak_flop_per_s": peak,
+            "rows": rows_to_dicts(rows), "kv": capacity,
+            "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
+            "warnings": [] if peak else [no_peak_note(setup.dtype, profile.name)],
+            "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
+
+
+def measured_document(setup: DecodeSetup, batches: list[int], times: dict, bandwidth: float | None,
+                      peak: float | None, memory_bytes: float | None, mem_fraction: float, device: Device | dict,
+                      warnings: list[str] = ()) -> dict[str, Any]:
+    """The measured step.  ``warnings``: why to trust the launch times less (``roofline.analysis.trust``), plus a
+    step slower at a larger batch than at a smaller one, which no roofline does: noise or a kernel change."""
+    capacity = kv_capacity(setup, memory_bytes, mem_fraction)
+    rows = step_rows(setup, batches, lambda *key: times[key], bandwidth, peak, capacity["max_batch"])
+    ridge = ridge_flop_per_byte(peak, bandwidth)
+    return {"source": f"measured on {Device.from_dict(device).label}",
+            "bandwidth_bytes_per_s": bandwidth, "peak_flop_per_s": peak,
+            "rows": rows_to_dicts(rows), "kv": capacity,
+            "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
+            "warnings": list(warnings) + _inversions(rows),
+            "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
+
+
+def _inversions(rows) -> list[str]:
+    """Steps that no roofline gives: faster at a larger batch, or slower by as much as the work grew (FLOP and
+    bytes both), so that tokens/s does not rise with the batch; under load a CPU shows both."""
+    lines = []
+    for small, large in zip(rows, rows[1:], strict=False):
+        growth = large.step_time_s / small.step_time_s
+        work = max(large.flop / small.flop, large.bytes / small.bytes)
+        if growth < 1:
+            lines.append(f"batch {large.batch} takes {large.step_time_s * 1e3:.3g} ms per step, less than batch "
+                         f"{small.batch} ({small.step_time_s * 1e3:.3g} ms) for more work: the launch times are "
+                         "noisy (a busy device?) or the library changed kernels")
+        elif growth >= work:  # tokens/s did not rise: the step grew at least as fast as its FLOP
+            lines.append(f"batch {large.batch} takes {growth:.1f}× the step time of batch {small.batch} for "
+                         f"{work:.1f}× the work: the launch times are noisy (a busy device?) or the library "
+                         "changed kernels")
+    return lines
+
+
+def summary_lines(document: dict[str, Any]) -> list[str]:
+    """The answer in words, for each of measured and analytic."""
+    lines = []
+    setup = document["setup"]
+    head = f"{setup['model']} (TP {setup['tp']}, context {setup['context']}, {setup['dtype']}, KV {setup['kv_dtype']})"
+    for key in ("measured", "analytic"):
+        part = document.get(key)
+        if not part:
+            continue
+        first = part["rows"][0]
+        text = (f"{part['source'] if key == 'measured' else 'analytic, ' + part['source']}: {head}: batch "
+                f"{first['batch']} takes {seconds(first['step_time_s'])} per token, reads {si_bytes(first['bytes'])}")
+        if first["mfu_linear"] is not None:
+            text += (f", the weight GEMMs use {100 * first['mfu_linear']:.2f}% of peak FLOP/s "
+                     f"({100 * first['mfu']:.2f}% with attention)")
+        if first["mbu"] is not None:
+            text += f", MBU {100 * first['mbu']:.0f}%"
+        crossing = part.get("crossing")
+        if crossing:
+            text += f". Ridge {crossing['ridge_flop_per_byte']:.0f} FLOP/byte: "
+            if crossing["never"]:
+                text += (f"the step never turns compute-bound at this context (its intensity tends to "
+                         f"{crossing['limit_intensity_flop_per_byte']:.0f} FLOP/byte as the batch grows: attention)")
+            elif crossing["crossover_batch"] is not None:
+                text += f"the step turns compute-bound at batch {crossing['crossover_batch']}"
+            else:
+                text += f"compute-bound only past batch {crossing.get('crossover_batch_beyond_list')}"
+            if crossing["context_limit"]:
+                text += f"; past context {crossing['context_limit']} it stays memory-bound at every batch"
+        kv = part["kv"]
+        if kv["fits"] is False:
+            text += ". The weights do not fit in memory at this TP"
+        elif kv["max_batch"]:  # 0: the CLI says why (the context), exit 2
+            text += f". The KV cache caps the batch at {kv['max_batch']}"
+        if part.get("knee_batch_1p10"):
+            text += f"; time per token is 10% above batch 1 by batch {part['knee_batch_1p10']}"
+        lines.append(text + ".")
+        lines += [f"{key}: warning: {warning}." for warning in part.get("warnings") or []]
+    return lines

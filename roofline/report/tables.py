@@ -1,0 +1,78 @@
+"""The per-series fit table, shared by the terminal (gpubench fit) and the reports, and the lines under it
+that name the references and say why a table is empty."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roofline.analysis.reference import marked_percent, percent_of
+from roofline.core.units import si
+from roofline.result.document import backend_tag
+
+MAX_CLIFFS_SHOWN = 8
+CRITICAL_TEXT = {"memory-bound-at-every-batch": "never", "not-a-roofline": "none: not a roofline",
+                 "bandwidth-only": "– (gemv)"}
+
+
+def _critical(s: dict[str, Any]) -> str:
+    if s["status"] == "ok":
+        lo, hi = s["critical_batch_ci95"]
+        return f"{s['critical_batch']:.0f} ({_n(lo)}–{_n(hi) if hi else '∞'})"
+    if s["status"] == "lower-bound":
+        return f"> {s['critical_batch_lower_bound']}"
+    return CRITICAL_TEXT.get(s["status"]) or s["message"] or "–"
+
+
+def _flags(s: dict[str, Any]) -> str:
+    flags = []
+    if s.get("set_aside"):
+        flags.append(f"{len(s['set_aside'])} set aside")
+    above = s.get("above_measured_ceiling") or []
+    if above:
+        flags.append("above ceiling: " + ", ".join(f"B={a['batch']} {marked_percent(a['pct'])}" for a in above[:3]))
+    return "; ".join(flags) or "–"
+
+
+def series_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    header = ["series", "ok", "bandwidth", "% ref BW", "peak", "ridge (FLOP/B)", "B* (95% CI)", "spec B*",
+              "knees 1.1/1.25", "cliffs", "flags"]
+    reference = (analysis.get("reference_bandwidth") or {}).get("bytes_per_s")
+    rows = []
+    for s in analysis["series"]:
+        where = backend_tag(s["backend"])
+        peak = si(s["peak_flop_per_s"], "FLOP/s") if s["peak_flop_per_s"] else (
+            f"≥ {si(s['peak_flop_per_s_lower_bound'], 'FLOP/s')}" if s["peak_flop_per_s_lower_bound"] else "–")
+        cliffs = ", ".join(map(str, s["cliffs"][:MAX_CLIFFS_SHOWN])) + ("…" if len(s["cliffs"]) > MAX_CLIFFS_SHOWN
+                                                                        else "")
+        pct = percent_of(s["bandwidth_bytes_per_s"], reference)
+        rows.append([f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}", str(s["points_ok"]),
+                     si(s["bandwidth_bytes_per_s"], "B/s"), marked_percent(pct, 0),
+                     peak, _n(s["ridge_flop_per_byte"]), _critical(s), _n(s["spec_critical_batch"]),
+                     f"{_n(s['knee_batch_1p10'])}/{_n(s['knee_batch_1p25'])}", cliffs or "–", _flags(s)])
+    return header, rows
+
+
+def reference_lines(analysis: dict[str, Any]) -> list[str]:
+    """What the percentages are of, and why the table may be empty or a row unqualified."""
+    lines = []
+    bandwidth = analysis.get("reference_bandwidth")
+    if bandwidth:
+        lines.append(f"% ref BW: of the reference bandwidth, {bandwidth['name']} "
+                     f"{si(bandwidth['bytes_per_s'], 'B/s')} ({bandwidth['why']}); ⚠ marks a figure above it.")
+    else:
+        lines.append("% ref BW: no measured bandwidth in this result (run with ceilings), so no percentage.")
+    for dtype, peak in (analysis.get("reference_peak") or {}).items():
+        burst = f", burst {si(peak['burst_flop_per_s'], 'FLOP/s')}" if peak.get("burst_flop_per_s") else ""
+        lines.append(f"measured {dtype} peak: {si(peak['flop_per_s'], 'FLOP/s')} ({peak['regime']}{burst}).")
+    lines.append("Fitted roofs are each series' own upper envelope (the regime its points ran in); flags: points "
+                 "the roof does not bound, and points above a measured ceiling.")
+    if not analysis["series"]:
+        lines.append("No series: this result holds no points (a ceilings-only or interrupted run).")
+    for s in analysis["series"]:
+        if s["status"] in ("insufficient", "not-a-roofline"):
+            lines.append(f"{s['op']} {s['dtype']} {s['n']}x{s['k']}: {s['message']}")
+    return lines
+
+
+def _n(value) -> str:
+    return "–" if value is None else f"{value:.0f}"

@@ -1,0 +1,118 @@
+"""Spec-sheet profiles of GPU SKUs (``profiles/gpus/<sku>.toml``), with the source of every figure.
+
+Hardware numbers live in these files, never in code.  The file name is the SKU id that commands take.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+GIB = 1024**3
+
+
+class SpecError(Exception):
+    """A profile that is missing or malformed; one line."""
+
+
+def profiles_dir() -> Path:
+    """The profiles folder: the repository's when run from the tree, else the installed copy."""
+    in_tree = Path(__file__).resolve().parents[2] / "profiles"
+    if (in_tree / "gpus").is_dir():
+        return in_tree
+    spec = importlib.util.find_spec("gpubench_profiles")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    raise SpecError("cannot find the profiles folder (is gpubench installed?)")
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """A SKU's spec sheet.  Peaks are dense FLOP/s per dtype; a dtype the SKU lacks is absent."""
+
+    sku: str
+    name: str
+    name_regex: str
+    memory_gib_range: tuple[float, float]
+    capacity_bytes: float
+    bandwidth_bytes_per_s: float
+    peak_flop_per_s: dict[str, float]
+    bandwidth_source: str
+    peak_source: str
+
+    def matches(self, device_name: str, memory_bytes: float | None) -> bool:
+        if not re.search(self.name_regex, device_name, flags=re.IGNORECASE):
+            return False
+        if memory_bytes is None:
+            return True
+        lo, hi = self.memory_gib_range
+        return lo <= memory_bytes / GIB <= hi
+
+    def ridge_flop_per_byte(self, dtype: str) -> float | None:
+        peak = self.peak_flop_per_s.get(dtype)
+        return peak / self.bandwidth_bytes_per_s if peak else None
+
+    def to_dict(self) -> dict:
+        return {
+            "sku": self.sku,
+            "name": self.name,
+            "memory_bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+            "capacity_bytes": self.capacity_bytes,
+            "peak_flop_per_s": dict(self.peak_flop_per_s),
+            "sources": {"memory": self.bandwidth_source, "peak_flop_per_s": self.peak_source},
+        }
+
+
+def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
+    try:
+        match, memory, peaks = data["match"], data["memory"], data["peak_flop_per_s"]
+        lo, hi = match["memory_gib"]
+        return GpuSpec(
+            sku=sku,
+            name=str(data["name"]),
+            name_regex=str(match["name_regex"]),
+            memory_gib_range=(float(lo), float(hi)),
+            capacity_bytes=float(memory["capacity_bytes"]),
+            bandwidth_bytes_per_s=float(memory["bandwidth_bytes_per_s"]),
+            # A zero peak means the SKU has no such unit (A100 and fp8): leave it out.
+            peak_flop_per_s={
+                k: float(v) for k, v in peaks.items() if isinstance(v, (int, float)) and v > 0
+            },
+            bandwidth_source=str(memory["source"]),
+            peak_source=str(peaks["source"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SpecError(f"profile {sku}: malformed ({exc})") from None
+
+
+def load_gpu_specs() -> dict[str, GpuSpec]:
+    folder = profiles_dir() / "gpus"
+    profiles = {}
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SpecError(f"{path}: {exc}") from None
+        profiles[path.stem] = _parse_gpu_profile(path.stem, data)
+    return profiles
+
+
+def load_gpu_spec(sku: str) -> GpuSpec:
+    profiles = load_gpu_specs()
+    if sku not in profiles:
+        raise SpecError(f"unknown SKU {sku!r}; known: {', '.join(profiles)}")
+    return profiles[sku]
+
+
+def match_gpu_spec(device_name: str, memory_bytes: float | None) -> GpuSpec | None:
+    """The one profile whose name pattern and memory range fit this device, or None if none or several."""
+    found = [p for p in load_gpu_specs().values() if p.matches(device_name, memory_bytes)]
+    return found[0] if len(found) == 1 else None
