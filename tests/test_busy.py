@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
-from microbench.device import discovery as devices
-from microbench.device.discovery import busy_state, cpu_busy_cores, cpu_busy_reason
+from microbench.device import busy as devices
+from microbench.device.busy import busy_state, cpu_busy_cores, cpu_busy_reason
 
 TINY_SWEEP = ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "64x64", "--batch", "1",
               "--budget", "0.02", "--no-ceilings"]

@@ -134,7 +134,7 @@ def test_all_cores_busy_makes_require_idle_refuse(tmp_path):  # the warning: tes
                                             "-o", str(tmp_path / "x.json")])
         assert refused.exit_code == 2 and "busy" in refused.output
         assert not (tmp_path / "x.json").exists()
-        from microbench.device.discovery import busy_state
+        from microbench.device.busy import busy_state
 
         assert busy_state({"kind": "cpu"})["busy"]
     finally:

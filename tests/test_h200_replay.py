@@ -98,12 +98,13 @@ def test_devices_prints_the_recorded_h200_as_nvml_described_it(monkeypatch):
     # output there), so a key it reads under another name than describe_cuda writes shows up off a GPU.
     from click.testing import CliRunner
 
-    import microbench.device.discovery as devices
+    import microbench.device.discovery as discovery
+    import microbench.device.provenance as provenance
     from microbench.cli.app import main
 
     recorded = json.loads((DATA / "first-run-ceilings.json").read_text())["device"]
-    monkeypatch.setattr(devices, "cuda_status", lambda: (1, None))
-    monkeypatch.setattr(devices, "describe_cuda", lambda index: recorded)
+    monkeypatch.setattr(discovery, "cuda_status", lambda: (1, None))
+    monkeypatch.setattr(provenance, "describe_cuda", lambda index: recorded)
     result = CliRunner().invoke(main, ["devices"], env={"COLUMNS": "250"}, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if "NVIDIA H200" in line)
@@ -116,15 +117,16 @@ def test_devices_prints_the_recorded_h200_as_nvml_described_it(monkeypatch):
 def test_devices_without_nvml_shows_dashes_not_a_traceback(monkeypatch):
     from click.testing import CliRunner
 
-    import microbench.device.discovery as devices
+    import microbench.device.discovery as discovery
+    import microbench.device.provenance as provenance
     from microbench.cli.app import main
 
     recorded = json.loads((DATA / "first-run-ceilings.json").read_text())["device"]
     keep = ("kind", "index", "name", "uuid", "pci_bus_id", "compute_capability", "sm_count", "memory_bytes",
             "l2_cache_bytes", "sku")  # what torch alone knows: NVML could not be opened
     bare = {key: recorded[key] for key in keep} | {"nvml": {"available": False, "reason": "no libnvidia-ml"}}
-    monkeypatch.setattr(devices, "cuda_status", lambda: (1, None))
-    monkeypatch.setattr(devices, "describe_cuda", lambda index: bare)
+    monkeypatch.setattr(discovery, "cuda_status", lambda: (1, None))
+    monkeypatch.setattr(provenance, "describe_cuda", lambda index: bare)
     result = CliRunner().invoke(main, ["devices"], env={"COLUMNS": "250"}, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if "NVIDIA H200" in line)

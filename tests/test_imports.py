@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MAY_IMPORT_SWEEP = {"microbench/cli/app.py", "microbench/sweep/resume.py", "microbench/sweep/loop.py"}
+MAY_IMPORT_SWEEP = {"microbench/cli/app.py", "microbench/sweep/loop.py"}
 
 
 def imported_modules(path: Path, package: str | None = None) -> set[str]:
@@ -63,3 +63,136 @@ def test_the_walk_sees_every_way_of_importing(tmp_path):
         probe.write_text(line + "\n")
         assert "microbench.sweep.loop" in imported_modules(probe, package="microbench.sweep"), line
     assert "microbench.sweep.loop" not in imported_modules(ROOT / "microbench" / "timing" / "measure.py")
+
+
+# --- the rooms (docs/architecture.md): each sub-package a room, what each may import, no cycle ---
+
+PACKAGES = ("microbench", "roofline")
+# Which other rooms of the same package each room may import (microbench rooms may import any roofline room).
+ROOM_IMPORTS = {
+    "roofline.core": set(),
+    "roofline.specs": {"roofline.core"},
+    "roofline.result": {"roofline.core", "roofline.specs"},
+    "roofline.analysis": {"roofline.core", "roofline.specs", "roofline.result"},
+    "roofline.report": {"roofline.core", "roofline.specs", "roofline.result", "roofline.analysis"},
+    "roofline.compare": {"roofline.core", "roofline.specs", "roofline.result", "roofline.analysis",
+                         "roofline.report"},
+    "roofline.decode": {"roofline.core", "roofline.specs", "roofline.result", "roofline.report"},
+    "roofline.serving": {"roofline.core", "roofline.specs", "roofline.result", "roofline.analysis",
+                         "roofline.report", "roofline.decode"},
+    "microbench.telemetry": set(),
+    "microbench.device": {"microbench.telemetry"},
+    "microbench.timing": {"microbench.device", "microbench.telemetry", "microbench.sweep"},
+    "microbench.sweep": {"microbench.timing", "microbench.device", "microbench.telemetry"},
+    "microbench.decode": {"microbench.sweep", "microbench.timing", "microbench.device", "microbench.cli"},
+    "microbench.serving": {"microbench.sweep", "microbench.timing", "microbench.device", "microbench.telemetry"},
+    "microbench.cli": {"microbench.sweep", "microbench.timing", "microbench.device", "microbench.telemetry",
+                       "microbench.decode", "microbench.serving"},
+}
+# The one room pair that reads both ways: timing reads the sweep's config and plan (what is asked), the
+# sweep's loop uses timing.  Only these modules of the sweep may be imported by timing.
+TIMING_READS_OF_SWEEP = {"microbench.sweep", "microbench.sweep.config", "microbench.sweep.plan"}
+MAX_MODULES_PER_ROOM = 15
+
+
+def project_modules() -> dict[str, Path]:
+    """Every module of the two packages by dotted name (a package by its own name)."""
+    found = {}
+    for path in _sources(*PACKAGES):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (at module level or inside functions)."""
+    return {name: {m for m in imported_modules(path) if m in modules and m != name}
+            for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def room_of(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_the_module_import_graph_has_no_cycle():
+    assert cycles(import_graph(project_modules())) == []
+
+
+def test_the_cycle_check_can_fail():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_each_room_imports_only_the_rooms_it_may():
+    graph = import_graph(project_modules())
+    wrong = []
+    for module, imports in graph.items():
+        room = room_of(module)
+        if room in PACKAGES:
+            continue  # the package's own __init__
+        for imported in imports:
+            other = room_of(imported)
+            if other == room or other in PACKAGES or (room.startswith("microbench.") and other.startswith("roofline.")):
+                continue
+            if room == "microbench.timing" and other == "microbench.sweep" and imported not in TIMING_READS_OF_SWEEP:
+                wrong.append(f"{module} -> {imported} (timing reads only the sweep's config and plan)")
+            elif other not in ROOM_IMPORTS[room]:
+                wrong.append(f"{module} -> {imported}")
+    assert wrong == []
+
+
+def test_every_room_says_what_lives_there_and_stays_small():
+    modules = project_modules()
+    rooms = sorted({room_of(m) for m in modules} - set(PACKAGES))
+    assert set(rooms) == set(ROOM_IMPORTS), "a room is missing from ROOM_IMPORTS (and docs/architecture.md)"
+    architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for room in rooms:
+        init = ROOT / room.replace(".", "/") / "__init__.py"
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert docstring and len(docstring) > 40, f"{init} has no opening docstring saying what lives there"
+        count = sum(1 for m in modules if m.startswith(room + ".") and m.count(".") == 2)
+        assert count <= MAX_MODULES_PER_ROOM, f"{room} holds {count} modules"
+        assert f"`{room}`" in architecture, f"docs/architecture.md does not list {room}"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from microbench.device.discovery import content_hash, tool_info
+from microbench.device.provenance import content_hash, tool_info
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +49,7 @@ def test_a_copy_inside_another_checkout_does_not_claim_its_sha(parent_repository
 def test_the_content_hash_changes_with_any_package_file(tmp_path):
     copy = copy_of_the_package(tmp_path / "copy")
     before = content_hash(copy)
-    (copy / "microbench" / "kernels" / "stream.cu").write_text("// changed\n", encoding="utf-8")
+    (copy / "microbench" / "timing" / "kernels" / "stream.cu").write_text("// changed\n", encoding="utf-8")
     changed = content_hash(copy)
     assert changed != before
     (copy / "microbench" / "notes.txt").write_text("not a package file")  # .txt is not hashed

@@ -189,7 +189,8 @@ def print_ceilings(ceilings: Ceilings, device: Device) -> None:
 
 
 def print_devices() -> None:
-    from microbench.device.discovery import cuda_status, describe_cpu, describe_cuda
+    from microbench.device.discovery import cuda_status
+    from microbench.device.provenance import describe_cpu, describe_cuda
 
     count, why = cuda_status()
     if not count:

@@ -35,7 +35,7 @@ def _bad(exc: Exception):
 
 
 def _tool_host() -> tuple[dict[str, Any], dict[str, Any]]:
-    from microbench.device.discovery import host_info, tool_info
+    from microbench.device.provenance import host_info, tool_info
 
     return tool_info(), host_info()
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from microbench.device.discovery import host_info, resolve_device, tool_info
+from microbench.device.discovery import resolve_device
+from microbench.device.provenance import host_info, tool_info
 from microbench.serving.profile_kernels import AttentionWorkload, OtherWorkload, kv_bytes
 from microbench.serving.profile_plan import (
     Item,

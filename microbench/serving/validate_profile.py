@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from microbench.device.discovery import describe_device, resolve_device
+from microbench.device.discovery import resolve_device
+from microbench.device.provenance import describe_device
 from microbench.sweep.plan import PlanError
 from microbench.timing.observer import Interrupted, SweepObserver
 from roofline.serving.profile_doc import StepProfile, load_profile, save_profile

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from microbench.device.discovery import host_info, resolve_device, tool_info
+from microbench.device.discovery import resolve_device
+from microbench.device.provenance import host_info, tool_info
 from microbench.serving.engine.segments import SegmentedContinuous, segment_count
 from microbench.serving.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
 from microbench.serving.validate_options import (

@@ -1,40 +1,37 @@
 """Run a sweep: for each planned point make inputs, check correctness, time, save.
 
-The result is saved atomically after every point, so an interruption loses at most the point in flight.
+The result document is written once when the sweep starts, then each point is appended to its journal
+(fsync'd, one line a point) and folded into the document at the end, on interrupt or on failure, so an
+interruption loses at most the point in flight.
 A signal finishes the point in flight (a second one abandons it), saves, and raises ``Interrupted``;
 ``--resume`` continues the same plan.  A point that telemetry flags (thermal or hardware slowdown, an SM
 clock that moved without a power cap to explain it) is measured once more after a pause, and both attempts
 are kept; a power-capped point is recorded as such and not measured again.
 
-Only the CLI and ``resume`` import this module: what a sweep is asked to do is ``microbench.sweep.config``,
+Only the CLI imports this module: what a sweep is asked to do is ``microbench.sweep.config``, preparing one
+(a new plan, or the rest of a recorded one) is ``microbench.sweep.prepare`` and ``microbench.sweep.resume``,
 opening the device is ``microbench.timing.session.open_session``, progress and ``Interrupted`` are
 ``microbench.timing.observer``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from microbench.device.discovery import host_info, tool_info
-from microbench.sweep import plan
 from microbench.sweep.config import SweepConfig
-from microbench.timing import ops
+from microbench.sweep.prepare import RETRY_PAUSE_S, PreparedSweep, prepare_sweep
+from microbench.sweep.resume import prepare_resume
 from microbench.timing.adaptive import Stopped
-from microbench.timing.measure import measure_point, utc_now
+from microbench.timing.measure import measure_point
 from microbench.timing.observer import Interrupted, SweepObserver
-from microbench.timing.session import Session, open_session
-from roofline.core.units import si_bytes
+from microbench.timing.session import Session
 from roofline.result.document import Point, Result
 from roofline.result.io import check_output
 from roofline.result.journal import ResultWriter
 
-# Before measuring a flagged point again, let clocks and temperature recover.
-RETRY_PAUSE_S = 1.0
 # A card that throttles at every compute-bound point (power capping under GEMM is common) must not double
 # the sweep: at most this share of the plan (and at least 3 points) is measured again.
 RETRY_SHARE = 0.1
@@ -52,92 +49,6 @@ def pause(session: Session, seconds: float) -> None:
     """Let clocks and temperature recover before a second attempt; a signal cuts it short.  A seam:
     tests replace it to change what the telemetry reader reports between attempts."""
     session.stop.wait(seconds)
-
-
-def settings_record(config: SweepConfig, session: Session) -> dict[str, Any]:
-    rule, torch = session.rule, session.torch
-    return {
-        "backends": list(config.backends),
-        "timer": "perf_counter" if session.choice.kind == "cpu" else f"cuda-{config.timer}",
-        "l2_policy": session.l2_policy,
-        "rotation_cache_factor": ops.ROTATION_CACHE_FACTOR,
-        "rotation_cache_bytes": session.cache_bytes,
-        "budget_s": rule.budget_s,
-        "target_rel_ci": rule.target_rel_ci,
-        "min_samples": rule.min_samples,
-        "max_samples": rule.max_samples,
-        "warmup_s": rule.warmup_s,
-        "seed": session.seed,
-        "quick": config.quick,
-        "max_memory_bytes": config.max_memory_bytes,
-        "torch_threads": torch.get_num_threads(),
-        "fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
-        "bf16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
-        "tolerances": dict(ops.TOLERANCES),
-        "retry_pause_s": RETRY_PAUSE_S,
-        "config": config.to_record(),
-    }
-
-
-def default_output(device: dict[str, Any]) -> Path:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return Path("results") / f"{device.get('sku') or device['kind']}-{stamp}.json"
-
-
-@dataclass
-class PreparedSweep:
-    session: Session
-    points: list[plan.PointSpec]
-    result: Result
-    output: Path | None
-    config: SweepConfig
-
-
-def _plan_for(config: SweepConfig, kind: str) -> list[plan.PointSpec]:
-    defaults = plan.defaults_for(kind, config.quick)
-    return plan.build_plan(
-        list(config.ops), list(config.dtypes or defaults.dtypes), list(config.shapes or defaults.shapes),
-        list(config.shapes or defaults.bmm_shapes), list(config.batches or defaults.batches), list(config.backends),
-    )
-
-
-def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep:
-    """Everything that can fail on bad input, before anything is measured or written: the session, then
-    what needs the device (the memory cap against the plan, every shape against the device's memory).
-
-    Raises ``DeviceError``, ``PlanError`` or ``ResultError`` with one-line messages.
-    """
-    points: list[plan.PointSpec] = []
-
-    def fits(session: Session) -> None:  # before the busy check: bad input is refused before any warning
-        points.extend(_plan_for(config, session.choice.kind))
-        plan.check_memory_cap(points, config.max_memory_bytes)
-        _check_shapes_fit(points, session.device)
-
-    session = open_session(config, observer, fits)
-    output = Path(config.output) if config.output else (default_output(session.device) if config.save else None)
-    if output is not None:
-        check_output(output)
-    settings = settings_record(config, session)
-    settings["busy_at_start"] = session.busy_at_start
-    result = Result(tool=tool_info(), created_at=utc_now(), argv=tuple(config.argv), host=host_info(),
-                    device=session.device, settings=settings, telemetry={"source": "none", "reason": "not started"})
-    return PreparedSweep(session, points, result, output, config)
-
-
-def _check_shapes_fit(points: list[plan.PointSpec], device: dict[str, Any]) -> None:
-    """A shape whose smallest point cannot fit the device at all is bad input, not a skipped point."""
-    memory = device.get("memory_bytes")
-    if not memory:
-        return
-    smallest: dict[tuple[str, int, int], int] = {}
-    for spec in points:
-        key = (spec.op, spec.n, spec.k)
-        smallest[key] = min(smallest.get(key, sys.maxsize), ops.bytes_per_copy(spec))
-    for (op, n, k), need in smallest.items():
-        if need > memory:
-            raise plan.PlanError(f"shape {n}x{k} ({op}) needs {si_bytes(need)} at its smallest batch; "
-                                 f"the device has {si_bytes(memory)}")
 
 
 def run_sweep(prepared: PreparedSweep, observer: SweepObserver,
@@ -227,8 +138,6 @@ def sweep_job(config: SweepConfig, observer: SweepObserver) -> SweepDone:
     ceilings first (unless turned off or already there), each point saved as it comes, and the report beside
     the result at the end when asked.  A signal ends it with ``Interrupted`` naming where the points are."""
     if config.resume is not None:
-        from microbench.sweep.resume import prepare_resume  # resume builds on this module: imported only to resume
-
         prepared = prepare_resume(config, observer)
         observer.on_notice(f"resuming {config.resume}: {len(prepared.points)} point(s) left")
     else:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from microbench.sweep.config import SweepConfig
-from microbench.sweep.loop import PreparedSweep, prepare_sweep
+from microbench.sweep.prepare import PreparedSweep, prepare_sweep
 from microbench.timing.measure import utc_now
 from microbench.timing.observer import SweepObserver
 from roofline.core.errors import BadInputError

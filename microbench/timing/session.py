@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from microbench.device.discovery import DeviceChoice, busy_state, describe_device, meminfo_bytes, resolve_device
+from microbench.device.busy import busy_state
+from microbench.device.discovery import DeviceChoice, resolve_device
+from microbench.device.provenance import describe_device, meminfo_bytes
 from microbench.sweep import plan
 from microbench.sweep.config import SweepConfig
 from microbench.timing import ops
