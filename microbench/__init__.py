@@ -1,4 +1,5 @@
-"""Measuring side of gpubench: devices, ops, timers, telemetry, sweeps and the CLI.
+"""Measuring side of gpubench: devices, ops, timers, telemetry, sweeps, measured decode,
+step profiles and validate, and the CLI.
 
 Importing this package does not import torch; the modules that need it import it themselves.
 """

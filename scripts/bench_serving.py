@@ -3,7 +3,7 @@
     PYTHONPATH=. python scripts/bench_serving.py
 
 Times are wall-clock on whatever machine runs this (print them with the load average: a shared machine is
-slower).  The issue's targets: the simulation under 5 s on 2 CPU cores, the capacity search under 60 s.
+slower).  Targets: the simulation under 5 s on 2 CPU cores, the capacity search under 60 s.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of the timer itself, reported in notes (never asserted in tests).
+"""Benchmark of the timer itself, printed and written to -o (never asserted in tests).
 
 (a) GEMV bandwidth over the copy and read bandwidths measured in the same run;
 (b) this timer's median over a reference timer's median on the same op and inputs:

@@ -9,7 +9,7 @@ OUT=$(cd "$OUT" && pwd)
 cd "$ROOT" || exit 2
 export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg
 LOG="$OUT/$2"
-STEPS="$(mktemp)"  # folded into the summary: the device tool brings back at most 8 files
+STEPS="$(mktemp)"  # folded into the summary, so the output folder stays a few files
 : >"$LOG"
 : >"$STEPS"
 CHECK_START=$(date +%s)

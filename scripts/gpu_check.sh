@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-call GPU validation: GPU tests, ceilings, a default sweep, a report, the timer benchmark, and the
-# serving check of issue 16 (scripts/serving_check.sh) while the 8-minute budget allows it.
-# Writes results and one log into OUTDIR (pass $OUT on the device machine) and prints a short table
+# serving check (scripts/serving_check.sh) while the 8-minute budget allows it.
+# Writes results and one log into OUTDIR and prints a short table
 # last.  Budgeted to finish in under 8 minutes on an H200; each step has its own timeout.
 #
 #   scripts/gpu_check.sh OUTDIR            (GPUBENCH_DEVICE=cpu to dry-run the script without a GPU)
@@ -38,7 +38,7 @@ step decode 90 python3 -m microbench.cli decode "${DECODE_MODEL[@]}" --batch 1:2
 [ -f "$OUT/report/decode/decode.json" ] && cp "$OUT/report/decode/decode.json" "$OUT/decode.json"
 [ -d "$OUT/report" ] && tar -C "$OUT" -czf "$OUT/report.tar.gz" report && rm -rf "$OUT/report"
 step bench 90 python3 scripts/bench_timer.py --device "$DEVICE" -o "$OUT/bench.json"
-# The serving check last, in what is left of a 460 s budget (8 minutes less the machine's start-up slack):
+# The serving check last, in what is left of a 460 s budget (8 minutes less a minute of slack):
 # it needs about 3 minutes on an H200 and is skipped, saying so, when fewer than 150 s are left.
 LEFT=$(seconds_left 460)
 if [ "$DEVICE" = cpu ]; then export GPUBENCH_MODEL_CONFIG=${GPUBENCH_MODEL_CONFIG:-tests/data/tiny-llama-config.json}; fi
@@ -88,6 +88,6 @@ if [ -f "$OUT/serving/serving_check.log" ]; then
     "$OUT/serving/serving_check.log" | tail -16
 fi
 } 2>&1 | tee "$OUT/summary.txt"
-# At most 8 files come back from the device machine: the serving folder travels as one archive.
+# The serving folder is archived as one file, so OUTDIR stays a few files.
 [ -d "$OUT/serving" ] && tar -C "$OUT" -czf "$OUT/serving.tar.gz" serving && rm -rf "$OUT/serving"
 rm -f "$STEPS"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The serving check of issue 16 on one GPU (an H200 when one is lent): measure Llama-3-8B's step profile in
+# The serving check on one GPU (an H200): measure Llama-3-8B's step profile in
 # bf16, then run transformers (random weights built from the config: nothing is downloaded) on 64 requests,
 # prompts of 512 tokens, outputs exponential with mean 128 capped at 512, seed 0, burst arrivals, under
 # static:batch=16 and continuous batching, and compare with the simulation on that profile.  The engine

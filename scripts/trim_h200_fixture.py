@@ -1,9 +1,9 @@
-"""Trim the recorded H200 run (../shared/h200/first-run) into small replay fixtures under tests/data/h200/.
+"""Trim a recorded H200 run (the OUTDIR of ``scripts/gpu_check.sh``) into small replay fixtures under tests/data/h200/.
 
 Each point keeps 41 of its samples, chosen at evenly spaced ranks (so the median, quartiles and extremes
 of the recorded samples are kept exactly) and in their recorded order; warm-up samples are dropped and
 eager samples thinned the same way.  The NVML timeline is kept whole (it is what attribution replays),
-with floats rounded to 6 significant digits.  Run: python scripts/trim_h200_fixture.py ../shared/h200/first-run
+with floats rounded to 6 significant digits.  Run: python scripts/trim_h200_fixture.py RUN_DIR
 """
 
 from __future__ import annotations
@@ -58,4 +58,6 @@ def main(source: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/h200/first-run")
+    if len(sys.argv) != 2:
+        sys.exit("usage: python scripts/trim_h200_fixture.py RUN_DIR")
+    main(sys.argv[1])

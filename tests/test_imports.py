@@ -1,6 +1,6 @@
 """The import graph, read from the source (ast, nothing executed): CLI -> config -> measure -> result -> analyse.
 
-Only the CLI, and resume (which continues a sweep), import the sweep loop; everything else that measures
+Only the CLI imports the sweep loop; everything else that measures
 opens its session through ``microbench.timing.session`` and reports through ``microbench.timing.observer``.  Nothing
 under ``roofline/`` imports ``microbench``.
 """
@@ -41,7 +41,7 @@ def _sources(*folders: str) -> list[Path]:
     return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
 
 
-def test_only_the_cli_and_resume_import_the_sweep_loop():
+def test_only_the_cli_imports_the_sweep_loop():
     reaching = [str(p.relative_to(ROOT)) for p in _sources("microbench", "scripts")
                 if "microbench.sweep.loop" in imported_modules(p) and str(p.relative_to(ROOT)) not in MAY_IMPORT_SWEEP]
     assert reaching == []

@@ -1,4 +1,4 @@
-"""The "Done when" check of issue 16 on the CPU: a tiny random Llama through transformers, predicted against
+"""The end-to-end check of validate on the CPU: a tiny random Llama through transformers, predicted against
 measured (the simulator on a profile measured here, with the engine overhead calibrated on a separate
 workload) within 15% for static and continuous batching, and for their ratio.
 

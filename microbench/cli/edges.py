@@ -1,5 +1,6 @@
 """The CLI's edges: option types that refuse nan and inf, sizes, the output check and the writing of
-output folders, and the one-line error they all raise.  Kept apart so ``cli.py`` only parses and dispatches.
+output folders, and the one-line error they all raise.  Kept apart so the command modules (``app``, ``serving``,
+``engine``) only parse and dispatch.
 """
 
 from __future__ import annotations

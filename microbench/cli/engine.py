@@ -1,8 +1,8 @@
 """The engine side of the serving commands: ``gpubench profile`` measured on this device (``--analytic`` is
 handed to the simulator side's command unchanged) and ``gpubench validate``.  Thin: parse, call, print.
 
-``microbench/cli/serving.py`` registers these after its own commands (``profile`` then replaces its
-analytic-only one).
+``microbench/cli/app.py`` registers these (``engine.register(main, analytic_profile=serving.profile)``): the one
+``profile`` command measures, and hands ``--analytic`` to the analytic command of ``serving``.
 """
 
 from __future__ import annotations

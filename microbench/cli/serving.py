@@ -1,8 +1,8 @@
 """The serving commands: ``gpubench profile`` (``--analytic`` here; measured on the device by the engine
 side) and ``gpubench simulate``.  Thin: parse, call ``roofline.serving``, print.  Never imports torch.
 
-``microbench/cli/app.py`` calls ``register(main)`` once; the commands live here so the serving work stays in one
-module.
+``microbench/cli/app.py`` adds ``simulate`` and hands ``profile`` to ``engine.register``, which wraps it as the
+``--analytic`` branch of the measured command.
 """
 
 from __future__ import annotations

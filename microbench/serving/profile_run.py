@@ -7,7 +7,7 @@ the step are workloads of ``profile_kernels`` timed with the same timers and the
 Like a sweep it is resumable and interruptible: ``<output>.partial`` (the plan and what is measured) is
 written once, then each item is journalled as one line beside it (``roofline.result.journal``, so a save costs one
 item, not everything so far); a signal finishes the item in flight, folds the journal into the partial file
-and stops, and ``--resume <output>`` continues (folding a journal a kill left behind).  The profile document
+and stops, and ``--resume -o <output>`` continues (folding a journal a kill left behind).  The profile document
 itself is written once, complete, at the end.
 """
 

@@ -1,4 +1,5 @@
-"""The sweep: what it is asked to do (``config``, ``plan``), the loop over its points (``loop``),
+"""The sweep: what it is asked to do (``config``, ``plan``), preparing one to run (``prepare``), the loop over its
+points (``loop``),
 continuing one (``resume``), one process per GPU (``multi``) and the measured ceilings its points are read against
 (``ceilings``, ``peaks``).
 """

@@ -1,4 +1,4 @@
-"""Run a sweep: for each planned point make inputs, check correctness, time, save.
+"""Run a sweep: measure each planned point (``microbench.timing.measure``) and save it.
 
 The result document is written once when the sweep starts, then each point is appended to its journal
 (fsync'd, one line a point) and folded into the document at the end, on interrupt or on failure, so an

@@ -8,7 +8,7 @@ permission, on a MIG slice or on the CPU, the sweep goes on with telemetry sourc
 NVML's "memory utilisation" is the share of time the memory was busy, not bandwidth: it is stored as
 ``memory_busy_percent`` and never labelled bandwidth.  GPM's DRAM bandwidth utilisation is bandwidth.
 
-Attribution (which readings describe a point).  Measured on an H200 (shared/h200/probe.json), NVML power,
+Attribution (which readings describe a point).  Measured on an H200 (tests/data/h200/probe.json), NVML power,
 clocks, clock-event reasons and GPM react about ``NVML_LAG_S`` = 0.1 s after the GPU does, and a GPM pair
 closer than ~0.1 s apart is NaN.  So a reading *taken* at t describes the GPU at t − 0.1 s, and a GPM pair
 taken at [a, b] describes [a − 0.1, b − 0.1].  A point's figures use only readings whose *described* time

@@ -1,4 +1,4 @@
-"""The CuPy back end: our own STREAM and GEMV kernels (``microbench/kernels/*.cu``) and cuBLAS through
+"""The CuPy back end: our own STREAM and GEMV kernels (``microbench/timing/kernels/*.cu``) and cuBLAS through
 CuPy's ``gemmEx`` / ``gemmStridedBatchedEx`` (``microbench.timing.cupy_cublas``), on the same torch-allocated
 inputs and the same CUDA stream as the torch back end, so the same correctness checks apply and the two
 back ends see identical data.  Our kernels are graph-timed like torch's; cuBLAS through CuPy cannot be

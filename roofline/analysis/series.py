@@ -7,57 +7,22 @@ against the one reference of ``roofline.analysis.reference``; a point above a ce
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from roofline.analysis import fit
 from roofline.analysis.reference import reference_bandwidth, reference_peak
+from roofline.analysis.series_fit import SeriesFit
 from roofline.analysis.summary import group_series, spec_bandwidth, spec_peak
 from roofline.analysis.trust import trust_lines
+from roofline.analysis.verdict import verdict_lines
 from roofline.core.counting import critical_intensity_batch
 from roofline.core.roof import Roof
 from roofline.result.document import Point, Result
 from roofline.specs.gpus import SpecError, load_gpu_spec
 
 __all__ = ["Roof", "SeriesFit", "analyse", "fit_one", "spec_profile"]
-
-
-@dataclass(frozen=True)
-class SeriesFit:
-    op: str
-    backend: str
-    dtype: str
-    n: int
-    k: int
-    # ok | lower-bound | memory-bound-at-every-batch | bandwidth-only | insufficient | not-a-roofline
-    status: str
-    message: str
-    points_ok: int
-    batches: list[int]
-    bandwidth_bytes_per_s: float | None = None
-    peak_flop_per_s: float | None = None
-    peak_flop_per_s_lower_bound: float | None = None
-    ridge_flop_per_byte: float | None = None
-    critical_batch: float | None = None
-    critical_batch_ci95: list[float | None] = field(default_factory=lambda: [None, None])
-    bandwidth_ci95: list[float | None] = field(default_factory=lambda: [None, None])
-    peak_ci95: list[float | None] = field(default_factory=lambda: [None, None])
-    critical_batch_lower_bound: int | None = None
-    spec_ridge_flop_per_byte: float | None = None
-    spec_critical_batch: float | None = None
-    knee_batch_1p10: int | None = None
-    knee_batch_1p25: int | None = None
-    cliffs: list[int] = field(default_factory=list)
-    # The fit's roof is this series' own envelope: the regime of the points it was fitted to.
-    roof_regime: str = "fitted to this series' points"
-    set_aside: list[dict[str, Any]] = field(default_factory=list)  # [{"batch", "why"}]
-    above_measured_ceiling: list[dict[str, Any]] = field(default_factory=list)  # [{"batch", "ceiling", "pct"}]
-    points: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def spec_profile(result: Result):
@@ -206,8 +171,6 @@ def _fit_series(data: fit.SeriesData, usable: list[Point], base: dict[str, Any],
 
 def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
     """Every series fitted, plus the verdict lines and the warnings; plain data for JSON."""
-    from roofline.analysis.verdict import verdict_lines
-
     series = group_series(result.points)
     fits = [fit_one(result, points, seed) for points in series.values()]
     profile, spec_reason = spec_profile(result)

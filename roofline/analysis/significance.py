@@ -1,6 +1,6 @@
 """Is a difference real?  faster / slower / same / inconclusive, from the samples and their intervals.
 
-How others decide (read before writing this): asv's ``is_different`` runs a Mann–Whitney U test on the
+How other tools decide: asv's ``is_different`` runs a Mann–Whitney U test on the
 raw samples (p < 0.002) when there are enough samples for the test to reach that p at all, else falls back
 to non-overlapping 99% intervals, and its ``compare`` reports a change only beyond a factor (1.1);
 pyperf's ``compare_to`` uses a two-sample t-test and hides changes under ``--min-speed``; nvbench's

@@ -1,4 +1,4 @@
-"""How far to trust a result: the noise and gaps a reader must see before any number (issue: noise is
+"""How far to trust a result: the noise and gaps a reader must see before any number (noise is
 shown, not hidden).  One list of sentences, used by ``fit``, the report's warnings, the verdict and
 ``decode``'s measured table.
 

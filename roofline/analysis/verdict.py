@@ -13,7 +13,7 @@ from roofline.analysis.reference import (
     reference_bandwidth,
     reference_peak,
 )
-from roofline.analysis.series import SeriesFit
+from roofline.analysis.series_fit import SeriesFit
 from roofline.core.units import si
 from roofline.result.document import Result, backend_tag
 

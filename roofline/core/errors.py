@@ -1,7 +1,7 @@
 """The one exception for input the user gave that cannot be used (arguments, files, configs).
 
-The CLI turns it, and only it (with the profile and device errors), into one line and exit 2: a
-``ValueError`` or ``TypeError`` from inside the tool is a bug and stays a traceback.
+The CLI turns it, and only it (with the spec-sheet and device errors, ``SpecError`` and ``DeviceError``), into
+one line and exit 2: a ``ValueError`` or ``TypeError`` from inside the tool is a bug and stays a traceback.
 """
 
 from __future__ import annotations

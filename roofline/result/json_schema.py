@@ -103,12 +103,12 @@ class ResultDocument(Record):
 
 # What writes each section, for the docs.
 WRITERS = {
-    "": ("microbench.sweep.loop.prepare_sweep (measured), roofline.result.importer (imported); "
+    "": ("microbench.sweep.prepare.prepare_sweep (measured), roofline.result.importer (imported); "
          "saved by roofline.result.io"),
-    "tool": "microbench.device.discovery.tool_info; import: roofline.result.importer",
-    "host": "microbench.device.discovery.host_info",
-    "device": "microbench.device.discovery.describe_device (NVML state: microbench.telemetry.nvml.device_state)",
-    "settings": ("microbench.sweep.loop.settings_record; resumed: microbench.sweep.resume; "
+    "tool": "microbench.device.provenance.tool_info; import: roofline.result.importer",
+    "host": "microbench.device.provenance.host_info",
+    "device": "microbench.device.provenance.describe_device (NVML state: microbench.telemetry.nvml.device_state)",
+    "settings": ("microbench.sweep.prepare.settings_record; resumed: microbench.sweep.resume; "
                  "import: roofline.result.importer"),
     "ceilings": "microbench.sweep.ceilings.measure_ceilings (peaks: microbench.sweep.peaks); spec: roofline.specs.gpus",
     "telemetry": "microbench.telemetry.nvml_reader.start_telemetry and microbench.timing.session.telemetry_record",

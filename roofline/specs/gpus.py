@@ -1,4 +1,4 @@
-"""Spec-sheet profiles of GPU SKUs (``profiles/gpus/<sku>.toml``), with the source of every figure.
+"""Spec sheets of GPU SKUs (``profiles/gpus/<sku>.toml``), with the source of every figure.
 
 Hardware numbers live in these files, never in code.  The file name is the SKU id that commands take.
 """

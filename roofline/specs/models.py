@@ -1,4 +1,4 @@
-"""LLM model profiles (``profiles/models/<id>.toml`` or a Hugging Face ``config.json`` on disk) and the
+"""Model specs (``profiles/models/<id>.toml`` or a Hugging Face ``config.json`` on disk) and the
 layer shapes one decode step reads, with tensor parallelism.
 
 Per layer, weights stored N×K as ``nn.Linear`` does: qkv (column split), o (row split), gate+up (column
