@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 from roofline.core.units import seconds, significant  # noqa: E402
 from roofline.report.plots import OKABE_ITO, _style  # noqa: E402
 from roofline.result.io import write_output_file  # noqa: E402
-from roofline.serving.metrics import latencies  # noqa: E402
+from roofline.serving.latency import latencies  # noqa: E402
 from roofline.serving.simulate import SimulationRun  # noqa: E402
 
 
@@ -102,7 +102,7 @@ def _timeline_figure(document: dict[str, Any]):
 def _latency_figure(runs: list[SimulationRun]):
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
     for i, run in enumerate(runs):
-        lat = latencies(run)
+        lat = latencies(run.requests)
         for ax, key in zip(axes, ("ttft", "tpot", "e2e"), strict=True):
             values = np.sort(lat[key])
             if len(values):
