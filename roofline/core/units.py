@@ -1,7 +1,9 @@
 """The one formatter for quantities a person reads: SI prefixes, significant digits, never ``1e+03``.
 
 ``quantity(16896, "B")`` is ``16.9 kB``; ``seconds(3.95)`` is ``3.95 s`` (not ``3.95e+03 ms``);
-``quantity(1.6e10, "B")`` is ``16 GB``.  Bytes use powers of 1000, as spec sheets do.
+``quantity(1.6e10, "B")`` is ``16 GB``.  Bytes use powers of 1000, as spec sheets do.  Three significant
+digits unless the figure has an interval of its own (a median time with its CI, a fitted bandwidth or peak with
+its bootstrap interval): then ``interval_digits`` says how many it earns.
 """
 
 from __future__ import annotations
