@@ -107,7 +107,7 @@ def test_the_old_point_bootstrap_failure_is_gone():
     # reported 246 (244-inf).  Every replicate now keeps every batch.
     data, truth = _known_series(7, noise=0.0)
     envelope = fit.fit_envelope(data.flop, data.bytes, data.times_s, data.rel_spread)
-    lo, hi = fit.bootstrap_critical_batch(data, envelope, seed=0)
+    lo, hi = fit.bootstrap_intervals(data, envelope, seed=0)["critical_batch"]
     assert hi is not None and lo <= fit.critical_batch(data, envelope) <= hi
 
 

@@ -36,10 +36,6 @@ def full_result(with_telemetry=True):
     return make_result(points, device=H200, ceilings=CEILINGS, telemetry=telemetry)
 
 
-def make_result_with_telemetry(**kwargs):
-    return full_result(**kwargs)
-
-
 @pytest.mark.parametrize("name", sorted(plots.FIGURES))
 def test_every_figure_renders(name):
     result = full_result()

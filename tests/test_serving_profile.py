@@ -9,7 +9,7 @@ import pytest
 from roofline.core.counting import count_work
 from roofline.serving.analytic import analytic_profile, token_grid
 from roofline.serving.profile_doc import EngineOverhead, ProfileDocError, StepProfile, load_profile, save_profile
-from roofline.serving.step_cost import interp1, step_cost
+from roofline.serving.step_cost import CostModel, interp1
 from roofline.specs.gpus import load_gpu_spec
 from roofline.specs.models import load_model
 
@@ -70,7 +70,7 @@ def test_analytic_linear_is_exact_between_grid_points(llama_h200):
     """A roofline is affine in tokens on each side of the ridge, so interpolation reproduces it exactly."""
     gpu = load_gpu_spec("h200-sxm")
     for tokens in (5, 48, 100, 3000):
-        cost = step_cost(llama_h200, [], [(tokens - 1, 0)], None)
+        cost = CostModel(llama_h200).cost(0, 0, [(tokens - 1, 0)])
         expected = 0.0
         for t in llama_h200.linears:
             w = count_work("gemm", "bf16", tokens - 1, t.n, t.k)
@@ -81,7 +81,7 @@ def test_analytic_linear_is_exact_between_grid_points(llama_h200):
 
 
 def test_step_counts_match_the_gemm_counts(llama_h200):
-    cost = step_cost(llama_h200, [1] * 8, [], None)
+    cost = CostModel(llama_h200).cost(8, 8, [])  # 8 decodes of context 1
     linear_flop = sum(32 * count_work("gemm", "bf16", 8, t.n, t.k).flop for t in llama_h200.linears)
     linear_flop += count_work("gemm", "bf16", 8, llama_h200.lm_head.n, llama_h200.lm_head.k).flop
     attention_flop = 8 * 4 * 32 * 128 * 32  # 8 sequences of 1 key: QK and PV over 32 heads × 128 dims, 32 layers
@@ -89,19 +89,19 @@ def test_step_counts_match_the_gemm_counts(llama_h200):
 
 
 def test_decode_memory_bound_prefill_compute_bound_and_overhead(llama_h200):
-    decode = step_cost(llama_h200, [1024] * 16, [], None)
-    prefill = step_cost(llama_h200, [], [(2048, 0)], None)
+    decode = CostModel(llama_h200).cost(16, 16 * 1024, [])
+    prefill = CostModel(llama_h200).cost(0, 0, [(2048, 0)])
     assert not decode.compute_bound and prefill.compute_bound
-    with_overhead = step_cost(llama_h200, [1024] * 16, [], EngineOverhead(0.002, 0.0001))
+    with_overhead = CostModel(llama_h200, EngineOverhead(0.002, 0.0001)).cost(16, 16 * 1024, [])
     assert with_overhead.overhead_s == pytest.approx(0.002 + 16 * 0.0001)
     assert with_overhead.time_s == pytest.approx(decode.time_s + with_overhead.overhead_s)
 
 
 def test_overhead_per_cached_token_and_per_prefill_step(llama_h200):
     overhead = EngineOverhead(0.002, 0.0001, "test", per_cached_token_s=1e-7, per_prefill_step_s=0.003)
-    decode = step_cost(llama_h200, [1000] * 16, [], overhead)
+    decode = CostModel(llama_h200, overhead).cost(16, 16 * 1000, [])
     assert decode.overhead_s == pytest.approx(0.002 + 16 * 0.0001 + 16_000 * 1e-7)  # no prefill in the step
-    mixed = step_cost(llama_h200, [1000] * 2, [(100, 300)], overhead)
+    mixed = CostModel(llama_h200, overhead).cost(2, 2 * 1000, [(100, 300)])
     # Cached tokens attended: the decodes' contexts and the chunk's prefix plus itself.
     assert mixed.overhead_s == pytest.approx(0.002 + 3 * 0.0001 + (2000 + 400) * 1e-7 + 0.003)
 
@@ -119,9 +119,9 @@ def test_an_overhead_of_the_two_term_form_loads_with_the_new_terms_at_zero(tmp_p
 
 
 def test_chunk_over_a_prefix_costs_what_the_whole_prompt_costs_less_the_prefix(llama_h200):
-    whole = step_cost(llama_h200, [], [(1024, 0)], None).attention_s
-    halves = step_cost(llama_h200, [], [(512, 0)], None).attention_s + \
-        step_cost(llama_h200, [], [(512, 512)], None).attention_s
+    model = CostModel(llama_h200)
+    whole = model.cost(0, 0, [(1024, 0)]).attention_s
+    halves = model.cost(0, 0, [(512, 0)]).attention_s + model.cost(0, 0, [(512, 512)]).attention_s
     assert halves == pytest.approx(whole, rel=0.05)
 
 
@@ -156,7 +156,7 @@ def test_other_kernels_are_interpolated_over_the_tokens_of_the_step():
     from roofline.serving.profile_doc import Table1D
 
     profile = replace(constant_profile(), other=Table1D("", "tokens", (1, 101), (0.0, 1.0)))
-    cost = step_cost(profile, [10] * 11, [(40, 0)], None)
+    cost = CostModel(profile).cost(11, 11 * 10, [(40, 0)])
     assert cost.other_s == pytest.approx(0.5)
     assert cost.time_s == pytest.approx(1.5)
 

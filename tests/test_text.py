@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
-from roofline.core.units import quantity, seconds, si_bytes, significant
+from roofline.core.units import interval_digits, quantity, seconds, si, si_bytes, significant
 from roofline.result.io import save_result
 from tests.conftest import make_point, make_result
 
@@ -39,6 +39,48 @@ def test_significant_never_uses_an_exponent():
         assert "e" not in significant(value)
     assert significant(0.014321) == "0.0143" and significant(1234.6, 4) == "1235"
     assert si_bytes(8448) == "8.45 kB"
+
+
+@pytest.mark.parametrize("value, low, high, digits", [
+    (4.28e12, 4.2795e12, 4.2844e12, 3),  # ±0.06%: three digits, as the fixed rule printed
+    (4.243, 4.187, 4.299, 2),  # ±0.056: the tenths are known, the hundredths are not
+    (709.6, 687.3, 711.0, 1),  # ±12: the tens are noise
+    (12.46, 4.5, 12.8, 1),  # never fewer than one
+    (100.0, 99.99, 100.01, 4), (100.0, 100.0, 100.0, 4),  # never more than four
+    (100.0, None, 101.0, 3), (100.0, 99.0, float("inf"), 3), (None, 1.0, 2.0, 3),  # no interval: the fixed three
+])
+def test_a_figure_takes_its_digits_from_its_interval(value, low, high, digits):
+    assert interval_digits(value, low, high) == digits
+
+
+def test_the_fit_table_prints_each_fitted_figure_to_its_interval():
+    from roofline.analysis.series import analyse
+    from roofline.report.tables import series_table
+    from roofline.result.io import load_result
+
+    analysis = analyse(load_result(ROOT / "tests/data/h200/first-run-sweep.json"))
+    header, rows = series_table(analysis)
+    for s, row in zip(analysis["series"], rows, strict=True):
+        bandwidth = row[header.index("bandwidth")]
+        assert bandwidth == si(s["bandwidth_bytes_per_s"], "B/s", interval_digits(s["bandwidth_bytes_per_s"],
+                                                                                    *s["bandwidth_ci95"]))
+    gemv = rows[[s["op"] for s in analysis["series"]].index("gemv")]
+    gemm = next(r for s, r in zip(analysis["series"], rows, strict=True) if (s["op"], s["n"]) == ("gemm", 8192))
+    assert gemv[2] == "4.28 TB/s"  # one point's median CI of ±0.06%: three digits
+    assert gemm[2] == "4.2 TB/s" and gemm[4] == "700 TFLOP/s"  # bootstrap intervals of ±1.3% and ±1.7%
+
+
+def test_the_sweep_summary_prints_each_rate_to_its_points_interval():
+    from roofline.analysis.summary import summarize_series
+    from roofline.result.io import load_result
+
+    rows = [r for r in summarize_series(load_result(ROOT / "tests/data/h200/first-run-sweep.json")) if r.low_batch]
+    assert rows
+    for row in rows:
+        low, high = row.low_batch_bytes_per_s_ci95
+        assert low <= row.low_batch_bytes_per_s <= high
+        low, high = row.peak_flop_per_s_ci95
+        assert low <= row.peak_flop_per_s <= high
 
 
 def test_sweep_help_has_no_printf_escapes_and_lists_all_devices():

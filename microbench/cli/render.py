@@ -22,7 +22,7 @@ from rich.table import Table
 from microbench.timing.observer import SweepObserver
 from roofline.analysis.reference import marked_percent, reference_bandwidth, reference_peak
 from roofline.analysis.summary import over_ceiling_lines, summarize_series
-from roofline.core.units import percent, seconds, si, significant
+from roofline.core.units import interval_digits, percent, seconds, si, significant
 from roofline.report.tables import series_table
 from roofline.result.document import Result, backend_tag
 from roofline.result.sections import BandwidthChoice, Ceilings, Device, PeakRun, SpecCeilings
@@ -52,7 +52,8 @@ def terminal_observer():
     def on_point(point) -> None:
         detail = f"{point.op} {point.dtype} {point.n}x{point.k} B={point.batch}"
         if point.ok:
-            detail += f"  {seconds(point.stats.median_s)}"
+            median = point.stats.median_s
+            detail += f"  {seconds(median, interval_digits(median, *point.stats.ci95_s))}"
         else:
             progress.console.print(f"[yellow]{detail}: {point.status}: {point.reason}[/]")
         progress.update(task["id"], advance=1, description=detail)
@@ -83,8 +84,10 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
         ok = f"{row.points_ok}/{row.points_total}"
         if row.failed_checks:
             ok += f" [red]{row.failed_checks} wrong[/]"
-        low = f"{si(row.low_batch_bytes_per_s, 'B/s')} ({row.low_batch})" if row.low_batch else "–"
-        peak = f"{si(row.peak_flop_per_s, 'FLOP/s')} ({row.peak_batch})" if row.peak_flop_per_s else "–"
+        low = f"{_with_ci(row.low_batch_bytes_per_s, row.low_batch_bytes_per_s_ci95, 'B/s')} ({row.low_batch})" \
+            if row.low_batch else "–"
+        peak = f"{_with_ci(row.peak_flop_per_s, row.peak_flop_per_s_ci95, 'FLOP/s')} ({row.peak_batch})" \
+            if row.peak_flop_per_s else "–"
         where = escape(backend_tag(row.backend))
         mark = marked_percent
         bandwidth = f"{mark(row.pct_of_spec_bandwidth, 0)} / {mark(row.pct_of_measured_bandwidth, 0)}"
@@ -117,6 +120,11 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
         stdout.print(line)
     if output is not None:
         stdout.print(f"saved {output}")
+
+
+def _with_ci(value: float | None, ci95: tuple[float, float] | None, unit: str) -> str:
+    """A measured rate to the digits its interval supports (``interval_digits``)."""
+    return si(value, unit, interval_digits(value, *(ci95 or (None, None))))
 
 
 def telemetry_warnings(points) -> list[str]:

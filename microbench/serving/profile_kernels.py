@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from microbench.timing.ops import random_tensor, seed_for, torch_dtype
 from roofline.core.counting import DTYPE_SIZES
@@ -143,10 +142,3 @@ class OtherWorkload:
         half = t.shape[-1] // 2
         rotated = self.torch.cat([-t[..., half:], t[..., :half]], dim=-1)
         return t * self.cos + rotated * self.sin
-
-
-def describe(workload: Any) -> str:
-    """A short label for progress lines."""
-    if isinstance(workload, AttentionWorkload):
-        return f"attention {workload.kernel} B={workload.batch} q={workload.q_len} kv={workload.kv_len}"
-    return f"other tokens={workload.tokens}"

@@ -19,29 +19,20 @@ from typing import Any
 import numpy as np
 
 from roofline.core.units import seconds
+from roofline.serving.latency import PERCENTILES, latencies, percentile_s, span_s
 from roofline.serving.profile_doc import EngineOverhead
-
-PERCENTILES = (50, 90, 99)
-
-
-def run_latencies(requests) -> dict[str, np.ndarray]:
-    """TTFT, TPOT (outputs of more than one token) and end-to-end latency of any per-request records with
-    ``arrival_s``, ``first_token_s``, ``finish_s`` and ``output_tokens`` (engine or simulator)."""
-    ttft = [r.first_token_s - r.arrival_s for r in requests]
-    tpot = [(r.finish_s - r.first_token_s) / (r.output_tokens - 1) for r in requests if r.output_tokens > 1]
-    e2e = [r.finish_s - r.arrival_s for r in requests]
-    return {"ttft": np.array(ttft), "tpot": np.array(tpot), "e2e": np.array(e2e)}
 
 
 def run_summary(requests) -> dict[str, Any]:
-    """Total time (first arrival to last finish), throughput and latency percentiles."""
-    total = max(r.finish_s for r in requests) - min(r.arrival_s for r in requests)
+    """Total time (first arrival to last finish), throughput and latency percentiles of the engine's or the
+    simulator's per-request records (``roofline.serving.latency``)."""
+    total = span_s(requests)
     tokens = sum(r.output_tokens for r in requests)
     out: dict[str, Any] = {"total_s": total, "output_tokens": tokens, "tokens_per_s": tokens / total,
                            "requests_per_s": len(requests) / total}
-    for name, values in run_latencies(requests).items():
+    for name, values in latencies(requests).items():
         for p in PERCENTILES:
-            out[f"{name}_p{p}_s"] = float(np.percentile(values, p)) if len(values) else None
+            out[f"{name}_p{p}_s"] = percentile_s(values, p)
     return out
 
 

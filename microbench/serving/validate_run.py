@@ -365,7 +365,3 @@ def validation_document(setup: ValidateSetup, profile: StepProfile, profile_path
 def _outcome(r) -> dict[str, Any]:
     return {"id": r.id, "arrival_s": r.arrival_s, "first_token_s": r.first_token_s, "finish_s": r.finish_s,
             "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens}
-
-
-def overhead_from(document: dict[str, Any], path: str) -> EngineOverhead:
-    return EngineOverhead.from_dict(document["calibration"][path]["overhead"])

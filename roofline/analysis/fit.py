@@ -240,12 +240,6 @@ def bootstrap_intervals(data: SeriesData, envelope: Envelope, seed: int = 0,
     return out
 
 
-def bootstrap_critical_batch(data: SeriesData, envelope: Envelope, seed: int = 0,
-                             replicates: int = BOOTSTRAP_REPLICATES) -> tuple[float | None, float | None]:
-    """95% interval of B* (``bootstrap_intervals``); (None, None) when no peak is identified."""
-    return bootstrap_intervals(data, envelope, seed, replicates).get("critical_batch", (None, None))
-
-
 def latency_knees(batches: np.ndarray, times_s: np.ndarray) -> dict[float, int | None]:
     """Smallest batch whose time is at least each factor × the time at the smallest batch."""
     knees: dict[float, int | None] = {}

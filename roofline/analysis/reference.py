@@ -24,7 +24,6 @@ from roofline.core.units import si
 from roofline.result.sections import Ceilings, MeasuredCeilings, Peak, StreamKernel
 
 SUSTAINED = "sustained"
-BURST = "burst"
 NOT_RECORDED = "regime not recorded (treated as sustained)"
 # A graph-captured copy_ is a memcpy node on a copy engine: not the SMs' bandwidth.
 COPY_ENGINE = ("torch.Tensor.copy_", "cuda-graph")

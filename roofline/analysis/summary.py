@@ -23,6 +23,9 @@ class SeriesSummary:
     low_batch: int | None
     low_batch_bytes_per_s: float | None  # bandwidth at the smallest measured batch (GEMV for gemv/gemm)
     peak_flop_per_s: float | None
+    # Each figure's 95% interval, from its point's median-time CI (a rate is work over time: bounds swap).
+    low_batch_bytes_per_s_ci95: tuple[float, float] | None
+    peak_flop_per_s_ci95: tuple[float, float] | None
     peak_batch: int | None
     pct_of_spec_bandwidth: float | None
     pct_of_measured_bandwidth: float | None
@@ -77,6 +80,11 @@ def over_ceiling_lines(result: Result, rows: list[SeriesSummary]) -> list[str]:
     return lines
 
 
+def _rate_ci95(work: float, point: Point) -> tuple[float, float] | None:
+    low_s, high_s = point.stats.ci95_s
+    return (work / high_s, work / low_s) if low_s > 0 else None
+
+
 def summarize_series(result: Result) -> list[SeriesSummary]:
     rows = []
     for (op, backend, dtype, n, k), points in group_series(result.points).items():
@@ -93,6 +101,8 @@ def summarize_series(result: Result) -> list[SeriesSummary]:
             low_batch=low.batch if low else None,
             low_batch_bytes_per_s=low_bw,
             peak_flop_per_s=peak,
+            low_batch_bytes_per_s_ci95=_rate_ci95(low.bytes, low) if low else None,
+            peak_flop_per_s_ci95=_rate_ci95(best.flop, best) if best else None,
             peak_batch=best.batch if best else None,
             pct_of_spec_bandwidth=_ratio(low_bw, spec_bandwidth(result)),
             pct_of_measured_bandwidth=_ratio(low_bw, measured_bandwidth(result)),

@@ -1,13 +1,18 @@
 """The one formatter for quantities a person reads: SI prefixes, significant digits, never ``1e+03``.
 
 ``quantity(16896, "B")`` is ``16.9 kB``; ``seconds(3.95)`` is ``3.95 s`` (not ``3.95e+03 ms``);
-``quantity(1.6e10, "B")`` is ``16 GB``.  Bytes use powers of 1000, as spec sheets do.
+``quantity(1.6e10, "B")`` is ``16 GB``.  Bytes use powers of 1000, as spec sheets do.  Three significant
+digits unless the figure has an interval of its own (a median time with its CI, a fitted bandwidth or peak with
+its bootstrap interval): then ``interval_digits`` says how many it earns.
 """
 
 from __future__ import annotations
 
 import math
 
+# The most digits any interval earns (torch.utils.benchmark's _MAX_SIGNIFICANT_FIGURES): past four, the digits
+# say more about the arithmetic than about a kernel's time on a real machine.
+MAX_INTERVAL_DIGITS = 4
 PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 SUBSECOND = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 MISSING = "–"
@@ -59,3 +64,23 @@ def seconds(value: float | None, digits: int = 3) -> str:
 
 def percent(value: float | None) -> str:
     return MISSING if value is None else f"{value:.0f}%"
+
+
+def interval_digits(value: float | None, low: float | None, high: float | None, default: int = 3) -> int:
+    """The significant digits ``value`` earns from its own interval [``low``, ``high``]: digits down to the
+    first decimal place at least as coarse as the interval's half-width, so every printed digit is above the
+    noise, at least 1 and at most ``MAX_INTERVAL_DIGITS``; ``default`` (the fixed three of a figure with no
+    interval) when a bound is unknown or not finite.
+
+    torch.utils.benchmark's ``Measurement.significant_figures`` takes floor(log10(value / half-width)); counted
+    by decimal place instead, this gives that or one more: 4.243 in [4.187, 4.299] (±0.056) is ``4.2``, where
+    the ratio (76) would print ``4`` although the interval already rules out 3.9 and 4.4.
+    """
+    bounds = (value, low, high)
+    if any(b is None or not math.isfinite(b) for b in bounds) or value == 0 or high < low:
+        return default
+    half_width = (high - low) / 2
+    if half_width == 0:
+        return MAX_INTERVAL_DIGITS
+    digits = math.floor(math.log10(abs(value))) - math.ceil(math.log10(half_width)) + 1
+    return min(max(digits, 1), MAX_INTERVAL_DIGITS)

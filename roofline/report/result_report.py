@@ -4,9 +4,6 @@ analysis.json (the fit, as ``gpubench fit --json`` prints it).  Reads the result
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +12,8 @@ from roofline.analysis.reference import marked_percent
 from roofline.analysis.series import analyse
 from roofline.core.stats import quantile
 from roofline.core.units import seconds
-from roofline.report import plots
+from roofline.report import page, plots
+from roofline.report.page import figure_pngs
 from roofline.report.tables import reference_lines, series_table
 from roofline.result.document import Result, backend_tag
 from roofline.result.io import write_output_file
@@ -177,23 +175,12 @@ def cross_check_lines(result: Result, analysis: dict[str, Any]) -> list[str]:
 
 def render_figures(result: Result, analysis: dict[str, Any]) -> tuple[dict[str, bytes], list[str]]:
     """PNG bytes per figure name, and the names of figures with nothing to draw."""
-    import matplotlib.pyplot as plt
-
-    figures, missing = {}, []
+    figures = {}
     for dtype in sorted({s["dtype"] for s in analysis["series"] if s["points"]}):
         figures[f"roofline_{dtype}"] = plots.roofline_figure(result, analysis, dtype)
     for name, draw in plots.FIGURES.items():
         figures[name] = draw(result, analysis)
-    images = {}
-    for name, figure in figures.items():
-        if figure is None:
-            missing.append(name)
-            continue
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png")
-        plt.close(figure)
-        images[name] = buffer.getvalue()
-    return images, missing
+    return figure_pngs(figures)
 
 
 MISSING_WHY = {
@@ -211,59 +198,30 @@ def write_report(result: Result, folder: Path) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     analysis = analyse(result)
     images, missing = render_figures(result, analysis)
-    for name, data in images.items():
-        write_output_file(folder / f"{name}.png", data)
     write_output_file(folder / "analysis.json", json.dumps(analysis, indent=1, allow_nan=False) + "\n")
     sections = {
-        "verdict": analysis["verdict"] or ["No series could be analysed."],
         "environment": environment_lines(result),
         "method": method_lines(result),
         "warnings": warning_lines(result, analysis),
         "missing": [f"{name}: {MISSING_WHY.get(name, 'nothing to draw')}" for name in missing],
     }
-    title = f"gpubench report: {result.device.label}"
-    write_output_file(folder / "report.md", _markdown(title, sections, analysis, images))
-    write_output_file(folder / "report.html", _html(title, sections, analysis, images))
+    header, rows = series_table(analysis)
+    blocks: list[page.Block] = [
+        page.Heading("Verdict"), page.Bullets(tuple(analysis["verdict"] or ["No series could be analysed."])),
+        page.Heading("Fit per series"), page.Table(tuple(header), tuple(map(tuple, rows))),
+        page.Bullets(tuple(reference_lines(analysis))), page.Images()]
+    for key, lines in sections.items():
+        if lines:
+            css_class = "warn" if key == "warnings" else None
+            blocks += [page.Heading(key.capitalize()), page.Bullets(tuple(lines), css_class)]
+    page.write_page(folder, f"gpubench report: {result.device.label}", CSS, blocks, images)
     return analysis
 
 
-def _markdown(title: str, sections: dict[str, list[str]], analysis, images: dict[str, bytes]) -> str:
-    header, rows = series_table(analysis)
-    out = [f"# {title}", "", "## Verdict", ""] + [f"- {line}" for line in sections["verdict"]]
-    out += ["", "## Fit per series", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(row) + " |" for row in rows]
-    out += [""] + [f"- {line}" for line in reference_lines(analysis)]
-    for name in images:
-        out += ["", f"![{name}]({name}.png)"]
-    for key in ("environment", "method", "warnings", "missing"):
-        if sections[key]:
-            out += ["", f"## {key.capitalize()}", ""] + [f"- {line}" for line in sections[key]]
-    return "\n".join(out) + "\n"
-
-
-def _html(title: str, sections: dict[str, list[str]], analysis, images: dict[str, bytes]) -> str:
-    esc = html.escape
-    header, rows = series_table(analysis)
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>",
-             "<style>body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;"
-             "color:#111}table{border-collapse:collapse;font-size:14px}td,th{border:1px solid #bbb;"
-             "padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
-             "img{max-width:100%;display:block;margin:1em 0}.warn li{color:#8a4b00}</style></head><body>",
-             f"<h1>{esc(title)}</h1><h2>Verdict</h2><ul>"]
-    parts += [f"<li>{esc(line)}</li>" for line in sections["verdict"]]
-    parts.append("</ul><h2>Fit per series</h2><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>")
-    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows]
-    parts.append("</table><ul>" + "".join(f"<li>{esc(x)}</li>" for x in reference_lines(analysis)) + "</ul>")
-    for name, data in images.items():
-        encoded = base64.b64encode(data).decode()
-        parts.append(f"<img alt='{esc(name)}' src='data:image/png;base64,{encoded}'>")
-    for key in ("environment", "method", "warnings", "missing"):
-        if sections[key]:
-            css = " class='warn'" if key == "warnings" else ""
-            parts.append(f"<h2>{key.capitalize()}</h2><ul{css}>" + "".join(f"<li>{esc(x)}</li>" for x in sections[key])
-                         + "</ul>")
-    parts.append("</body></html>\n")
-    return "".join(parts)
+CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#111}"
+       "table{border-collapse:collapse;font-size:14px}td,th{border:1px solid #bbb;padding:3px 8px;text-align:right}"
+       "td:first-child,th:first-child{text-align:left}img{max-width:100%;display:block;margin:1em 0}"
+       ".warn li{color:#8a4b00}")
 
 
 def write_report_beside(result: Result, result_path: Path) -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from roofline.analysis.reference import marked_percent, percent_of
-from roofline.core.units import si
+from roofline.core.units import interval_digits, si
 from roofline.result.document import backend_tag
 
 MAX_CLIFFS_SHOWN = 8
@@ -40,16 +40,22 @@ def series_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for s in analysis["series"]:
         where = backend_tag(s["backend"])
-        peak = si(s["peak_flop_per_s"], "FLOP/s") if s["peak_flop_per_s"] else (
+        peak = _with_interval(s["peak_flop_per_s"], s.get("peak_ci95"), "FLOP/s") if s["peak_flop_per_s"] else (
             f"≥ {si(s['peak_flop_per_s_lower_bound'], 'FLOP/s')}" if s["peak_flop_per_s_lower_bound"] else "–")
         cliffs = ", ".join(map(str, s["cliffs"][:MAX_CLIFFS_SHOWN])) + ("…" if len(s["cliffs"]) > MAX_CLIFFS_SHOWN
                                                                         else "")
         pct = percent_of(s["bandwidth_bytes_per_s"], reference)
         rows.append([f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}", str(s["points_ok"]),
-                     si(s["bandwidth_bytes_per_s"], "B/s"), marked_percent(pct, 0),
+                     _with_interval(s["bandwidth_bytes_per_s"], s.get("bandwidth_ci95"), "B/s"), marked_percent(pct, 0),
                      peak, _n(s["ridge_flop_per_byte"]), _critical(s), _n(s["spec_critical_batch"]),
                      f"{_n(s['knee_batch_1p10'])}/{_n(s['knee_batch_1p25'])}", cliffs or "–", _flags(s)])
     return header, rows
+
+
+def _with_interval(value: float | None, interval: list[float | None] | None, unit: str) -> str:
+    """A fitted figure to the digits its bootstrap interval supports (``interval_digits``); three without one."""
+    low, high = interval or (None, None)
+    return si(value, unit, interval_digits(value, low, high))
 
 
 def reference_lines(analysis: dict[str, Any]) -> list[str]:

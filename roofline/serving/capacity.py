@@ -11,10 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from roofline.core.units import significant
-from roofline.serving.metrics import Slo, latencies
+from roofline.serving.latency import latencies, percentile_s
+from roofline.serving.metrics import Slo
 from roofline.serving.simulate import SimulationRun
 from roofline.serving.workload import Request, with_arrivals
 
@@ -37,18 +36,17 @@ class CapacityResult:
 
 
 def _point(rate: float, run: SimulationRun, slo: Slo) -> dict[str, Any]:
-    lat = latencies(run)
+    lat = latencies(run.requests)
     return {**rate_point(rate, run), "met": slo.met(lat), "checks": slo.check(lat)}
 
 
 def rate_point(rate: float, run: SimulationRun) -> dict[str, Any]:
     """Throughput and tail latencies of one run at one arrival rate (a point of the throughput-latency curve)."""
-    lat = latencies(run)
+    lat = latencies(run.requests)
     tokens = sum(r.output_tokens for r in run.requests)
     return {"rate_requests_per_s": rate, "tokens_per_s": tokens / run.makespan_s,
-            "ttft_p90_s": float(np.percentile(lat["ttft"], 90)),
-            "tpot_p99_s": float(np.percentile(lat["tpot"], 99)) if len(lat["tpot"]) else None,
-            "e2e_p99_s": float(np.percentile(lat["e2e"], 99))}
+            "ttft_p90_s": percentile_s(lat["ttft"], 90), "tpot_p99_s": percentile_s(lat["tpot"], 99),
+            "e2e_p99_s": percentile_s(lat["e2e"], 99)}
 
 
 def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[list[Request]], SimulationRun],
@@ -57,7 +55,7 @@ def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[lis
     """Bisect the rate: ``run_at`` simulates a workload; ``start_rate`` (requests/s) is a first guess, e.g.
     the saturated throughput of ``burst``, the same requests all arriving at once.  A burst is the worst
     queueing any rate can cause, so a burst that meets the SLO already answers: capacity is at least its rate."""
-    if burst is not None and slo.met(latencies(burst)):
+    if burst is not None and slo.met(latencies(burst.requests)):
         return CapacityResult(start_rate, (), f"SLO met even as a burst: capacity ≥ {significant(start_rate)} "
                               "requests/s", lower_bound=True)
     tried: list[dict[str, Any]] = []

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from roofline.core.errors import BadInputError
+from roofline.serving.latency import PERCENTILES, latencies, percentile_s
 from roofline.serving.profile_doc import StepProfile
-from roofline.serving.simulate import SimulationError, SimulationRun
+from roofline.serving.simulate import SimulationError, SimulationRun, kv_blocks_that_fit
 
-PERCENTILES = (50, 90, 99)
 SLO_METRICS = ("ttft", "tpot", "e2e")
 
 
@@ -46,7 +46,8 @@ class Slo:
         for key, limit in self.limits_s.items():
             metric, _, pct = key.partition("_p")
             values = latencies[metric]
-            value = float(np.percentile(values, float(pct))) if len(values) else 0.0
+            value = percentile_s(values, float(pct))
+            value = 0.0 if value is None else value  # no latency of this kind: nothing misses the limit
             out[key] = {"value_s": value, "limit_s": limit, "met": value <= limit}
         return out
 
@@ -54,15 +55,8 @@ class Slo:
         return all(c["met"] for c in self.check(latencies).values())
 
 
-def latencies(run: SimulationRun) -> dict[str, np.ndarray]:
-    """Per-request TTFT, TPOT (requests with more than one output token) and end-to-end latency, seconds."""
-    return {"ttft": np.array([r.ttft_s for r in run.requests]),
-            "tpot": np.array([r.tpot_s for r in run.requests if r.tpot_s is not None]),
-            "e2e": np.array([r.e2e_s for r in run.requests])}
-
-
 def _percentiles(values: np.ndarray) -> dict[str, float | None]:
-    return {f"p{p}_s": float(np.percentile(values, p)) if len(values) else None for p in PERCENTILES}
+    return {f"p{p}_s": percentile_s(values, p) for p in PERCENTILES}
 
 
 def step_arrays(run: SimulationRun, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -73,17 +67,13 @@ def kv_capacity_tokens(run: SimulationRun, profile: StepProfile, mem_fraction: f
     """The policy's KV capacity, or what the memory would hold for policies that do not manage it."""
     if run.kv_tokens_capacity is not None:
         return run.kv_tokens_capacity
-    device = profile.memory.get("device_bytes")
-    if not device:
-        return None
-    free = mem_fraction * device - profile.memory["weight_bytes"]
-    return max(0, int(free // profile.memory["kv_bytes_per_token"]))
+    return kv_blocks_that_fit(profile, mem_fraction)
 
 
 def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo: Slo | None = None) -> dict[str, Any]:
     s = step_arrays(run, ("time_s", "sequences", "decodes", "kv_tokens", "wasted_slots", "padding_tokens", "flop",
                           "bytes", "compute_bound", "overhead_s", "kv_blocked", "waiting", "prefill_tokens"))
-    lat = latencies(run)
+    lat = latencies(run.requests)
     makespan = run.makespan_s
     if makespan <= 0:
         raise SimulationError("every step took no time: the profile's kernel times are all zero")

@@ -5,9 +5,7 @@ MBU/MFU over time, latency distributions, step-time composition.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +16,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from roofline.core.units import seconds, significant  # noqa: E402
+from roofline.report import page  # noqa: E402
+from roofline.report.page import figure_pngs  # noqa: E402
 from roofline.report.plots import OKABE_ITO, _style  # noqa: E402
-from roofline.result.io import write_output_file  # noqa: E402
-from roofline.serving.metrics import latencies  # noqa: E402
+from roofline.serving.latency import latencies  # noqa: E402
 from roofline.serving.simulate import SimulationRun  # noqa: E402
 
 
@@ -102,7 +101,7 @@ def _timeline_figure(document: dict[str, Any]):
 def _latency_figure(runs: list[SimulationRun]):
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
     for i, run in enumerate(runs):
-        lat = latencies(run)
+        lat = latencies(run.requests)
         for ax, key in zip(axes, ("ttft", "tpot", "e2e"), strict=True):
             values = np.sort(lat[key])
             if len(values):
@@ -136,15 +135,7 @@ def render_figures(document: dict[str, Any], runs: list[SimulationRun]) -> dict[
     _style()
     figures = {"throughput_latency": _rates_figure(document), "timeline": _timeline_figure(document),
                "latency": _latency_figure(runs), "composition": _composition_figure(document)}
-    images = {}
-    for name, figure in figures.items():
-        if figure is None:
-            continue
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png")
-        plt.close(figure)
-        images[name] = buffer.getvalue()
-    return images
+    return figure_pngs(figures)[0]
 
 
 def verdict_lines(document: dict[str, Any]) -> list[str]:
@@ -159,30 +150,20 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em}"
+       "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px}"
+       "img{max-width:100%;display:block;margin:1em 0}")
+
+
 def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Path) -> None:
     """The report's files, each through ``write_output_file``: a link or FIFO in the folder is refused, not
     replaced."""
-    folder.mkdir(parents=True, exist_ok=True)
     images = render_figures(document, runs)
-    for name, data in images.items():
-        write_output_file(folder / f"{name}.png", data)
     header, rows = summary_table(document)
-    title = f"gpubench simulate: {document['profile']['model']['name']}"
-    verdict = verdict_lines(document)
-    md = [f"# {title}", "", "## Verdict", ""] + [f"- {line}" for line in verdict]
-    md += ["", "## Policies", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    md += ["| " + " | ".join(row) + " |" for row in rows]
-    md += ["", f"Workload: `{document['workload']}`"] + [f"\n![{name}]({name}.png)" for name in images]
-    write_output_file(folder / "report.md", "\n".join(md) + "\n")
-    esc = html.escape
-    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title><style>"
-             "body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em}"
-             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px}"
-             "img{max-width:100%;display:block;margin:1em 0}</style></head><body>",
-             f"<h1>{esc(title)}</h1><h2>Verdict</h2><ul>", *[f"<li>{esc(x)}</li>" for x in verdict],
-             "</ul><h2>Policies</h2><table><tr>", *[f"<th>{esc(h)}</th>" for h in header], "</tr>"]
-    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows]
-    parts.append(f"</table><p>Workload: <code>{esc(str(document['workload']))}</code></p>")
-    parts += [f"<img alt='{name}' src='data:image/png;base64,{base64.b64encode(d).decode()}'>"
-              for name, d in images.items()]
-    write_output_file(folder / "report.html", "".join(parts) + "</body></html>\n")
+    workload = document["workload"]
+    blocks: list[page.Block] = [
+        page.Heading("Verdict"), page.Bullets(tuple(verdict_lines(document))),
+        page.Heading("Policies"), page.Table(tuple(header), tuple(map(tuple, rows))),
+        page.Paragraph(f"Workload: `{workload}`", f"Workload: <code>{html.escape(str(workload))}</code>"),
+        page.Images()]
+    page.write_page(folder, f"gpubench simulate: {document['profile']['model']['name']}", CSS, blocks, images)

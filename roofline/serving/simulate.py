@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from roofline.core.errors import BadInputError
+from roofline.serving.latency import end_to_end_s, span_s, time_per_output_token_s, time_to_first_token_s
 from roofline.serving.policies import Policy, StepPlan, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
 from roofline.serving.step_cost import CostModel, StepCost
@@ -39,16 +40,16 @@ class RequestOutcome:
 
     @property
     def ttft_s(self) -> float:
-        return self.first_token_s - self.arrival_s
+        return time_to_first_token_s(self)
 
     @property
     def e2e_s(self) -> float:
-        return self.finish_s - self.arrival_s
+        return end_to_end_s(self)
 
     @property
     def tpot_s(self) -> float | None:
         """Mean time per output token after the first (None for a one-token output)."""
-        return (self.finish_s - self.first_token_s) / (self.output_tokens - 1) if self.output_tokens > 1 else None
+        return time_per_output_token_s(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +83,7 @@ class SimulationRun:
 
     @property
     def makespan_s(self) -> float:
-        return max(r.finish_s for r in self.requests) - min(r.arrival_s for r in self.requests)
+        return span_s(self.requests)
 
 
 class Seq:
@@ -226,16 +227,28 @@ class Engine:
         return wasted
 
 
-def kv_block_count(profile: StepProfile, block: int, mem_fraction: float) -> int:
-    """Blocks of ``block`` tokens in ``mem_fraction`` of the device memory left after the weights."""
+def kv_cache_bytes(profile: StepProfile, mem_fraction: float) -> float | None:
+    """What ``mem_fraction`` of the device memory leaves for the KV cache after the weights (negative when the
+    weights alone overflow it; None when the profile does not know the device memory)."""
     device = profile.memory.get("device_bytes")
-    if not device:
+    return mem_fraction * device - profile.memory["weight_bytes"] if device else None
+
+
+def kv_blocks_that_fit(profile: StepProfile, mem_fraction: float, block: int = 1) -> int | None:
+    """Whole blocks of ``block`` tokens in ``kv_cache_bytes`` (``block=1``: tokens); None as it is None."""
+    free = kv_cache_bytes(profile, mem_fraction)
+    return None if free is None else max(0, int(free // (profile.memory["kv_bytes_per_token"] * block)))
+
+
+def kv_block_count(profile: StepProfile, block: int, mem_fraction: float) -> int:
+    """``kv_blocks_that_fit`` for a policy that manages blocks: a memory it cannot size is an error."""
+    free = kv_cache_bytes(profile, mem_fraction)
+    if free is None:
         raise SimulationError("the profile does not know the device memory: paged and chunked need it")
-    free = mem_fraction * device - profile.memory["weight_bytes"]
     if free <= 0:
         raise SimulationError(f"the weights ({profile.memory['weight_bytes'] / 1e9:.1f} GB) do not fit in "
-                              f"{mem_fraction:g} of {device / 1e9:.1f} GB")
-    return int(free // (profile.memory["kv_bytes_per_token"] * block))
+                              f"{mem_fraction:g} of {profile.memory['device_bytes'] / 1e9:.1f} GB")
+    return kv_blocks_that_fit(profile, mem_fraction, block)
 
 
 def _record(engine: Engine, plan: StepPlan, cost, start_s: float, waiting: int, wasted: int) -> StepRecord:

@@ -1,9 +1,11 @@
 """The step-cost model: the time, FLOP and bytes of one engine step of an exact batch composition.
 
-``step_cost`` is the one function ``decode`` and ``simulate`` use.  Kernel times come from the profile's
-tables, interpolated piecewise-linearly in the token count (why: ``docs/serving.md``); FLOP and bytes are
-counted from the shapes, as ``roofline.core.counting`` counts a GEMM, so MBU/MFU and the bound never depend on
-the times.  ``CostModel`` holds what is fixed per profile, so a simulation of 10,000 requests stays fast.
+``CostModel.cost`` is the one step cost ``simulate`` (and through it ``validate``) uses; ``decode`` answers a
+different question, a whole model's step from a sweep's per-launch times, in ``roofline.decode.step``.  Kernel
+times come from the profile's tables, interpolated piecewise-linearly in the token count (why:
+``docs/serving.md``); FLOP and bytes are counted from the shapes, as ``roofline.core.counting`` counts a GEMM, so
+MBU/MFU and the bound never depend on the times.  ``CostModel`` holds what is fixed per profile, so a simulation
+of 10,000 requests stays fast.
 """
 
 from __future__ import annotations
@@ -130,8 +132,3 @@ class CostModel:
         # No chunk table: the causal cost of the chunk's rows is the whole prompt's less the prefix's.
         return max(0.0, interp1(whole.grid, whole.time_s, prefix + chunk) - interp1(whole.grid, whole.time_s, prefix))
 
-
-def step_cost(profile: StepProfile, decode_contexts: Sequence[int], prefill_chunks: Sequence[tuple[int, int]],
-              overhead: EngineOverhead | None) -> StepCost:
-    """The cost of one step: decodes at these contexts, prefill chunks of (chunk_tokens, prefix_tokens)."""
-    return CostModel(profile, overhead).cost(len(decode_contexts), sum(decode_contexts), list(prefill_chunks))
