@@ -17,10 +17,7 @@ from microbench.cli.app import main
 from roofline.result.io import load_result, result_to_json
 from roofline.result.json_schema import SCHEMA_PATH, json_schema
 from roofline.serving.schemas import (
-    SimulatedPolicy,
-    SimulationDocument,
     StepProfileDocument,
-    Summary,
     document_records,
     documents,
     key_tables,
@@ -28,6 +25,7 @@ from roofline.serving.schemas import (
     schema_path,
     schema_texts,
 )
+from roofline.serving.simulation_schema import SimulatedPolicy, SimulationDocument, Summary
 from tests.test_format import result_files
 
 jsonschema = pytest.importorskip("jsonschema", reason="the test extra (jsonschema) is not installed")
