@@ -70,6 +70,8 @@ def test_a_fresh_cpu_quick_sweep_is_valid(tmp_path):
     document = json.loads(output.read_text())
     assert document["ceilings"]["measured"]["peak"] and document["points"]  # the parts the schema types
     assert validate(document, json_schema()) == []
+    jsonschema = pytest.importorskip("jsonschema", reason="the test extra (jsonschema) is not installed")
+    jsonschema.Draft202012Validator(json_schema()).validate(document)  # and by a validator that is not ours
 
 
 def test_the_validator_names_what_breaks_the_format():

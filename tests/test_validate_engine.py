@@ -77,6 +77,25 @@ def test_tiny_llama_validation_runs_both_paths_and_compares(tiny_validation):
         assert len(run["measured_step_s"]) == len(run["predicted"]["step_s"]) == run["predicted"]["steps"]
     assert document["ratio"]["rel_err"] == document["ratio"]["rel_err"]
     assert document["engine"]["weights"].startswith("random weights")
+    assert_schema_valid("validation", document)
+
+
+def test_the_validation_schema_rejects_a_tampered_document(tiny_validation):
+    from tests.test_document_schemas import schema_errors
+
+    tampered = json.loads(json.dumps(tiny_validation))
+    tampered["runs"]["static"]["measured"]["requests"][0]["finish_s"] = "late"
+    del tampered["comparison"]["continuous"]["total_s"]
+    tampered["setup"]["clock"] = "tsc"
+    assert len(schema_errors("validation", tampered)) == 3
+
+
+def assert_schema_valid(name, document):
+    """``document`` is valid against docs/<name>.schema.json, checked with ``jsonschema`` (the test extra)."""
+    pytest.importorskip("jsonschema", reason="the test extra (jsonschema) is not installed")
+    from tests.test_document_schemas import schema_errors
+
+    assert schema_errors(name, document) == []
 
 
 def test_tiny_llama_static_and_continuous_are_predicted_within_15_percent(tiny_validation):
@@ -123,6 +142,8 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
     assert document["kind"] == "gpubench-validation"
     assert set(document["runs"]) == {"static", "continuous"}
     assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload
+    assert_schema_valid("validation", document)
+    assert_schema_valid("step-profile", json.loads((tmp_path / "profile.json").read_text()))
 
 
 def test_a_burst_static_run_is_its_batches_back_to_back():

@@ -334,14 +334,16 @@ def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on
 
 def validation_document(setup: ValidateSetup, profile: StepProfile, profile_path: Path, fits, runs,
                         argv: tuple[str, ...]) -> dict[str, Any]:
+    """validate.json: every key as roofline.serving.validation_schema declares it (docs/validation.schema.json)."""
     from microbench.serving.engine.timing import step_durations
+    from roofline.serving.validation_schema import VALIDATION_KIND, VALIDATION_VERSION
 
     comparisons = {path: compare_runs(predicted.requests, measured.requests)
                    for path, (measured, predicted) in runs.items()}
     predicted_ratio = comparisons["static"]["total_s"]["predicted"] / comparisons["continuous"]["total_s"]["predicted"]
     measured_ratio = comparisons["static"]["total_s"]["measured"] / comparisons["continuous"]["total_s"]["measured"]
     return {
-        "schema_version": 1, "kind": "gpubench-validation", "tool": tool_info(), "created_at": utc_now(),
+        "schema_version": VALIDATION_VERSION, "kind": VALIDATION_KIND, "tool": tool_info(), "created_at": utc_now(),
         "argv": list(argv), "host": host_info(), "device": profile.device,
         "engine": {"name": setup.engine, "weights": WEIGHTS_NOTE, "model": profile.model, "dtype": profile.dtype,
                    "torch_threads": __import__("torch").get_num_threads()},

@@ -10,7 +10,7 @@ covers what the generated schema uses: type, enum, properties, required, additio
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -117,8 +117,8 @@ WRITERS = {
 }
 
 
-def records() -> list[type[Record]]:
-    """Every record the document holds, parents before children, each once."""
+def records(root: type[Record] | None = None) -> list[type[Record]]:
+    """Every record the document of ``root`` (default: the result) holds, parents before children, each once."""
     found: list[type[Record]] = []
 
     def walk(record: type[Record]) -> None:
@@ -130,12 +130,44 @@ def records() -> list[type[Record]]:
                 if child is not None:
                     walk(child)
 
-    walk(ResultDocument)
+    walk(root or ResultDocument)
     return found
 
 
+@dataclass(frozen=True)
+class ShapedKey(Key):
+    """A key of the serving documents, typed one level further than a result's: whether null is allowed apart
+    from being required (a key the writer always writes may still be null), the type of the items of an
+    array's items (a table of times per row), and the type of each value of an object with free keys."""
+
+    nullable: bool | None = None  # None: as a result's key, null exactly when the key is not required
+    cells: str | None = None  # an array of arrays: the JSON type of each inner item
+    values: str | None = None  # an object with free keys (and no record): the JSON type of each value
+
+
+def shaped_key(*types: str, unit: str | None = None, doc: str = "", **options: Any) -> Any:
+    """Declare a field of a serving document's record (``key`` with ShapedKey's options)."""
+    return field(default=None, metadata={"key": ShapedKey("", tuple(types), unit, doc, **options)})
+
+
+def _nullable(spec: Key) -> bool:
+    chosen = getattr(spec, "nullable", None)
+    return not spec.required if chosen is None else chosen
+
+
+def _item_schema(spec: Key) -> dict[str, Any]:
+    """What each item of an array holds: a result's items may be null, a serving document's are typed."""
+    if not isinstance(spec, ShapedKey):
+        return {"type": [spec.items, "null"] if spec.items != "object" else "object"}
+    item: dict[str, Any] = {"type": spec.items}
+    if spec.cells:
+        item["items"] = {"type": spec.cells}
+    return item
+
+
 def _property(spec: Key) -> dict[str, Any]:
-    types = list(spec.types) + ([] if spec.required else ["null"])
+    nullable = _nullable(spec)
+    types = list(spec.types) + (["null"] if nullable else [])
     out: dict[str, Any] = {"description": spec.doc + (f" [{spec.unit}]" if spec.unit else "")}
     child = spec.record or spec.item_record
     if child is not None and spec.keyed:
@@ -143,34 +175,41 @@ def _property(spec: Key) -> dict[str, Any]:
     elif child is not None and spec.item_record is not None:
         out["items"] = {"$ref": f"#/$defs/{child.__name__}"}
     elif child is not None:
-        return {"anyOf": [{"$ref": f"#/$defs/{child.__name__}"}, {"type": "null"}]} if not spec.required \
+        return {"anyOf": [{"$ref": f"#/$defs/{child.__name__}"}, {"type": "null"}]} if nullable \
             else {"$ref": f"#/$defs/{child.__name__}"}
     elif spec.items:
-        out["items"] = {"type": [spec.items, "null"] if spec.items != "object" else "object"}
+        out["items"] = _item_schema(spec)
+    elif getattr(spec, "values", None):
+        out["additionalProperties"] = {"type": spec.values}
     out["type"] = types if len(types) > 1 else types[0]
     if spec.choices:
-        out["enum"] = list(spec.choices) + ([] if spec.required else [None])
+        out["enum"] = list(spec.choices) + ([None] if nullable else [])
     return out
 
 
-def _object(record: type[Record]) -> dict[str, Any]:
+def _object(record: type[Record], what: str = "the result document") -> dict[str, Any]:
     registry = record.registry()
-    return {"type": "object", "description": (record.SECTION or "the result document"),
+    return {"type": "object", "description": (record.SECTION or what),
             "properties": {name: _property(spec) for name, spec in registry.items()},
             "required": [name for name, spec in registry.items() if spec.required],
             "additionalProperties": False}
+
+
+def document_schema(root: type[Record], file_name: str, title: str, what: str) -> dict[str, Any]:
+    """The JSON Schema (2020-12) of the document whose top level ``root`` declares, every record it holds
+    under ``$defs``; ``file_name`` is its name under docs/."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": f"https://github.com/gpubench/gpubench/docs/{file_name}", "title": title,
+            **_object(root, what),
+            "$defs": {r.__name__: _object(r, what) for r in records(root) if r is not root}}
 
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of what this version writes."""
     from roofline.result.document import SCHEMA_VERSION
 
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
-              "$id": "https://github.com/gpubench/gpubench/docs/result.schema.json",
-              "title": f"gpubench result document, schema_version {SCHEMA_VERSION}",
-              **_object(ResultDocument),
-              "$defs": {r.__name__: _object(r) for r in records() if r is not ResultDocument}}
-    return schema
+    return document_schema(ResultDocument, "result.schema.json",
+                           f"gpubench result document, schema_version {SCHEMA_VERSION}", "the result document")
 
 
 def schema_text() -> str:
@@ -224,15 +263,19 @@ def validate(instance: Any, schema: dict[str, Any], root: dict[str, Any] | None 
 
 
 # --- the key tables of docs/result-format.md --------------------------------------------------------------
-def key_table(record: type[Record]) -> str:
-    """The Markdown table of one record's keys, as docs/result-format.md holds it."""
+def key_table(record: type[Record], writers: dict[str, str] | None = None) -> str:
+    """The Markdown table of one record's keys, as docs/result-format.md (and docs/serving.md) holds it."""
+    writers = WRITERS if writers is None else writers
     section = record.SECTION or "(top level)"
     lines = [f"#### `{section}`", ""]
-    if record.SECTION in WRITERS or record is ResultDocument:
-        lines += [f"Written by {WRITERS[record.SECTION]}.", ""]
+    if record.SECTION in writers:
+        lines += [f"Written by {writers[record.SECTION]}.", ""]
     lines += ["| key | type | unit | meaning |", "|---|---|---|---|"]
     for name, spec in record.registry().items():
         kind = " or ".join(spec.types) + (f" of {spec.items}" if spec.items else "")
+        kind += f" of {spec.cells}" if getattr(spec, "cells", None) else ""
+        kind += f" of {spec.values}" if getattr(spec, "values", None) else ""
+        kind += " or null" if isinstance(spec, ShapedKey) and _nullable(spec) else ""
         kind += ", required" if spec.required else ""
         meaning = spec.doc.replace("|", "/")
         lines.append(f"| `{name}` | {kind} | {spec.unit or ''} | {meaning} |")

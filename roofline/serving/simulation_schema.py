@@ -1,0 +1,203 @@
+"""The simulation document (``simulation.json``, ``gpubench simulate``) declared key by key, as
+``roofline.serving.document.simulation_document`` writes it (the summary: ``roofline.serving.metrics.summarize``;
+the capacity search: ``roofline.serving.capacity``); its JSON Schema and docs/serving.md's key tables are
+generated from these records (roofline.serving.schemas).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from roofline.core.counting import DTYPES
+from roofline.result.json_schema import shaped_key as key
+from roofline.result.keys import Record
+from roofline.result.sections import SECTIONS
+from roofline.serving import document as simulation_doc
+from roofline.serving import profile_doc
+from roofline.serving.schemas import ModelShape, Overhead, ProfileMemory, ProfileRoof
+
+POLICY_KINDS = ("static", "continuous", "paged", "chunked")
+
+
+# --- the simulation document ------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class ProfileIdentity(Record):
+    SECTION: ClassVar[str] = "profile"
+    path: Any = key("string", required=True, nullable=True, doc="the profile file (null: made from a spec sheet)")
+    source: Any = key("string", required=True, choices=profile_doc.SOURCES, doc="the profile's source")
+    basis: Any = key("string", required=True, doc="the profile's basis")
+    model: Any = key("object", record=ModelShape, required=True, doc="the profile's model")
+    tp: Any = key("integer", required=True, doc="tensor-parallel ranks")
+    dtype: Any = key("string", required=True, choices=DTYPES, doc="the profile's dtype")
+    kv_dtype: Any = key("string", required=True, choices=DTYPES, doc="its KV cache's dtype")
+    memory: Any = key("object", record=ProfileMemory, required=True, doc="the profile's memory")
+    roof: Any = key("object", record=ProfileRoof, required=True, nullable=True, doc="the profile's roof")
+    device: Any = key("object", record=SECTIONS["device"], required=True, doc="the profile's device")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload(Record):
+    SECTION: ClassVar[str] = "workload"
+    requests: Any = key("integer", nullable=False, doc="generated: how many requests")
+    arrivals: Any = key("string", nullable=False, doc="generated: poisson:RATE | burst")
+    prompt: Any = key("string", nullable=False, doc="generated: prompt length distribution")
+    output: Any = key("string", nullable=False, doc="generated: output length distribution")
+    seed: Any = key("integer", nullable=False, doc="generated: the seed")
+    trace: Any = key("string", nullable=False, doc="replayed: the trace CSV (then no other key)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyRecord(Record):
+    SECTION: ClassVar[str] = "runs[].policy"
+    policy: Any = key("string", required=True, doc="as given: chunked:budget=512, ...")
+    kind: Any = key("string", required=True, choices=POLICY_KINDS, doc="the policy")
+    max_batch: Any = key("integer", required=True, doc="most sequences in a step")
+    block_tokens: Any = key("integer", required=True, nullable=True, doc="KV block size (null: no block cache)")
+    budget_tokens: Any = key("integer", nullable=False, doc="chunked: tokens a step holds")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Percentiles(Record):
+    SECTION: ClassVar[str] = "runs[].summary.ttft|tpot|e2e"
+    p50_s: Any = key("number", unit="s", required=True, nullable=True, doc="median (null: no request has one)")
+    p90_s: Any = key("number", unit="s", required=True, nullable=True, doc="90th percentile")
+    p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="99th percentile")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PaddingWaste(Record):
+    SECTION: ClassVar[str] = "runs[].summary.padding_waste"
+    wasted_slot_steps: Any = key("integer", required=True, doc="slot-steps of finished sequences (static)")
+    slot_steps: Any = key("integer", required=True, doc="all slot-steps")
+    share: Any = key("number", required=True, doc="wasted over all")
+    padding_prompt_tokens: Any = key("integer", required=True, doc="prompt tokens added by padding")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SloCheck(Record):
+    SECTION: ClassVar[str] = "runs[].summary.slo.checks.<limit>"
+    value_s: Any = key("number", unit="s", required=True, doc="the run's percentile")
+    limit_s: Any = key("number", unit="s", required=True, doc="the limit")
+    met: Any = key("boolean", required=True, doc="value within the limit")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SloSummary(Record):
+    SECTION: ClassVar[str] = "runs[].summary.slo"
+    limits_s: Any = key("object", values="number", unit="s", required=True, doc="--slo: limit per metric_pNN")
+    checks: Any = key("object", record=SloCheck, keyed=True, required=True, doc="each limit checked")
+    met: Any = key("boolean", required=True, doc="every limit met")
+    goodput_requests_per_s: Any = key("number", unit="1/s", required=True, doc="requests meeting every limit")
+    goodput_tokens_per_s: Any = key("number", unit="1/s", required=True, doc="their output tokens per second")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary(Record):
+    SECTION: ClassVar[str] = "runs[].summary"
+    requests: Any = key("integer", required=True, doc="requests served")
+    output_tokens: Any = key("integer", required=True, doc="tokens generated")
+    makespan_s: Any = key("number", unit="s", required=True, doc="first arrival to last finish")
+    busy_s: Any = key("number", unit="s", required=True, doc="time the engine ran steps")
+    tokens_per_s: Any = key("number", unit="1/s", required=True, doc="output tokens over the makespan")
+    requests_per_s: Any = key("number", unit="1/s", required=True, doc="requests over the makespan")
+    ttft: Any = key("object", record=Percentiles, required=True, doc="time to first token")
+    tpot: Any = key("object", record=Percentiles, required=True, doc="time per output token after the first")
+    e2e: Any = key("object", record=Percentiles, required=True, doc="end-to-end latency")
+    steps: Any = key("integer", required=True, doc="engine steps")
+    batch_mean: Any = key("number", required=True, doc="sequences per step, mean")
+    batch_max: Any = key("integer", required=True, doc="sequences per step, most")
+    decode_batch_mean: Any = key("number", required=True, doc="decoding sequences per decode step, mean")
+    kv_tokens_capacity: Any = key("integer", required=True, nullable=True, doc="KV tokens that fit (null: unknown)")
+    kv_occupancy_mean: Any = key("number", required=True, nullable=True, doc="time-weighted share of it in use")
+    kv_occupancy_max: Any = key("number", required=True, nullable=True, doc="most of it in use")
+    compute_bound_step_share: Any = key("number", required=True, doc="steps above the roof's ridge")
+    compute_bound_time_share: Any = key("number", required=True, doc="busy time in those steps")
+    overhead_time_share: Any = key("number", required=True, doc="busy time that is engine overhead")
+    kv_blocked_step_share: Any = key("number", required=True, doc="steps that refused admission for blocks")
+    preemptions: Any = key("integer", required=True, doc="sequences preempted")
+    mbu_mean: Any = key("number", required=True, nullable=True, doc="bytes over busy time / roof (null: no roof)")
+    mfu_mean: Any = key("number", required=True, nullable=True, doc="FLOP over busy time / roof (null: no roof)")
+    padding_waste: Any = key("object", record=PaddingWaste, required=True, doc="static batching's waste")
+    slo: Any = key("object", record=SloSummary, nullable=False, doc="with --slo: the checks and goodput")
+    binding_limit: Any = key("string", required=True, choices=("kv-cache", "engine-overhead", "compute", "bandwidth"),
+                             doc="the limit that binds")
+    binding_sentence: Any = key("string", required=True, doc="the sentence naming it")
+    warnings: Any = key("array", items="string", required=True, doc="what the run could not model")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Composition(Record):
+    SECTION: ClassVar[str] = "runs[].composition_s"
+    linear_s: Any = key("number", unit="s", required=True, doc="busy time in linears")
+    attention_s: Any = key("number", unit="s", required=True, doc="in attention")
+    other_s: Any = key("number", unit="s", required=True, doc="in other kernels")
+    overhead_s: Any = key("number", unit="s", required=True, doc="engine overhead")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeline(Record):
+    SECTION: ClassVar[str] = "runs[].timeline"
+    t_s: Any = key("array", items="number", unit="s", required=True, doc="middle of each time bin")
+    batch: Any = key("array", items="number", required=True, doc="sequences per step, time-weighted")
+    compute_bound_share: Any = key("array", items="number", required=True, doc="share of compute-bound time")
+    kv_occupancy: Any = key("array", items="number", required=True, nullable=True, doc="KV share in use")
+    mbu: Any = key("array", items="number", required=True, nullable=True, doc="bandwidth utilisation")
+    mfu: Any = key("array", items="number", required=True, nullable=True, doc="FLOP utilisation")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RatePoint(Record):
+    SECTION: ClassVar[str] = "runs[].rates[]"
+    rate_requests_per_s: Any = key("number", unit="1/s", required=True, doc="Poisson arrival rate")
+    tokens_per_s: Any = key("number", unit="1/s", required=True, doc="output tokens per second")
+    ttft_p90_s: Any = key("number", unit="s", required=True, doc="TTFT P90")
+    tpot_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="TPOT P99 (null: no TPOT)")
+    e2e_p99_s: Any = key("number", unit="s", required=True, doc="end-to-end P99")
+    met: Any = key("boolean", nullable=False, doc="a capacity probe: the SLO held")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityProbe(RatePoint):
+    SECTION: ClassVar[str] = "runs[].capacity.tried[]"
+    met: Any = key("boolean", required=True, doc="the SLO held at this rate")
+    checks: Any = key("object", record=SloCheck, keyed=True, required=True, doc="each limit checked")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Capacity(Record):
+    SECTION: ClassVar[str] = "runs[].capacity"
+    capacity_requests_per_s: Any = key("number", unit="1/s", required=True, nullable=True,
+                                       doc="highest rate meeting the SLO (null: none tried does)")
+    capacity_is_lower_bound: Any = key("boolean", required=True, doc="met at every rate tried: at least this")
+    tried: Any = key("array", items="object", item_record=CapacityProbe, required=True, doc="every rate probed")
+    reason: Any = key("string", required=True, doc="why the search stopped where it did (empty: bracketed)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulatedPolicy(Record):
+    SECTION: ClassVar[str] = "runs[]"
+    policy: Any = key("object", record=PolicyRecord, required=True, doc="the policy simulated")
+    summary: Any = key("object", record=Summary, required=True, doc="what it gave")
+    overhead: Any = key("object", record=Overhead, required=True, nullable=True, doc="engine overhead used")
+    kv_blocks_total: Any = key("integer", required=True, nullable=True, doc="KV blocks (null: no block cache)")
+    composition_s: Any = key("object", record=Composition, required=True, doc="where the busy time went")
+    timeline: Any = key("object", record=Timeline, required=True, doc="binned to at most 200 points")
+    capacity: Any = key("object", record=Capacity, required=True, nullable=True, doc="with --slo: the search")
+    rates: Any = key("array", items="object", item_record=RatePoint, required=True,
+                     doc="--rates and the capacity probes: the throughput-latency curve")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulationDocument(Record):
+    SECTION: ClassVar[str] = ""
+    schema_version: Any = key("integer", required=True, doc="format version (1)")
+    kind: Any = key("string", required=True, choices=(simulation_doc.KIND,), doc="what this document is")
+    tool: Any = key("object", record=SECTIONS["tool"], required=True, doc="what wrote it (as in a result)")
+    created_at: Any = key("string", required=True, doc="UTC ISO-8601 time it was made")
+    argv: Any = key("array", items="string", required=True, doc="the command line")
+    host: Any = key("object", record=SECTIONS["host"], required=True, doc="the machine (as in a result)")
+    profile: Any = key("object", record=ProfileIdentity, required=True, doc="the step profile simulated")
+    workload: Any = key("object", record=Workload, required=True, doc="the requests: generated, or a trace")
+    mem_fraction: Any = key("number", required=True, doc="share of device memory for weights and KV")
+    runs: Any = key("array", items="object", item_record=SimulatedPolicy, required=True, doc="one per policy")
