@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from microbench.cli.app import main
 from roofline.result.io import load_result, result_to_json
 from roofline.result.json_schema import SCHEMA_PATH, json_schema
+from roofline.serving.profile_schema import StepProfileDocument
 from roofline.serving.schemas import (
-    StepProfileDocument,
     document_records,
     documents,
     key_tables,

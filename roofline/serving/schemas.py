@@ -1,5 +1,6 @@
-"""The serving documents as data: what every key of a step profile (here), a simulation document
-(roofline.serving.simulation_schema) and a validation document (roofline.serving.validation_schema) holds,
+"""The serving documents as data: what every key of a step profile (roofline.serving.profile_schema), a
+simulation document (roofline.serving.simulation_schema) and a validation document
+(roofline.serving.validation_schema) holds,
 declared once as records of the result's key registry (roofline.result.keys), and the JSON Schema of each
 generated from those declarations.
 
@@ -17,166 +18,25 @@ record says ``additionalProperties: false``).  Regenerate after changing a decla
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from roofline.core.counting import DTYPES
 from roofline.result.json_schema import document_schema, key_table, records
-from roofline.result.json_schema import shaped_key as key
 from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
 from roofline.serving import document as simulation_doc
 from roofline.serving import profile_doc
+from roofline.serving.profile_schema import StepProfileDocument
+from roofline.serving.simulation_schema import SimulationDocument
+from roofline.serving.validation_schema import VALIDATION_VERSION, ValidationDocument
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 # --- the step profile -------------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
-class ModelShape(Record):
-    SECTION: ClassVar[str] = "model"
-    name: Any = key("string", required=True, doc="the model's name")
-    id: Any = key("string", doc="its profiles/models/*.toml id")
-    layers: Any = key("integer", required=True, doc="transformer layers")
-    hidden: Any = key("integer", required=True, doc="hidden size")
-    heads: Any = key("integer", required=True, doc="attention heads")
-    kv_heads: Any = key("integer", required=True, doc="key/value heads (GQA)")
-    head_dim: Any = key("integer", required=True, doc="size of one head")
-    intermediate: Any = key("integer", required=True, doc="MLP intermediate size")
-    vocab: Any = key("integer", required=True, doc="vocabulary size")
-    mlp: Any = key("string", required=True, choices=("gated", "plain"), doc="gated (SwiGLU) or plain MLP")
-    experts: Any = key("integer", nullable=False, doc="experts (1: dense)")
-    tied_embeddings: Any = key("boolean", nullable=False, doc="the LM head shares the embedding's weights")
-    max_positions: Any = key("integer", doc="longest sequence the model takes (null: not limited)")
-    source: Any = key("string", doc="where the shapes come from")
-    dtype_measured: Any = key("string", nullable=False, doc="measured profile: the dtype its kernels ran in")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProfileMemory(Record):
-    SECTION: ClassVar[str] = "memory"
-    device_bytes: Any = key("integer", unit="B", required=True, nullable=True,
-                            doc="device memory (null: unknown, and paged/chunked refuse to run)")
-    weight_bytes: Any = key("integer", unit="B", required=True, doc="the weights of one tensor-parallel rank")
-    kv_bytes_per_token: Any = key("integer", unit="B", required=True, doc="KV cache per token, all layers")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProfileRoof(Record):
-    SECTION: ClassVar[str] = "roof"
-    bandwidth_bytes_per_s: Any = key("number", unit="B/s", required=True, doc="the memory roof")
-    peak_flop_per_s: Any = key("number", unit="FLOP/s", required=True, doc="the compute roof")
-    basis: Any = key("string", nullable=False, doc="where both come from")
-
-
-@dataclass(frozen=True, kw_only=True)
-class LinearKernel(Record):
-    SECTION: ClassVar[str] = "linears[]"
-    name: Any = key("string", required=True, doc="the layer: qkv_proj, o_proj, ...")
-    n: Any = key("integer", required=True, doc="output features N of the weight")
-    k: Any = key("integer", required=True, doc="input features K of the weight")
-    per_layer: Any = key("integer", required=True, doc="instances per transformer layer")
-    tokens: Any = key("array", items="integer", required=True, doc="token counts of the grid, increasing")
-    time_s: Any = key("array", items="number", unit="s", required=True, doc="one instance's time per token count")
-
-
-@dataclass(frozen=True, kw_only=True)
-class LmHead(Record):
-    SECTION: ClassVar[str] = "lm_head"
-    n: Any = key("integer", required=True, doc="vocabulary (per rank)")
-    k: Any = key("integer", required=True, doc="hidden size")
-    tokens: Any = key("array", items="integer", required=True, doc="sequences that take logits in a step")
-    time_s: Any = key("array", items="number", unit="s", required=True, doc="time per token count")
-
-
-@dataclass(frozen=True, kw_only=True)
-class DecodeAttention(Record):
-    SECTION: ClassVar[str] = "decode_attention"
-    kernel: Any = key("string", required=True, doc="sdpa | bmm | roofline")
-    batches: Any = key("array", items="integer", required=True, doc="sequences decoding, increasing")
-    contexts: Any = key("array", items="integer", required=True, doc="tokens each attends to, increasing")
-    time_s: Any = key("array", items="array", cells="number", unit="s", required=True,
-                      doc="one layer's time, per context per batch")
-
-
-@dataclass(frozen=True, kw_only=True)
-class PrefillAttention(Record):
-    SECTION: ClassVar[str] = "prefill_attention"
-    kernel: Any = key("string", nullable=False, doc="the attention kernel (absent: not named)")
-    prompt_tokens: Any = key("array", items="integer", required=True, doc="prompt lengths, increasing")
-    time_s: Any = key("array", items="number", unit="s", required=True, doc="one layer, one causal prompt")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChunkAttention(Record):
-    SECTION: ClassVar[str] = "chunk_attention"
-    kernel: Any = key("string", required=True, doc="the attention kernel")
-    chunk_tokens: Any = key("array", items="integer", required=True, doc="chunk lengths, increasing")
-    prefix_tokens: Any = key("array", items="integer", required=True, doc="cached prefix lengths, increasing")
-    time_s: Any = key("array", items="array", cells="number", unit="s", required=True,
-                      doc="one layer's time, per prefix per chunk")
-
-
-@dataclass(frozen=True, kw_only=True)
-class OtherKernels(Record):
-    SECTION: ClassVar[str] = "other"
-    kernel: Any = key("string", nullable=False, doc="what was timed (absent: not named)")
-    tokens: Any = key("array", items="integer", required=True, doc="tokens in the step, increasing")
-    time_s: Any = key("array", items="number", unit="s", required=True,
-                      doc="norms, rope, activations, sampling: per step, all layers")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Overhead(Record):
-    SECTION: ClassVar[str] = "engine_overhead"
-    per_step_s: Any = key("number", unit="s", required=True, doc="engine time per step")
-    per_sequence_s: Any = key("number", unit="s", nullable=False, doc="per sequence in the step")
-    per_cached_token_s: Any = key("number", unit="s", nullable=False,
-                                  doc="per cached token the step attends to (older documents: absent, 0)")
-    per_prefill_step_s: Any = key("number", unit="s", nullable=False,
-                                  doc="once more for a step that runs prefill (older documents: absent, 0)")
-    fitted_on: Any = key("string", nullable=False, doc="what it was fitted on, or given")
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepProfileDocument(Record):
-    SECTION: ClassVar[str] = ""
-    schema_version: Any = key("integer", required=True, doc="format version (1)")
-    kind: Any = key("string", required=True, choices=(profile_doc.KIND,), doc="what this document is")
-    tool: Any = key("object", record=SECTIONS["tool"], required=True, doc="what wrote it (as in a result)")
-    created_at: Any = key("string", required=True, doc="UTC ISO-8601 time it was made (empty: not recorded)")
-    argv: Any = key("array", items="string", required=True, doc="the command line")
-    host: Any = key("object", record=SECTIONS["host"], required=True, doc="the machine (as in a result)")
-    device: Any = key("object", record=SECTIONS["device"], required=True,
-                      doc="the device (as in a result; analytic: the spec sheet's name, SKU and memory)")
-    source: Any = key("string", required=True, choices=profile_doc.SOURCES, doc="measured or analytic")
-    basis: Any = key("string", required=True, doc="how the times were made")
-    model: Any = key("object", record=ModelShape, required=True, doc="the model's shapes")
-    tp: Any = key("integer", required=True, doc="tensor-parallel ranks")
-    dtype: Any = key("string", required=True, choices=DTYPES, doc="weights' and activations' dtype")
-    kv_dtype: Any = key("string", required=True, choices=DTYPES, doc="the KV cache's dtype")
-    memory: Any = key("object", record=ProfileMemory, required=True, doc="what the KV capacity is made of")
-    roof: Any = key("object", record=ProfileRoof, required=True, nullable=True,
-                    doc="what compute-bound, MBU and MFU are judged against (null: none)")
-    linears: Any = key("array", items="object", item_record=LinearKernel, required=True,
-                       doc="every linear layer of a transformer layer")
-    lm_head: Any = key("object", record=LmHead, required=True, doc="the logits layer")
-    decode_attention: Any = key("object", record=DecodeAttention, required=True, doc="batch x context table")
-    prefill_attention: Any = key("object", record=PrefillAttention, required=True, doc="per prompt length")
-    chunk_attention: Any = key("object", record=ChunkAttention, required=True, nullable=True,
-                               doc="chunk x prefix table (null: from prefill_attention)")
-    other: Any = key("object", record=OtherKernels, required=True, nullable=True, doc="the step's other kernels")
-    engine_overhead: Any = key("object", record=Overhead, required=True, nullable=True,
-                               doc="engine time outside the kernels (null: none)")
-
-
 # --- the schemas, their files and the key tables -----------------------------------------------------------
 def documents() -> dict[str, tuple[type[Record], str, str]]:
     """name -> (top-level record, schema file under docs/, title), for every serving document."""
-    from roofline.serving.simulation_schema import SimulationDocument
-    from roofline.serving.validation_schema import VALIDATION_VERSION, ValidationDocument
-
     return {"step-profile": (StepProfileDocument, "step-profile.schema.json",
                              f"gpubench step profile, schema_version {profile_doc.SCHEMA_VERSION}"),
             "simulation": (SimulationDocument, "simulation.schema.json",

@@ -15,7 +15,7 @@ from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
 from roofline.serving import document as simulation_doc
 from roofline.serving import profile_doc
-from roofline.serving.schemas import ModelShape, Overhead, ProfileMemory, ProfileRoof
+from roofline.serving.profile_schema import ModelShape, Overhead, ProfileMemory, ProfileRoof
 
 POLICY_KINDS = ("static", "continuous", "paged", "chunked")
 

@@ -13,7 +13,7 @@ from roofline.core.counting import DTYPES
 from roofline.result.json_schema import shaped_key as key
 from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
-from roofline.serving.schemas import ModelShape, Overhead
+from roofline.serving.profile_schema import ModelShape, Overhead
 from roofline.serving.simulation_schema import PolicyRecord
 
 VALIDATION_VERSION = 1
