@@ -21,7 +21,8 @@ def run_decode(model: str | None, hf_config: Path | None, tp: int, context: int,
                device: str, budget: float | None) -> dict[str, Any]:
     if bool(model) == bool(hf_config):
         raise PlanError("give one of --model NAME or --hf-config PATH")
-    profile = load_model(model) if model else load_hf_config(hf_config)
+    # one of --model / --hf-config is given (checked above)
+    profile = load_model(model) if model else load_hf_config(hf_config)  # pyright: ignore[reportArgumentType]
     check_tp(profile, tp)
     if context <= 0:
         raise PlanError(f"--context must be positive, got {context}")

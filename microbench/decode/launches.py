@@ -14,6 +14,7 @@ from microbench.timing.observer import SweepObserver
 from microbench.timing.session import open_session
 from roofline.decode.step import DecodeSetup
 from roofline.result.document import Result
+from roofline.result.sections import Device
 
 
 def needed_launches(setup: DecodeSetup, batches: list[int]) -> list[tuple[str, str, int, int, int]]:
@@ -25,9 +26,11 @@ def needed_launches(setup: DecodeSetup, batches: list[int]) -> list[tuple[str, s
     return keys
 
 
-def times_from_result(result: Result, path: Path, keys) -> tuple[dict, dict[str, Any]]:
+def times_from_result(result: Result, path: Path, keys) -> tuple[dict, Device]:
     """Each launch's median from a loaded sweep result (read from ``path``, named in the error)."""
-    medians = {p.plan_key[:5]: p.stats.median_s for p in result.points if p.usable and p.backend == "torch"}
+    usable = [p for p in result.points if p.usable and p.backend == "torch"]
+    # usable: has samples
+    medians = {p.plan_key[:5]: p.stats.median_s for p in usable}  # pyright: ignore[reportOptionalMemberAccess]
     missing = [k for k in keys if k not in medians]
     if missing:
         shown = ", ".join(f"{op} {dtype} B={b} {n}x{k}" for op, dtype, b, n, k in missing[:4])
@@ -59,7 +62,8 @@ def measure_launches(keys, device: str, budget_s: float | None, observer: SweepO
             observer.on_point(point)
             if not point.ok:
                 raise PlanError(f"could not measure {op} {dtype} B={batch} {n}x{k}: {point.status}: {point.reason}")
-            times[(op, dtype, batch, n, k)] = point.stats.median_s
+            # an ok point has samples, so stats
+            times[(op, dtype, batch, n, k)] = point.stats.median_s  # pyright: ignore[reportOptionalMemberAccess]
             points.append(point)
     finally:
         session.weights.clear()

@@ -200,4 +200,4 @@ def describe_cuda(index: int) -> dict[str, Any]:
 
 
 def describe_device(choice: DeviceChoice) -> dict[str, Any]:
-    return describe_cpu() if choice.kind == "cpu" else describe_cuda(choice.index)
+    return describe_cpu() if choice.kind == "cpu" else describe_cuda(choice.index)  # pyright: ignore[reportArgumentType]

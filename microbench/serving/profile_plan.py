@@ -65,7 +65,8 @@ class ProfilePlan:
         """The model, after every argument is checked (PlanError / SpecError, one line)."""
         if bool(self.model) == bool(self.hf_config):
             raise PlanError("give one of --model NAME or --hf-config PATH")
-        profile = load_model(self.model) if self.model else load_hf_config(Path(self.hf_config))
+        # one of model / hf_config is given (checked above)
+        profile = load_model(self.model) if self.model else load_hf_config(Path(self.hf_config))  # pyright: ignore[reportArgumentType]
         check_tp(profile, self.tp)
         if profile.experts > 1:
             raise PlanError(f"{profile.name} is a mixture of experts: the step profile has no routing yet")

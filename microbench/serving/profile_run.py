@@ -150,10 +150,13 @@ def run_profile(run: ProfileRun, on_start: Callable[[int], None], on_item: Calla
     on_start(len(run.items))
     dtype = run.plan.resolved_dtype(session.choice.kind)
     model = run.plan.check()
+    journal = run.journal
+    if journal is None:
+        raise RuntimeError("run_profile before the partial file and its journal were started")
     try:
         for item in run.items:
             run.measured[item.key] = measure_item(session, run.plan, model, item, dtype)
-            run.journal.append([{"key": item.key, "measured": run.measured[item.key]}])
+            journal.append([{"key": item.key, "measured": run.measured[item.key]}])
             on_item(item, run.measured[item.key])
             if session.stop.is_set():
                 _save_partial(run, journal=False)  # folded: the partial file alone holds everything measured
@@ -163,7 +166,7 @@ def run_profile(run: ProfileRun, on_start: Callable[[int], None], on_item: Calla
     profile = assemble_profile(run, model, dtype)
     save_profile(profile, run.output)
     partial_path(run.output).unlink(missing_ok=True)
-    run.journal.remove()
+    journal.remove()
     return profile
 
 
@@ -177,7 +180,8 @@ def measure_item(session, plan: ProfilePlan, model, item: Item, dtype: str) -> d
         point = measure_point(session, spec)
         if not point.ok:
             raise PlanError(f"{item.name} at {item.a} tokens: {point.status}: {point.reason}")
-        return {"time_s": point.stats.median_s, "samples_s": list(point.samples_s), "timer": point.timer,
+        median_s = point.stats.median_s  # pyright: ignore[reportOptionalMemberAccess]  # an ok point has samples
+        return {"time_s": median_s, "samples_s": list(point.samples_s), "timer": point.timer,
                 "stop_reason": point.stop_reason, "rel_err": (point.correctness or {}).get("rel_err")}
     workload = _build_workload(session, plan, model, item, plan.kv_dtype or dtype)
     return _measure_workload(session, workload, plan.clock)

@@ -199,7 +199,8 @@ class _ContinuousPieces:
     def __call__(self, index: int):
         if index == 0:
             self._current = SegmentedContinuous(self._run, self._pieces)
-        return self._current.piece(index)
+        # piece 0 comes first and sets _current
+        return self._current.piece(index)  # pyright: ignore[reportOptionalMemberAccess]
 
 
 def _cumulative(parts: list[tuple[float, ...]]) -> list[float]:
@@ -329,7 +330,8 @@ def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on
     runs = {path: (best[(path, "workload", batch[path])],
                    simulate(profile, workloads["workload"], policies[path](batch[path]), fits[path]["overhead"]))
             for path in policies}
-    return validation_document(setup, profile, profile_path, fits, runs, argv)
+    # a given profile (ready.profile) comes from --profile, so profile_path is set on both branches
+    return validation_document(setup, profile, profile_path, fits, runs, argv)  # pyright: ignore[reportArgumentType]
 
 
 def validation_document(setup: ValidateSetup, profile: StepProfile, profile_path: Path, fits, runs,

@@ -118,7 +118,8 @@ def measure_cupy_streams(session: Session) -> dict[str, Any]:
     out = {}
     for kind, moved in STREAM_KERNELS.items():
         check_stop(session)
-        workload = CupyStreamWorkload(stream_launcher(torch, kind, arrays, session.choice.index))
+        # ceilings run on a cuda choice, which has its index
+        workload = CupyStreamWorkload(stream_launcher(torch, kind, arrays, session.choice.index))  # pyright: ignore[reportArgumentType]
         result, timer = _timed(session, workload)
         nbytes = moved * elements * 4
         median = summarize(result.samples_s).median_s

@@ -204,7 +204,8 @@ def _split(values, field) -> tuple[str, ...] | object:
 
 def _shapes(values, field):
     items = _split(values, field)
-    return _DEFAULT if items is _DEFAULT else tuple(plan.parse_shape(item) for item in items)
+    # not _DEFAULT, so the tuple _split built
+    return _DEFAULT if items is _DEFAULT else tuple(plan.parse_shape(item) for item in items)  # pyright: ignore[reportGeneralTypeIssues]
 
 
 def _batches(text, field):

@@ -149,7 +149,7 @@ def sweep_job(config: SweepConfig, observer: SweepObserver) -> SweepDone:
         dtypes = sorted({p.dtype for p in prepared.points} or set(prepared.config.dtypes or ()))
         ceilings = ceilings_step(prepared.config, dtypes)
     result = _run_stoppable(prepared, observer, ceilings)
-    if not config.report:
+    if not config.report or prepared.output is None:  # --report needs a saved result to write beside
         return SweepDone(result, prepared.output)
     from roofline.report.result_report import write_report_beside
 

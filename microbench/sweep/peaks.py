@@ -55,7 +55,8 @@ def shape_search(session: Session, dtype: str, shapes, backends) -> tuple[dict[s
         entry = {"m": m, "n": n, "k": k, "backend": backend, "kernel": point.kernel, "status": point.status,
                  "reason": point.reason, "timer": point.timer}
         if point.ok:
-            entry["flop_per_s"] = point.flop / point.stats.median_s
+            # an ok point has samples, so stats
+            entry["flop_per_s"] = point.flop / point.stats.median_s  # pyright: ignore[reportOptionalMemberAccess]
             entry["rel_err"] = (point.correctness or {}).get("rel_err")
             if best is None or entry["flop_per_s"] > best["flop_per_s"]:
                 best = entry

@@ -7,6 +7,7 @@ N×K); on the CPU they are scaled down so a default sweep ends in minutes on two
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from roofline.core.counting import DTYPES, OPS, count_work
@@ -153,7 +154,7 @@ def build_plan(
     shapes: list[tuple[int, int]],
     bmm_shapes: list[tuple[int, int]],
     batches: list[int],
-    backends: list[str] = ("torch",),
+    backends: Sequence[str] = ("torch",),
 ) -> list[PointSpec]:
     """Points grouped by (backend, dtype, shape, op) so one series' weights are allocated once."""
     check_choices(ops, OPS, "op")

@@ -94,8 +94,9 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
         check_output(output)
     settings = settings_record(config, session)
     settings["busy_at_start"] = session.busy_at_start
-    result = Result(tool=tool_info(), created_at=utc_now(), argv=tuple(config.argv), host=host_info(),
-                    device=session.device, settings=settings, telemetry={"source": "none", "reason": "not started"})
+    # Result takes plain dicts and types them (document.py)
+    result = Result(tool=tool_info(), created_at=utc_now(), argv=tuple(config.argv), host=host_info(),  # pyright: ignore[reportArgumentType]
+                    device=session.device, settings=settings, telemetry={"source": "none", "reason": "not started"})  # pyright: ignore[reportArgumentType]
     return PreparedSweep(session, points, result, output, config)
 
 

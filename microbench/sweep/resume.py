@@ -28,7 +28,8 @@ class ResumeError(BadInputError):
 def prepare_resume(asked: SweepConfig, observer: SweepObserver) -> PreparedSweep:
     """The sweep recorded in ``asked.resume``, its points already measured left out; ``asked`` gives only how
     to run it (``force``, ``require_idle``, ``argv``): the plan is the file's own."""
-    path, force = Path(asked.resume), asked.force
+    # called only for a config with resume set
+    path, force = Path(asked.resume), asked.force  # pyright: ignore[reportArgumentType]
     existing = load_result(path)
     record = existing.settings.get("config")
     if existing.origin != "measured" or not isinstance(record, dict):

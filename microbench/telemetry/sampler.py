@@ -34,7 +34,7 @@ import math
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 # nvmlClocksEventReason* bits (nvml.h), decoded to names.
@@ -229,7 +229,7 @@ def _counter_check(summary: dict[str, Any], theoretical_bandwidth: float | None,
     return {"dram_counter_bytes_per_s": counter, "timer_over_counter": timer_bytes_per_s / counter}
 
 
-def remeasure_reason(telemetry: dict[str, Any] | None) -> str | None:
+def remeasure_reason(telemetry: Mapping[str, Any] | None) -> str | None:
     """Why a point must be measured again, decided from its own attributed readings, or None.
 
     Thermal or hardware slowdown, or an SM clock that moved within the phase with no power cap to explain

@@ -108,7 +108,8 @@ class Scalars:
 
 def launch(call: GemmCall, scalars: Scalars) -> None:
     """One cuBLAS call on CuPy's current stream (the caller makes it torch's)."""
-    from cupy.cuda import cublas, device
+    # CuPy: GPU hosts only, no stubs on PyPI
+    from cupy.cuda import cublas, device  # pyright: ignore[reportMissingImports]
 
     handle = device.get_cublas_handle()
     if call.function == "gemmEx":

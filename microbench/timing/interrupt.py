@@ -28,7 +28,7 @@ def stop_on_signals(stop: threading.Event, notice: Callable[[str], None]):
     def handler(signum, frame):
         if stop.is_set():
             raise Abandon(signum)
-        stop.signum = signum
+        stop.signum = signum  # pyright: ignore[reportAttributeAccessIssue]  # read back with getattr(stop, "signum")
         stop.set()
         notice(f"{signal.Signals(signum).name}: finishing the point in flight, then saving "
                "(send it again to abandon the point)")

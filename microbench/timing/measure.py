@@ -154,7 +154,8 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
     release_timers(session, timers)
     return Point(status="ok", timer=timer.name, samples_s=result.samples_s, warmup_samples_s=result.warmup_samples_s,
                  eager_samples_s=eager_samples, launches_per_sample=timer.launches, stop_reason=result.stop_reason,
-                 rotation_copies=copies, correctness=correctness, telemetry=telemetry, finished_at=utc_now(),
+                 # Point takes the sampler dict and types it (document.py)
+                 rotation_copies=copies, correctness=correctness, telemetry=telemetry, finished_at=utc_now(),  # pyright: ignore[reportArgumentType]
                  kernel=getattr(workload, "kernel", None) or _torch_kernel(spec), **base)
 
 

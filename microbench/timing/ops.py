@@ -35,13 +35,17 @@ class OutOfMemory(MemoryError):
 
 @contextlib.contextmanager
 def matmul_precision(torch, tf32: bool):
-    """fp32 points run true fp32; tf32 points allow TF32 tensor cores.  Restored afterwards."""
-    previous = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
+    """fp32 points run true fp32 ("ieee"); tf32 points allow TF32 tensor cores.  Restored afterwards.
+
+    Only the ``fp32_precision`` API (torch >= 2.9): once anything in the process (a library, an earlier
+    point) has set it, reading the legacy ``allow_tf32`` raises, since torch refuses a mix of the two."""
+    matmul = torch.backends.cuda.matmul
+    previous = matmul.fp32_precision
+    matmul.fp32_precision = "tf32" if tf32 else "ieee"
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous
+        matmul.fp32_precision = previous
 
 
 def torch_dtype(torch, dtype: str):

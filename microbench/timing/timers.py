@@ -130,6 +130,8 @@ class CudaGraphTimer(_CudaTimer):
         self.graph = graph
 
     def sample(self) -> list[float]:
+        if self.graph is None:
+            raise RuntimeError("CudaGraphTimer.sample() before prepare()")
         return [t / self.launches for t in event_times_s(self.torch, self.graph.replay)]
 
     def release(self) -> None:

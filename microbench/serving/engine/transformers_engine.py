@@ -85,17 +85,17 @@ def _wait_until(clock, start: float, at_s: float) -> None:
 def run_static(torch, lm, requests: Sequence, batch: int, device: str, clock: str = "wall") -> EngineRun:
     """Batches of up to ``batch`` requests, in arrival order, each as one padded ``generate`` (in this thread:
     ``thread-cpu`` is this thread's CPU time)."""
-    clock_name, clock = clock, _static_clock(clock)
+    tick = _static_clock(clock)
     pending = sorted(requests, key=lambda r: (r.arrival_s, r.id))
-    groups, step_s, start = [], [], clock()
+    groups, step_s, start = [], [], tick()
     while pending:
-        _wait_until(clock, start, pending[0].arrival_s)
-        now = clock() - start
+        _wait_until(tick, start, pending[0].arrival_s)
+        now = tick() - start
         group = [r for r in pending if r.arrival_s <= now][:batch]
         pending = [r for r in pending if r not in group]
         groups.append(group)
-        step_s += [stamp - start for stamp in _generate(torch, lm, group, device, clock)]
-    return static_run(groups, step_s, batch, clock_name)
+        step_s += [stamp - start for stamp in _generate(torch, lm, group, device, tick)]
+    return static_run(groups, step_s, batch, clock)
 
 
 def static_groups(requests: Sequence, batch: int) -> list[list]:
@@ -109,9 +109,9 @@ def run_static_batch(torch, lm, group: Sequence, device: str, clock: str = "wall
     """One batch of a burst alone: its step durations (the first includes the batch's set-up, as in
     ``run_static``).  A burst's static run is its batches back to back, so batches of different runs can be
     interleaved and the runs put back together with ``static_run``."""
-    clock = _static_clock(clock)
-    start = clock()
-    stamps = _generate(torch, lm, group, device, clock)
+    tick = _static_clock(clock)
+    start = tick()
+    stamps = _generate(torch, lm, group, device, tick)
     return tuple(b - a for a, b in zip([start] + stamps[:-1], stamps, strict=True))
 
 
