@@ -1,8 +1,6 @@
-"""The serving commands: ``gpubench profile`` (``--analytic`` here; measured on the device by the engine
-side) and ``gpubench simulate``.  Thin: parse, call ``roofline.serving``, print.  Never imports torch.
-
-``microbench/cli/app.py`` calls ``register(main)`` once; the commands live here so the serving work stays in one
-module.
+"""The serving commands of the simulator side: ``gpubench simulate`` and the analytic ``gpubench profile``
+(``--analytic``; the profile command itself, measured on the device otherwise, is the engine side's).  Thin:
+build the config, call ``roofline.serving``, print.  Never imports torch.
 """
 
 from __future__ import annotations
