@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,7 @@ from click.testing import CliRunner
 from microbench.cli.app import main
 from roofline.result.io import load_result, result_to_json
 from roofline.result.json_schema import SCHEMA_PATH, json_schema
-from roofline.serving.profile_schema import StepProfileDocument
-from roofline.serving.schemas import (
+from roofline.serving.schemas.registry import (
     document_records,
     documents,
     key_tables,
@@ -25,7 +23,8 @@ from roofline.serving.schemas import (
     schema_path,
     schema_texts,
 )
-from roofline.serving.simulation_schema import SimulatedPolicy, SimulationDocument, Summary
+from roofline.serving.schemas.simulation import SimulatedPolicy, SimulationDocument, Summary
+from roofline.serving.schemas.step_profile import StepProfileDocument
 from tests.test_format import result_files
 
 jsonschema = pytest.importorskip("jsonschema", reason="the test extra (jsonschema) is not installed")
@@ -58,7 +57,7 @@ def committed_documents() -> list[tuple[str, Path]]:
 @pytest.mark.parametrize("name", list(documents()))
 def test_each_checked_in_schema_is_the_one_its_declarations_generate(name):
     assert schema_path(name).read_text(encoding="utf-8") == schema_texts()[name], \
-        "regenerate: python -c 'from roofline.serving.schemas import write_schemas; write_schemas()'"
+        "regenerate: python -c 'from roofline.serving.schemas.registry import write_schemas; write_schemas()'"
 
 
 @pytest.mark.parametrize("name", ["result", *documents()])
@@ -146,10 +145,10 @@ def test_the_validator_rejects_tampered_documents(fresh_profile, fresh_simulatio
 
 
 def test_the_setup_declared_is_every_option_validate_records():
-    from microbench.serving.validate_run import ValidateSetup
-    from roofline.serving.validation_schema import ValidateSettings
+    from microbench.serving.validate_options import ValidateConfig
+    from roofline.serving.schemas.validation import ValidateSettings
 
-    assert list(ValidateSettings.registry()) == [f.name for f in fields(ValidateSetup)]
+    assert list(ValidateSettings.registry()) == list(ValidateConfig().to_record())
 
 
 def test_serving_md_lists_every_declared_key():

@@ -84,7 +84,7 @@ ROOM_IMPORTS = {
     "microbench.device": {"microbench.telemetry"},
     "microbench.timing": {"microbench.device", "microbench.telemetry", "microbench.sweep"},
     "microbench.sweep": {"microbench.timing", "microbench.device", "microbench.telemetry"},
-    "microbench.decode": {"microbench.sweep", "microbench.timing", "microbench.device", "microbench.cli"},
+    "microbench.decode": {"microbench.sweep", "microbench.timing", "microbench.device"},
     "microbench.serving": {"microbench.sweep", "microbench.timing", "microbench.device", "microbench.telemetry"},
     "microbench.cli": {"microbench.sweep", "microbench.timing", "microbench.device", "microbench.telemetry",
                        "microbench.decode", "microbench.serving"},

@@ -164,7 +164,8 @@ def test_only_a_burst_is_cut_into_pieces():
     """Static batches and continuous segments are shuffled apart only when every request is there at t=0: a run
     with arrivals over time follows the wall clock, which does not stop between pieces, so it runs in one."""
     from microbench.serving.engine import transformers_engine
-    from microbench.serving.validate_run import ValidateSetup, engine_jobs
+    from microbench.serving.validate_options import ValidateConfig as ValidateSetup
+    from microbench.serving.validate_run import engine_jobs
     from roofline.serving.workload import make_workload
 
     setup = ValidateSetup(static_batch=4, max_batch=4, budget_tokens=64)

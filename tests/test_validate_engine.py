@@ -23,7 +23,8 @@ pytest.importorskip("transformers", reason="the serving extra (transformers) is 
 from click.testing import CliRunner  # noqa: E402
 
 from microbench.cli.app import main  # noqa: E402
-from microbench.serving.validate_run import ValidateSetup, run_validate  # noqa: E402
+from microbench.serving.validate_options import ValidateConfig as ValidateSetup  # noqa: E402
+from microbench.serving.validate_run import run_validate  # noqa: E402
 from microbench.timing.observer import SweepObserver  # noqa: E402
 
 TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
-from microbench.serving.validate_run import ValidateSetup
+from microbench.serving.validate_options import ValidateConfig as ValidateSetup
 from microbench.sweep.plan import PlanError
 
 TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"

@@ -13,8 +13,18 @@ from pathlib import Path
 import click
 
 from microbench.cli import engine, serving
-from microbench.cli.edges import BadInput, Number, OneLineGroup, bad_input, refuse_what_cannot_run, write_outputs
+from microbench.cli.edges import (
+    BadInput,
+    OneLineGroup,
+    bad_input,
+    declare,
+    given,
+    refuse_what_cannot_run,
+    write_outputs,
+)
+from microbench.decode.config import FLAGS as DECODE_FLAGS
 from microbench.sweep.config import FLAGS, L2_POLICIES, TIMERS
+from roofline.compare.config import FLAGS as COMPARE_FLAGS
 from roofline.result.io import ResultError, check_output
 
 
@@ -211,36 +221,27 @@ def import_(csv_file, output, device_name, sku, device_kind, force) -> None:
 
 
 @main.command()
-@click.option("--model", default=None, help="model id from profiles/models (llama-3-70b, mixtral-8x7b, ...)")
-@click.option("--hf-config", type=click.Path(path_type=Path), default=None, help="a Hugging Face config.json on disk")
-@click.option("--tp", type=int, default=1, show_default=True, help="tensor-parallel GPUs")
-@click.option("--context", type=int, default=4096, show_default=True, help="tokens in each sequence's KV cache")
-@click.option("--dtype", default="bf16", show_default=True, help="weights and activations")
-@click.option("--kv-dtype", default=None, help="KV cache dtype [--dtype]")
-@click.option("--batch", "batches", default="1:1024:x2", show_default=True, help="batches: list and ranges")
-@click.option("--mem-fraction", type=Number(low=0, high=1), default=0.9, show_default=True,
-              help="share of device memory for weights + KV cache")
-@click.option("--analytic", is_flag=True, help="from the spec sheet only (needs --gpu), no measuring")
-@click.option("--gpu", "sku", default=None, help="SKU for the analytic side [the matched SKU]")
-@click.option("--from", "from_result", type=click.Path(path_type=Path), default=None,
-              help="take launch times from this sweep result instead of measuring")
-@click.option("--device", default="auto", show_default=True)
-@click.option("--budget", type=Number(low=0), default=None, help="seconds of sampling per launch measured")
-@click.option("--json", "as_json", is_flag=True, help="print the whole document as JSON")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="folder for decode.json and decode.png")
-def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction, analytic, sku, from_result,
-           device, budget, as_json, output) -> None:
+@declare(DECODE_FLAGS)
+@click.pass_context
+def decode(ctx, **options) -> None:
     """A whole model's decode step: tokens/s against batch, MBU/MFU, the crossover, and the KV-cache cap."""
-    from microbench.cli.render import print_decode
+    from microbench.decode.config import DecodeConfig
+
+    with bad_input():
+        config = DecodeConfig.from_options(options, given(ctx))
+    run_decode_command(config)
+
+
+def run_decode_command(config) -> None:
+    from microbench.cli.render import print_decode, terminal_observer
     from microbench.decode.job import run_decode
 
+    output = config.output
     with bad_input():
         if output is not None:
             check_output(output, folder=True)
-        document = run_decode(model=model, hf_config=hf_config, tp=tp, context=context, dtype=dtype,
-                              kv_dtype=kv_dtype, batches=batches, mem_fraction=mem_fraction, analytic=analytic,
-                              sku=sku, from_result=from_result, device=device, budget=budget)
+        document = run_decode(config, progress=terminal_observer)
+    as_json = config.as_json
     _show(document, as_json, print_decode)
     if output is not None:
         from roofline.decode.plot import decode_figure
@@ -248,50 +249,51 @@ def decode(model, hf_config, tp, context, dtype, kv_dtype, batches, mem_fraction
         write_outputs(output, {"decode.json": json.dumps(document, indent=1, allow_nan=False) + "\n",
                                 "decode.png": decode_figure(document)})
         click.echo(f"saved {output / 'decode.json'} and {output / 'decode.png'}", err=as_json)
-    refuse_what_cannot_run(document, tp, context, mem_fraction)
+    refuse_what_cannot_run(document, config.tp, config.context, config.mem_fraction)
 
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--baseline", default=None, help="the result others are compared to [the first]")
-@click.option("--spec", "specs", default=None, help="add spec-only rows for these SKUs: h200-sxm,b200")
-@click.option("--format", "fmt", type=click.Choice(["table", "md", "json"]), default="table", show_default=True)
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="folder for compare.md, compare.json and overlaid figures")
-@click.option("--mad-k", type=Number(low=0), default=3.0, show_default=True,
-              help="fleet: flag units more than k robust sd (1.4826 MAD) from their SKU's median")
-@click.option("--fail-on-outlier", is_flag=True, help="exit 1 when any unit is flagged")
-def compare(inputs, baseline, specs, fmt, output, mad_k, fail_on_outlier) -> None:
+@declare(COMPARE_FLAGS)
+@click.pass_context
+def compare(ctx, **options) -> None:
     """Compare results (files or folders): SKUs side by side, speed against a baseline, fleet outliers."""
+    from roofline.compare.config import CompareConfig
+
+    with bad_input():
+        config = CompareConfig.from_options(options, given(ctx))
+    run_compare(config)
+
+
+def run_compare(config) -> None:
     from roofline.compare.comparison import collect, compare_results, fleet
     from roofline.compare.view import markdown, overlay_figures
 
     with bad_input():
-        if output is not None:
-            check_output(output, folder=True)
-        loaded, skipped = collect(list(inputs))
+        if config.output is not None:
+            check_output(config.output, folder=True)
+        loaded, skipped = collect(list(config.inputs))
         if not loaded:
             raise ResultError("no usable result among the inputs: " + "; ".join(skipped))
-        sku_list = [s.strip() for s in (specs or "").split(",") if s.strip()]
-        comparison = compare_results(loaded, baseline, sku_list)
-    units = fleet(loaded, mad_k)
+        comparison = compare_results(loaded, config.baseline, list(config.specs))
+    units = fleet(loaded, config.mad_k)
     for note in skipped:
         click.echo(note, err=True)
     document = {"comparison": comparison, "fleet": units, "skipped": skipped}
-    if fmt == "json":
+    if config.fmt == "json":
         click.echo(json.dumps(document, indent=1, allow_nan=False, default=str))
-    elif fmt == "md":
+    elif config.fmt == "md":
         click.echo(markdown(comparison, units))
     else:
         from microbench.cli.render import print_compare
 
         print_compare(comparison, units)
-    if output is not None:
+    if config.output is not None:
         files = {"compare.md": markdown(comparison, units),
                  "compare.json": json.dumps(document, indent=1, allow_nan=False, default=str) + "\n"}
         files.update((f"{name}.png", figure) for name, figure in overlay_figures(comparison).items())
-        write_outputs(output, files)
-    if fail_on_outlier and any(unit["outlier"] for unit in units["units"]):
+        write_outputs(config.output, files)
+    if config.fail_on_outlier and any(unit["outlier"] for unit in units["units"]):
         raise SystemExit(1)
 
 
@@ -303,9 +305,9 @@ def devices() -> None:
     print_devices()
 
 # The serving commands live in their own modules: simulate and the analytic profile (cli.serving), the measured
-# profile and validate (cli.engine), which wraps the analytic profile command as its --analytic branch.
+# profile and validate (cli.engine), whose profile hands --analytic to the analytic one.
 main.add_command(serving.simulate)
-engine.register(main, analytic_profile=serving.profile)
+engine.register(main)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -6,11 +6,11 @@ output folders, and the one-line error they all raise.  Kept apart so the comman
 from __future__ import annotations
 
 import contextlib
-import math
 from pathlib import Path
 
 import click
 
+from roofline.core.options import Option, number_refusal
 from roofline.result.io import ResultError
 
 
@@ -67,13 +67,48 @@ class Number(click.ParamType):
             number = float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r}: give a finite number", param, ctx)
-        if self.low is not None and number <= self.low:
-            self.fail(f"{value!r}: must be more than {self.low:g}", param, ctx)
-        if self.high is not None and (number >= self.high if self.below_high else number > self.high):
-            self.fail(f"{value!r}: must be {'below' if self.below_high else 'at most'} {self.high:g}", param, ctx)
+        why = number_refusal(number, self.low, self.high, self.below_high)
+        if why is not None:
+            self.fail(f"{value!r}: {why}", param, ctx)
         return number
+
+
+def _click_type(option: Option):
+    if option.kind == "number":
+        return Number(option.low, option.high, option.below_high)
+    if option.kind == "path":
+        return click.Path(path_type=Path)
+    if option.kind == "choice":
+        return click.Choice(list(option.choices))
+    return {"int": int, "float": float}.get(option.kind)
+
+
+def click_option(field: str, option: Option):
+    """One table row as a click option, its value under the config field's name."""
+    how = {"help": option.help} if option.default is None else {"default": option.default, "help": option.help}
+    if option.kind == "flag":
+        how["is_flag"] = True
+    elif _click_type(option) is not None:
+        how["type"] = _click_type(option)
+    for name in ("show_default", "required", "multiple", "metavar"):
+        if getattr(option, name):
+            how[name] = getattr(option, name)
+    return click.option(*option.flags, field, **how)
+
+
+def declare(table: dict[str, Option]):
+    """A command's options from its table, in the table's order (the order ``-h`` lists them)."""
+    def decorate(command):
+        for field, option in reversed(table.items()):
+            command = click_option(field, option)(command)
+        return command
+
+    return decorate
+
+
+def given(ctx: click.Context) -> set[str]:
+    """The options typed on the command line (not defaults)."""
+    return {name for name in ctx.params if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
 
 
 def write_outputs(folder: Path, files: dict) -> None:

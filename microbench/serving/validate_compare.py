@@ -119,8 +119,7 @@ def comparison_lines(comparisons: dict[str, dict[str, Any]], ratio: dict[str, An
 
 
 # Each overhead term and what it is paid for, in the order a step adds them up.
-OVERHEAD_UNITS = (("per_step_s", "step"), ("per_sequence_s", "sequence"), ("per_cached_token_s", "cached token"),
-                  ("per_prefill_step_s", "prefill step"))
+OVERHEAD_UNITS = tuple(EngineOverhead.UNITS.items())
 
 
 def overhead_line(path: str, overhead: dict[str, Any]) -> str:

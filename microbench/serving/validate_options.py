@@ -1,21 +1,59 @@
-"""``gpubench validate``'s option checks and the engine's timing (clock and torch threads) chosen from them:
-plain Python, so each is checked before torch is imported and anything is measured."""
+"""What ``gpubench validate`` is asked to do: one ``ValidateConfig``, built from the command's options and
+checked once, and the engine's timing (clock and torch threads) chosen from it.  Plain Python, so every option
+is checked before torch is imported and anything is measured.  ``FLAGS`` declares each option (the CLI
+declares its flags from it); what needs a file or the device (the workloads, the profile, the model) is
+checked by ``validate_run.prepare``, still before anything runs.
+"""
 
 from __future__ import annotations
 
-import math
 import os
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 from microbench.sweep.plan import PlanError
+from roofline.core.options import Option, check_seed, number_refusal
 
-# torch.manual_seed takes up to 2^64 - 1, and the calibration workload is seeded with seed + 1.
-SEED_LIMIT = 2**63
+ENGINES = ("transformers",)
+CLOCKS = ("wall", "thread-cpu")
 
-
-def check_seed(seed: int) -> None:
-    if not 0 <= seed < SEED_LIMIT:
-        raise PlanError(f"--seed {seed}: give an integer from 0 to 2^63 - 1")
+FLAGS: dict[str, Option] = {
+    "engine": Option(("--engine",), default="transformers", show_default=True, help="the real engine to run"),
+    "profile": Option(("--profile",), "path",
+                      help="a step profile measured on this device [measure one now, sized to the workload]"),
+    "model": Option(("--model",), help="without --profile: model id to profile and build"),
+    "hf_config": Option(("--hf-config",), "path", help="without --profile: a config.json"),
+    "requests": Option(("--requests",), "int", 32, show_default=True),
+    "arrivals": Option(("--arrivals",), default="burst", show_default=True, help="burst | poisson:RATE"),
+    "prompt": Option(("--prompt",), default="fixed:16", show_default=True, help="prompt lengths (as simulate)"),
+    "output": Option(("--output",), default="uniform:4:40", show_default=True, help="output lengths"),
+    "seed": Option(("--seed",), "int", 0, show_default=True, help="the workload's seed (calibration: seed + 1)"),
+    "calibration_requests": Option(("--calibration-requests",), "int", 16, show_default=True,
+                                   help="requests of the separate calibration workload the engine overhead is "
+                                        "fitted on"),
+    "static_batch": Option(("--static-batch",), "int", 8, show_default=True, help="static path: generate batch size"),
+    "max_batch": Option(("--max-batch",), "int", 8, show_default=True, help="continuous path: sequences per step"),
+    "budget_tokens": Option(("--budget-tokens",), "int", 128, show_default=True,
+                            help="continuous path: tokens per step"),
+    "repeats": Option(("--repeats",), "int", 3, show_default=True,
+                      help="runs of each, interleaved; each step's mean is kept"),
+    "device": Option(("--device",), default="auto", show_default=True),
+    "dtype": Option(("--dtype",), help="without --profile [GPU bf16, CPU fp32]"),
+    "threads": Option(("--threads",), "int",
+                      help="torch threads [1 where timed on the thread CPU clock, else torch's default]"),
+    "clock": Option(("--clock",), "choice", choices=CLOCKS,
+                    help="engine timestamps [CPU + burst without --threads N > 1: thread-cpu, the one engine "
+                         "thread's CPU time; else wall]"),
+    "profile_budget_s": Option(("--profile-budget",), "float", help="seconds of sampling per profiled kernel"),
+    "fail_above": Option(("--fail-above",), "float",
+                         help="exit 1 when a total time or the static/continuous ratio is off by more than this "
+                              "fraction"),
+    "out_dir": Option(("-o", "--out-dir"), "path", required=True,
+                      help="folder for validate.json (and profile.json when measured here)"),
+}
+POSITIVE = ("requests", "calibration_requests", "static_batch", "max_batch", "budget_tokens", "repeats")
 
 
 def check_threads(threads: int) -> None:
@@ -29,8 +67,76 @@ def check_threads(threads: int) -> None:
 def check_positive_number(flag: str, value: float | None, what: str) -> None:
     """None (not given) or finite and above 0, as the sweep's budgets: nan would turn a gate off without a
     word, and 0 or less would make it fail whatever was measured."""
-    if value is not None and not (math.isfinite(value) and value > 0):
+    if value is not None and number_refusal(value, low=0) is not None:
         raise PlanError(f"{flag} {value:g}: give a finite number above 0 ({what})")
+
+
+@dataclass(frozen=True)
+class ValidateConfig:
+    engine: str = "transformers"
+    profile: Path | None = None
+    model: str | None = None
+    hf_config: Path | None = None
+    requests: int = 32
+    arrivals: str = "burst"
+    prompt: str = "fixed:16"
+    output: str = "uniform:4:40"
+    seed: int = 0
+    calibration_requests: int = 16
+    static_batch: int = 8
+    max_batch: int = 8
+    budget_tokens: int = 128
+    device: str = "auto"
+    dtype: str | None = None
+    threads: int | None = None  # None: one on a CPU timed on the thread clock, else torch's default
+    profile_budget_s: float | None = None
+    repeats: int = 3
+    clock: str | None = None  # None: thread-cpu on a CPU with burst arrivals and no --threads N > 1, else wall
+    fail_above: float | None = None  # the gate on the worst relative error, a fraction
+    out_dir: Path | None = None  # the folder validate.json (and a profile measured here) is written to
+
+    def __post_init__(self) -> None:
+        """Every option on its own and against the others (``check`` adds what makes the profile)."""
+        if self.engine not in ENGINES:
+            raise PlanError(f"unknown engine {self.engine!r}; choose from {', '.join(ENGINES)}")
+        for name in POSITIVE:
+            if getattr(self, name) <= 0:
+                raise PlanError(f"{FLAGS[name].spelled} must be positive")
+        check_seed(self.seed)
+        if self.threads is not None:
+            check_threads(self.threads)
+        check_positive_number("--profile-budget", self.profile_budget_s, "seconds")
+        check_positive_number("--fail-above", self.fail_above, "a fraction, 0.1 is 10%")
+        if self.clock not in (None, *CLOCKS):
+            raise PlanError(f"unknown clock {self.clock!r}; choose wall or thread-cpu")
+        if self.clock == "thread-cpu" and self.arrivals != "burst":
+            raise PlanError("--clock thread-cpu counts the engine's CPU time, which stands still while it waits for "
+                            "arrivals: use it with --arrivals burst")
+        if self.clock == "thread-cpu" and self.threads not in (None, 1):
+            raise PlanError(f"--clock thread-cpu times one thread: drop --threads {self.threads}, or time "
+                            f"{self.threads} threads with --clock wall")
+
+    @property
+    def batch(self) -> dict[str, int]:
+        """Each engine path's batch: static's batch size, continuous's most sequences at once."""
+        return {"static": self.static_batch, "continuous": self.max_batch}
+
+    def check(self) -> None:
+        """What the run needs beyond the options on their own: a profile, or a model to measure one of."""
+        if self.profile is None and bool(self.model) == bool(self.hf_config):
+            raise PlanError("give --profile PROFILE.json, or one of --model NAME / --hf-config PATH to measure one")
+
+    def to_record(self) -> dict[str, Any]:
+        """The options as the validation document's ``setup`` records them (paths as text; not the folder)."""
+        record = {key: value for key, value in asdict(self).items() if key != "out_dir"}
+        return {key: (str(value) if isinstance(value, Path) else value) for key, value in record.items()}
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], given: Collection[str] = ()) -> ValidateConfig:
+        """The config of one command line (``options`` by field name as click parsed them), checked whole."""
+        config = cls(**options)
+        config.check()
+        return config
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +22,8 @@ from microbench.device.discovery import resolve_device
 from microbench.device.provenance import host_info, tool_info
 from microbench.serving.engine.segments import SegmentedContinuous, segment_count
 from microbench.serving.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
-from microbench.serving.validate_options import (
-    EngineTiming,
-    check_positive_number,
-    check_seed,
-    check_threads,
-    engine_timing,
-)
+from microbench.serving.validate_options import EngineTiming, ValidateConfig, engine_timing
 from microbench.serving.validate_profile import ProfilePasses, given_profile, profile_plan_for
-from microbench.sweep.plan import PlanError
 from microbench.timing.measure import utc_now
 from microbench.timing.observer import SweepObserver
 from roofline.result.io import check_output
@@ -39,65 +32,12 @@ from roofline.serving.simulate import simulate
 from roofline.serving.workload import make_workload
 from roofline.specs.models import ModelSpec
 
-ENGINES = ("transformers",)
 WEIGHTS_NOTE = ("random weights built from the config (nothing downloaded): kernels of the same shapes cost the "
                 "same time whatever the weights hold, and EOS is disabled so every output has its workload length")
 # The calibration's second batch size, half the first: per-step and per-sequence costs separate, and the run
 # stays as short as the workload's.
 CALIBRATION_SMALL_DIVISOR = 2
 
-
-
-@dataclass(frozen=True)
-class ValidateSetup:
-    engine: str = "transformers"
-    profile: Path | None = None
-    model: str | None = None
-    hf_config: Path | None = None
-    requests: int = 32
-    arrivals: str = "burst"
-    prompt: str = "fixed:16"
-    output: str = "uniform:4:40"
-    seed: int = 0
-    calibration_requests: int = 16
-    static_batch: int = 8
-    max_batch: int = 8
-    budget_tokens: int = 128
-    device: str = "auto"
-    dtype: str | None = None
-    threads: int | None = None  # None: one on a CPU timed on the thread clock, else torch's default
-    profile_budget_s: float | None = None
-    repeats: int = 3
-    clock: str | None = None  # None: thread-cpu on a CPU with burst arrivals and no --threads N > 1, else wall
-    fail_above: float | None = None  # the gate on the worst relative error, a fraction
-
-    @property
-    def batch(self) -> dict[str, int]:
-        """Each engine path's batch: static's batch size, continuous's most sequences at once."""
-        return {"static": self.static_batch, "continuous": self.max_batch}
-
-    def check(self) -> None:
-        """Every option on its own and against the others, before anything is measured or written."""
-        if self.engine not in ENGINES:
-            raise PlanError(f"unknown engine {self.engine!r}; choose from {', '.join(ENGINES)}")
-        if self.profile is None and bool(self.model) == bool(self.hf_config):
-            raise PlanError("give --profile PROFILE.json, or one of --model NAME / --hf-config PATH to measure one")
-        for name in ("requests", "calibration_requests", "static_batch", "max_batch", "budget_tokens", "repeats"):
-            if getattr(self, name) <= 0:
-                raise PlanError(f"--{name.replace('_', '-')} must be positive")
-        check_seed(self.seed)
-        if self.threads is not None:
-            check_threads(self.threads)
-        check_positive_number("--profile-budget", self.profile_budget_s, "seconds")
-        check_positive_number("--fail-above", self.fail_above, "a fraction, 0.1 is 10%")
-        if self.clock not in (None, "wall", "thread-cpu"):
-            raise PlanError(f"unknown clock {self.clock!r}; choose wall or thread-cpu")
-        if self.clock == "thread-cpu" and self.arrivals != "burst":
-            raise PlanError("--clock thread-cpu counts the engine's CPU time, which stands still while it waits for "
-                            "arrivals: use it with --arrivals burst")
-        if self.clock == "thread-cpu" and self.threads not in (None, 1):
-            raise PlanError(f"--clock thread-cpu times one thread: drop --threads {self.threads}, or time "
-                            f"{self.threads} threads with --clock wall")
 
 
 def calibration_sizes(batch: int, requests: int) -> list[int]:
@@ -156,7 +96,7 @@ def interleaved_runs(jobs: list[Job], repeats: int, on_phase: Callable[[str], No
     return {key: mean_steps(done) for key, done in runs.items()}
 
 
-def engine_jobs(torch, te, lm, setup: ValidateSetup, workloads: dict[str, list], sizes: dict[str, list[int]],
+def engine_jobs(torch, te, lm, setup: ValidateConfig, workloads: dict[str, list], sizes: dict[str, list[int]],
                 device: str, clock: str, longest: int) -> list[Job]:
     """The calibration runs of each path at its sizes and the workload's at its batch.  A static run of a
     burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
@@ -260,7 +200,7 @@ class Prepared:
     plan: Any  # profile_plan.ProfilePlan of the profile to measure here, without --profile
 
 
-def prepare(setup: ValidateSetup, folder: Path) -> Prepared:
+def prepare(setup: ValidateConfig, folder: Path) -> Prepared:
     """Every check that reads the user's input (options, workloads, device, model or profile, transformers,
     the output folder and its files), in that order, before torch runs anything."""
     from microbench.serving.engine import transformers_engine as te
@@ -291,7 +231,7 @@ def check_out_dir(folder: Path, measures_profile: bool) -> None:
         check_output(folder / name)
 
 
-def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on_item: Callable,
+def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, on_item: Callable,
                  argv: tuple[str, ...] = ()) -> dict[str, Any]:
     """Everything, in the order of the module docstring; returns the validation document."""
     ready = prepare(setup, folder)
@@ -334,11 +274,11 @@ def run_validate(setup: ValidateSetup, folder: Path, observer: SweepObserver, on
     return validation_document(setup, profile, profile_path, fits, runs, argv)  # pyright: ignore[reportArgumentType]
 
 
-def validation_document(setup: ValidateSetup, profile: StepProfile, profile_path: Path, fits, runs,
+def validation_document(setup: ValidateConfig, profile: StepProfile, profile_path: Path, fits, runs,
                         argv: tuple[str, ...]) -> dict[str, Any]:
-    """validate.json: every key as roofline.serving.validation_schema declares it (docs/validation.schema.json)."""
+    """validate.json: every key as roofline.serving.schemas.validation declares it (docs/validation.schema.json)."""
     from microbench.serving.engine.timing import step_durations
-    from roofline.serving.validation_schema import VALIDATION_KIND, VALIDATION_VERSION
+    from roofline.serving.schemas.validation import VALIDATION_KIND, VALIDATION_VERSION
 
     comparisons = {path: compare_runs(predicted.requests, measured.requests)
                    for path, (measured, predicted) in runs.items()}
@@ -349,7 +289,7 @@ def validation_document(setup: ValidateSetup, profile: StepProfile, profile_path
         "argv": list(argv), "host": host_info(), "device": profile.device,
         "engine": {"name": setup.engine, "weights": WEIGHTS_NOTE, "model": profile.model, "dtype": profile.dtype,
                    "torch_threads": __import__("torch").get_num_threads()},
-        "setup": {key: (str(value) if isinstance(value, Path) else value) for key, value in asdict(setup).items()},
+        "setup": setup.to_record(),
         "profile": {"path": str(profile_path), "basis": profile.basis, "created_at": profile.created_at},
         "calibration": {path: {"overhead": fit["overhead"].to_dict(), "runs": fit["runs"]}
                         for path, fit in fits.items()},

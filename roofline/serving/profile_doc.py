@@ -157,7 +157,10 @@ class EngineOverhead:
     per_cached_token_s: float = 0.0
     per_prefill_step_s: float = 0.0
 
-    TERMS = ("per_step_s", "per_sequence_s", "per_cached_token_s", "per_prefill_step_s")
+    # Each term and what it is paid for, in the order a step adds them up: the one list of the terms.
+    UNITS = {"per_step_s": "step", "per_sequence_s": "sequence", "per_cached_token_s": "cached token",
+             "per_prefill_step_s": "prefill step"}
+    TERMS = tuple(UNITS)
 
     def __post_init__(self) -> None:
         for name in self.TERMS:

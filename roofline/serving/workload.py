@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from roofline.core.errors import BadInputError
+from roofline.core.options import check_seed  # the one seed rule of every command
 
 
 class WorkloadError(BadInputError):
@@ -102,13 +103,6 @@ def arrival_times(spec: str, n: int, rng: np.random.Generator) -> list[float]:
                                 "give a higher rate")
         return [float(t) for t in times]
     raise WorkloadError(f"{spec!r}: arrivals are burst or poisson:RATE")
-
-
-def check_seed(seed: int) -> int:
-    """numpy's SeedSequence takes integers from 0 up; a negative one was a ValueError traceback."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise WorkloadError(f"--seed {seed!r}: give an integer, 0 or more")
-    return seed
 
 
 def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0) -> list[Request]:

@@ -1,6 +1,6 @@
 """What every key of a step profile holds: records of the result's key registry (roofline.result.keys), in the
 order ``StepProfile.to_dict`` writes them.  The simulation and validation declarations reuse the model, memory,
-roof and overhead records; roofline.serving.schemas turns all three into JSON Schemas.
+roof and overhead records; roofline.serving.schemas.registry turns all three into JSON Schemas.
 """
 
 

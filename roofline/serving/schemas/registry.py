@@ -1,6 +1,6 @@
-"""The serving documents as data: what every key of a step profile (roofline.serving.profile_schema), a
-simulation document (roofline.serving.simulation_schema) and a validation document
-(roofline.serving.validation_schema) holds,
+"""The serving documents as data: what every key of a step profile (roofline.serving.schemas.step_profile), a
+simulation document (roofline.serving.schemas.simulation) and a validation document
+(roofline.serving.schemas.validation) holds,
 declared once as records of the result's key registry (roofline.result.keys), and the JSON Schema of each
 generated from those declarations.
 
@@ -10,7 +10,7 @@ Tests check that the schemas under docs/ are what ``schema_texts()`` generates, 
 docs/serving.md are what ``key_tables()`` prints, that a fresh document of each kind and every checked-in one
 validates with the ``jsonschema`` package, and that a writer writes no key its declaration lacks (every
 record says ``additionalProperties: false``).  Regenerate after changing a declaration:
-``python -c "from roofline.serving.schemas import write_schemas; write_schemas()"``.
+``python -c "from roofline.serving.schemas.registry import write_schemas; write_schemas()"``.
 
 ``tool``, ``host`` and ``device`` are the result's own sections (the same functions write them).
 """
@@ -26,11 +26,11 @@ from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
 from roofline.serving import document as simulation_doc
 from roofline.serving import profile_doc
-from roofline.serving.profile_schema import StepProfileDocument
-from roofline.serving.simulation_schema import SimulationDocument
-from roofline.serving.validation_schema import VALIDATION_VERSION, ValidationDocument
+from roofline.serving.schemas.simulation import SimulationDocument
+from roofline.serving.schemas.step_profile import StepProfileDocument
+from roofline.serving.schemas.validation import VALIDATION_VERSION, ValidationDocument
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 
 # --- the step profile -------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The validation document (``validate.json``, ``gpubench validate``) declared key by key, as
 ``microbench.serving.validate_run.validation_document`` writes it; its JSON Schema and docs/serving.md's key
-tables are generated from these records (roofline.serving.schemas).  Declared here, on the analysis side,
+tables are generated from these records (roofline.serving.schemas.registry).  Declared here, on the analysis side,
 because a validation document is read without torch (``gpubench simulate`` takes its fitted overhead).
 """
 
@@ -13,8 +13,8 @@ from roofline.core.counting import DTYPES
 from roofline.result.json_schema import shaped_key as key
 from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
-from roofline.serving.profile_schema import ModelShape, Overhead
-from roofline.serving.simulation_schema import PolicyRecord
+from roofline.serving.schemas.simulation import PolicyRecord
+from roofline.serving.schemas.step_profile import ModelShape, Overhead
 
 VALIDATION_VERSION = 1
 VALIDATION_KIND = "gpubench-validation"

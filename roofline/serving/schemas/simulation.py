@@ -1,7 +1,7 @@
 """The simulation document (``simulation.json``, ``gpubench simulate``) declared key by key, as
 ``roofline.serving.document.simulation_document`` writes it (the summary: ``roofline.serving.metrics.summarize``;
 the capacity search: ``roofline.serving.capacity``); its JSON Schema and docs/serving.md's key tables are
-generated from these records (roofline.serving.schemas).
+generated from these records (roofline.serving.schemas.registry).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
 from roofline.serving import document as simulation_doc
 from roofline.serving import profile_doc
-from roofline.serving.profile_schema import ModelShape, Overhead, ProfileMemory, ProfileRoof
+from roofline.serving.schemas.step_profile import ModelShape, Overhead, ProfileMemory, ProfileRoof
 
 POLICY_KINDS = ("static", "continuous", "paged", "chunked")
 

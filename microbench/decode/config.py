@@ -1,0 +1,95 @@
+"""What ``gpubench decode`` is asked to do: one ``DecodeConfig``, built from the command's options and checked
+once, before torch is imported or a model is read.  ``FLAGS`` declares each option (the CLI declares its flags
+from it, so a refusal names the flag as the user typed it).
+
+What needs a file (the model's config, does --tp divide its heads, the SKU's spec sheet) is checked when the
+job reads it; everything else is checked here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from microbench.sweep.plan import PlanError, parse_batches
+from roofline.core.counting import DTYPES
+from roofline.core.options import Option, number_refusal
+
+# A decode table with more rows than this is no longer read; 4096 rows took 8.3 s here, a million over half an hour.
+MAX_DECODE_BATCHES = 4096
+
+FLAGS: dict[str, Option] = {
+    "model": Option(("--model",), help="model id from profiles/models (llama-3-70b, mixtral-8x7b, ...)"),
+    "hf_config": Option(("--hf-config",), "path", help="a Hugging Face config.json on disk"),
+    "tp": Option(("--tp",), "int", 1, show_default=True, help="tensor-parallel GPUs"),
+    "context": Option(("--context",), "int", 4096, show_default=True, help="tokens in each sequence's KV cache"),
+    "dtype": Option(("--dtype",), default="bf16", show_default=True, help="weights and activations"),
+    "kv_dtype": Option(("--kv-dtype",), help="KV cache dtype [--dtype]"),
+    "batches": Option(("--batch",), default="1:1024:x2", show_default=True, help="batches: list and ranges"),
+    "mem_fraction": Option(("--mem-fraction",), "number", 0.9, show_default=True, low=0, high=1,
+                           help="share of device memory for weights + KV cache"),
+    "analytic": Option(("--analytic",), "flag", help="from the spec sheet only (needs --gpu), no measuring"),
+    "sku": Option(("--gpu",), help="SKU for the analytic side [the matched SKU]"),
+    "from_result": Option(("--from",), "path", help="take launch times from this sweep result instead of measuring"),
+    "device": Option(("--device",), default="auto", show_default=True),
+    "budget_s": Option(("--budget",), "number", low=0, help="seconds of sampling per launch measured"),
+    "as_json": Option(("--json",), "flag", help="print the whole document as JSON"),
+    "output": Option(("-o", "--output"), "path", help="folder for decode.json and decode.png"),
+}
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    model: str | None = None
+    hf_config: Path | None = None
+    tp: int = 1
+    context: int = 4096
+    dtype: str = "bf16"
+    kv_dtype: str | None = None  # None: --dtype
+    batches: tuple[int, ...] = tuple(parse_batches("1:1024:x2"))
+    batch_text: str = "1:1024:x2"  # --batch as typed, for the message when it names too many batches
+    mem_fraction: float = 0.9
+    analytic: bool = False
+    sku: str | None = None
+    from_result: Path | None = None
+    device: str = "auto"
+    budget_s: float | None = None
+    as_json: bool = False
+    output: Path | None = None
+
+    def __post_init__(self) -> None:
+        if bool(self.model) == bool(self.hf_config):
+            raise PlanError("give one of --model NAME or --hf-config PATH")
+        if self.context <= 0:
+            raise PlanError(f"--context must be positive, got {self.context}")
+        for value in (self.dtype, self.resolved_kv_dtype):
+            if value not in DTYPES:
+                raise PlanError(f"unknown dtype {value!r}; choose from {', '.join(DTYPES)}")
+        if not 0 < self.mem_fraction <= 1:
+            raise PlanError("--mem-fraction must be in (0, 1]")
+        if self.analytic and not self.sku:
+            raise PlanError("--analytic needs --gpu SKU")
+        if self.analytic and self.from_result is not None:  # it would be ignored: --analytic reads nothing
+            raise PlanError("--from gives measured launch times; --analytic is the spec sheet only: give one of them")
+        if self.budget_s is not None and number_refusal(self.budget_s, low=0) is not None:
+            raise PlanError(f"--budget {self.budget_s:g}: {number_refusal(self.budget_s, low=0)}")
+        if not self.batches:
+            raise PlanError("--batch: give at least one batch")
+        if len(self.batches) > MAX_DECODE_BATCHES:  # each is a row of the table and a point of the figure
+            raise PlanError(f"--batch {self.batch_text}: {len(self.batches)} batches, more than the "
+                            f"{MAX_DECODE_BATCHES} a decode table shows; use a ratio step (1:1048576:x2) or a "
+                            "shorter range")
+
+    @property
+    def resolved_kv_dtype(self) -> str:
+        return self.kv_dtype or self.dtype
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], given: Collection[str] = ()) -> DecodeConfig:
+        """The config of one command line: ``options`` by field name as click parsed them (``batches``: the
+        --batch text)."""
+        values = dict(options)
+        text = values.pop("batches", FLAGS["batches"].default)
+        return cls(**values, batches=tuple(parse_batches(text)), batch_text=text)

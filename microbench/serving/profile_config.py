@@ -1,0 +1,101 @@
+"""What ``gpubench profile`` is asked to do: one ``ProfileConfig``, built from the command's options and checked
+once, before torch is imported.  ``FLAGS`` declares each option: the analytic profile's (shared with simulate),
+then what measuring needs.  ``--analytic`` measures nothing, so the measuring options are refused beside it; a
+measured profile times this device, so ``--gpu`` and ``--from`` are refused without it.
+
+What needs a file or the device (the model, does --tp divide it, the partial file of ``--resume``) is checked
+when the profile is planned (``ProfilePlan.check``, ``prepare_profile``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from microbench.serving.profile_plan import DEFAULT_MAX_BATCH, ProfilePlan
+from microbench.serving.validate_options import check_positive_number, check_threads
+from microbench.sweep.plan import PlanError
+from roofline.core.options import Option, check_seed, given_among, spelled
+from roofline.serving.simulate_config import MODEL_FLAGS
+
+CLOCKS = ("wall", "thread-cpu")
+
+MEASURED_FLAGS: dict[str, Option] = {
+    "device": Option(("--device",), default="auto", show_default=True, help="measured: auto | cpu | cuda | cuda:N"),
+    "max_batch": Option(("--max-batch",), "int", DEFAULT_MAX_BATCH, show_default=True,
+                        help="measured: largest decode batch"),
+    "attention": Option(("--attention",), "choice", "sdpa", choices=("sdpa", "bmm"), show_default=True,
+                        help="measured: torch SDPA (fused where torch has it, GQA-aware) or grouped bmm + softmax"),
+    "budget_s": Option(("--budget",), "float", help="measured: seconds of sampling per kernel"),
+    "seed": Option(("--seed",), "int", 0, show_default=True),
+    "clock": Option(("--clock",), "choice", "wall", choices=CLOCKS, show_default=True,
+                    help="measured, CPU: wall time, or this thread's CPU time (a shared CPU; needs --threads 1)"),
+    "threads": Option(("--threads",), "int", help="measured, CPU: torch threads [torch's default]"),
+    "resume": Option(("--resume",), "flag", help="measured: continue the profile in progress in OUTPUT.partial"),
+}
+
+FLAGS: dict[str, Option] = {
+    **MODEL_FLAGS,
+    "analytic": Option(("--analytic",), "flag",
+                       help="from the spec sheet (--gpu) or a sweep's fits (--from), no timers"),
+    "output": Option(("-o", "--output"), "path", required=True, help="the step profile (JSON)"),
+    **MEASURED_FLAGS,
+}
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    output: Path
+    model: str | None = None
+    hf_config: Path | None = None
+    tp: int = 1
+    dtype: str | None = None  # None: not typed (measured: bf16 on a GPU, fp32 on the CPU; analytic: bf16)
+    kv_dtype: str | None = None
+    sku: str | None = None
+    from_result: Path | None = None
+    max_tokens: int = 8192
+    max_context: int = 8192
+    analytic: bool = False
+    device: str = "auto"
+    max_batch: int = DEFAULT_MAX_BATCH
+    attention: str = "sdpa"
+    budget_s: float | None = None
+    seed: int = 0
+    clock: str = "wall"
+    threads: int | None = None
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        if self.analytic:
+            return  # the measuring fields are the defaults (from_options refuses them typed)
+        if self.sku or self.from_result:
+            raise PlanError("--gpu and --from belong to --analytic; a measured profile times this device")
+        if self.resume and (self.model or self.hf_config):
+            raise PlanError("--resume takes the plan from OUTPUT.partial; do not also give --model/--hf-config")
+        check_seed(self.seed)
+        check_positive_number("--budget", self.budget_s, "seconds")  # the plan's own check lets nan through
+        if self.threads is not None:
+            check_threads(self.threads)  # torch fails past int32 with a ValueError, and more than the CPUs
+
+    def plan(self) -> ProfilePlan:
+        """The measured profile's plan (checked against the model when it is prepared)."""
+        return ProfilePlan(model=self.model, hf_config=str(self.hf_config) if self.hf_config else None, tp=self.tp,
+                           dtype=self.dtype, kv_dtype=self.kv_dtype, max_tokens=self.max_tokens,
+                           max_context=self.max_context, max_batch=self.max_batch, attention=self.attention,
+                           device=self.device, budget_s=self.budget_s, seed=self.seed, clock=self.clock)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], given: Collection[str] = ()) -> ProfileConfig:
+        """The config of one command line (``options`` by field name as click parsed them; ``given``: the
+        fields typed on the command line)."""
+        values = {key: value for key, value in options.items() if key in {f.name for f in fields(cls)}}
+        if values.get("analytic"):
+            measuring = given_among(given, MEASURED_FLAGS)
+            if measuring:
+                raise PlanError("--analytic measures nothing: drop " + spelled(MEASURED_FLAGS, measuring))
+            values.update((name, option.default) for name, option in MEASURED_FLAGS.items())
+        if "dtype" not in given and not values.get("analytic"):
+            values["dtype"] = None  # a measured profile runs what the engine runs on the device
+        return cls(**values)

@@ -1,0 +1,163 @@
+"""One frozen config per command (decode, compare, simulate, profile, validate), built from its options and
+checked once, before torch is imported: each refused option is one line naming the flag and exit 2, with
+nothing created; each command declares its options from its one table."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli.app import main
+from microbench.decode.config import FLAGS as DECODE_FLAGS
+from microbench.decode.config import DecodeConfig
+from microbench.serving.profile_config import FLAGS as PROFILE_FLAGS
+from microbench.serving.profile_config import ProfileConfig
+from microbench.serving.validate_options import FLAGS as VALIDATE_FLAGS
+from microbench.serving.validate_options import ValidateConfig
+from roofline.compare.config import FLAGS as COMPARE_FLAGS
+from roofline.compare.config import CompareConfig
+from roofline.core.errors import BadInputError
+from roofline.core.options import number_refusal
+from roofline.serving.profile_doc import EngineOverhead
+from roofline.serving.simulate_config import FLAGS as SIMULATE_FLAGS
+from roofline.serving.simulate_config import SimulateConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = str(ROOT / "tests" / "data" / "tiny-llama-config.json")
+ANALYTIC = ["--analytic", "--gpu", "h100-sxm", "--hf-config", TINY]
+
+REFUSED = [
+    (["decode", "--model", "llama-3-8b", "--context", "0"], "--context must be positive, got 0"),
+    (["decode", "--model", "llama-3-8b", "--hf-config", TINY], "give one of --model NAME or --hf-config PATH"),
+    (["decode", "--model", "llama-3-8b", "--kv-dtype", "int4"], "unknown dtype 'int4'"),
+    (["decode", "--model", "llama-3-8b", "--analytic"], "--analytic needs --gpu SKU"),
+    (["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h100-sxm", "--from", "r.json"],
+     "--from gives measured launch times; --analytic is the spec sheet only"),
+    (["decode", "--model", "llama-3-8b", "--batch", "1:5000:+1"], "5000 batches, more than the 4096"),
+    (["decode", "--model", "llama-3-8b", "--batch", "0"], "batch"),
+    (["decode", "--model", "llama-3-8b", "--mem-fraction", "0", "-o", "out"], "'--mem-fraction': '0': must be more"),
+    (["compare", "a.json", "--mad-k", "nan"], "'--mad-k': 'nan': give a finite number"),
+    (["compare", "a.json", "--format", "xml"], "Invalid value for '--format'"),
+    (["simulate", "--requests", "3", "-o", "sim"], "give a PROFILE.json, or --analytic with --gpu SKU --model NAME"),
+    (["simulate", "p.json", *ANALYTIC, "-o", "sim"], "give a PROFILE.json or --analytic"),
+    (["simulate", *ANALYTIC, "--seed", "-1", "-o", "sim"], "--seed -1: give an integer, 0 or more"),
+    (["simulate", *ANALYTIC, "--seed", str(2**63), "-o", "sim"], f"--seed {2**63}: give an integer"),
+    (["simulate", *ANALYTIC, "--mem-fraction", "0", "-o", "sim"], "--mem-fraction must be in (0, 1]"),
+    (["simulate", *ANALYTIC, "--overhead-per-seq-s", "nan", "-o", "sim"],
+     "--overhead-per-seq-s nan: give seconds from 0 to 3600"),
+    (["simulate", *ANALYTIC, "--rates", "0", "-o", "sim"], "--rates must be positive"),
+    (["simulate", *ANALYTIC, "--rates", "nan", "-o", "sim"], "--rates must be positive"),
+    (["simulate", *ANALYTIC, "--rates", "x", "-o", "sim"], "--rates 'x': give requests/s as a comma list"),
+    (["simulate", *ANALYTIC, "--policy", "fifo", "-o", "sim"], "unknown policy"),
+    (["simulate", *ANALYTIC, "--slo", "ttft=3", "-o", "sim"], "--slo"),
+    (["profile", *ANALYTIC, "--seed", "3", "--threads", "1", "-o", "p.json"],
+     "--analytic measures nothing: drop --seed, --threads"),
+    (["profile", "--hf-config", TINY, "--gpu", "h100-sxm", "-o", "p.json"], "--gpu and --from belong to --analytic"),
+    (["profile", "--resume", "--hf-config", TINY, "-o", "p.json"], "--resume takes the plan from OUTPUT.partial"),
+    (["profile", "--hf-config", TINY, "--seed", "-2", "-o", "p.json"], "--seed -2: give an integer, 0 or more"),
+    (["profile", "--hf-config", TINY, "--budget", "inf", "-o", "p.json"], "--budget inf: give a finite number"),
+    (["profile", "--hf-config", TINY, "--threads", "0", "-o", "p.json"], "--threads 0: give 1 to"),
+    (["validate", "--hf-config", TINY, "--engine", "vllm", "-o", "out"], "unknown engine 'vllm'"),
+    (["validate", "-o", "out"], "give --profile PROFILE.json, or one of --model NAME / --hf-config PATH"),
+    (["validate", "--hf-config", TINY, "--repeats", "0", "-o", "out"], "--repeats must be positive"),
+    (["validate", "--hf-config", TINY, "--seed", "-1", "-o", "out"], "--seed -1: give an integer, 0 or more"),
+    (["validate", "--hf-config", TINY, "--clock", "thread-cpu", "--arrivals", "poisson:2", "-o", "out"],
+     "--clock thread-cpu counts the engine's CPU time"),
+    (["validate", "--hf-config", TINY, "--fail-above", "nan", "-o", "out"], "--fail-above nan: give a finite number"),
+    (["validate", "--hf-config", TINY, "--profile-budget", "-1", "-o", "out"], "--profile-budget -1: give a finite"),
+]
+
+
+@pytest.mark.parametrize("args, message", REFUSED, ids=[" ".join(a).replace(TINY, "TINY") for a, _ in REFUSED])
+def test_each_refused_option_is_one_line_exit_2_and_creates_nothing(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, args, prog_name="gpubench")
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gpubench: error: ") and message in lines[0], result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command, table", [("decode", DECODE_FLAGS), ("compare", COMPARE_FLAGS),
+                                            ("simulate", SIMULATE_FLAGS), ("profile", PROFILE_FLAGS),
+                                            ("validate", VALIDATE_FLAGS)])
+def test_every_option_is_declared_from_its_commands_table(command, table):
+    options = [p for p in main.commands[command].params if isinstance(p, __import__("click").Option)]
+    declared = {p.name: tuple(p.opts) for p in options if p.name != "help"}
+    assert declared == {field: option.flags for field, option in table.items()}
+
+
+def test_the_overhead_flags_are_one_per_engine_overhead_term():
+    overhead = [field for field in SIMULATE_FLAGS if field in EngineOverhead.TERMS]
+    assert overhead == list(EngineOverhead.TERMS) == list(EngineOverhead.UNITS)
+    assert [SIMULATE_FLAGS[t].spelled for t in overhead] == [
+        "--overhead-s", "--overhead-per-seq-s", "--overhead-per-cached-token-s", "--overhead-per-prefill-s"]
+
+
+def test_library_callers_get_the_same_checks():
+    with pytest.raises(BadInputError, match="--context must be positive"):
+        DecodeConfig(model="llama-3-8b", context=0)
+    with pytest.raises(BadInputError, match="--budget nan: give a finite number"):
+        DecodeConfig(model="llama-3-8b", budget_s=float("nan"))
+    with pytest.raises(BadInputError, match="--mad-k 0: must be more than 0"):
+        CompareConfig(inputs=(Path("a.json"),), mad_k=0.0)
+    with pytest.raises(BadInputError, match="--overhead-s inf"):
+        SimulateConfig(analytic=True, per_step_s=float("inf"))
+    with pytest.raises(BadInputError, match="--seed"):
+        SimulateConfig(analytic=True, seed=True)  # a bool is not a seed
+    with pytest.raises(BadInputError, match="--budget 0"):
+        ProfileConfig(output=Path("p.json"), model="llama-3-8b", budget_s=0.0)
+    with pytest.raises(BadInputError, match="--static-batch must be positive"):
+        ValidateConfig(static_batch=0)
+
+
+def test_one_number_rule_for_every_command():
+    assert [number_refusal(v, low=0, high=1) for v in (0.5, 1.0, 0.0, float("nan"), float("-inf"), 1.5)] == [
+        None, None, "must be more than 0", "give a finite number", "give a finite number", "must be at most 1"]
+    assert number_refusal(1.0, high=1, below_high=True) == "must be below 1"
+
+
+def test_a_config_records_what_the_documents_record():
+    config = ValidateConfig.from_options({"hf_config": Path(TINY), "out_dir": Path("out")})
+    record = config.to_record()
+    assert "out_dir" not in record and record["hf_config"] == TINY and record["seed"] == 0
+    decode = DecodeConfig.from_options({"model": "llama-3-8b", "batches": "1:8"})
+    assert decode.batches == (1, 2, 4, 8) and decode.resolved_kv_dtype == "bf16"
+    simulate = SimulateConfig.from_options({"analytic": True, "policies": ("static:batch=4", "paged"),
+                                            "rates": "0.5,2", "slo": "ttft_p90=2"})
+    assert [type(p).__name__ for p in simulate.policy_list] == ["Static", "Paged"] and simulate.rates == (0.5, 2.0)
+    assert [type(p).__name__ for p in SimulateConfig(analytic=True).policy_list] == ["Continuous"]
+    measured = ProfileConfig.from_options({"output": Path("p.json"), "model": "llama-3-8b", "dtype": "bf16"})
+    assert measured.dtype is None and measured.plan().dtype is None  # not typed: the device's own dtype
+
+
+def test_building_and_refusing_every_config_imports_no_torch():
+    """In a fresh interpreter: the config modules, a valid config of each command, and the CLI refusing a bad
+    option of each leave torch, transformers and matplotlib unimported."""
+    code = f"""
+import sys
+from pathlib import Path
+from click.testing import CliRunner
+from microbench.decode.config import DecodeConfig
+from microbench.serving.profile_config import ProfileConfig
+from microbench.serving.validate_options import ValidateConfig
+from roofline.compare.config import CompareConfig
+from roofline.serving.simulate_config import SimulateConfig
+from microbench.cli.app import main
+DecodeConfig.from_options({{'model': 'llama-3-8b', 'batches': '1,2'}})
+CompareConfig.from_options({{'inputs': ('a.json',), 'specs': 'h100-sxm'}})
+SimulateConfig.from_options({{'analytic': True, 'policies': ('paged',), 'rates': '1'}})
+ProfileConfig.from_options({{'output': Path('p.json'), 'hf_config': Path({TINY!r}), 'threads': 1}})
+ValidateConfig.from_options({{'hf_config': Path({TINY!r}), 'out_dir': Path('out')}})
+bad = [['decode', '--model', 'x', '--context', '0'], ['compare', 'a.json', '--mad-k', '0'],
+       ['simulate', '--analytic', '--seed', '-1'], ['profile', '--hf-config', 'x', '--threads', '0', '-o', 'p'],
+       ['validate', '--hf-config', 'x', '--repeats', '0', '-o', 'out']]
+codes = [CliRunner().invoke(main, args).exit_code for args in bad]
+print(codes, [name for name in ('torch', 'transformers', 'matplotlib') if name in sys.modules])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.split() == ["[2,", "2,", "2,", "2,", "2]", "[]"], out.stdout + out.stderr
