@@ -114,7 +114,7 @@ def test_different_shapes_are_said_not_dropped(cpu_result, tmp_path):
 
 def test_device_all_runs_one_process_per_device(tmp_path):
     run = CliRunner().invoke(main, ["sweep", "--device", "all", "--op", "gemm", "--dtype", "fp32", "--shape",
-                                    "256x256", "--batch", "1,2", "--budget", "0.02", "--no-ceilings",
+                                    "256x256", "--batch", "1,2", "--budget", "0.02", "--no-ceilings", "--l2", "warm",
                                     "-o", str(tmp_path / "all")], catch_exceptions=False)
     assert run.exit_code == 0, run.output
     results = sorted((tmp_path / "all").glob("*.json"))
