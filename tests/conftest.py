@@ -1,8 +1,12 @@
-"""Shared test helpers: builders for results and points, a seeded clock, GPU skipping."""
+"""Shared test helpers: builders for results and points, a seeded clock, GPU skipping, and the session's shared
+real runs and committed documents (each made once for every test that only reads it)."""
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +68,37 @@ def cuda_available() -> bool:
 
 
 requires_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU on this machine (run on a GPU host)")
+
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED_CPU_RESULT = ROOT / "results" / "cpu-amd-epyc-2core-20261201.json"
+TINY_LLAMA = {"_name_or_path": "tiny-llama-test", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024, "hidden_act": "silu"}
+
+
+@pytest.fixture(scope="session")
+def committed_cpu_result(tmp_path_factory) -> Path:
+    """A copy of a committed real CPU sweep (gemv, gemm and bmm in fp32 and bf16, with measured ceilings): for
+    tests that read a result document and are not about measuring one.  A copy, so no command writes beside
+    the committed file."""
+    copy = tmp_path_factory.mktemp("committed") / "cpu.json"
+    shutil.copyfile(COMMITTED_CPU_RESULT, copy)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def measured_decode(tmp_path_factory):
+    """One real measured ``gpubench decode`` of a tiny Llama on the CPU (batches 1, 4, 16), shared by the
+    tests that read what it wrote or printed: (output folder, printed text)."""
+    from click.testing import CliRunner
+
+    from microbench.cli.app import main
+
+    folder = tmp_path_factory.mktemp("decode")
+    config = folder / "config.json"
+    config.write_text(json.dumps(TINY_LLAMA))
+    run = CliRunner().invoke(main, ["decode", "--hf-config", str(config), "--context", "128", "--batch", "1,4,16",
+                                    "--device", "cpu", "--dtype", "fp32", "--budget", "0.03",
+                                    "-o", str(folder / "out")], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    return folder / "out", run.output

@@ -15,18 +15,15 @@ from click.testing import CliRunner
 from microbench.cli.app import main
 from roofline.result.document import Point
 from roofline.result.io import load_result, save_result
+from tests.conftest import make_point, make_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def cpu_result(tmp_path_factory) -> Path:
-    output = tmp_path_factory.mktemp("cpu") / "cpu.json"
-    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemv,gemm", "--dtype", "fp32",
-                                    "--shape", "1024x1024", "--batch", "1,8,64,256", "--budget", "0.05",
-                                    "-o", str(output), "--quick"], catch_exceptions=False)
-    assert run.exit_code == 0, run.output
-    return output
+@pytest.fixture
+def cpu_result(committed_cpu_result) -> Path:
+    """A real CPU sweep with its ceilings, committed (results/): gemv and gemm fp32 and bf16 at 2048x4096."""
+    return committed_cpu_result
 
 
 def clone(source: Path, target: Path, uuid: str, factor: float = 1.0, jitter: float = 0.0, seed: int = 0) -> Path:
@@ -47,7 +44,7 @@ def test_compare_two_results_with_spec_rows_and_baseline(cpu_result, tmp_path):
                                     "--format", "json", "-o", str(tmp_path / "out")], catch_exceptions=False)
     assert run.exit_code == 0, run.output
     document = json.loads(run.output)
-    group = next(g for g in document["comparison"]["groups"] if g["n"] == 1024)
+    group = next(g for g in document["comparison"]["groups"] if (g["dtype"], g["n"]) == ("fp32", 2048))
     devices = [row["device"] for row in group["rows"]]
     assert sum("spec, not measured" in d for d in devices) == 2
     ratios = group["speed_vs_baseline"][str(other)]
@@ -55,7 +52,7 @@ def test_compare_two_results_with_spec_rows_and_baseline(cpu_result, tmp_path):
     spec = next(row for row in group["rows"] if row["sku"] == "h200-sxm")
     assert spec["measured"] is False and spec["critical_batch"] > 0
     assert (tmp_path / "out" / "compare.md").exists()
-    assert list((tmp_path / "out").glob("compare_fp32_1024x1024.png"))
+    assert list((tmp_path / "out").glob("compare_fp32_2048x4096.png"))
     table = CliRunner().invoke(main, ["compare", str(cpu_result), str(other), "--spec", "h200-sxm"])
     assert "spec, not measured" in table.output and "baseline" in table.output
 
@@ -109,17 +106,15 @@ def test_fleet_bad_inputs(cpu_result, tmp_path):
 
 def test_different_shapes_are_said_not_dropped(cpu_result, tmp_path):
     other = tmp_path / "other.json"
-    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape",
-                                    "512x512", "--batch", "1,2,4", "--budget", "0.02", "--no-ceilings",
-                                    "-o", str(other)], catch_exceptions=False)
-    assert run.exit_code == 0
+    save_result(make_result([make_point("gemm", "fp32", b, 512, 512, 1e-5 * b) for b in (1, 2, 4)],
+                            device={"kind": "cpu", "name": "other cpu", "sku": None, "uuid": "CPU-other"}), other)
     run = CliRunner().invoke(main, ["compare", str(cpu_result), str(other), "--format", "md"])
     assert "## Not comparable" in run.output and "512x512: not measured in" in run.output
 
 
 def test_device_all_runs_one_process_per_device(tmp_path):
     run = CliRunner().invoke(main, ["sweep", "--device", "all", "--op", "gemm", "--dtype", "fp32", "--shape",
-                                    "256x256", "--batch", "1,2", "--budget", "0.02", "--no-ceilings",
+                                    "256x256", "--batch", "1,2", "--budget", "0.02", "--no-ceilings", "--l2", "warm",
                                     "-o", str(tmp_path / "all")], catch_exceptions=False)
     assert run.exit_code == 0, run.output
     results = sorted((tmp_path / "all").glob("*.json"))

@@ -94,14 +94,10 @@ def test_bad_decode_input(args, message):
     assert run.exit_code == 2 and message in run.output
 
 
-def test_measured_decode_on_the_cpu_with_a_small_model(tmp_path):
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(TINY))
-    run = CliRunner().invoke(main, ["decode", "--hf-config", str(config), "--context", "128", "--batch", "1,4,16",
-                                    "--device", "cpu", "--dtype", "fp32", "--budget", "0.03",
-                                    "-o", str(tmp_path / "out")], catch_exceptions=False)
-    assert run.exit_code == 0, run.output
-    document = json.loads((tmp_path / "out" / "decode.json").read_text())
+def test_measured_decode_on_the_cpu_with_a_small_model(measured_decode):
+    """The real run (conftest.measured_decode): a tiny Llama measured on the CPU at batches 1, 4 and 16."""
+    folder, printed = measured_decode
+    document = json.loads((folder / "decode.json").read_text())
     rows = document["measured"]["rows"]
     assert [r["batch"] for r in rows] == [1, 4, 16]
     # Which batch is faster depends on the machine's load (a 0.03 s budget on a shared CPU); what the
@@ -118,8 +114,8 @@ def test_measured_decode_on_the_cpu_with_a_small_model(tmp_path):
             assert f"batch {large['batch']} takes" in warnings, (rows, warnings)
     assert all(r["step_time_s"] > 0 and r["mbu"] and r["mfu"] for r in rows)
     assert document["measured"]["kv"]["max_batch"] > 16
-    assert (tmp_path / "out" / "decode.png").stat().st_size > 10_000
-    assert "measured on" in run.output and "tokens/s" in run.output
+    assert (folder / "decode.png").stat().st_size > 10_000
+    assert "measured on" in printed and "tokens/s" in printed
 
 
 def test_decode_from_a_sweep_result(tmp_path):

@@ -20,8 +20,10 @@ from microbench.cli.app import main
 from roofline.result.io import ResultError, load_result, result_from_json, result_to_json
 
 ROOT = Path(__file__).resolve().parent.parent
-SLOW_PLAN = ["--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "512x1024", "--batch", "1:64:+1",
-             "--budget", "0.05", "--no-ceilings"]
+# --l2 warm: one weight copy a point.  Rotating them past the last-level cache builds up to 500 MB of copies a
+# point here, which made these plans minutes long; what these tests check is the signals, saves and resumes.
+SLOW_PLAN = ["--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "512x1024", "--batch", "1:32:+1",
+             "--budget", "0.05", "--no-ceilings", "--l2", "warm"]
 
 
 def start_sweep(output: Path, *extra: str) -> subprocess.Popen:
@@ -53,32 +55,66 @@ def test_a_signal_saves_and_resume_completes_without_remeasuring(tmp_path, signu
     assert process.returncode == code, stderr
     assert f"resume with: gpubench sweep --resume {output}" in stderr
     before = load_result(output)
-    assert 3 <= len(before.points) < 64
+    assert 3 <= len(before.points) < 32
     run = CliRunner().invoke(main, ["sweep", "--resume", str(output)], catch_exceptions=False)
     assert run.exit_code == 0, run.output
     after = load_result(output)
-    assert sorted(p.batch for p in after.points) == list(range(1, 65))
+    assert sorted(p.batch for p in after.points) == list(range(1, 33))
     assert after.points[:len(before.points)] == before.points  # nothing re-measured
-    assert after.settings["resumed"][0]["remaining_points"] == 64 - len(before.points)
+    assert after.settings["resumed"][0]["remaining_points"] == 32 - len(before.points)
 
 
-def test_a_second_signal_abandons_the_point_in_flight(tmp_path):
+def _sweep_signalled_at_its_second_point(tmp_path, monkeypatch, signals: int):
+    """A real sweep of three points in this process, sent real SIGINTs while its second point is measured: the
+    first as the point starts, a second (when ``signals`` is 2) from the session clock a few samples into it."""
+    from microbench.sweep import loop
+
+    real_measure_point = loop.measure_point
+
+    class SignallingClock:
+        def __init__(self):
+            self.reads = 0
+
+        def now_s(self):
+            self.reads += 1
+            if self.reads == 5:
+                os.kill(os.getpid(), signal.SIGINT)  # the second signal, mid-measurement
+            return time.perf_counter()
+
+    def second_point_signalled(session, spec, **how):
+        if spec.batch == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            if signals == 2:
+                session.clock = SignallingClock()
+        return real_measure_point(session, spec, **how)
+
+    monkeypatch.setattr(loop, "measure_point", second_point_signalled)
     output = tmp_path / "run.json"
-    process = start_sweep(output)
-    wait_for_points(output, 2)
-    process.send_signal(signal.SIGINT)
-    time.sleep(0.01)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
-    assert load_result(output).points  # a valid file with what was measured
+    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape",
+                                    "256x256", "--batch", "1,2,4", "--budget", "0.02", "--no-ceilings", "--l2",
+                                    "warm", "-o", str(output)])
+    return run, output
+
+
+def test_a_first_signal_finishes_the_point_in_flight(tmp_path, monkeypatch):
+    run, output = _sweep_signalled_at_its_second_point(tmp_path, monkeypatch, signals=1)
+    assert run.exit_code == 130, run.output
+    assert "finishing the point in flight" in run.output
+    assert [p.batch for p in load_result(output).points] == [1, 2]  # the point in flight kept, no third
+
+
+def test_a_second_signal_abandons_the_point_in_flight(tmp_path, monkeypatch):
+    run, output = _sweep_signalled_at_its_second_point(tmp_path, monkeypatch, signals=2)
+    assert run.exit_code == 130, run.output
+    assert f"resume with: gpubench sweep --resume {output}" in run.output
+    assert [p.batch for p in load_result(output).points] == [1]  # a valid file, the point in flight dropped
 
 
 def small_result(tmp_path) -> Path:
     output = tmp_path / "small.json"
     run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "256x256",
-                                    "--batch", "1,2",
-                                    "--budget", "0.02", "--no-ceilings", "-o", str(output)], catch_exceptions=False)
+                                    "--batch", "1,2", "--budget", "0.02", "--no-ceilings", "--l2", "warm",
+                                    "-o", str(output)], catch_exceptions=False)
     assert run.exit_code == 0, run.output
     return output
 
@@ -179,7 +215,7 @@ def _recorded_telemetry(monkeypatch, reasons_until_pause: int):
 
 def _small_sweep(output):
     return CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape",
-                                     "512x512", "--batch", "1,2", "--budget", "0.1", "--no-ceilings",
+                                     "512x512", "--batch", "1,2", "--budget", "0.1", "--no-ceilings", "--l2", "warm",
                                      "-o", str(output)], catch_exceptions=False)
 
 

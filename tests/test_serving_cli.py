@@ -71,9 +71,14 @@ def test_an_output_folder_that_is_a_file_is_refused_before_simulating(tmp_path):
 def test_a_profile_and_analytic_together_or_a_bad_profile_file_exit_2(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"kind": "gpubench-result"}')
-    assert _simulate(tmp_path, str(bad)).exit_code == 2
-    assert _simulate(tmp_path, str(bad), *ANALYTIC).exit_code == 2
-    assert CliRunner().invoke(main, ["profile", "--model", "llama-3-8b", "-o", str(bad)]).exit_code == 2
+    runs = {f"{bad}: not a step profile (kind is not 'gpubench-step-profile')": _simulate(tmp_path, str(bad)),
+            "give a PROFILE.json or --analytic (with --gpu SKU --model NAME), not both":
+                _simulate(tmp_path, str(bad), *ANALYTIC),
+            f"{bad} exists and is not a step profile: not overwriting it":
+                CliRunner().invoke(main, ["profile", "--model", "llama-3-8b", "-o", str(bad)])}
+    for message, run in runs.items():
+        assert run.exit_code == 2 and run.output == f"gpubench: error: {message}\n", run.output
+    assert not (tmp_path / "sim").exists() and bad.read_text() == '{"kind": "gpubench-result"}'
 
 
 def test_requests_longer_than_the_context_window_are_refused(tmp_path):

@@ -42,7 +42,8 @@ def test_array_of_cpu_sweeps_then_compare(local_slurm, tmp_path):
     results = tmp_path / "fleet"
     env = {**local_slurm, "GPUBENCH_RESULTS": str(results), "GPUBENCH_DEVICE": "cpu",
            "GPUBENCH": f"{sys.executable} -m microbench.cli", "PYTHONPATH": str(ROOT),
-           "GPUBENCH_ARGS": "--op gemv,gemm --dtype fp32 --shape 256x256 --batch 1,2,4 --budget 0.02 --no-ceilings"}
+           "GPUBENCH_ARGS": "--op gemv,gemm --dtype fp32 --shape 256x256 --batch 1,2,4 --budget 0.02 --no-ceilings "
+                            "--l2 warm"}
     submitted = subprocess.run([str(SLURM / "submit-fleet.sh"), "2", "--gres=none", "--cpus-per-task=1"],
                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert submitted.returncode == 0, submitted.stderr
