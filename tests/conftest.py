@@ -102,3 +102,18 @@ def measured_decode(tmp_path_factory):
                                     "-o", str(folder / "out")], catch_exceptions=False)
     assert run.exit_code == 0, run.output
     return folder / "out", run.output
+
+
+@pytest.fixture(scope="session")
+def quick_sweep(tmp_path_factory):
+    """One real ``gpubench sweep --device cpu --quick --report`` (ceilings, every op, the report beside it),
+    shared by the tests that check what a fresh sweep writes, prints and validates as: (result file, output)."""
+    from click.testing import CliRunner
+
+    from microbench.cli.app import main
+
+    output = tmp_path_factory.mktemp("sweep") / "x.json"
+    result = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--quick", "--report", "-o", str(output)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return output, result.output

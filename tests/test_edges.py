@@ -246,6 +246,7 @@ def test_import_over_an_existing_file_needs_force(tmp_path):
 
 
 def test_ceilings_over_an_existing_file_needs_force(tmp_path):
+    """And the forced run is the real ceilings command on the CPU: it measures and prints both ceilings."""
     existing = _result(tmp_path, "kept.json")
     before = existing.read_text()
     args = ["ceilings", "--device", "cpu", "--dtype", "fp32", "--quick", "--budget", "0.01", "-o", str(existing)]
@@ -254,6 +255,7 @@ def test_ceilings_over_an_existing_file_needs_force(tmp_path):
     assert "already exists; --force replaces it" in refused.output and existing.read_text() == before
     forced = run(*args, "--force")
     assert forced.exit_code == 0, forced.output
+    assert "copy bandwidth" in forced.output and "fp32 matmul peak" in forced.output
     assert load_result(existing).ceilings["measured"]["copy"]["bytes_per_s"] > 0
 
 

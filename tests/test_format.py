@@ -8,9 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from microbench.cli.app import main
 from roofline.result.io import load_result, result_to_json
 from roofline.result.json_schema import (
     SCHEMA_PATH,
@@ -62,11 +60,8 @@ def test_every_checked_in_result_is_valid_and_keeps_its_sections(path):
     assert validate(saved, json_schema()) == []
 
 
-def test_a_fresh_cpu_quick_sweep_is_valid(tmp_path):
-    output = tmp_path / "quick.json"
-    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--quick", "--budget", "0.02", "-o", str(output)],
-                             catch_exceptions=False)
-    assert run.exit_code == 0, run.output
+def test_a_fresh_cpu_quick_sweep_is_valid(quick_sweep):
+    output, _ = quick_sweep
     document = json.loads(output.read_text())
     assert document["ceilings"]["measured"]["peak"] and document["points"]  # the parts the schema types
     assert validate(document, json_schema()) == []

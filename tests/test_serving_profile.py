@@ -81,8 +81,8 @@ def test_analytic_linear_is_exact_between_grid_points(llama_h200):
     # The rule itself, by hand: Llama-3-8B's linears hold 32 × 218,103,808 + 525,336,576 (lm_head) = 7.50e9
     # weights, 15.01 GB in bf16.  Four tokens read them once at 4.8 TB/s; 2999 tokens are compute-bound at
     # 989.4 TFLOP/s (2 × 2999 × 6.98e9 FLOP in the layers) with the lm_head's one token still reading 1.05 GB.
-    assert step_cost(llama_h200, [], [(4, 0)], None).linear_s == pytest.approx(15.01e9 / 4.8e12, rel=0.005)
-    assert step_cost(llama_h200, [], [(2999, 0)], None).linear_s == \
+    assert CostModel(llama_h200).cost(0, 0, [(4, 0)]).linear_s == pytest.approx(15.01e9 / 4.8e12, rel=0.005)
+    assert CostModel(llama_h200).cost(0, 0, [(2999, 0)]).linear_s == \
         pytest.approx(2 * 2999 * 6_979_321_856 / 989.4e12 + 1.0507e9 / 4.8e12, rel=0.005)
 
 

@@ -1,19 +1,9 @@
 """The whole real pipeline on the CPU: plan, inputs, correctness, timing, ceilings, save, load."""
 
-import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
 from roofline.result.io import load_result
-
-
-@pytest.fixture(scope="module")
-def quick_sweep(tmp_path_factory):
-    output = tmp_path_factory.mktemp("sweep") / "x.json"
-    result = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--quick", "--report", "-o", str(output)],
-                                catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return output, result.output
 
 
 def test_quick_sweep_writes_ok_points_for_every_op(quick_sweep):
@@ -51,13 +41,6 @@ def test_quick_sweep_records_environment_and_ceilings(quick_sweep):
         weights = point.bytes - (point.batch * point.k + point.batch * point.n) * 4
         assert point.rotation_copies * weights >= min(llc, 1 << 30) or point.rotation_copies >= 1024
     assert "saved" in text and "gemm fp32" in text
-
-
-def test_ceilings_command_on_cpu():
-    result = CliRunner().invoke(main, ["ceilings", "--device", "cpu", "--quick", "--dtype", "fp32"],
-                                catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    assert "copy bandwidth" in result.output and "fp32 matmul peak" in result.output
 
 
 def test_unsupported_dtypes_are_recorded_not_fatal(tmp_path):
