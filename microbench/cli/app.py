@@ -56,16 +56,11 @@ def _option(field: str, **how):
     return click.option(*FLAGS[field], field, **how)
 
 
-def _given(ctx: click.Context) -> set[str]:
-    """The options typed on the command line (not defaults): --resume and --record refuse plan options."""
-    return {name for name in ctx.params if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
-
-
 def _config(ctx: click.Context, options: dict, **fixed):
     from microbench.sweep.config import SweepConfig
 
     with bad_input():
-        return SweepConfig.from_options(options, _given(ctx), argv=tuple(sys.argv), **fixed)
+        return SweepConfig.from_options(options, given(ctx), argv=tuple(sys.argv), **fixed)
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,21 +13,9 @@ from pathlib import Path
 
 import click
 
-from microbench.cli.edges import declare, given
+from microbench.cli.edges import bad_input, declare, given
 from microbench.serving.profile_config import FLAGS as PROFILE_FLAGS
 from microbench.serving.validate_options import FLAGS as VALIDATE_FLAGS
-
-
-def _bad(exc: Exception):
-    from microbench.cli.edges import BadInput
-
-    return BadInput(str(exc))
-
-
-def _errors():
-    from microbench.cli.edges import bad_input_errors
-
-    return bad_input_errors()
 
 
 def register(main: click.Group) -> None:
@@ -43,10 +31,8 @@ def register(main: click.Group) -> None:
 def profile(ctx, **options) -> None:
     from microbench.serving.profile_config import ProfileConfig
 
-    try:
+    with bad_input():
         config = ProfileConfig.from_options(options, given(ctx))
-    except _errors() as exc:
-        raise _bad(exc) from None
     if config.analytic:
         from microbench.cli.serving import write_analytic_profile
 
@@ -64,13 +50,12 @@ def measure_profile_command(config) -> None:
 
     output = config.output
     try:
-        _set_threads(config.threads)
-        with terminal_observer() as observer:
-            run = prepare_profile(config.plan(), output, observer, argv=tuple(sys.argv), resume=config.resume)
-            with stop_on_signals(run.session.stop, observer.on_notice):
-                profile = run_profile(run, observer.on_start, _item_reporter(observer))
-    except _errors() as exc:
-        raise _bad(exc) from None
+        with bad_input():
+            _set_threads(config.threads)
+            with terminal_observer() as observer:
+                run = prepare_profile(config.plan(), output, observer, argv=tuple(sys.argv), resume=config.resume)
+                with stop_on_signals(run.session.stop, observer.on_notice):
+                    profile = run_profile(run, observer.on_start, _item_reporter(observer))
     except (Interrupted, Abandon) as exc:
         stderr.print(f"gpubench: interrupted; what was measured is saved in {partial_path(Path(output))}")
         stderr.print(f"resume with: gpubench profile --resume -o {output} (the plan is read from the partial file)")
@@ -106,10 +91,8 @@ def validate(ctx, **options) -> None:
     """Run a real engine (transformers, random weights) on a workload and check the simulator against it."""
     from microbench.serving.validate_options import ValidateConfig
 
-    try:
+    with bad_input():
         config = ValidateConfig.from_options(options, given(ctx))  # before the terminal display starts
-    except _errors() as exc:
-        raise _bad(exc) from None
     run_validate_command(config)
 
 
@@ -121,13 +104,11 @@ def run_validate_command(config) -> None:
     from roofline.result.io import write_output_file
 
     out_dir = config.out_dir
-    try:
+    with bad_input():
         with terminal_observer() as observer:
             observer.on_phase = lambda message: stderr.print(message)
             document = run_validate(config, out_dir, observer, _item_reporter(observer), argv=tuple(sys.argv))
         write_output_file(out_dir / "validate.json", json.dumps(document, indent=1, allow_nan=False) + "\n")
-    except _errors() as exc:
-        raise _bad(exc) from None
     _print_validation(document)
     click.echo(f"saved {out_dir / 'validate.json'}")
     if config.fail_above is not None:

@@ -14,20 +14,8 @@ from typing import Any
 
 import click
 
-from microbench.cli.edges import declare, given
+from microbench.cli.edges import bad_input, declare, given
 from roofline.serving.simulate_config import FLAGS, MODEL_FLAGS
-
-
-def _errors():
-    from microbench.cli.edges import bad_input_errors
-
-    return bad_input_errors()
-
-
-def _bad(exc: Exception):
-    from microbench.cli.edges import BadInput
-
-    return BadInput(str(exc))
 
 
 def _tool_host() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -65,12 +53,10 @@ def write_analytic_profile(config) -> None:
     """``gpubench profile --analytic``: the analytic step profile of a ``ProfileConfig``, saved to ``-o``."""
     from roofline.serving.profile_doc import check_profile_output, save_profile
 
-    try:
+    with bad_input():
         check_profile_output(config.output)
         document = build_analytic_profile(config)
         save_profile(document, config.output)
-    except _errors() as exc:
-        raise _bad(exc) from None
     click.echo(f"step profile of {document.model['name']} ({document.basis}) saved to {config.output}")
 
 
@@ -160,10 +146,8 @@ def simulate(ctx, **options) -> None:
     """Simulate one replica serving a workload under batching policies: throughput, latency, the binding limit."""
     from roofline.serving.simulate_config import SimulateConfig
 
-    try:
+    with bad_input():
         config = SimulateConfig.from_options(options, given(ctx))
-    except _errors() as exc:
-        raise _bad(exc) from None
     run_simulate(config)
 
 
@@ -173,7 +157,7 @@ def run_simulate(config) -> None:
     from roofline.serving.profile_doc import load_profile
 
     profile_file, mem_fraction, seed = config.profile_file, config.mem_fraction, config.seed
-    try:
+    with bad_input():
         step_profile = load_profile(profile_file) if profile_file else build_analytic_profile(config)
         requests, workload = _load_workload(config.trace, config.requests, config.arrivals, config.prompt,
                                             config.output_lengths, seed)
@@ -183,8 +167,6 @@ def run_simulate(config) -> None:
         with _output_folder(folder):
             entries = run_policies(step_profile, requests, config.policy_list, overhead, mem_fraction, config.slo,
                                    list(config.rates), seed)
-    except _errors() as exc:
-        raise _bad(exc) from None
     tool, host = _tool_host()
     document = simulation_document(entries, step_profile, str(profile_file) if profile_file else None, workload,
                                    mem_fraction, tool, host, tuple(sys.argv))
@@ -194,14 +176,12 @@ def run_simulate(config) -> None:
     else:
         _print_table(document)
     runs = [e["run"] for e in entries]
-    try:
+    with bad_input():
         save_simulation(document, folder / "simulation.json")
         write_requests_csv(runs, folder / "requests.csv")
         if not config.no_report:
             from roofline.serving.report import write_report
 
             write_report(document, runs, folder)
-    except _errors() as exc:
-        raise _bad(exc) from None
     click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if config.no_report else " and the report"),
                err=config.as_json)
