@@ -52,3 +52,38 @@ def test_critical_batch_is_infinite_when_the_ridge_is_unreachable():
 def test_bad_arguments(args):
     with pytest.raises(ValueError):
         count_work(*args)
+
+
+def test_w8a16_reads_one_byte_per_weight_plus_a_bf16_scale_per_output_channel():
+    b, n, k = 4, 4096, 2048
+    work = count_work("gemm", "w8a16", b, n, k)
+    assert work.weight_bytes == n * k + 2 * n
+    assert work.bytes == n * k + 2 * n + 2 * b * k + 2 * b * n
+    assert work.flop == 2 * b * n * k
+
+
+def test_w4a16_reads_half_a_byte_per_weight_plus_a_scale_and_zero_per_group_of_128():
+    n, k = 4096, 2048
+    work = count_work("gemv", "w4a16", 1, n, k)
+    assert work.weight_bytes == n * k // 2 + n * (k // 128) * 4
+    assert work.activation_bytes == 2 * k and work.output_bytes == 2 * n
+    # a K that is not a whole number of groups still stores a scale and zero for its last, partial group
+    assert count_work("gemv", "w4a16", 1, 8, 200).weight_bytes == 8 * 100 + 8 * 2 * 4
+
+
+def test_a_weight_only_format_reaches_the_ridge_at_a_proportionally_smaller_batch():
+    n, k, ridge = 8192, 28672, 206.0
+    bf16, w8, w4 = (critical_intensity_batch(d, n, k, ridge) for d in ("bf16", "w8a16", "w4a16"))
+    for dtype, b in (("w8a16", w8), ("w4a16", w4)):
+        work = count_work("gemm", dtype, 1, n, k)
+        exact = 2 * b * n * k / (work.weight_bytes + 2 * b * k + 2 * b * n)
+        assert exact == pytest.approx(ridge)
+    assert 0.45 < w8 / bf16 < 0.55 and 0.2 < w4 / bf16 < 0.3
+
+
+def test_weight_only_formats_multiply_in_bf16_and_keep_a_plain_kv_cache():
+    from roofline.core.counting import KV_DTYPES, compute_dtype, io_sizes
+
+    assert compute_dtype("w4a16") == compute_dtype("w8a16") == "bf16" and compute_dtype("fp8") == "fp8"
+    assert io_sizes("w4a16") == (2, 2)
+    assert "w4a16" not in KV_DTYPES and "fp8" in KV_DTYPES

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from roofline.core.counting import compute_dtype
 from roofline.core.units import si
 from roofline.result.sections import Ceilings, MeasuredCeilings, Peak, StreamKernel
 
@@ -131,6 +132,7 @@ def reference_bandwidth(ceilings: Ceilings | dict[str, Any] | None) -> Bandwidth
 def reference_peak(ceilings: Ceilings | dict[str, Any] | None, dtype: str) -> PeakReference | None:
     """The compute ceiling a sweep is compared with: sustained when recorded (a sweep is long)."""
     measured = Ceilings.from_dict(ceilings or {}).measured or MeasuredCeilings()
+    dtype = compute_dtype(dtype)  # a weight-only format multiplies on its compute dtype's units
     value = (measured.peak_flop_per_s or {}).get(dtype)
     if not value:
         return None

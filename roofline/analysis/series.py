@@ -88,7 +88,7 @@ def _above_measured(rows: list[dict[str, Any]], measured: Roof) -> list[dict[str
 def _roofs(result: Result, first: Point) -> tuple[Roof, Roof, dict[str, Any]]:
     profile, _ = spec_profile(result)
     spec = Roof(profile.bandwidth_bytes_per_s if profile else spec_bandwidth(result),
-                profile.peak_flop_per_s.get(first.dtype) if profile else spec_peak(result, first.dtype))
+                profile.peak_for(first.dtype) if profile else spec_peak(result, first.dtype))
     bandwidth, peak = reference_bandwidth(result.ceilings), reference_peak(result.ceilings, first.dtype)
     measured = Roof(bandwidth.bytes_per_s if bandwidth else None, peak.flop_per_s if peak else None)
     base: dict[str, Any] = {}

@@ -22,7 +22,7 @@ from typing import Any
 from roofline.analysis.reference import reference_bandwidth
 from roofline.analysis.series import analyse
 from roofline.analysis.significance import compare_intervals, compare_samples
-from roofline.core.counting import critical_intensity_batch
+from roofline.core.counting import compute_dtype, critical_intensity_batch
 from roofline.core.roof import ridge_flop_per_byte
 from roofline.result.document import Result
 from roofline.result.io import ResultError, load_result
@@ -111,7 +111,8 @@ def unit_figures(item: Loaded, dtype: str, n: int, k: int) -> dict[str, Any] | N
     if gemv_bw is None and gemm and gemm["points"] and gemm["points"][0]["batch"] == 1:
         gemv_bw = gemm["points"][0]["bytes_per_s"]
     spec = item.analysis.get("spec") or {}
-    spec_bw, spec_peak = spec.get("bandwidth_bytes_per_s"), (spec.get("peak_flop_per_s") or {}).get(dtype)
+    spec_bw = spec.get("bandwidth_bytes_per_s")
+    spec_peak = (spec.get("peak_flop_per_s") or {}).get(compute_dtype(dtype))
     peak = gemm.get("peak_flop_per_s") if gemm else None
     reference = reference_bandwidth(item.result.ceilings)
     ref_bw = reference.bytes_per_s if reference else None
@@ -139,7 +140,7 @@ def unit_figures(item: Loaded, dtype: str, n: int, k: int) -> dict[str, Any] | N
 def spec_row(sku: str, dtype: str, n: int, k: int) -> dict[str, Any]:
     """A SKU that was not measured, from its spec sheet: marked as such everywhere it appears."""
     profile = load_gpu_spec(sku)
-    peak = profile.peak_flop_per_s.get(dtype)
+    peak = profile.peak_for(dtype)
     ridge = ridge_flop_per_byte(peak, profile.bandwidth_bytes_per_s)
     batch = critical_intensity_batch(dtype, n, k, ridge) if ridge else None
     return {"file": None, "device": f"{profile.name} (spec, not measured)", "sku": sku, "uuid": None,

@@ -25,7 +25,7 @@ from roofline.specs.gpus import GpuSpec
 def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], mem_fraction: float
                       ) -> dict[str, Any]:
     """The same step from the spec sheet alone: no GPU needed."""
-    peak = profile.peak_flop_per_s.get(setup.dtype)  # never another dtype's: say there is none
+    peak = profile.peak_for(setup.dtype)  # never another dtype's: say there is none
     capacity = kv_capacity(setup, profile.capacity_bytes, mem_fraction)
     rows = step_rows(setup, batches, analytic_time(profile.bandwidth_bytes_per_s, profile.peak_flop_per_s),
                      profile.bandwidth_bytes_per_s, peak, capacity["max_batch"])

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from roofline.analysis.reference import reference_bandwidth, reference_peak  # noqa: E402
-from roofline.core.counting import count_work  # noqa: E402
+from roofline.core.counting import compute_dtype, count_work  # noqa: E402
 from roofline.core.roof import attainable_flop_per_s, ridge_flop_per_byte, roof_time_s  # noqa: E402
 from roofline.core.units import si  # noqa: E402
 from roofline.result.document import Result, backend_tag  # noqa: E402
@@ -83,7 +83,8 @@ def _ceiling_lines(ax, result: Result, analysis: dict[str, Any], dtype: str, x: 
     """The measured roof (the one reference, its regime named), the burst peak, and the spec roof."""
     bw, peak, label = _measured_roof_label(result, dtype)
     spec = analysis.get("spec") or {}
-    spec_bw, spec_peak = spec.get("bandwidth_bytes_per_s"), (spec.get("peak_flop_per_s") or {}).get(dtype)
+    spec_bw = spec.get("bandwidth_bytes_per_s")
+    spec_peak = (spec.get("peak_flop_per_s") or {}).get(compute_dtype(dtype))
     spec_label = f"spec roof: {si(spec_bw, 'B/s')}" + (f", {si(spec_peak, 'FLOP/s')} (datasheet)" if spec_peak else "")
     for bandwidth, top, style, name in ((bw, peak, "-", label), (spec_bw, spec_peak, "--", spec_label)):
         if bandwidth:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from roofline.core.counting import compute_dtype
 from roofline.result.keys import Record, key
 
 
@@ -260,7 +261,7 @@ class Ceilings(Record):
         return self.spec.memory_bandwidth_bytes_per_s if self.spec else None
 
     def spec_peak_flop_per_s(self, dtype: str) -> float | None:
-        return (self.spec.peak_flop_per_s or {}).get(dtype) if self.spec else None
+        return (self.spec.peak_flop_per_s or {}).get(compute_dtype(dtype)) if self.spec else None
 
 
 # --- telemetry --------------------------------------------------------------------------------------------

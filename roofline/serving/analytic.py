@@ -36,7 +36,7 @@ def token_grid(maximum: int) -> tuple[int, ...]:
 
 
 def spec_roof(gpu: GpuSpec, dtype: str) -> Roof:
-    peak = gpu.peak_flop_per_s.get(dtype)
+    peak = gpu.peak_for(dtype)
     if not peak:
         raise SpecError(f"{gpu.sku} has no {dtype} peak in its spec sheet")
     return Roof(gpu.bandwidth_bytes_per_s, peak)

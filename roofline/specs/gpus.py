@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from roofline.core.counting import compute_dtype
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -56,8 +58,12 @@ class GpuSpec:
         lo, hi = self.memory_gib_range
         return lo <= memory_bytes / GIB <= hi
 
+    def peak_for(self, dtype: str) -> float | None:
+        """The spec peak the arithmetic of ``dtype`` runs at: a weight-only format's is its compute dtype's."""
+        return self.peak_flop_per_s.get(compute_dtype(dtype))
+
     def ridge_flop_per_byte(self, dtype: str) -> float | None:
-        peak = self.peak_flop_per_s.get(dtype)
+        peak = self.peak_for(dtype)
         return peak / self.bandwidth_bytes_per_s if peak else None
 
     def to_dict(self) -> dict:
