@@ -8,10 +8,14 @@ import math
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from microbench.cli.app import main
 from roofline.analysis.formats import BEYOND, CROSSES, NEVER, crossing_batch, format_comparisons
 from roofline.analysis.series import analyse
+from roofline.report.result_report import write_report
 from roofline.result.document import Point
+from roofline.result.io import load_result, save_result
 from tests.conftest import make_point, make_result
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -143,3 +147,67 @@ def test_unsupported_bmm_in_a_weight_only_format_is_no_reason_for_doubt():
     assert not any("bmm w4a16" in line for line in analysis["warnings"])
     interrupted = points + [make_point(op="bmm", dtype="bf16", batch=b) for b in BATCHES[:3]]
     assert any("bmm bf16" in line for line in analyse(make_result(interrupted))["warnings"])
+
+
+def test_faster_again_after_losing_at_the_smallest_batch_is_said():
+    ratio = {b: 1.1 for b in BATCHES} | {64: 0.9}
+    analysis = analyse(make_result(format_points({"w4a16": ratio}), device=H200))
+    sentence = next(line for line in analysis["verdict"] if line.startswith("w4a16"))
+    assert "faster again only at batch 64" in sentence and "every larger batch" not in sentence
+
+
+def format_result_file(tmp_path, ratios=None):
+    path = tmp_path / "formats.json"
+    save_result(make_result(format_points(ratios or {"w4a16": W4_RATIO, "w8a16": W8_RATIO}), device=H200), path)
+    return path
+
+
+def test_fit_prints_the_break_even_and_its_json_carries_it(tmp_path):
+    path = format_result_file(tmp_path)
+    text = CliRunner().invoke(main, ["fit", str(path)], catch_exceptions=False)
+    assert text.exit_code == 0, text.output
+    assert "weight-only formats against bf16" in text.output and "break-even batch" in text.output
+    assert "stops paying off at batch 47" in " ".join(text.output.split())
+    printed = CliRunner().invoke(main, ["fit", str(path), "--json"], catch_exceptions=False)
+    formats = {c["format"]: c for c in json.loads(printed.output)["formats"]}
+    assert formats["w4a16"]["break_even_batch"] == pytest.approx(W4_BREAK_EVEN)
+    assert formats["w8a16"]["status"] == BEYOND and formats["w8a16"]["break_even_batch"] is None
+
+
+def test_the_report_draws_the_format_figure_and_says_the_break_even(tmp_path):
+    folder = tmp_path / "report"
+    analysis = write_report(load_result(format_result_file(tmp_path)), folder)
+    assert (folder / "formats_4096x4096.png").stat().st_size > 10_000
+    markdown = (folder / "report.md").read_text()
+    assert "## Weight-only formats against bf16" in markdown
+    assert "![formats_4096x4096](formats_4096x4096.png)" in markdown
+    assert analysis["verdict"][0] in markdown and "stops paying off at batch 47" in analysis["verdict"][0]
+    html = (folder / "report.html").read_text()
+    assert "alt='formats_4096x4096'" in html and "w4a16 / bf16" in html
+    saved = json.loads((folder / "analysis.json").read_text())
+    assert [c["format"] for c in saved["formats"]] == ["w4a16", "w8a16"]
+
+
+def test_a_report_without_a_weight_only_format_has_no_format_figure(tmp_path):
+    folder = tmp_path / "plain"
+    points = [make_point(dtype=d, batch=b, time_s=bf16_time(b)) for d in ("bf16", "fp16") for b in BATCHES]
+    write_report(make_result(points), folder)
+    assert not list(folder.glob("formats_*.png"))
+    assert "Weight-only formats" not in (folder / "report.md").read_text()
+
+
+def test_import_accepts_the_weight_only_formats(tmp_path):
+    rows = ["op,dtype,batch,n,k,time_s"]
+    for dtype, ratio in (("bf16", dict.fromkeys(BATCHES, 1.0)), ("w4a16", W4_RATIO)):
+        rows += [f"gemm,{dtype},{b},4096,4096,{bf16_time(b) * ratio[b] * (1 + 0.01 * i)}"
+                 for b in BATCHES for i in (-1, 0, 1)]
+    (tmp_path / "timings.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "imported.json"
+    run = CliRunner().invoke(main, ["import", str(tmp_path / "timings.csv"), "-o", str(out),
+                                    "--device-name", "NVIDIA H200"], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    result = load_result(out)
+    assert {p.dtype for p in result.points if p.ok} == {"bf16", "w4a16"}
+    found = analyse(result)["formats"]
+    assert [c["format"] for c in found] == ["w4a16"]
+    assert found[0]["break_even_batch"] == pytest.approx(W4_BREAK_EVEN)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from roofline.core.counting import is_weight_only
-from roofline.core.units import interval_digits, significant
+from roofline.core.units import interval_digits
 from roofline.result.document import Point, Result, backend_tag
 
 BASELINE = "bf16"
@@ -147,12 +147,21 @@ def format_comparisons(result: Result, seed: int = 0) -> list[FormatComparison]:
 
 # --- the words: one formatter for the verdict, the report's table and compare ---
 
-def with_interval(value: float, low: float | None, high: float | None) -> tuple[str, str, str]:
-    """``value`` to the digits its interval earns (``interval_digits``), each bound to the same decimal place."""
-    text = significant(value, interval_digits(value, low, high))
-    places = len(text.split(".")[1]) if "." in text else 0
-    bounds = tuple("?" if b is None else f"{b:.{places}f}" for b in (low, high))
-    return text, bounds[0], bounds[1]
+def with_interval(value: float, low: float | None, high: float | None,
+                  whole: bool = False) -> tuple[str, str, str]:
+    """``value`` to the digits its interval earns (``interval_digits``), its bounds rounded outward at the same
+    place: the printed interval holds the computed one, and the value never prints outside it (47 in
+    [45.1, 49.3] at one digit would read "50 (45–49)").  ``whole`` keeps at least the units (a batch)."""
+    digits = interval_digits(value, low, high)
+    place = math.floor(math.log10(abs(value))) - digits + 1 if value else 0  # the power of ten of the last digit
+    if whole:
+        place = min(place, 0)
+    step, decimals = 10.0 ** place, max(0, -place)
+
+    def text(number: float | None, rounding) -> str:
+        return "?" if number is None else f"{rounding(round(number / step, 9)) * step:.{decimals}f}"
+
+    return text(value, round), text(low, math.floor), text(high, math.ceil)
 
 
 def speedup_text(c: dict[str, Any], index: int = 0, named: bool = True) -> str:
@@ -171,7 +180,7 @@ def break_even_text(c: dict[str, Any], named: bool = True) -> str:
     if c["status"] == NEVER:
         return f"no batch pays off (slower already at batch {smallest})"
     low, high = c["break_even_ci95"]
-    value, lo, hi = with_interval(c["break_even_batch"], low, high)
+    value, lo, hi = with_interval(c["break_even_batch"], low, high, whole=True)
     lo = lo if low is not None else f"≤{smallest}"
     hi = hi if high is not None else f"beyond {largest}"
     return f"batch {value} ({'95% CI ' if named else ''}{lo}–{hi})"
@@ -182,8 +191,12 @@ def format_sentence(c: dict[str, Any], where: str) -> str:
     fmt, base, shape = c["format"], c["baseline"], f"{c['n']}x{c['k']}{backend_tag(c['backend'])}"
     at = "batch 1" if c["batches"][0] == 1 else f"batch {c['batches'][0]}, the smallest measured in both,"
     if c["status"] == NEVER:
+        # Faster again at a larger batch is a kernel switch, not a break-even: said, not hidden.
+        again = [b for b, s in zip(c["batches"], c["speedup"], strict=True) if s >= 1.0]
+        rest = "it stays slower at every larger batch measured" if not again else \
+            f"it is as fast or faster again only at batch {', '.join(map(str, again))}"
         return (f"{fmt} does not pay off on {shape} {where}: at {at} it runs at {speedup_text(c)} the speed of "
-                f"{base}, and it stays slower at every larger batch measured.")
+                f"{base}, and {rest}.")
     head = f"{fmt} is {speedup_text(c)} faster than {base} on {shape} at {at}"
     if c["status"] == BEYOND:
         return (f"{head} and still pays off at batch {c['batches'][-1]}, the largest measured, at "
