@@ -211,3 +211,25 @@ def test_import_accepts_the_weight_only_formats(tmp_path):
     found = analyse(result)["formats"]
     assert [c["format"] for c in found] == ["w4a16"]
     assert found[0]["break_even_batch"] == pytest.approx(W4_BREAK_EVEN)
+
+
+@pytest.mark.parametrize("fmt", ["table", "md", "json"])
+def test_compare_shows_each_results_break_even(tmp_path, fmt):
+    h200 = format_result_file(tmp_path)
+    slower = {b: 1.1 for b in BATCHES}
+    h100 = tmp_path / "h100.json"
+    save_result(make_result(format_points({"w4a16": slower}), device={"kind": "cuda", "name": "NVIDIA H100",
+                                                                     "sku": "h100-sxm"}), h100)
+    run = CliRunner().invoke(main, ["compare", str(h200), str(h100), "--format", fmt], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    if fmt == "json":
+        groups = {g["format"]: g for g in json.loads(run.output)["comparison"]["formats"]}
+        rows = {row["sku"]: row for row in groups["w4a16"]["rows"]}
+        assert rows["h200-sxm"]["break_even_batch"] == pytest.approx(W4_BREAK_EVEN)
+        assert (rows["h100-sxm"]["status"], rows["h100-sxm"]["break_even_batch"]) == (NEVER, None)
+        assert [row["sku"] for row in groups["w8a16"]["rows"]] == ["h200-sxm"]
+        return
+    text = " ".join(run.output.split())
+    assert "w4a16 against bf16, 4096×4096: break-even batch" in text
+    assert "batch 47 (46–48)" in text and "no batch pays off (slower already at batch 1)" in text
+    assert "beyond the largest batch measured (128)" in text  # w8a16, measured on the H200 only

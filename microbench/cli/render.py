@@ -296,7 +296,7 @@ def print_decode(document: dict[str, Any]) -> None:
 
 
 def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
-    from roofline.compare.view import COLUMNS, difference_lines, row_cells
+    from roofline.compare.view import COLUMNS, FORMAT_COLUMNS, difference_lines, format_cells, format_title, row_cells
 
     for group in comparison["groups"]:
         table = Table(title=f"{group['dtype']} {group['n']}×{group['k']}", title_justify="left")
@@ -309,6 +309,8 @@ def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
         stdout.print(table)
         for line in difference_lines(group)[:12]:
             stdout.print(escape(line))
+    for group in comparison.get("formats") or []:
+        _print_rows(format_title(group), list(FORMAT_COLUMNS), [format_cells(row) for row in group["rows"]])
     for line in comparison["not_comparable"]:
         stdout.print(f"[yellow]not comparable: {line}[/]")
     flagged = [u for u in fleet["units"] if u["outlier"]]
