@@ -6,6 +6,9 @@ above it; a fit that set a point aside names it; a curve that is not a roofline 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from roofline.analysis.formats import format_sentence
 from roofline.analysis.reference import (
     marked_percent,
@@ -98,14 +101,14 @@ def _gemv_text(result: Result, single: SeriesFit) -> str:
     return text + (", " + " and ".join(parts) if parts else "") + "."
 
 
-def verdict_lines(result: Result, fits: list[SeriesFit], warnings: list[str] = (),
-                  formats: list[dict] = ()) -> list[str]:
+def verdict_lines(result: Result, fits: list[SeriesFit], warnings: Sequence[str] = (),
+                  formats: Sequence[dict[str, Any]] = ()) -> list[str]:
     """One sentence per GEMM series (and bmm), in the words a performance engineer would use; a result
     with reasons for doubt starts with them.  Weight-only formats against bf16 (``roofline.analysis.formats``)
     come next, before the series: which format to deploy up to which batch is the question such a sweep asks."""
     name = result.device.name or result.device.kind
     sku = result.device.sku
-    device = name + (f" ({sku})" if sku else "")
+    device = f"{name}" + (f" ({sku})" if sku else "")
     where = f"On {device}"
     gemv = {(f.dtype, f.n, f.k, f.backend): f for f in fits if f.op == "gemv"}
     lines = []
