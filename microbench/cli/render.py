@@ -23,7 +23,7 @@ from microbench.timing.observer import SweepObserver
 from roofline.analysis.reference import marked_percent, reference_bandwidth, reference_peak
 from roofline.analysis.summary import over_ceiling_lines, summarize_series
 from roofline.core.units import interval_digits, percent, seconds, si, significant
-from roofline.report.tables import series_table
+from roofline.report.tables import formats_table, series_table
 from roofline.result.document import Result, backend_tag
 from roofline.result.sections import BandwidthChoice, Ceilings, Device, PeakRun, SpecCeilings
 
@@ -254,8 +254,20 @@ def print_fit(analysis: dict[str, Any]) -> None:
         stdout.print(escape(line))
     if analysis["spec_reason"]:
         stdout.print(f"spec: {analysis['spec_reason']}")
+    header, rows = formats_table(analysis)
+    if rows:
+        _print_rows(f"weight-only formats against bf16: {analysis['device']}", header, rows)
     for line in analysis["verdict"]:
         stdout.print(escape(line))
+
+
+def _print_rows(title: str, header: list[str], rows: list[list[str]]) -> None:
+    table = Table(title=title, title_justify="left")
+    for index, column in enumerate(header):
+        table.add_column(column, justify="left" if index < 2 else "right", no_wrap=index == 0)
+    for row in rows:
+        table.add_row(*map(escape, row))
+    stdout.print(table)
 
 
 def print_decode(document: dict[str, Any]) -> None:
@@ -284,7 +296,7 @@ def print_decode(document: dict[str, Any]) -> None:
 
 
 def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
-    from roofline.compare.view import COLUMNS, difference_lines, row_cells
+    from roofline.compare.view import COLUMNS, FORMAT_COLUMNS, difference_lines, format_cells, format_title, row_cells
 
     for group in comparison["groups"]:
         table = Table(title=f"{group['dtype']} {group['n']}×{group['k']}", title_justify="left")
@@ -297,6 +309,8 @@ def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
         stdout.print(table)
         for line in difference_lines(group)[:12]:
             stdout.print(escape(line))
+    for group in comparison.get("formats") or []:
+        _print_rows(format_title(group), list(FORMAT_COLUMNS), [format_cells(row) for row in group["rows"]])
     for line in comparison["not_comparable"]:
         stdout.print(f"[yellow]not comparable: {line}[/]")
     flagged = [u for u in fleet["units"] if u["outlier"]]

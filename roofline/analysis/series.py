@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from roofline.analysis import fit
+from roofline.analysis.formats import format_comparisons
 from roofline.analysis.reference import reference_bandwidth, reference_peak
 from roofline.analysis.series_fit import SeriesFit
 from roofline.analysis.summary import group_series, spec_bandwidth, spec_peak
@@ -170,7 +171,8 @@ def _fit_series(data: fit.SeriesData, usable: list[Point], base: dict[str, Any],
 
 
 def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
-    """Every series fitted, plus the verdict lines and the warnings; plain data for JSON."""
+    """Every series fitted, each weight-only format against bf16 (``formats``: speed-up per batch and the
+    break-even batch), the verdict lines and the warnings; plain data for JSON."""
     series = group_series(result.points)
     fits = [fit_one(result, points, seed) for points in series.values()]
     profile, spec_reason = spec_profile(result)
@@ -178,6 +180,7 @@ def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
     dtypes = sorted({p.dtype for p in result.points})
     peaks = {d: reference_peak(result.ceilings, d) for d in dtypes}
     warnings = trust_lines(result, series, fit.MIN_POINTS)
+    formats = [c.to_dict() for c in format_comparisons(result, seed)]
     return {
         "device": result.device.name,
         "sku": result.device.sku,
@@ -191,5 +194,6 @@ def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
         "roof_tolerance": fit.ROOF_TOLERANCE,
         "warnings": warnings,
         "series": [f.to_dict() for f in fits],
-        "verdict": verdict_lines(result, fits, warnings),
+        "formats": formats,
+        "verdict": verdict_lines(result, fits, warnings, formats),
     }

@@ -6,7 +6,9 @@ shown, not hidden).  One list of sentences, used by ``fit``, the report's warnin
 - points whose 95% CI of the median is wider than the run's target, whatever their sample count (fewer
   than ``stats.MIN_SAMPLES_FOR_CI`` samples: the interval is the whole range), and single-sample points,
   which have no interval at all;
-- a series that stopped before the batches its op was measured at elsewhere (an interrupted sweep);
+- a series that stopped before the batches its op was measured at elsewhere (an interrupted sweep); a series
+  that is ``unsupported`` at every batch is not one (bmm in a weight-only format, fp8 before compute
+  capability 8.9: the op does not exist there, and the report lists those points with their reason);
 - a series with too few ok points to fit.
 """
 
@@ -77,6 +79,8 @@ def incomplete_lines(result: Result, series: dict[tuple, list[Point]]) -> list[s
         measured = {p.batch for p in points if p.usable}
         failed = {p.batch: p.status if p.correct is not False else "wrong" for p in points
                   if not p.usable and not p.superseded}
+        if not measured and set(failed.values()) == {"unsupported"}:
+            continue
         missing = sorted(expected - measured)
         if not missing:
             continue

@@ -6,6 +6,10 @@ above it; a fit that set a point aside names it; a curve that is not a roofline 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from roofline.analysis.formats import format_sentence
 from roofline.analysis.reference import (
     marked_percent,
     over_ceiling_note,
@@ -97,17 +101,21 @@ def _gemv_text(result: Result, single: SeriesFit) -> str:
     return text + (", " + " and ".join(parts) if parts else "") + "."
 
 
-def verdict_lines(result: Result, fits: list[SeriesFit], warnings: list[str] = ()) -> list[str]:
+def verdict_lines(result: Result, fits: list[SeriesFit], warnings: Sequence[str] = (),
+                  formats: Sequence[dict[str, Any]] = ()) -> list[str]:
     """One sentence per GEMM series (and bmm), in the words a performance engineer would use; a result
-    with reasons for doubt starts with them."""
+    with reasons for doubt starts with them.  Weight-only formats against bf16 (``roofline.analysis.formats``)
+    come next, before the series: which format to deploy up to which batch is the question such a sweep asks."""
     name = result.device.name or result.device.kind
     sku = result.device.sku
-    where = f"On {name}" + (f" ({sku})" if sku else "")
+    device = f"{name}" + (f" ({sku})" if sku else "")
+    where = f"On {device}"
     gemv = {(f.dtype, f.n, f.k, f.backend): f for f in fits if f.op == "gemv"}
     lines = []
     if warnings:
         more = f" ({len(warnings) - 3} more under warnings)" if len(warnings) > 3 else ""
         lines.append(f"Trust these numbers less: {'; '.join(warnings[:3])}{more}.")
+    lines += [format_sentence(c, f"on {device}") for c in formats]
     for f in fits:
         if f.op == "gemv":
             continue

@@ -6,6 +6,9 @@ matching points from their samples, and the fitted B*, bandwidth and peak from t
 faster / slower / same / inconclusive.  Percentages of measured bandwidth are of each result's one
 reference bandwidth (``roofline.analysis.reference``), named.
 
+Weight-only formats: each result's speed-up over its own bf16 and its break-even batch, per format and layer
+(``formats``), side by side.
+
 Outliers use the median and the MAD within a SKU: a unit is flagged when |x − median| > k · 1.4826 · MAD
 (``k`` defaults to 3, settable).  The MAD has a floor of 1% of the median so that a handful of nearly
 identical units does not flag the smallest difference.  Units measured while throttled are flagged too.
@@ -186,7 +189,26 @@ def compare_results(loaded: list[Loaded], baseline: str | None = None, specs: li
                     significance[row["file"]] = differences(base, reference, items[row["file"]], row, (dtype, n, k))
         groups.append({"dtype": dtype, "n": n, "k": k, "rows": rows, "speed_vs_baseline": ratios,
                        "significance_vs_baseline": significance})
-    return {"baseline": base.file if base else None, "groups": groups, "not_comparable": not_comparable}
+    return {"baseline": base.file if base else None, "groups": groups, "not_comparable": not_comparable,
+            "formats": format_groups(loaded)}
+
+
+FORMAT_KEYS = ("batches", "speedup_batch1", "speedup_batch1_ci95", "speedup", "speedup_ci95", "status",
+               "break_even_batch", "break_even_ci95")
+
+
+def format_groups(loaded: list[Loaded]) -> list[dict[str, Any]]:
+    """Per weight-only format and layer: each result's break-even batch against its own bf16 (from its analysis,
+    ``roofline.analysis.formats``); only results that measured the format and bf16 on that layer."""
+    groups: dict[tuple[str, str, int, int], dict[str, Any]] = {}
+    for item in loaded:
+        for c in item.analysis.get("formats") or []:
+            key = (c["format"], c["backend"], c["n"], c["k"])
+            group = groups.setdefault(key, {"format": c["format"], "baseline": c["baseline"], "backend": c["backend"],
+                                            "n": c["n"], "k": c["k"], "rows": []})
+            group["rows"].append({"file": item.file, "device": f"{item.result.device.name} [{Path(item.file).stem}]",
+                                  "sku": item.result.device.sku, **{name: c[name] for name in FORMAT_KEYS}})
+    return list(groups.values())
 
 
 def _samples(item: Loaded, op: str, group: tuple[str, int, int]) -> dict[int, tuple[float, ...]]:

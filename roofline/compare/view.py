@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roofline.analysis.formats import break_even_text, speedup_text
 from roofline.analysis.reference import marked_percent
 from roofline.core.units import percent, si
 
@@ -76,6 +77,34 @@ def difference_lines(group: dict[str, Any]) -> list[str]:
     return lines
 
 
+FORMAT_COLUMNS = ("device", "SKU", "speed-up at the smallest batch (95% CI)", "break-even batch (95% CI)",
+                  "batches compared")
+
+
+def format_title(group: dict[str, Any]) -> str:
+    tag = "" if group["backend"] in ("torch", "imported") else f" [{group['backend']}]"
+    return f"{group['format']} against {group['baseline']}, {group['n']}×{group['k']}{tag}: break-even batch"
+
+
+def format_cells(row: dict[str, Any]) -> list[str]:
+    """One result's row of a weight-only format's group: where it starts and where it stops paying off."""
+    batches = row["batches"]
+    return [row["device"], row["sku"] or "–", f"B={batches[0]}: {speedup_text(row, named=False)}",
+            break_even_text(row, named=False), f"{len(batches)} ({batches[0]}–{batches[-1]})"]
+
+
+def _format_markdown(comparison: dict[str, Any]) -> list[str]:
+    groups = comparison.get("formats") or []
+    out = ["Weight-only formats: speed-up is each result's own bf16 median time over the format's at the same "
+           "batch; the break-even batch is where it first falls below 1 (linear in log batch); 95% bootstrap "
+           "intervals.", ""] if groups else []
+    for group in groups:
+        out += [f"## {format_title(group)}", "", "| " + " | ".join(FORMAT_COLUMNS) + " |",
+                "|" + "---|" * len(FORMAT_COLUMNS)]
+        out += ["| " + " | ".join(format_cells(row)) + " |" for row in group["rows"]] + [""]
+    return out
+
+
 def markdown(comparison: dict[str, Any], fleet: dict[str, Any] | None) -> str:
     out = ["# gpubench comparison", ""]
     if comparison["baseline"]:
@@ -94,6 +123,7 @@ def markdown(comparison: dict[str, Any], fleet: dict[str, Any] | None) -> str:
         lines = difference_lines(group)
         if lines:
             out += ["Differences from the baseline that are not \"same\":", ""] + [f"- {x}" for x in lines] + [""]
+    out += _format_markdown(comparison)
     if comparison["not_comparable"]:
         out += ["## Not comparable", ""] + [f"- {line}" for line in comparison["not_comparable"]] + [""]
     if fleet:

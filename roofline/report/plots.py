@@ -141,7 +141,9 @@ def roofline_figure(result: Result, analysis: dict[str, Any], dtype: str):
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(f"Roofline, {dtype}: {result.device.name}")
+    computes_in = compute_dtype(dtype)
+    ax.set_title(f"Roofline, {dtype}" + (f" (multiplies in {computes_in})" if computes_in != dtype else "")
+                 + f": {result.device.name}")
     if labelled and labelled.get("roof_regime"):
         ax.text(0.01, 0.99, f"fitted ridges (stars): {labelled['roof_regime']}", transform=ax.transAxes,
                 fontsize=7, va="top", color="0.3")

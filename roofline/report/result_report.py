@@ -13,8 +13,9 @@ from roofline.analysis.series import analyse
 from roofline.core.stats import quantile
 from roofline.core.units import seconds
 from roofline.report import page, plots
+from roofline.report.format_plot import format_figures
 from roofline.report.page import figure_pngs
-from roofline.report.tables import reference_lines, series_table
+from roofline.report.tables import formats_table, reference_lines, series_table
 from roofline.result.document import Result, backend_tag
 from roofline.result.io import write_output_file
 
@@ -180,6 +181,7 @@ def render_figures(result: Result, analysis: dict[str, Any]) -> tuple[dict[str, 
         figures[f"roofline_{dtype}"] = plots.roofline_figure(result, analysis, dtype)
     for name, draw in plots.FIGURES.items():
         figures[name] = draw(result, analysis)
+    figures.update(format_figures(result, analysis))  # only for layers measured in bf16 and a weight-only format
     return figure_pngs(figures)
 
 
@@ -209,7 +211,15 @@ def write_report(result: Result, folder: Path) -> dict[str, Any]:
     blocks: list[page.Block] = [
         page.Heading("Verdict"), page.Bullets(tuple(analysis["verdict"] or ["No series could be analysed."])),
         page.Heading("Fit per series"), page.Table(tuple(header), tuple(map(tuple, rows))),
-        page.Bullets(tuple(reference_lines(analysis))), page.Images()]
+        page.Bullets(tuple(reference_lines(analysis)))]
+    if analysis["formats"]:
+        header, rows = formats_table(analysis)
+        blocks += [page.Heading("Weight-only formats against bf16"), page.Table(tuple(header), tuple(map(tuple, rows))),
+                   page.Bullets(("Speed-up: bf16's median time over the format's at the same batch. Break-even: where "
+                                 "the speed-up first falls below 1 as the batch grows (linear in log batch between "
+                                 "the measured batches around it). Intervals: 95% bootstrap over each point's "
+                                 "samples.",))]
+    blocks.append(page.Images())
     for key, lines in sections.items():
         if lines:
             css_class = "warn" if key == "warnings" else None

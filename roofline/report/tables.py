@@ -1,10 +1,11 @@
-"""The per-series fit table, shared by the terminal (gpubench fit) and the reports, and the lines under it
-that name the references and say why a table is empty."""
+"""The per-series fit table and the weight-only formats table, shared by the terminal (gpubench fit) and the
+reports, and the lines under them that name the references and say why a table is empty."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from roofline.analysis.formats import break_even_text, speedup_text
 from roofline.analysis.reference import marked_percent, percent_of
 from roofline.core.units import interval_digits, si
 from roofline.result.document import backend_tag
@@ -82,3 +83,19 @@ def reference_lines(analysis: dict[str, Any]) -> list[str]:
 
 def _n(value) -> str:
     return "–" if value is None else f"{value:.0f}"
+
+
+FORMAT_HEADER = ["layer", "format", "speed-up at the smallest batch (95% CI)", "break-even batch (95% CI)",
+                 "batches compared"]
+
+
+def formats_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """One row per weight-only format and layer: its speed-up over bf16 where both start, and where it stops
+    paying off (``roofline.analysis.formats``); no rows when the result has no format to compare."""
+    rows = []
+    for c in analysis.get("formats") or []:
+        smallest = c["batches"][0]
+        rows.append([f"{c['n']}×{c['k']}{backend_tag(c['backend'])}", f"{c['format']} / {c['baseline']}",
+                     f"B={smallest}: {speedup_text(c, named=False)}", break_even_text(c, named=False),
+                     f"{len(c['batches'])} ({smallest}–{c['batches'][-1]})"])
+    return FORMAT_HEADER, rows
