@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One-call GPU validation: GPU tests, ceilings, a default sweep, a report, the timer benchmark, and the
-# serving check (scripts/serving_check.sh) while the 8-minute budget allows it.
+# One-call GPU validation: GPU tests, ceilings, a bf16 sweep of the default shapes and its report, the
+# weight-only formats (w8a16, w4a16) against bf16 on one Llama shape and their report, decode, the timer
+# benchmark, and the serving check (scripts/serving_check.sh) while the 8-minute budget allows it.
 # Writes results and one log into OUTDIR and prints a short table
 # last.  Budgeted to finish in under 8 minutes on an H200; each step has its own timeout.
 #
@@ -16,27 +17,38 @@ BACKENDS=torch
 python3 -c "import cupy" >/dev/null 2>&1 && [ "$DEVICE" != cpu ] && BACKENDS=torch,cupy
 step tests 180 python3 -m pytest -m gpu -q -rs tests/test_gpu.py tests/test_cupy_backend.py
 step ceilings 150 python3 -m microbench.cli ceilings --device "$DEVICE" --backend "$BACKENDS" -o "$OUT/ceilings.json"
-step sweep 240 python3 -m microbench.cli sweep --device "$DEVICE" --backend "$BACKENDS" --no-ceilings \
+# The default shapes in bf16 on every back end (the weight-only formats have no CuPy kernel: next step).
+step sweep 240 python3 -m microbench.cli sweep --device "$DEVICE" --backend "$BACKENDS" --dtype bf16 --no-ceilings \
   -o "$OUT/sweep.json"
-if [ -f "$OUT/ceilings.json" ] && [ -f "$OUT/sweep.json" ]; then
-  # The sweep skipped its own ceilings to save time; give it the ones just measured.
-  python3 - "$OUT/ceilings.json" "$OUT/sweep.json" <<'PY' >>"$LOG" 2>&1
+# bf16, w8a16 and w4a16 on Llama-3-8B's down_proj (the CPU's default shape on a dry run), in one result so its
+# report has the format figure and each format's break-even batch; kept inside report.tar.gz with its report.
+mkdir -p "$OUT/report/formats"
+if [ "$DEVICE" = cpu ]; then FORMAT_SHAPE=2048x4096; else FORMAT_SHAPE=4096x14336; fi
+step formats 150 python3 -m microbench.cli sweep --device "$DEVICE" --dtype bf16,w8a16,w4a16 --op gemv,gemm \
+  --shape "$FORMAT_SHAPE" --no-ceilings -o "$OUT/report/formats/formats.json"
+merge_ceilings() {  # the sweeps skipped their own ceilings to save time; give them the ones just measured
+  [ -f "$OUT/ceilings.json" ] && [ -f "$1" ] || return 0
+  python3 - "$OUT/ceilings.json" "$1" <<'PY' >>"$LOG" 2>&1
 import sys
 from roofline.result.io import load_result, save_result
 ceilings, sweep = load_result(sys.argv[1]), load_result(sys.argv[2])
 save_result(sweep.with_ceilings(ceilings.ceilings), sys.argv[2])
-print("sweep.json: ceilings merged from ceilings.json")
+print(f"{sys.argv[2]}: ceilings merged from ceilings.json")
 PY
-fi
+}
+merge_ceilings "$OUT/sweep.json"
+merge_ceilings "$OUT/report/formats/formats.json"
 if [ -f "$OUT/sweep.json" ]; then
   step report 60 python3 -m microbench.cli report "$OUT/sweep.json" -o "$OUT/report"
+fi
+if [ -f "$OUT/report/formats/formats.json" ]; then
+  step fmt-report 60 python3 -m microbench.cli report "$OUT/report/formats/formats.json" -o "$OUT/report/formats"
 fi
 if [ "$DEVICE" = cpu ]; then DECODE_MODEL=(--hf-config tests/data/tiny-llama-config.json --dtype fp32); \
 else DECODE_MODEL=(--model llama-3-8b); fi
 step decode 90 python3 -m microbench.cli decode "${DECODE_MODEL[@]}" --batch 1:256:x2 --device "$DEVICE" \
   -o "$OUT/report/decode"
 [ -f "$OUT/report/decode/decode.json" ] && cp "$OUT/report/decode/decode.json" "$OUT/decode.json"
-[ -d "$OUT/report" ] && tar -C "$OUT" -czf "$OUT/report.tar.gz" report && rm -rf "$OUT/report"
 step bench 90 python3 scripts/bench_timer.py --device "$DEVICE" -o "$OUT/bench.json"
 # The serving check last, in what is left of a 460 s budget (8 minutes less a minute of slack):
 # it needs about 3 minutes on an H200 and is skipped, saying so, when fewer than 150 s are left.
@@ -76,6 +88,12 @@ if (out / "sweep.json").exists():
         print(f"{row.op:4s} {row.dtype:4s} {row.n}x{row.k}: ok {row.points_ok}/{row.points_total} "
               f"B={row.low_batch} {si(row.low_batch_bytes_per_s, 'B/s')} ({percent(row.pct_of_measured_bandwidth)} meas, "
               f"{percent(row.pct_of_spec_bandwidth)} spec); best {si(row.peak_flop_per_s, 'FLOP/s')} @B={row.peak_batch}")
+formats = out / "report" / "formats" / "formats.json"
+if formats.exists():
+    from roofline.analysis.series import analyse
+    for line in analyse(load_result(formats))["verdict"]:
+        if any(name in line for name in ("w8a16", "w4a16")):
+            print(line)
 if (out / "bench.json").exists():
     sys.path.insert(0, "scripts")
     from bench_timer import formatted  # units and significant digits, never round(v, 4)
@@ -88,6 +106,7 @@ if [ -f "$OUT/serving/serving_check.log" ]; then
     "$OUT/serving/serving_check.log" | tail -16
 fi
 } 2>&1 | tee "$OUT/summary.txt"
-# The serving folder is archived as one file, so OUTDIR stays a few files.
+# The report and serving folders are archived as one file each, so OUTDIR stays a few files.
+[ -d "$OUT/report" ] && tar -C "$OUT" -czf "$OUT/report.tar.gz" report && rm -rf "$OUT/report"
 [ -d "$OUT/serving" ] && tar -C "$OUT" -czf "$OUT/serving.tar.gz" serving && rm -rf "$OUT/serving"
 rm -f "$STEPS"

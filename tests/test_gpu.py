@@ -159,3 +159,24 @@ def test_cupy_cublas_points_are_timed_eagerly_and_say_so():
     assert point.timer == "cuda-eager" and "gemmEx" in point.kernel
     bmm = measure_point(cuda_session(budget_s=0.1), PointSpec("bmm", "bf16", 8, 1024, 128, "cupy"))
     assert bmm.ok and bmm.correct and "gemmStridedBatchedEx" in bmm.kernel, bmm.reason
+
+
+@pytest.mark.parametrize("dtype", ["w8a16", "w4a16"])
+def test_weight_only_formats_run_correctly_on_the_gpu_or_say_why_not(dtype):
+    """torch's own kernels: _weight_int8pack_mm and tinygemm's _weight_int4pack_mm, timed in a CUDA graph."""
+    from microbench.timing.measure import measure_point
+
+    session = cuda_session(budget_s=0.2)
+    for batch in (1, 16):
+        point = measure_point(session, PointSpec("gemm", dtype, batch, 4096, 14336))
+        if point.status == "unsupported":  # a torch without this kernel for CUDA says so; nothing else may
+            assert dtype == "w8a16" and "NotImplementedError" in point.reason, point.reason
+            return
+        assert point.ok, point.reason
+        assert point.correct, point.correctness
+        assert point.timer == "cuda-graph"
+        assert point.kernel == f"torch._weight_int{'8' if dtype == 'w8a16' else '4'}pack_mm"
+    if dtype == "w4a16":  # a quarter of bf16's weight bytes: batch 1 must be faster than bf16's
+        bf16 = measure_point(session, PointSpec("gemm", "bf16", 1, 4096, 14336))
+        w4 = measure_point(session, PointSpec("gemm", "w4a16", 1, 4096, 14336))
+        assert w4.stats.median_s < bf16.stats.median_s, (w4.stats.median_s, bf16.stats.median_s)

@@ -28,6 +28,7 @@ from microbench.timing.adaptive import Stopped
 from microbench.timing.measure import measure_point
 from microbench.timing.observer import Interrupted, SweepObserver
 from microbench.timing.session import Session
+from roofline.core.counting import compute_dtype
 from roofline.result.document import Point, Result
 from roofline.result.io import check_output
 from roofline.result.journal import ResultWriter
@@ -167,8 +168,11 @@ def ceilings_job(config: SweepConfig, observer: SweepObserver) -> Result:
 
 
 def ceilings_step(config: SweepConfig, dtypes: list[str]) -> Callable[[Session], dict[str, Any]]:
-    """What ``run_sweep`` calls to measure the ceilings in these dtypes, on the session it opened."""
+    """What ``run_sweep`` calls to measure the ceilings in these dtypes, on the session it opened.  A
+    weight-only format's compute ceiling is its compute dtype's peak (bf16): the peak is measured once, there."""
     from microbench.sweep.ceilings import measure_ceilings
+
+    dtypes = list(dict.fromkeys(compute_dtype(dtype) for dtype in dtypes))
 
     def step(session: Session) -> dict[str, Any]:
         return measure_ceilings(session, dtypes, quick=config.quick, backends=config.backends)

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from roofline.core.counting import DTYPES, OPS, count_work
+from roofline.core.counting import DTYPES, OPS, count_work, is_weight_only
 from roofline.core.errors import BadInputError
 from roofline.core.units import si_bytes
 from roofline.result.document import backend_tag
@@ -30,8 +30,10 @@ class Defaults:
     budget_s: float
 
 
+# The weight-only formats production decode reads (w8a16, w4a16) beside bf16, on the same shapes: where each
+# stops paying off against bf16 is one of the answers a sweep gives.
 GPU_DEFAULTS = Defaults(
-    dtypes=("bf16",),
+    dtypes=("bf16", "w8a16", "w4a16"),
     # Llama-3-70B down_proj (the issue's 8192x28672) and qkv_proj; Llama-3-8B down_proj.
     shapes=((8192, 28672), (10240, 8192), (4096, 14336)),
     # One sequence's K cache for one layer at 4096 tokens, 8 KV heads × 128 flattened: attention-like.
@@ -40,7 +42,7 @@ GPU_DEFAULTS = Defaults(
     budget_s=0.5,
 )
 CPU_DEFAULTS = Defaults(
-    dtypes=("fp32", "bf16"),
+    dtypes=("fp32", "bf16", "w8a16", "w4a16"),
     # A Llama-style projection scaled down (hidden 2048, 2x MLP) so weights still exceed the L3.
     shapes=((2048, 4096),),
     bmm_shapes=((512, 128),),
@@ -48,10 +50,10 @@ CPU_DEFAULTS = Defaults(
     budget_s=0.5,
 )
 CPU_QUICK = Defaults(
-    dtypes=("fp32",), shapes=((1024, 2048),), bmm_shapes=((256, 128),), batches=QUICK_BATCHES, budget_s=0.15
+    dtypes=("fp32", "w4a16"), shapes=((1024, 2048),), bmm_shapes=((256, 128),), batches=QUICK_BATCHES, budget_s=0.15
 )
 GPU_QUICK = Defaults(
-    dtypes=("bf16",), shapes=((4096, 14336),), bmm_shapes=((4096, 1024),), batches=QUICK_BATCHES, budget_s=0.2
+    dtypes=("bf16", "w4a16"), shapes=((4096, 14336),), bmm_shapes=((4096, 1024),), batches=QUICK_BATCHES, budget_s=0.2
 )
 
 
@@ -156,21 +158,28 @@ def build_plan(
     batches: list[int],
     backends: Sequence[str] = ("torch",),
 ) -> list[PointSpec]:
-    """Points grouped by (backend, dtype, shape, op) so one series' weights are allocated once."""
+    """Points grouped by (backend, shape, dtype, op) so one series' weights are allocated once, and every dtype
+    of a shape is measured before the next shape: a sweep cut short still compares its formats on one shape.
+
+    ``bmm`` stands for decode attention over each sequence's KV cache, which a weight format does not change:
+    beside other ops a weight-only dtype's bmm is left out; asked for alone (``--op bmm``) it is planned and
+    recorded as unsupported, saying why."""
     check_choices(ops, OPS, "op")
     check_choices(dtypes, DTYPES, "dtype")
     check_choices(list(backends), BACKENDS, "backend")
     plan: list[PointSpec] = []
     for backend in backends:
-        for dtype in dtypes:
-            for n, k in shapes:
+        for n, k in shapes:
+            for dtype in dtypes:
                 if "gemv" in ops:
                     plan.append(PointSpec("gemv", dtype, 1, n, k, backend))
                 if "gemm" in ops:
                     plan.extend(PointSpec("gemm", dtype, b, n, k, backend) for b in batches)
-            if "bmm" in ops:
-                for n, k in bmm_shapes:
-                    plan.extend(PointSpec("bmm", dtype, b, n, k, backend) for b in batches)
+        if "bmm" in ops:
+            for n, k in bmm_shapes:
+                for dtype in dtypes:
+                    if set(ops) == {"bmm"} or not is_weight_only(dtype):
+                        plan.extend(PointSpec("bmm", dtype, b, n, k, backend) for b in batches)
     return plan
 
 

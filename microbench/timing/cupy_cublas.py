@@ -36,7 +36,11 @@ TYPES = {
     "fp16": (CUDA_R_16F, CUBLAS_COMPUTE_32F, "float16"),
     "bf16": (CUDA_R_16BF, CUBLAS_COMPUTE_32F, "bfloat16"),
 }
-UNSUPPORTED = {"fp8": "fp8 matmul needs cublasLt (scale pointers, TN-only layouts); CuPy's gemmEx does not offer it"}
+UNSUPPORTED = {
+    "fp8": "fp8 matmul needs cublasLt (scale pointers, TN-only layouts); CuPy's gemmEx does not offer it",
+    "w8a16": "cuBLAS has no weight-only int8 matmul: w8a16 is measured with the torch back end",
+    "w4a16": "cuBLAS has no weight-only int4 matmul: w4a16 is measured with the torch back end",
+}
 COMPUTE_NAMES = {CUBLAS_COMPUTE_32F: "compute 32F", CUBLAS_COMPUTE_32F_FAST_TF32: "compute 32F fast TF32"}
 
 

@@ -14,10 +14,11 @@ import datetime as dt
 from dataclasses import replace
 
 from microbench.sweep import plan
-from microbench.timing import ops
+from microbench.timing import ops, weight_only
 from microbench.timing.adaptive import Stopped, StoppingRule, measure
 from microbench.timing.session import Session
 from microbench.timing.timers import CpuTimer, CudaEagerTimer, CudaGraphTimer
+from roofline.core.counting import is_weight_only
 from roofline.core.stats import quantile
 from roofline.core.units import si_bytes
 from roofline.result.document import Point
@@ -149,15 +150,19 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
     except Exception as exc:  # noqa: BLE001 - every failure of a point is recorded, the sweep goes on
         session.weights.clear()
         release_timers(session, timers)
-        status = "oom" if _is_oom(torch, exc) else "error"
+        # NotImplementedError: the installed torch has no kernel for this op on this device (torch's dispatcher
+        # raises it, e.g. a weight-only op built for the CPU only): the point is unsupported, not broken.
+        status = "oom" if _is_oom(torch, exc) else "unsupported" if isinstance(exc, NotImplementedError) else "error"
         return Point(status=status, reason=_first_line(exc), finished_at=utc_now(), **base)
     release_timers(session, timers)
     return Point(status="ok", timer=timer.name, samples_s=result.samples_s, warmup_samples_s=result.warmup_samples_s,
                  eager_samples_s=eager_samples, launches_per_sample=timer.launches, stop_reason=result.stop_reason,
                  # Point takes the sampler dict and types it (document.py)
                  rotation_copies=copies, correctness=correctness, telemetry=telemetry, finished_at=utc_now(),  # pyright: ignore[reportArgumentType]
-                 kernel=getattr(workload, "kernel", None) or _torch_kernel(spec), **base)
+                 kernel=getattr(workload, "kernel", None) or _torch_kernel(spec, session.choice.kind), **base)
 
 
-def _torch_kernel(spec: plan.PointSpec) -> str:
+def _torch_kernel(spec: plan.PointSpec, device_kind: str) -> str:
+    if is_weight_only(spec.dtype):
+        return weight_only.kernel_name(spec.dtype, device_kind)
     return "torch._scaled_mm" if spec.dtype == "fp8" else TORCH_KERNELS[spec.op]

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from microbench.sweep.plan import PointSpec
-from roofline.core.counting import count_work
+from microbench.timing import weight_only
+from roofline.core.counting import count_work, is_weight_only
 from roofline.core.units import si_bytes
 
 # Rotation: the weight copies together must be this many times the cache they must not hit.
@@ -26,7 +27,8 @@ MAX_COPIES = 1024
 CHECK_ROWS = 16
 CHECK_COLS = 64
 CHECK_GROUPS = 8
-TOLERANCES = {"fp32": 1e-4, "tf32": 2e-3, "fp16": 5e-3, "bf16": 1e-2, "fp8": 1e-2}
+# Weight-only formats: bf16 activations and output against the exact dequantized weights (measured ~2e-3).
+TOLERANCES = {"fp32": 1e-4, "tf32": 2e-3, "fp16": 5e-3, "bf16": 1e-2, "fp8": 1e-2, "w8a16": 1e-2, "w4a16": 1e-2}
 
 
 class OutOfMemory(MemoryError):
@@ -49,6 +51,9 @@ def matmul_precision(torch, tf32: bool):
 
 
 def torch_dtype(torch, dtype: str):
+    """The element type of a point's activations (and, for plain dtypes, its weights)."""
+    if is_weight_only(dtype):
+        return torch.bfloat16
     return {
         "fp32": torch.float32,
         "tf32": torch.float32,
@@ -60,6 +65,8 @@ def torch_dtype(torch, dtype: str):
 
 def support_problem(spec: PointSpec, device: dict[str, Any]) -> str | None:
     """Why this device cannot run the point, or None."""
+    if is_weight_only(spec.dtype):
+        return weight_only.support_problem(spec.dtype, spec.op, spec.n, spec.k, device)
     if spec.dtype == "tf32" and device["kind"] != "cuda":
         return "tf32 is a tensor-core mode of NVIDIA GPUs; the CPU has none"
     if spec.dtype == "fp8":
@@ -110,7 +117,9 @@ class Workload:
     def launch(self, i: int) -> None:
         torch, op = self.torch, self.spec.op
         w, x, y = self.weights[i], self.inputs[i], self.outputs[i]
-        if self.spec.dtype == "fp8":
+        if isinstance(w, weight_only.QuantizedWeight):
+            self.outputs[i] = w.matmul(torch, x)  # no out= form: the op allocates its output
+        elif self.spec.dtype == "fp8":
             one = self._unit_scale
             torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, out=y)
         elif op == "gemv":
@@ -134,10 +143,11 @@ class Workload:
         y = self.outputs[0]
         y.fill_(float("nan"))
         self.launch(0)
+        y = self.outputs[0]
         written = bool(torch.isfinite(y).all().item())
         generator = torch.Generator().manual_seed(seed)
         w, x = self.weights[0], self.inputs[0]
-        cols = torch.randperm(spec.n, generator=generator)[: min(CHECK_COLS, spec.n)].to(w.device)
+        cols = torch.randperm(spec.n, generator=generator)[: min(CHECK_COLS, spec.n)].to(x.device)
         if spec.op == "bmm":
             groups = torch.randperm(spec.batch, generator=generator)[: min(CHECK_GROUPS, spec.batch)]
             groups = groups.to(w.device)
@@ -149,7 +159,9 @@ class Workload:
             x2 = x.reshape(-1, spec.k)
             rows = torch.randperm(x2.shape[0], generator=generator)[: min(CHECK_ROWS, x2.shape[0])]
             rows = rows.to(w.device)
-            ref = _f64(_take(torch, x2, rows)) @ _f64(_take(torch, w, cols)).T
+            w_rows = w.dequantized_rows_f64(torch, cols) if isinstance(w, weight_only.QuantizedWeight) \
+                else _f64(_take(torch, w, cols))
+            ref = _f64(_take(torch, x2, rows)) @ w_rows.T
             got = _f64(y.reshape(-1, spec.n)[rows][:, cols])
         norm = float(torch.linalg.vector_norm(ref))
         rel_err = float(torch.linalg.vector_norm(got - ref)) / norm if norm > 0 else float("inf")
@@ -161,7 +173,8 @@ class Workload:
             "tolerance": tolerance,
             "outputs_written": written,
             "passed": written and rel_err is not None and rel_err <= tolerance,
-            "reference": "float64 on sampled outputs",
+            "reference": "float64 on sampled outputs" + (", from the dequantized weights"
+                                                         if is_weight_only(spec.dtype) else ""),
         }
 
 
@@ -179,9 +192,9 @@ def _take(torch, tensor, index):
 def operand_shapes(spec: PointSpec) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(weight, input, output) tensor shapes of one copy."""
     b, n, k = spec.batch, spec.n, spec.k
-    if spec.op == "gemv" and spec.dtype != "fp8":
+    if spec.op == "gemv" and spec.dtype != "fp8" and not is_weight_only(spec.dtype):
         return (n, k), (k,), (n,)
-    if spec.op == "gemv":  # torch._scaled_mm is 2-D only: a GEMV is its M = 1 case
+    if spec.op == "gemv":  # torch._scaled_mm and the weight-only ops are 2-D only: a GEMV is their M = 1 case
         return (n, k), (1, k), (1, n)
     if spec.op == "gemm":
         return (n, k), (b, k), (b, n)
@@ -209,10 +222,15 @@ class WeightCache:
             return self.weights
         self.clear()
         shape = operand_shapes(spec)[0]
-        weights = [
-            random_tensor(torch, shape, spec.dtype, device, seed_for(seed, "w", spec.dtype, shape, i))
-            for i in range(copies)
-        ]
+        if is_weight_only(spec.dtype):
+            weights = [weight_only.make_weight(torch, spec.dtype, spec.n, spec.k, device,
+                                               seed_for(seed, "w", spec.dtype, shape, i), keep_integers=i == 0)
+                       for i in range(copies)]
+        else:
+            weights = [
+                random_tensor(torch, shape, spec.dtype, device, seed_for(seed, "w", spec.dtype, shape, i))
+                for i in range(copies)
+            ]
         if key is not None:
             self.key, self.weights = key, weights
         return weights
@@ -226,6 +244,8 @@ def build_workload(torch, spec: PointSpec, device: str, copies: int, seed: int, 
     """Allocate the point's operands.  ``limit_bytes`` (CPU ``--max-memory``) is checked before allocating."""
     if limit_bytes is not None and device == "cpu":
         need = copies * bytes_per_copy(spec)
+        if is_weight_only(spec.dtype):  # copy 0 keeps its integers, a byte each, for the correctness check
+            need += spec.n * spec.k
         if need > limit_bytes:
             raise OutOfMemory(f"needs {si_bytes(need)} for {copies} copies; --max-memory allows "
                               f"{si_bytes(limit_bytes)}")
@@ -234,6 +254,6 @@ def build_workload(torch, spec: PointSpec, device: str, copies: int, seed: int, 
     # The input seed leaves the back end out: every back end multiplies the same x (a cross-check).
     label = dataclasses.replace(spec, backend="torch").label
     inputs = [random_tensor(torch, x_shape, spec.dtype, device, seed_for(seed, "x", label, i)) for i in range(copies)]
-    out_dtype = torch.bfloat16 if spec.dtype == "fp8" else torch_dtype(torch, spec.dtype)
+    out_dtype = torch.bfloat16 if spec.dtype == "fp8" else torch_dtype(torch, spec.dtype)  # weight-only: bf16
     outputs = [torch.empty(y_shape, device=device, dtype=out_dtype) for _ in range(copies)]
     return Workload(torch, spec, weights, inputs, outputs, copies)

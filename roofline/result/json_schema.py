@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from roofline.core.counting import DTYPES
 from roofline.result.keys import JSON_TYPES, Key, Record, key
 from roofline.result.sections import SECTIONS, PointTelemetry, Telemetry
 
@@ -50,7 +51,8 @@ class PointDocument(Record):
     SECTION: ClassVar[str] = "points[]"
     op: str | None = key("string", required=True, choices=("gemv", "gemm", "bmm"), doc="the op")
     backend: str | None = key("string", required=True, doc="torch | cupy | imported")
-    dtype: str | None = key("string", required=True, doc="fp32 | tf32 | fp16 | bf16 | fp8")
+    dtype: str | None = key("string", required=True, choices=DTYPES,
+                             doc="a plain dtype or a weight-only format (w8a16, w4a16: int weights, bf16 in and out)")
     batch: int | None = key("integer", required=True, doc="decode batch B (bmm: groups)")
     m: int | None = key("integer", doc="derived: rows of X (1 for gemv and bmm)")
     n: int | None = key("integer", required=True, doc="output features N")
