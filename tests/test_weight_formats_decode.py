@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from microbench.cli.app import main
 from microbench.decode.config import DecodeConfig
-from microbench.decode.launches import needed_launches
 from microbench.decode.job import run_decode
+from microbench.decode.launches import needed_launches
 from roofline.decode.step import DecodeSetup
 from roofline.serving.profile_doc import ProfileDocError, StepProfile, load_profile
 from roofline.serving.step_cost import CostModel
