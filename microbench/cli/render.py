@@ -22,6 +22,7 @@ from rich.table import Table
 from microbench.timing.observer import SweepObserver
 from roofline.analysis.reference import marked_percent, reference_bandwidth, reference_peak
 from roofline.analysis.summary import over_ceiling_lines, summarize_series
+from roofline.core.counting import compute_dtype, is_weight_only
 from roofline.core.units import interval_digits, percent, seconds, si, significant
 from roofline.report.tables import formats_table, series_table
 from roofline.result.document import Result, backend_tag
@@ -274,8 +275,10 @@ def print_decode(document: dict[str, Any]) -> None:
     """Measured and analytic side by side, one row per batch, then the answer in words."""
     setup = document["setup"]
     parts = [(key, document[key]) for key in ("measured", "analytic") if document.get(key)]
+    # A weight-only format names what it quantizes: the linears, not the embeddings and LM head (bf16).
+    head_dtype = f", embeddings and LM head {compute_dtype(setup['dtype'])}" if is_weight_only(setup["dtype"]) else ""
     table = Table(title=f"decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, "
-                        f"{setup['dtype']} (KV {setup['kv_dtype']})", title_justify="left")
+                        f"{setup['dtype']}{head_dtype} (KV {setup['kv_dtype']})", title_justify="left")
     table.add_column("batch", justify="right")
     for key, _ in parts:
         for column in ("ms/token", "tokens/s", "MBU", "MFU", "bound", "KV fits"):

@@ -28,6 +28,7 @@ def build_analytic_profile(config):
     """The analytic step profile of a config's model options (the spec sheet of ``--gpu``, or the fits of
     ``--from``): a ``SimulateConfig`` or a ``ProfileConfig`` with ``--analytic``."""
     from microbench.sweep.plan import PlanError
+    from roofline.core.options import resolved_kv_dtype
     from roofline.result.io import load_result
     from roofline.serving.analytic import analytic_profile
     from roofline.specs.gpus import load_gpu_spec
@@ -42,7 +43,7 @@ def build_analytic_profile(config):
     sku = config.sku or (result.device.get("sku") if result is not None else None)
     dtype = config.dtype or MODEL_FLAGS["dtype"].default
     tool, host = _tool_host()
-    return analytic_profile(profile, tp=config.tp, dtype=dtype, kv_dtype=config.kv_dtype or dtype,
+    return analytic_profile(profile, tp=config.tp, dtype=dtype, kv_dtype=resolved_kv_dtype(dtype, config.kv_dtype),
                             max_tokens=config.max_tokens, max_context=config.max_context,
                             gpu=load_gpu_spec(sku) if sku else None, result=result,
                             result_name=config.from_result.name if config.from_result else "", tool=tool, host=host,

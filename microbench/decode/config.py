@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from microbench.sweep.plan import PlanError, parse_batches
-from roofline.core.counting import DTYPES
-from roofline.core.options import Option, number_refusal
+from roofline.core.counting import DTYPES, KV_DTYPES
+from roofline.core.options import Option, check_dtypes, number_refusal, resolved_kv_dtype
 
 # A decode table with more rows than this is no longer read; 4096 rows took 8.3 s here, a million over half an hour.
 MAX_DECODE_BATCHES = 4096
@@ -25,8 +25,10 @@ FLAGS: dict[str, Option] = {
     "hf_config": Option(("--hf-config",), "path", help="a Hugging Face config.json on disk"),
     "tp": Option(("--tp",), "int", 1, show_default=True, help="tensor-parallel GPUs"),
     "context": Option(("--context",), "int", 4096, show_default=True, help="tokens in each sequence's KV cache"),
-    "dtype": Option(("--dtype",), default="bf16", show_default=True, help="weights and activations"),
-    "kv_dtype": Option(("--kv-dtype",), help="KV cache dtype [--dtype]"),
+    "dtype": Option(("--dtype",), default="bf16", show_default=True,
+                    help=f"weights and activations: {' | '.join(DTYPES)} (w8a16/w4a16: the linears only)"),
+    "kv_dtype": Option(("--kv-dtype",),
+                       help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [--dtype; bf16 for w8a16/w4a16]"),
     "batches": Option(("--batch",), default="1:1024:x2", show_default=True, help="batches: list and ranges"),
     "mem_fraction": Option(("--mem-fraction",), "number", 0.9, show_default=True, low=0, high=1,
                            help="share of device memory for weights + KV cache"),
@@ -47,7 +49,7 @@ class DecodeConfig:
     tp: int = 1
     context: int = 4096
     dtype: str = "bf16"
-    kv_dtype: str | None = None  # None: --dtype
+    kv_dtype: str | None = None  # None: the dtype --dtype computes in (resolved_kv_dtype)
     batches: tuple[int, ...] = tuple(parse_batches("1:1024:x2"))
     batch_text: str = "1:1024:x2"  # --batch as typed, for the message when it names too many batches
     mem_fraction: float = 0.9
@@ -64,9 +66,7 @@ class DecodeConfig:
             raise PlanError("give one of --model NAME or --hf-config PATH")
         if self.context <= 0:
             raise PlanError(f"--context must be positive, got {self.context}")
-        for value in (self.dtype, self.resolved_kv_dtype):
-            if value not in DTYPES:
-                raise PlanError(f"unknown dtype {value!r}; choose from {', '.join(DTYPES)}")
+        check_dtypes(self.dtype, self.kv_dtype)
         if not 0 < self.mem_fraction <= 1:
             raise PlanError("--mem-fraction must be in (0, 1]")
         if self.analytic and not self.sku:
@@ -84,7 +84,7 @@ class DecodeConfig:
 
     @property
     def resolved_kv_dtype(self) -> str:
-        return self.kv_dtype or self.dtype
+        return resolved_kv_dtype(self.dtype, self.kv_dtype)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], given: Collection[str] = ()) -> DecodeConfig:

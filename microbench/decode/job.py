@@ -12,7 +12,7 @@ from microbench.timing.observer import SweepObserver
 from roofline.decode.document import analytic_document, measured_document, summary_lines
 from roofline.decode.step import DecodeSetup
 from roofline.specs.gpus import load_gpu_spec
-from roofline.specs.models import check_tp, load_hf_config, load_model
+from roofline.specs.models import check_tp, load_hf_config, load_model, weights_note
 
 
 def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManager[SweepObserver]] | None = None
@@ -31,7 +31,7 @@ def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManag
     setup = DecodeSetup(profile, tp, context, dtype, kv_dtype)
     document: dict[str, Any] = {"setup": {"model": profile.name, "model_id": profile.id, "tp": tp, "context": context,
                                           "dtype": dtype, "kv_dtype": kv_dtype, "batches": batch_list,
-                                          "model_source": profile.source}}
+                                          "model_source": profile.source, "weights": weights_note(dtype)}}
     if not config.analytic:
         document["measured"] = _measured(setup, batch_list, mem_fraction, config.from_result, config.device,
                                          config.budget_s, progress or _silent)

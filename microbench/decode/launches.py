@@ -1,5 +1,7 @@
 """``gpubench decode`` measured: time every distinct launch of the step on this device (or take them from
-a sweep's result), then hand the times to ``roofline.decode.step``.
+a sweep's result), then hand the times to ``roofline.decode.step``.  In a weight-only format the layers' linears
+are points of that format and the LM head and attention bf16 ones, as the step launches them
+(``DecodeSetup.launches``); a format this device's ops cannot run is a point that is not ok: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ from typing import Any
 
 from microbench.sweep.config import SweepConfig
 from microbench.sweep.plan import PlanError, PointSpec
+from microbench.timing import ops
 from microbench.timing.measure import measure_point
 from microbench.timing.observer import SweepObserver
 from microbench.timing.session import open_session
+from roofline.core.counting import compute_dtype
 from roofline.decode.step import DecodeSetup
 from roofline.result.document import Result
 from roofline.result.sections import Device
@@ -48,11 +52,13 @@ def measure_launches(keys, device: str, budget_s: float | None, observer: SweepO
 
     config = SweepConfig(device=device, ops=(), budget_s=budget_s, save=False, with_ceilings=False)
     session = open_session(config, observer)
+    refuse_unsupported(keys, session.device)
     # The same reference bandwidth as the ceilings (the copy timed eagerly); the peak from the quick shape
     # search only, as before: the step's own GEMMs compete with it (measured_roof), no regime run needed.
     src = stream_source(session)  # one stream buffer for the copy and the read, as the ceilings do
     reference = reference_bandwidth({f"torch {kind}": measure_stream(session, kind, src) for kind in ("copy", "read")})
-    best, _ = shape_search(session, dtype, peak_shapes(session, quick=True), ("torch",))
+    # A weight-only format multiplies on the bf16 units: MFU is against the bf16 peak.
+    best, _ = shape_search(session, compute_dtype(dtype), peak_shapes(session, quick=True), ("torch",))
     roof = {"bandwidth_bytes_per_s": reference["bytes_per_s"], "peak_flop_per_s": best["flop_per_s"] if best else None}
     observer.on_start(len(keys))
     times, points = {}, []
@@ -70,9 +76,19 @@ def measure_launches(keys, device: str, budget_s: float | None, observer: SweepO
     return times, session.device, points, roof
 
 
+def refuse_unsupported(keys, device: dict[str, Any]) -> None:
+    """Before the roof is measured: a launch this device cannot run (a weight-only format's kernel missing here)
+    is one line, not minutes of ceilings and then a failed point."""
+    for op, dtype, batch, n, k in keys:
+        problem = ops.support_problem(PointSpec(op, dtype, batch, n, k), device)
+        if problem:
+            raise PlanError(f"cannot measure {op} {dtype} B={batch} {n}x{k} here: {problem}")
+
+
 def measured_roof(points: list, roof: dict[str, float | None], dtype: str) -> tuple[float | None, float | None]:
     """What MBU and MFU are measured against: the best of the roof kernels and of the step's own launches."""
     bandwidths = [p.bytes / p.stats.median_s for p in points] + [roof.get("bandwidth_bytes_per_s") or 0]
-    peaks = [p.flop / p.stats.median_s for p in points if p.op == "gemm" and p.dtype == dtype]
+    peaks = [p.flop / p.stats.median_s for p in points
+             if p.op == "gemm" and compute_dtype(p.dtype) == compute_dtype(dtype)]
     peaks.append(roof.get("peak_flop_per_s") or 0)
     return (max(bandwidths) or None), (max(peaks) or None)

@@ -17,7 +17,7 @@ from typing import Any
 from microbench.serving.profile_plan import DEFAULT_MAX_BATCH, ProfilePlan
 from microbench.serving.validate_options import check_positive_number, check_threads
 from microbench.sweep.plan import PlanError
-from roofline.core.options import Option, check_seed, given_among, spelled
+from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
 from roofline.serving.simulate_config import MODEL_FLAGS
 
 CLOCKS = ("wall", "thread-cpu")
@@ -68,6 +68,7 @@ class ProfileConfig:
     resume: bool = False
 
     def __post_init__(self) -> None:
+        check_dtypes(self.dtype, self.kv_dtype)
         if self.analytic:
             return  # the measuring fields are the defaults (from_options refuses them typed)
         if self.sku or self.from_result:

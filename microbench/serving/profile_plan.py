@@ -13,7 +13,7 @@ from typing import Any
 
 from microbench.serving.profile_kernels import ATTENTION_KERNELS, AttentionShape
 from microbench.sweep.plan import PlanError
-from roofline.core.counting import DTYPES
+from roofline.core.options import check_dtypes
 from roofline.specs.models import ModelSpec, check_tp, layer_shapes, load_hf_config, load_model
 
 # Decode batches stop here unless --max-batch says otherwise: vLLM's default max_num_seqs.
@@ -70,9 +70,7 @@ class ProfilePlan:
         check_tp(profile, self.tp)
         if profile.experts > 1:
             raise PlanError(f"{profile.name} is a mixture of experts: the step profile has no routing yet")
-        for value in (self.dtype, self.kv_dtype):
-            if value is not None and value not in DTYPES:
-                raise PlanError(f"unknown dtype {value!r}; choose from {', '.join(DTYPES)}")
+        check_dtypes(self.dtype, self.kv_dtype)
         if "fp8" in (self.dtype, self.kv_dtype) or "tf32" in (self.dtype, self.kv_dtype):
             raise PlanError("a step profile runs in fp32, fp16 or bf16 (fp8/tf32 attention is not an engine path)")
         for name in ("max_tokens", "max_context", "max_batch"):

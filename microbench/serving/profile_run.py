@@ -41,10 +41,11 @@ from microbench.timing.observer import Interrupted, SweepObserver
 from microbench.timing.session import open_session
 from microbench.timing.timers import CpuTimer
 from roofline.core.counting import DTYPE_SIZES, count_work
+from roofline.core.options import resolved_kv_dtype
 from roofline.result.io import journal_entries, journal_path, write_output_file
 from roofline.result.journal import Journal
 from roofline.serving.profile_doc import StepProfile, check_profile_output, save_profile
-from roofline.specs.models import kv_bytes_per_token, per_rank, weight_bytes
+from roofline.specs.models import kv_bytes_per_token, per_rank, stored_dtype, weight_bytes
 
 # Seconds of sampling per item unless --budget: an 8B model's ~300 items on an H200 in a few minutes, a tiny
 # model's on two CPU cores in seconds.
@@ -174,7 +175,7 @@ def measure_item(session, plan: ProfilePlan, model, item: Item, dtype: str) -> d
     """Median and samples of one item; a kernel that cannot run here is bad input for this profile."""
     if item.kind == "linear":
         n, k = next((n, k) for name, n, k in linear_shapes(model, plan.tp) if name == item.name)
-        spec = PointSpec("gemm", dtype, item.a, n, k)
+        spec = PointSpec("gemm", stored_dtype(item.name, dtype), item.a, n, k)  # a weight-only format: lm_head bf16
         if session.choice.kind == "cpu":
             return _measure_cpu_linear(session, spec, plan.clock)
         point = measure_point(session, spec)
@@ -183,7 +184,8 @@ def measure_item(session, plan: ProfilePlan, model, item: Item, dtype: str) -> d
         median_s = point.stats.median_s  # pyright: ignore[reportOptionalMemberAccess]  # an ok point has samples
         return {"time_s": median_s, "samples_s": list(point.samples_s), "timer": point.timer,
                 "stop_reason": point.stop_reason, "rel_err": (point.correctness or {}).get("rel_err")}
-    workload = _build_workload(session, plan, model, item, plan.kv_dtype or dtype)
+    # Attention and the other kernels run on activations: bf16 beside a weight-only format, unless --kv-dtype.
+    workload = _build_workload(session, plan, model, item, resolved_kv_dtype(dtype, plan.kv_dtype))
     return _measure_workload(session, workload, plan.clock)
 
 
@@ -207,9 +209,15 @@ def _measure_workload(session, workload, clock: str) -> dict[str, Any]:
 
 def _measure_cpu_linear(session, spec: PointSpec, clock: str) -> dict[str, Any]:
     """A sweep gemm point (same operands, rotation and correctness check) timed on the profile's clock."""
+    problem = ops.support_problem(spec, session.device)
+    if problem:
+        raise PlanError(f"{spec.label}: {problem}")
     work = count_work("gemm", spec.dtype, spec.batch, spec.n, spec.k)
     copies = _copies(session, ops.bytes_per_copy(spec), f"gemm {spec.label}", work.weight_bytes)
-    workload = ops.build_workload(session.torch, spec, "cpu", copies, session.seed, session.weights)
+    try:
+        workload = ops.build_workload(session.torch, spec, "cpu", copies, session.seed, session.weights)
+    except Exception as exc:  # noqa: BLE001 - as measure_point records a point it cannot build: one line, exit 2
+        raise PlanError(f"{spec.label}: cannot build it on the CPU ({type(exc).__name__}: {exc})") from None
     correctness = workload.check(ops.seed_for(session.seed, "check", spec.label))
     if not correctness["passed"]:
         raise PlanError(f"gemm {spec.label} failed its correctness check (relative error {correctness['rel_err']})")
@@ -254,7 +262,7 @@ def assemble_profile(run: ProfileRun, model, dtype: str) -> StepProfile:
     """The profile document from the measured medians (``docs/serving.md``)."""
     plan, session = run.plan, run.session
     grids = grids_for(plan)
-    kv_dtype = plan.kv_dtype or dtype
+    kv_dtype = resolved_kv_dtype(dtype, plan.kv_dtype)
     linears = []
     for name, n, k in linear_shapes(model, plan.tp):
         tokens = grids.lm_head_tokens if name == "lm_head" else grids.tokens
@@ -275,7 +283,8 @@ def assemble_profile(run: ProfileRun, model, dtype: str) -> StepProfile:
                    "kv_bytes_per_token": kv_bytes_per_token(model, kv_dtype, plan.tp)},
         "roof": measured_roof(run, model, dtype),
         "linears": linears,
-        "lm_head": {key: lm_head[key] for key in ("n", "k", "tokens", "time_s")},
+        "lm_head": {**{key: lm_head[key] for key in ("n", "k", "tokens", "time_s")},
+                    "dtype": stored_dtype("lm_head", dtype)},
         "decode_attention": {"kernel": kernel, "batches": list(grids.batches), "contexts": list(grids.contexts),
                              "time_s": [_times(run, "decode", kernel, [(b, c) for c in grids.contexts])
                                         for b in grids.batches]},
@@ -297,7 +306,7 @@ def measured_roof(run: ProfileRun, model, dtype: str) -> dict[str, Any] | None:
         for key, entry in run.measured.items():
             if key.startswith(f"linear/{name}/"):
                 tokens = int(key.split("/")[2])
-                work = count_work("gemm", dtype, tokens, n, k)
+                work = count_work("gemm", stored_dtype(name, dtype), tokens, n, k)
                 best_bw = max(best_bw, work.bytes / entry["time_s"])
                 best_flop = max(best_flop, work.flop / entry["time_s"])
     if not best_bw or not best_flop:

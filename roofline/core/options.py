@@ -4,7 +4,8 @@ Each command's config module (``DecodeConfig``, ``SimulateConfig``, ...) holds a
 ``Option`` (the flag as typed, its kind, default and help).  The CLI turns each row into a click option under
 the field's name, so a refusal, the "given on the command line" checks and ``-h`` all read the same row.  Plain
 Python (no click here): the analysing side declares its commands' options too, and importing a table costs
-nothing.  ``number_refusal`` is the one rule for a number typed by a person: finite, and within its bounds.
+nothing.  ``number_refusal`` is the one rule for a number typed by a person: finite, and within its bounds;
+``check_dtypes`` and ``resolved_kv_dtype`` the one rule for ``--dtype`` and ``--kv-dtype``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from roofline.core.counting import DTYPES, KV_DTYPES, compute_dtype, is_weight_only
 from roofline.core.errors import BadInputError
 
 KINDS = ("text", "int", "float", "number", "path", "flag", "choice")
@@ -84,3 +86,22 @@ def check_seed(seed: int) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
         raise OptionError(f"--seed {seed!r}: give an integer, 0 or more and below 2^63")
     return seed
+
+
+def check_dtypes(dtype: str | None, kv_dtype: str | None) -> None:
+    """``--dtype`` any dtype or weight-only format; ``--kv-dtype`` a dtype a KV cache is stored in (a KV cache
+    holds activations, never integer weights).  None: not given."""
+    if dtype is not None and dtype not in DTYPES:
+        raise OptionError(f"--dtype {dtype}: unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
+    if kv_dtype is None or kv_dtype in KV_DTYPES:
+        return
+    if is_weight_only(kv_dtype):
+        raise OptionError(f"--kv-dtype {kv_dtype}: a weight-only format stores weights, not a KV cache; "
+                          f"choose from {', '.join(KV_DTYPES)}")
+    raise OptionError(f"--kv-dtype {kv_dtype}: unknown dtype {kv_dtype!r}; choose from {', '.join(KV_DTYPES)}")
+
+
+def resolved_kv_dtype(dtype: str, kv_dtype: str | None) -> str:
+    """The KV cache's dtype: ``--kv-dtype``, else the dtype the step computes in (bf16 for a weight-only
+    format, whose activations, and so its K and V, are bf16)."""
+    return kv_dtype or compute_dtype(dtype)

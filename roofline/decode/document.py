@@ -102,12 +102,15 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
             if crossing["context_limit"]:
                 text += f"; past context {crossing['context_limit']} it stays memory-bound at every batch"
         kv = part["kv"]
+        text += f". The weights take {si_bytes(kv['weight_bytes'])} per GPU (embeddings aside)"
         if kv["fits"] is False:
-            text += ". The weights do not fit in memory at this TP"
+            text += " and do not fit in memory at this TP"
         elif kv["max_batch"]:  # 0: the CLI says why (the context), exit 2
-            text += f". The KV cache caps the batch at {kv['max_batch']}"
+            text += f"; the KV cache caps the batch at {kv['max_batch']}"
         if part.get("knee_batch_1p10"):
             text += f"; time per token is 10% above batch 1 by batch {part['knee_batch_1p10']}"
         lines.append(text + ".")
         lines += [f"{key}: warning: {warning}." for warning in part.get("warnings") or []]
+    if setup.get("weights"):
+        lines.append(f"Weights: {setup['weights']}.")
     return lines

@@ -3,7 +3,9 @@ turns compute-bound (or why it never does), and the largest batch whose KV cache
 
 Times come from a function of (op, dtype, batch, n, k): measured medians, or the spec roofline
 (``analytic_time``).  FLOP and bytes are counted exactly as everywhere else (``roofline.core.counting``);
-attention adds its GQA-aware FLOP (every query head of a group reads the same K and V).
+attention adds its GQA-aware FLOP (every query head of a group reads the same K and V).  In a weight-only format
+the layers' linears are launched in it and the LM head in bf16 (``LayerShape.weight_dtype``), so the bytes, MBU
+and the crossover count what the step really reads.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from roofline.core.counting import count_work
+from roofline.core.counting import compute_dtype, count_work
 from roofline.core.roof import ridge_flop_per_byte, roof_time_s
 from roofline.specs.models import ModelSpec, experts_touched, kv_bytes_per_token, layer_shapes, tokens_per_expert
 from roofline.specs.models import weight_bytes as model_weight_bytes
@@ -55,7 +57,7 @@ class DecodeSetup:
                 b, count = tokens_per_expert(m, batch), shape.count * experts_touched(m, batch)
             else:
                 b, count = batch, shape.count
-            out.append(Launch(shape.name, "gemm", self.dtype, b, shape.n, shape.k, count))
+            out.append(Launch(shape.name, "gemm", shape.weight_dtype(self.dtype), b, shape.n, shape.k, count))
         # Attention: per sequence and KV head, a context × head_dim matrix for K and another for V.
         groups = batch * m.kv_heads // self.tp
         out.append(Launch("attention", "bmm", self.kv_dtype, groups, self.context, m.head_dim, 2 * m.layers))
@@ -81,10 +83,12 @@ class DecodeSetup:
 def analytic_time(bandwidth: float, peaks: dict[str, float]) -> TimeFn:
     """Per-launch time on the spec roofline (``roofline.core.roof``): max(bytes / bandwidth, FLOP / peak of the
     dtype).  A dtype with no peak on this device (fp8 on an A100) is timed by its bytes alone, never by
-    another dtype's peak: ``no_peak_note`` says so wherever the answer is printed."""
+    another dtype's peak: ``no_peak_note`` says so wherever the answer is printed.  A weight-only format without a
+    peak of its own in ``peaks`` multiplies at its compute dtype's (bf16)."""
     def time_s(op, dtype, batch, n, k):
         work = count_work(op, dtype, batch, n, k)
-        return roof_time_s(work.flop, work.bytes, bandwidth, peaks.get(dtype))
+        peak = peaks[dtype] if dtype in peaks else peaks.get(compute_dtype(dtype))
+        return roof_time_s(work.flop, work.bytes, bandwidth, peak)
     return time_s
 
 

@@ -2,7 +2,8 @@
 series of a measured sweep (``--from RESULT.json``).  Same document as a measured profile, ``source: analytic``.
 
 Linear layers use the project's roofline time (``roofline.decode.step.analytic_time``: max(bytes/BW, FLOP/P) per
-launch, with bytes and FLOP from ``roofline.core.counting``).  Attention kernels are not GEMMs, so their bytes and
+launch, with bytes and FLOP from ``roofline.core.counting``); in a weight-only format the layers' linears are timed
+in it and the LM head in bf16, as the checkpoints store them.  Attention kernels are not GEMMs, so their bytes and
 FLOP are counted here (flash-style: Q, K, V read once, the output written once) and put through the same
 max(bytes/BW, FLOP/P).
 """
@@ -12,13 +13,21 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from roofline.core.counting import DTYPE_SIZES
+from roofline.core.counting import DTYPE_SIZES, io_sizes
+from roofline.core.options import check_dtypes
 from roofline.core.roof import Roof
 from roofline.decode.step import analytic_time
 from roofline.result.document import Result
 from roofline.serving.profile_doc import LinearTable, StepProfile, Table1D, Table2D
 from roofline.specs.gpus import GpuSpec, SpecError
-from roofline.specs.models import ModelSpec, check_tp, kv_bytes_per_token, layer_shapes, weight_bytes
+from roofline.specs.models import (
+    LayerShape,
+    ModelSpec,
+    check_tp,
+    kv_bytes_per_token,
+    layer_shapes,
+    weight_bytes,
+)
 
 LINEAR_NAMES = {"qkv": "qkv_proj", "o": "o_proj", "gate_up": "gate_up_proj", "up": "up_proj",
                 "down": "down_proj"}
@@ -94,9 +103,24 @@ def _linear(name: str, n: int, k: int, dtype: str, roof: Roof, tokens: tuple[int
     return LinearTable(name, n, k, 1, tokens, tuple(time_fn("gemm", dtype, t, n, k) for t in tokens))
 
 
+def _linear_tables(shapes: list[LayerShape], dtype: str, result: Result | None, series: list[dict[str, Any]],
+                   default: Roof, tokens: tuple[int, ...]) -> tuple[tuple[LinearTable, ...], LinearTable, int]:
+    """The layers' linears, the LM head (last of ``shapes``), and how many of them a fit of ``result`` timed.  In a
+    weight-only format the LM head is bf16: it takes the run's bf16 fits, not the format's."""
+    roofs = {dtype: fitted_roofs(series, default)}
+    head = shapes[-1]
+    head_dtype = head.weight_dtype(dtype)
+    if head_dtype not in roofs:
+        roofs[head_dtype] = fitted_roofs(_fit_series(result, head_dtype), default) if result is not None else {}
+    tables = [_linear(LINEAR_NAMES.get(s.name, s.name), s.n, s.k, s.weight_dtype(dtype),
+                      roofs[s.weight_dtype(dtype)].get((s.n, s.k), default), tokens) for s in shapes]
+    fitted = sum((s.n, s.k) in roofs[s.weight_dtype(dtype)] for s in shapes)
+    return tuple(tables[:-1]), tables[-1], fitted
+
+
 def _attention_tables(model: ModelSpec, tp: int, dtype: str, kv_dtype: str, roof: Roof, tokens, contexts):
     heads, kv_heads, hd = model.heads // tp, model.kv_heads // tp, model.head_dim
-    s, s_kv = DTYPE_SIZES[dtype][0], DTYPE_SIZES[kv_dtype][0]
+    s, s_kv = io_sizes(dtype)[0], DTYPE_SIZES[kv_dtype][0]  # a weight-only format's activations are bf16
 
     def attn(queries: int, keys: int, query_keys: float) -> float:
         flop = 4 * heads * hd * query_keys
@@ -123,28 +147,25 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
         raise SpecError(f"{model.name} is a mixture of experts: the serving simulator models dense models only")
     if max_tokens < 2 or max_context < 2:
         raise SpecError("--max-tokens and --max-context must be at least 2")
+    check_dtypes(dtype, kv_dtype)
     spec = spec_roof(gpu, dtype) if gpu else None
     if result is None and spec is None:
         raise SpecError("--analytic needs --gpu SKU or --from RESULT.json")
     series = _fit_series(result, dtype) if result is not None else []
     default, rest = result_roof(result, dtype, spec, series) if result is not None else (spec, "spec")
-    per_series = fitted_roofs(series, default)
     tokens = token_grid(max_tokens)
     contexts = tuple(sorted({c for c in DECODE_CONTEXTS if c < max_context} | {max_context}))
     shapes = layer_shapes(model, tp)
-    linears = tuple(_linear(LINEAR_NAMES[s.name], s.n, s.k, dtype, per_series.get((s.n, s.k), default), tokens)
-                    for s in shapes if s.name != "lm_head")
-    head = shapes[-1]
-    lm_head = _linear("lm_head", head.n, head.k, dtype, per_series.get((head.n, head.k), default), tokens)
+    linears, lm_head, fitted = _linear_tables(shapes, dtype, result, series, default, tokens)
     decode, prefill, chunk = _attention_tables(model, tp, dtype, kv_dtype, default, tokens, contexts)
     device = dict(result.device) if result is not None else {"kind": "cuda", "name": gpu.name, "sku": gpu.sku,
                                                              "memory_bytes": int(gpu.capacity_bytes)}
     memory_bytes = device.get("memory_bytes") or (gpu.capacity_bytes if gpu else None)
-    fitted = sum((sh.n, sh.k) in per_series for sh in shapes)
     basis = _basis(result_name, dtype, fitted, len(shapes), rest, gpu.sku if gpu else result.device.get("sku")) \
         if result is not None else f"spec sheet {gpu.sku}"
     return StepProfile(
         source="analytic", basis=basis, model=model_dict(model), tp=tp, dtype=dtype, kv_dtype=kv_dtype,
+        lm_head_dtype=shapes[-1].weight_dtype(dtype),
         memory={"device_bytes": int(memory_bytes) if memory_bytes else None,
                 "weight_bytes": weight_bytes(model, dtype, tp), "kv_bytes_per_token": kv_bytes_per_token(model,
                                                                                                          kv_dtype, tp)},

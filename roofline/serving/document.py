@@ -74,7 +74,8 @@ def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, pro
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "argv": list(argv),
         "host": host,
         "profile": {"path": profile_path, "source": profile.source, "basis": profile.basis, "model": profile.model,
-                    "tp": profile.tp, "dtype": profile.dtype, "kv_dtype": profile.kv_dtype, "memory": profile.memory,
+                    "tp": profile.tp, "dtype": profile.dtype, "kv_dtype": profile.kv_dtype,
+                    "lm_head_dtype": profile.head_dtype, "memory": profile.memory,
                     "roof": profile.roof, "device": profile.device},
         "workload": workload, "mem_fraction": mem_fraction, "runs": runs,
     }

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofline.core.counting import DTYPES
+from roofline.core.counting import DTYPES, KV_DTYPES, PLAIN_DTYPES, compute_dtype
 from roofline.core.errors import BadInputError
 
 SCHEMA_VERSION = 1
@@ -76,6 +76,11 @@ def _positive_int(value: Any, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ProfileDocError(f"{what} must be a positive integer, got {value!r}")
     return value
+
+
+def _one_of(value: Any, allowed: tuple[str, ...], what: str) -> None:
+    if value not in allowed:
+        raise ProfileDocError(f"{what} {value!r} is not one of {', '.join(allowed)}")
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,7 @@ class StepProfile:
     argv: tuple[str, ...] = ()
     host: dict[str, Any] = field(default_factory=dict)
     device: dict[str, Any] = field(default_factory=dict)
+    lm_head_dtype: str | None = None  # None: the compute dtype of ``dtype`` (bf16 for a weight-only format)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -220,9 +226,10 @@ class StepProfile:
         if self.model["mlp"] not in ("gated", "plain"):
             raise ProfileDocError(f"model.mlp must be 'gated' or 'plain', got {self.model['mlp']!r}")
         _positive_int(self.tp, "tp")
-        for name in ("dtype", "kv_dtype"):
-            if getattr(self, name) not in DTYPES:
-                raise ProfileDocError(f"{name} {getattr(self, name)!r} is not one of {', '.join(DTYPES)}")
+        _one_of(self.dtype, DTYPES, "dtype")
+        _one_of(self.kv_dtype, KV_DTYPES, "kv_dtype")  # a KV cache holds activations: never a weight-only format
+        if self.lm_head_dtype is not None:
+            _one_of(self.lm_head_dtype, PLAIN_DTYPES, "lm_head.dtype")
         for key in ("weight_bytes", "kv_bytes_per_token"):
             _positive_int(self.memory.get(key), f"memory.{key}")
         if self.memory.get("device_bytes") is not None:
@@ -239,6 +246,11 @@ class StepProfile:
     def layers(self) -> int:
         return self.model["layers"]
 
+    @property
+    def head_dtype(self) -> str:
+        """The dtype the LM head's weight is stored and timed in: a weight-only format leaves it in bf16."""
+        return self.lm_head_dtype or compute_dtype(self.dtype)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version, "kind": KIND, "tool": self.tool, "created_at": self.created_at,
@@ -246,7 +258,8 @@ class StepProfile:
             "basis": self.basis, "model": dict(self.model), "tp": self.tp, "dtype": self.dtype,
             "kv_dtype": self.kv_dtype, "memory": dict(self.memory), "roof": dict(self.roof) if self.roof else None,
             "linears": [t.to_dict() for t in self.linears],
-            "lm_head": {k: v for k, v in self.lm_head.to_dict().items() if k not in ("name", "per_layer")},
+            "lm_head": {**{k: v for k, v in self.lm_head.to_dict().items() if k not in ("name", "per_layer")},
+                        "dtype": self.head_dtype},
             "decode_attention": self.decode_attention.to_dict(),
             "prefill_attention": self.prefill_attention.to_dict(),
             "chunk_attention": self.chunk_attention.to_dict() if self.chunk_attention else None,
@@ -288,7 +301,7 @@ class StepProfile:
             roof=_object(d["roof"], "roof") if d.get("roof") is not None else None,
             tool=_object(d.get("tool"), "tool", optional=True), created_at=str(d.get("created_at", "")),
             argv=tuple(str(a) for a in d.get("argv") or ()), host=_object(d.get("host"), "host", optional=True),
-            device=_object(d.get("device"), "device", optional=True),
+            device=_object(d.get("device"), "device", optional=True), lm_head_dtype=d["lm_head"].get("dtype"),
         )
 
 

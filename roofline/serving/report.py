@@ -140,8 +140,11 @@ def render_figures(document: dict[str, Any], runs: list[SimulationRun]) -> dict[
 
 def verdict_lines(document: dict[str, Any]) -> list[str]:
     p = document["profile"]
+    # A weight-only format quantizes the layers' linears only: say what stays bf16.
+    head = p.get("lm_head_dtype") or p["dtype"]
+    dtype = p["dtype"] if head == p["dtype"] else f"{p['dtype']} (embeddings and LM head {head})"
     lines = [f"{p['model']['name']} on {p['device'].get('name') or p['basis']} ({p['source']}: {p['basis']}), "
-             f"{p['dtype']}, TP {p['tp']}."]
+             f"{dtype}, KV {p['kv_dtype']}, TP {p['tp']}."]
     for entry in document["runs"]:
         lines.append(f"{entry['policy']['policy']}: {entry['summary']['binding_sentence']}")
         lines += [f"{entry['policy']['policy']}: warning: {w}" for w in entry["summary"].get("warnings", [])]

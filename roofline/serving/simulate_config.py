@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.errors import BadInputError
-from roofline.core.options import Option, check_seed, given_among, number_refusal, spelled
+from roofline.core.options import Option, check_dtypes, check_seed, given_among, number_refusal, spelled
 from roofline.serving.metrics import Slo
 from roofline.serving.policies import Policy, parse_policy
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
@@ -25,8 +26,10 @@ MODEL_FLAGS: dict[str, Option] = {
     "model": Option(("--model",), help="model id from profiles/models (llama-3-8b, opt-13b, ...)"),
     "hf_config": Option(("--hf-config",), "path", help="a config.json on disk"),
     "tp": Option(("--tp",), "int", 1, show_default=True, help="tensor-parallel GPUs"),
-    "dtype": Option(("--dtype",), default="bf16", show_default=True, help="weights and activations"),
-    "kv_dtype": Option(("--kv-dtype",), help="KV cache dtype [--dtype]"),
+    "dtype": Option(("--dtype",), default="bf16", show_default=True,
+                    help=f"weights and activations: {' | '.join(DTYPES)} (w8a16/w4a16: the linears only)"),
+    "kv_dtype": Option(("--kv-dtype",), help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [--dtype; bf16 for "
+                       "w8a16/w4a16]"),
     "sku": Option(("--gpu",), help="SKU whose spec sheet the analytic profile uses"),
     "from_result": Option(("--from",), "path",
                           help="a sweep result: its fitted roofline per series instead of the spec sheet"),
@@ -106,6 +109,7 @@ class SimulateConfig:
         if not self.profile_file and not self.analytic:
             raise BadInputError("give a PROFILE.json, or --analytic with --gpu SKU --model NAME")
         check_seed(self.seed)
+        check_dtypes(self.dtype, self.kv_dtype)
         if not 0 < self.mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         for term, value in self.overhead_given.items():  # EngineOverhead's own bound, worded with the flag

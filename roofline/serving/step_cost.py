@@ -14,7 +14,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from roofline.core.counting import DTYPE_SIZES
+from roofline.core.counting import DTYPE_SIZES, io_sizes, matrix_weight_bytes
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D, Table2D
 
 
@@ -62,16 +62,18 @@ class CostModel:
         m, tp = profile.model, profile.tp
         self.profile, self.layers = profile, profile.layers
         self.overhead = overhead
-        s_in, s_out = DTYPE_SIZES[profile.dtype]
+        s_in, s_out = io_sizes(profile.dtype)
         kv_size = DTYPE_SIZES[profile.kv_dtype][0]
         weights = [(t.n, t.k, t.per_layer * self.layers) for t in profile.linears]
-        head = profile.lm_head
-        # Per step of T tokens a GEMM moves s_in·(N·K + T·K) + s_out·T·N bytes: affine in T.
-        self.linear_bytes_fixed = s_in * sum(n * k * c for n, k, c in weights)
+        head, head_dtype = profile.lm_head, profile.head_dtype
+        # Per step of T tokens a GEMM moves W + T·(s_in·K + s_out·N) bytes, W its weight's bytes in the dtype it is
+        # stored in (a weight-only format's linears, the LM head in bf16): affine in T.
+        self.linear_bytes_fixed = sum(matrix_weight_bytes(profile.dtype, n, k) * c for n, k, c in weights)
         self.linear_bytes_per_token = sum((s_in * k + s_out * n) * c for n, k, c in weights)
         self.linear_flop_per_token = 2 * sum(n * k * c for n, k, c in weights)
-        self.head_bytes_fixed = s_in * head.n * head.k
-        self.head_bytes_per_token = s_in * head.k + s_out * head.n
+        head_in, head_out = io_sizes(head_dtype)
+        self.head_bytes_fixed = matrix_weight_bytes(head_dtype, head.n, head.k)
+        self.head_bytes_per_token = head_in * head.k + head_out * head.n
         self.head_flop_per_token = 2 * head.n * head.k
         heads, kv_heads, hd = m["heads"] // tp, m["kv_heads"] // tp, m["head_dim"]
         # Attention per layer: QK^T and PV are 2 FLOP per (query head, key, dim) each; K and V read once per

@@ -4,6 +4,9 @@ layer shapes one decode step reads, with tensor parallelism.
 Per layer, weights stored N×K as ``nn.Linear`` does: qkv (column split), o (row split), gate+up (column
 split), down (row split); once per step, lm_head (column split over the vocabulary).  Attention is a
 batched GEMV over each sequence's KV cache: per KV head, a context × head_dim matrix for K and one for V.
+
+In a weight-only format (w8a16, w4a16) only the layers' linears are quantized: the embeddings and the LM head
+stay in the compute dtype (bf16), as AWQ/GPTQ checkpoints keep them (``LayerShape.weight_dtype``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from roofline.core.counting import DTYPE_SIZES
+from roofline.core.counting import DTYPE_SIZES, WEIGHT_ONLY_FORMATS, compute_dtype, matrix_weight_bytes
 from roofline.specs.gpus import SpecError, profiles_dir
 
 if sys.version_info >= (3, 11):
@@ -65,6 +68,11 @@ class ModelSpec:
         return self.heads // self.kv_heads
 
 
+# The matrices a weight-only format leaves unquantized: AWQ/GPTQ checkpoints quantize the layers' linears only and
+# keep the LM head (and the embedding, which is no GEMM of the step) in bf16.
+UNQUANTIZED = ("lm_head",)
+
+
 @dataclass(frozen=True)
 class LayerShape:
     """One GEMM of the decode step: ``count`` launches per step of an N×K weight."""
@@ -74,6 +82,24 @@ class LayerShape:
     k: int
     count: int  # per step: layers (× experts touched for MoE, filled in per batch)
     expert: bool = False  # an MoE expert's matrix: batch and count depend on routing
+
+    def weight_dtype(self, dtype: str) -> str:
+        return stored_dtype(self.name, dtype)
+
+
+def stored_dtype(matrix: str, dtype: str) -> str:
+    """The dtype the matrix named ``matrix`` (qkv, ..., lm_head) is stored in when the model is in ``dtype``: a
+    weight-only format quantizes the layers' linears and leaves the LM head in its compute dtype (bf16)."""
+    return compute_dtype(dtype) if matrix in UNQUANTIZED else dtype
+
+
+def weights_note(dtype: str) -> str | None:
+    """What a weight-only format stores where, in words (None for a plain dtype: everything in it)."""
+    fmt = WEIGHT_ONLY_FORMATS.get(dtype)
+    if fmt is None:
+        return None
+    return (f"{dtype}: the layers' linears hold {fmt.describe()}; the embeddings and the LM head stay "
+            f"{fmt.compute_dtype}, as AWQ/GPTQ checkpoints keep them")
 
 
 def load_model(model_id: str) -> ModelSpec:
@@ -199,10 +225,10 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: str, tp: int = 1) -> int:
 
 
 def weight_bytes(model: ModelSpec, dtype: str, tp: int = 1) -> int:
-    """Bytes of weights on one GPU: all layers' matrices (all experts) and lm_head; embeddings aside."""
-    size = DTYPE_SIZES[dtype][0]
+    """Bytes of weights on one GPU: all layers' matrices (all experts) and lm_head, each in the dtype it is
+    stored in (``LayerShape.weight_dtype``), with a weight-only format's scales and zeros; embeddings aside."""
     total = 0
     for shape in layer_shapes(model, tp):
         matrices = model.experts if shape.expert else 1
-        total += shape.n * shape.k * shape.count * matrices
-    return total * size
+        total += matrix_weight_bytes(shape.weight_dtype(dtype), shape.n, shape.k) * shape.count * matrices
+    return total

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from roofline.core.counting import DTYPES
+from roofline.core.counting import DTYPES, KV_DTYPES, PLAIN_DTYPES
 from roofline.result.json_schema import shaped_key as key
 from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
@@ -30,7 +30,10 @@ class ProfileIdentity(Record):
     model: Any = key("object", record=ModelShape, required=True, doc="the profile's model")
     tp: Any = key("integer", required=True, doc="tensor-parallel ranks")
     dtype: Any = key("string", required=True, choices=DTYPES, doc="the profile's dtype")
-    kv_dtype: Any = key("string", required=True, choices=DTYPES, doc="its KV cache's dtype")
+    kv_dtype: Any = key("string", required=True, choices=KV_DTYPES, doc="its KV cache's dtype")
+    lm_head_dtype: Any = key("string", nullable=False, choices=PLAIN_DTYPES,
+                             doc="its LM head's (and embeddings') dtype: bf16 beside a weight-only format, "
+                                 "else dtype (absent: so)")
     memory: Any = key("object", record=ProfileMemory, required=True, doc="the profile's memory")
     roof: Any = key("object", record=ProfileRoof, required=True, nullable=True, doc="the profile's roof")
     device: Any = key("object", record=SECTIONS["device"], required=True, doc="the profile's device")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from roofline.core.counting import DTYPES
+from roofline.core.counting import DTYPES, KV_DTYPES, PLAIN_DTYPES
 from roofline.result.json_schema import shaped_key as key
 from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
@@ -41,7 +41,9 @@ class ProfileMemory(Record):
     SECTION: ClassVar[str] = "memory"
     device_bytes: Any = key("integer", unit="B", required=True, nullable=True,
                             doc="device memory (null: unknown, and paged/chunked refuse to run)")
-    weight_bytes: Any = key("integer", unit="B", required=True, doc="the weights of one tensor-parallel rank")
+    weight_bytes: Any = key("integer", unit="B", required=True,
+                            doc="the weights of one tensor-parallel rank, each matrix in the dtype it is stored in "
+                                "(with a weight-only format's scales and zeros); embeddings aside")
     kv_bytes_per_token: Any = key("integer", unit="B", required=True, doc="KV cache per token, all layers")
 
 
@@ -71,6 +73,9 @@ class LmHead(Record):
     k: Any = key("integer", required=True, doc="hidden size")
     tokens: Any = key("array", items="integer", required=True, doc="sequences that take logits in a step")
     time_s: Any = key("array", items="number", unit="s", required=True, doc="time per token count")
+    dtype: Any = key("string", nullable=False, choices=PLAIN_DTYPES,
+                     doc="the dtype its weight is stored and timed in: bf16 when dtype is a weight-only format, "
+                         "as AWQ/GPTQ checkpoints keep the LM head and embeddings (absent: so)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,8 +142,10 @@ class StepProfileDocument(Record):
     basis: Any = key("string", required=True, doc="how the times were made")
     model: Any = key("object", record=ModelShape, required=True, doc="the model's shapes")
     tp: Any = key("integer", required=True, doc="tensor-parallel ranks")
-    dtype: Any = key("string", required=True, choices=DTYPES, doc="weights' and activations' dtype")
-    kv_dtype: Any = key("string", required=True, choices=DTYPES, doc="the KV cache's dtype")
+    dtype: Any = key("string", required=True, choices=DTYPES,
+                     doc="weights' and activations' dtype; a weight-only format (w8a16, w4a16) quantizes the layers' "
+                         "linears only, with bf16 activations (lm_head.dtype: the LM head's)")
+    kv_dtype: Any = key("string", required=True, choices=KV_DTYPES, doc="the KV cache's dtype (a plain dtype)")
     memory: Any = key("object", record=ProfileMemory, required=True, doc="what the KV capacity is made of")
     roof: Any = key("object", record=ProfileRoof, required=True, nullable=True,
                     doc="what compute-bound, MBU and MFU are judged against (null: none)")
