@@ -123,6 +123,27 @@ def test_attention_kernels_agree_gqa_and_chunk_mask():
         assert torch.allclose(outs[0], outs[1], atol=1e-5), (batch, q_len, kv_len)
 
 
+def test_a_chunk_over_a_prefix_calls_sdpa_as_transformers_does(monkeypatch):
+    """With a mask, K and V repeated to every query head and no enable_gqa (on CUDA, mask plus GQA leaves SDPA
+    only its math path, which the engine never runs); without one, GQA is passed to SDPA."""
+    import torch
+
+    from microbench.serving.profile_kernels import AttentionShape, AttentionWorkload
+
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(q, k, v, **kwargs):
+        calls.append((k.shape[1], kwargs.get("attn_mask") is not None, kwargs.get("enable_gqa", False)))
+        return real(q, k, v, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    shape = AttentionShape(heads=8, kv_heads=2, head_dim=16)
+    for q_len, kv_len in ((5, 17), (1, 17)):
+        AttentionWorkload(torch, shape, 2, q_len, kv_len, "fp32", "sdpa", "cpu", 1, seed=3).launch(0)
+    assert calls == [(8, True, False), (2, False, True)]
+
+
 def test_profile_command_bad_input_and_analytic_passthrough(tmp_path):
     runner = CliRunner()
     result = runner.invoke(main, ["profile", "--hf-config", str(TINY), "--attention", "bmm", "--max-tokens", "0",

@@ -3,8 +3,11 @@
 Each workload holds ``copies`` rotated sets of operands (so a launch reads its KV cache from memory, not
 from a cache the previous launch warmed, exactly as the sweep's weights rotate) and ``launch(i)`` runs the
 kernel on copy ``i``.  Shapes follow the engine: queries ``[batch, heads, q_len, head_dim]``, keys and values
-``[batch, kv_heads, kv_len, head_dim]`` — GQA is passed to SDPA (``enable_gqa``) rather than expanded, and the
-``bmm`` path groups the query heads of one KV head into one batched GEMV, as the sweep's ``bmm`` op does.
+``[batch, kv_heads, kv_len, head_dim]``.  SDPA is called as transformers calls it: without a mask, GQA is passed
+to SDPA (``enable_gqa``); with one (a chunk over a cached prefix), K and V are first repeated to every query head,
+as transformers' ``repeat_kv`` does, since on CUDA a mask rules out the flash kernel and GQA the memory-efficient
+one, and SDPA given both falls back to its math path, which the engine never runs.  The ``bmm`` path groups the
+query heads of one KV head into one batched GEMV, as the sweep's ``bmm`` op does.
 """
 
 from __future__ import annotations
@@ -68,12 +71,21 @@ class AttentionWorkload:
         self.out = [None] * copies
 
     def launch(self, i: int) -> None:
-        if self.kernel == "sdpa":
+        if self.kernel == "sdpa" and self.mask is not None and self.shape.group > 1:
+            self.out[i] = self.torch.nn.functional.scaled_dot_product_attention(
+                self.q[i], self._repeated(self.k[i]), self._repeated(self.v[i]), attn_mask=self.mask)
+        elif self.kernel == "sdpa":
             self.out[i] = self.torch.nn.functional.scaled_dot_product_attention(
                 self.q[i], self.k[i], self.v[i], attn_mask=self.mask, is_causal=self.is_causal,
                 enable_gqa=self.shape.group > 1)
         else:
             self.out[i] = self._bmm(i)
+
+    def _repeated(self, kv):
+        """``[batch, kv_heads, len, dim]`` → ``[batch, heads, len, dim]``, each KV head once per query head of its
+        group (a copy, which the engine makes every step too)."""
+        b, kvh, c, d = kv.shape
+        return kv[:, :, None].expand(b, kvh, self.shape.group, c, d).reshape(b, kvh * self.shape.group, c, d)
 
     def _bmm(self, i: int):
         """Per (sequence, KV head): the group's queries times that head's K, softmax, times V."""

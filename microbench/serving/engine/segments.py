@@ -39,8 +39,9 @@ class StepGate:
         return lambda: clock() - self.offset_s
 
     def wrap(self, deliver: Callable, steps: Callable[[], int], done: Callable[[], bool],
-             clock: Callable[[], float]) -> Callable:
-        """``deliver`` (already stamped) followed by the park, in the generation thread."""
+             clock: Callable[[], float], resumed: Callable[[], None] = lambda: None) -> Callable:
+        """``deliver`` (already stamped) followed by the park, in the generation thread; ``resumed`` runs there
+        when the park ends, before the engine's next step (what other runs changed meanwhile is put back)."""
 
         def gated(outputs):
             result = deliver(outputs)
@@ -51,6 +52,7 @@ class StepGate:
                     return result
                 parked = clock()
                 self._condition.wait_for(lambda: self.boundary > self.steps)
+                resumed()
                 self.offset_s += clock() - parked
             return result
 

@@ -11,6 +11,7 @@ EOS disabled so every request produces exactly its workload's output length.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from collections.abc import Callable, Sequence
@@ -129,6 +130,22 @@ def static_run(groups: Sequence[Sequence], step_s: Sequence[float], batch: int, 
                       "transformers": transformers_module().__version__}, tuple(step_s))
 
 
+@contextlib.contextmanager
+def _plain_attention(lm):
+    """The model's own attention for a static ``generate``.  A continuous-batching manager switches the model to
+    a paged implementation until it stops (transformers 5.17 to ``paged|sdpa``, which refuses a plain forward),
+    and a static batch can run while a continuous run is parked between its segments."""
+    current = lm.config._attn_implementation or ""
+    if not current.startswith("paged|"):
+        yield
+        return
+    lm.set_attn_implementation(current.removeprefix("paged|"))
+    try:
+        yield
+    finally:
+        lm.set_attn_implementation(current)
+
+
 def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float]) -> list[float]:
     """One left-padded ``generate`` of the group, EOS disabled; the clock's reading at each step's tokens."""
     transformers = transformers_module()
@@ -141,7 +158,7 @@ def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float
     stamps = _StepClock(clock)
     config = transformers.GenerationConfig(do_sample=False, max_new_tokens=steps, min_new_tokens=steps,
                                            eos_token_id=None, pad_token_id=0, bos_token_id=None)
-    with torch.no_grad():
+    with torch.no_grad(), _plain_attention(lm):
         lm.generate(ids.to(device), attention_mask=mask.to(device), generation_config=config, streamer=stamps)
     if len(stamps.stamps) != steps:
         raise EngineError(f"generate produced {len(stamps.stamps)} steps for max_new_tokens={steps}")
@@ -154,9 +171,12 @@ def _static_clock(name: str) -> Callable[[], float]:
     return time.perf_counter if name == "wall" else time.thread_time
 
 
-# What this code sets on the manager; a transformers without one of these is refused with a clear error.
-CB_SETTINGS = ("max_batch_tokens", "max_requests_per_batch", "num_blocks", "page_size", "allow_block_sharing",
+# What this code sets on the manager; a transformers without one of these is refused with a clear error.  The
+# tokens of one KV block are ``block_size`` up to transformers 5.17 and ``page_size`` from 5.18 (which still
+# takes ``block_size`` as a deprecated alias): whichever the installed config has.
+CB_SETTINGS = ("max_batch_tokens", "max_requests_per_batch", "num_blocks", "allow_block_sharing",
                "use_async_batching", "use_cuda_graph", "scheduler_type")
+CB_BLOCK_TOKENS_NAMES = ("page_size", "block_size")
 CB_PAGE_TOKENS = 32
 
 
@@ -172,12 +192,15 @@ def continuous_config(transformers, lm, max_batch: int, budget_tokens: int, long
                           "ContinuousBatchingConfig (transformers 5.x has one); upgrade transformers")
     known = set(inspect.signature(config_class).parameters)
     missing = [name for name in CB_SETTINGS if name not in known]
+    block_tokens = next((name for name in CB_BLOCK_TOKENS_NAMES if name in known), None)
+    if block_tokens is None:
+        missing.append(" or ".join(CB_BLOCK_TOKENS_NAMES))
     if missing:
         raise EngineError(f"transformers {transformers.__version__}: ContinuousBatchingConfig lacks "
                           f"{', '.join(missing)}; this validate knows the 5.x API")
     blocks = max_batch * -(-(longest_tokens + 1) // CB_PAGE_TOKENS)
     settings = {"max_batch_tokens": budget_tokens, "max_requests_per_batch": max_batch,
-                "num_blocks": int(1.5 * blocks) + 8, "page_size": CB_PAGE_TOKENS, "allow_block_sharing": False,
+                "num_blocks": int(1.5 * blocks) + 8, str(block_tokens): CB_PAGE_TOKENS, "allow_block_sharing": False,
                 "use_async_batching": False, "use_cuda_graph": False, "scheduler_type": "fifo"}
     if "auto_switch_to_flash" in known:  # stay on SDPA, the kernels the profile measured (and fetch nothing)
         settings["auto_switch_to_flash"] = False
@@ -218,14 +241,23 @@ class _TokenStamps:
 
 def _engine_clocks(manager, clock: str) -> tuple[Callable[[], float], Callable[[], float]]:
     """(clock read inside the generation thread, the same clock read from here).  ``thread-cpu`` is the
-    generation thread's CPU time: on a shared CPU it counts the engine's work, not other processes' turns."""
+    generation thread's CPU time: on a shared CPU it counts the engine's work, not other processes' turns.
+    The clock from here finds the generation thread when first read (after ``manager.start()``)."""
     if clock == "wall":
         return time.perf_counter, time.perf_counter
-    thread = getattr(manager, "_generation_thread", None)
-    if thread is None or not hasattr(time, "pthread_getcpuclockid"):
-        raise EngineError("--clock thread-cpu needs the manager's generation thread and pthread CPU clocks (Linux)")
-    clock_id = time.pthread_getcpuclockid(thread.ident)
-    return time.thread_time, lambda: time.clock_gettime(clock_id)
+    if not hasattr(time, "pthread_getcpuclockid"):
+        raise EngineError("--clock thread-cpu needs pthread CPU clocks (Linux)")
+    clock_ids: list[int] = []
+
+    def generation_thread_cpu() -> float:
+        if not clock_ids:
+            thread = getattr(manager, "_generation_thread", None)
+            if thread is None or thread.ident is None:
+                raise EngineError("--clock thread-cpu: the manager has no running generation thread to time")
+            clock_ids.append(time.pthread_getcpuclockid(thread.ident))
+        return time.clock_gettime(clock_ids[0])
+
+    return time.thread_time, generation_thread_cpu
 
 
 def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens: int, clock: str = "wall",
@@ -240,22 +272,34 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
                                                max_new_tokens=max(r.output_tokens for r in requests))
     manager = lm.init_continuous_batching(generation_config=generation, continuous_batching_config=cb_config)
     _check_manager(manager, transformers)
+    # The attention the manager switched the model to (transformers 5.17: ``paged|sdpa``).  Another run on the same
+    # model, between two segments of this one, may switch it back (a manager that stops restores the original):
+    # each segment puts this one back before the engine's next step.
+    engine_attention = lm.config._attn_implementation
+
+    def restore_attention() -> None:
+        if lm.config._attn_implementation != engine_attention:
+            lm.set_attn_implementation(engine_attention)
+
     results: dict[str, Any] = {}
     ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    inside, outside = _engine_clocks(manager, clock)
+    stamps = _TokenStamps(gate.clock(inside) if gate else inside)
+    router = manager.output_router
+    router.deliver, router.deliver_batch = stamps.wrap(router.deliver), stamps.wrap(router.deliver_batch)
+    if gate is not None:
+        def done() -> bool:
+            return all(stamps.tokens.get(f"r{r.id}", 0) >= r.output_tokens for r in ordered)
+
+        router.deliver, router.deliver_batch = (gate.wrap(deliver, lambda: len(stamps.steps), done, inside,
+                                                          restore_attention)
+                                                for deliver in (router.deliver, router.deliver_batch))
+    burst = all(r.arrival_s == 0 for r in ordered)
+    started = _queue_burst(manager, lm, ordered, stamps.clock) if burst else None
     manager.start()
     try:
         _wait_ready(manager, time.perf_counter, timeout_s)
-        inside, outside = _engine_clocks(manager, clock)
-        stamps = _TokenStamps(gate.clock(inside) if gate else inside)
-        router = manager.output_router
-        router.deliver, router.deliver_batch = stamps.wrap(router.deliver), stamps.wrap(router.deliver_batch)
-        if gate is not None:
-            def done() -> bool:
-                return all(stamps.tokens.get(f"r{r.id}", 0) >= r.output_tokens for r in ordered)
-
-            router.deliver, router.deliver_batch = (gate.wrap(deliver, lambda: len(stamps.steps), done, inside)
-                                                    for deliver in (router.deliver, router.deliver_batch))
-        start = _submit(manager, lm, ordered, outside)
+        start = started.at_s(manager) if started else _submit(manager, lm, ordered, outside)
         _wait_for_tokens(manager, stamps, ordered, timeout_s)
         _collect(manager, results, len(ordered), time.perf_counter, timeout_s)
     finally:
@@ -278,22 +322,51 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
                       "transformers": transformers.__version__}, tuple(t - start for t in stamps.steps))
 
 
-def _submit(manager, lm, ordered: Sequence, clock: Callable[[], float]) -> float:
-    """Submit every request at its arrival time; returns the run's start on ``clock``.  A burst is submitted
-    while the loop is paused, so that its first step sees the whole burst (the same steps on every repeat)."""
-    def add(r) -> None:
-        manager.add_request(prompt_ids(r, lm.config.vocab_size), request_id=f"r{r.id}",
-                            max_new_tokens=r.output_tokens, streaming=True, eos_token_id=-1)
+def _add(manager, lm, r) -> None:
+    manager.add_request(prompt_ids(r, lm.config.vocab_size), request_id=f"r{r.id}",
+                        max_new_tokens=r.output_tokens, streaming=True, eos_token_id=-1)
 
-    if all(r.arrival_s == 0 for r in ordered) and hasattr(manager, "pause"):
-        with manager.pause():
-            for r in ordered:
-                add(r)
-            return clock()
+
+class _EngineStart:
+    """When the generation thread has built its batch processor (its KV cache), stamped in that thread on the
+    run's own clock: the moment a serving engine is up, just before its first step."""
+
+    def __init__(self, manager, clock: Callable[[], float]):
+        create = getattr(manager, "_create_batch_processor", None)
+        if create is None:
+            raise EngineError("this transformers' manager has no _create_batch_processor, where validate stamps the "
+                              "start of a burst; it knows transformers 5.17 to 5.24")
+        self._at_s: float | None = None
+
+        def created(*args, **kwargs):
+            processor = create(*args, **kwargs)
+            self._at_s = clock()
+            return processor
+
+        manager._create_batch_processor = created
+
+    def at_s(self, manager) -> float:
+        if self._at_s is None:
+            raise EngineError("the continuous-batching manager stopped before its batch processor was built")
+        return self._at_s
+
+
+def _queue_burst(manager, lm, ordered: Sequence, clock: Callable[[], float]) -> _EngineStart:
+    """A burst is queued before the engine starts, so its first step sees the whole burst (the same steps on
+    every repeat, on every transformers: 5.17 has no ``pause()`` to hold the loop while submitting), and the run
+    starts once the engine is up."""
+    started = _EngineStart(manager, clock)
+    for r in ordered:
+        _add(manager, lm, r)
+    return started
+
+
+def _submit(manager, lm, ordered: Sequence, clock: Callable[[], float]) -> float:
+    """Submit every request at its arrival time to the running engine; returns the run's start on ``clock``."""
     start, wall_start = clock(), time.perf_counter()
     for r in ordered:
         _wait_until(time.perf_counter, wall_start, r.arrival_s)
-        add(r)
+        _add(manager, lm, r)
     return start
 
 
