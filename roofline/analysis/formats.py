@@ -149,19 +149,22 @@ def format_comparisons(result: Result, seed: int = 0) -> list[FormatComparison]:
 
 def with_interval(value: float, low: float | None, high: float | None,
                   whole: bool = False) -> tuple[str, str, str]:
-    """``value`` to the digits its interval earns (``interval_digits``), its bounds rounded outward at the same
-    place: the printed interval holds the computed one, and the value never prints outside it (47 in
-    [45.1, 49.3] at one digit would read "50 (45–49)").  ``whole`` keeps at least the units (a batch)."""
+    """``value`` to the digits its interval earns (``interval_digits``), its bounds rounded outward one place
+    finer: the printed interval holds the computed one, the value never prints outside it (47 in [45.1, 49.3]
+    at one digit would read "50 (45–49)"), and a bound rounded at the value's own place does not widen the
+    interval to the next whole digit (2.02 in [1.85, 2.36] reads "2 (1.8–2.4)", not "2 (1–3)").  ``whole``
+    keeps every figure to whole units at the finest (a batch)."""
     digits = interval_digits(value, low, high)
     place = math.floor(math.log10(abs(value))) - digits + 1 if value else 0  # the power of ten of the last digit
+    bound_place = place - 1
     if whole:
-        place = min(place, 0)
-    step, decimals = 10.0 ** place, max(0, -place)
+        place, bound_place = min(place, 0), max(min(bound_place, 0), 0)
 
-    def text(number: float | None, rounding) -> str:
-        return "?" if number is None else f"{rounding(round(number / step, 9)) * step:.{decimals}f}"
+    def text(number: float | None, rounding, at: int) -> str:
+        step = 10.0 ** at
+        return "?" if number is None else f"{rounding(round(number / step, 9)) * step:.{max(0, -at)}f}"
 
-    return text(value, round), text(low, math.floor), text(high, math.ceil)
+    return text(value, round, place), text(low, math.floor, bound_place), text(high, math.ceil, bound_place)
 
 
 def speedup_text(c: dict[str, Any], index: int = 0, named: bool = True) -> str:
