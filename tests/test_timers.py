@@ -32,3 +32,19 @@ def test_a_sample_is_whole_cycles_long_enough_or_capped(single_s, min_sample_s, 
     capped = launches + copies > max(MAX_LAUNCHES_PER_SAMPLE, copies)
     assert launches * single_s >= min_sample_s * (1 - 1e-9) or capped
     assert (launches - copies) * single_s < min_sample_s or launches == copies  # no whole cycle too many
+
+
+def test_a_cpu_sample_is_as_long_as_it_needs_not_whole_cycles():
+    """Cold weights come from the rotation index running on across samples, not from whole cycles: a slow
+    compute-bound launch over 32 copies is one launch a sample (whole cycles made it 32)."""
+    assert launches_for(0.2, 2e-3, 32, whole_cycles=False) == 1
+    assert launches_for(1e-4, 2e-3, 32, whole_cycles=False) == 20
+    assert launches_for(1e-12, 1.0, 7, whole_cycles=False) == MAX_LAUNCHES_PER_SAMPLE
+    ticks = iter(range(0, 10**12, 200_000_000))  # every clock read advances 0.2 s: one launch is 0.2 s
+    seen = []
+    timer = CpuTimer(seen.append, copies=32, clock_ns=lambda: next(ticks))
+    timer.prepare()
+    assert timer.launches == 1
+    timer.sample()
+    timer.sample()
+    assert seen == [0, 1, 2]  # the estimate's launch, then each sample reads the next copy

@@ -102,10 +102,13 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
     reference = reference_bandwidth(result.ceilings)
     if reference:
         stdout.print(escape(f"% meas BW is of the reference bandwidth: {reference.label} ({reference.why})"))
+    by_compute: dict[str, list[str]] = {}
     for dtype in sorted({row.dtype for row in rows}):
-        peak = reference_peak(result.ceilings, dtype)
+        by_compute.setdefault(compute_dtype(dtype), []).append(dtype)
+    for computes_in, dtypes in by_compute.items():  # a weight-only format's peak is its compute dtype's
+        peak = reference_peak(result.ceilings, computes_in)
         if peak:
-            stdout.print(escape(f"% meas peak ({dtype}) is of {peak.label}"))
+            stdout.print(escape(f"% meas peak ({', '.join(dtypes)}) is of {peak.label}"))
     for line in over_ceiling_lines(result, rows):
         stdout.print(f"[yellow]warning: {escape(line)}[/]")
     failed = sum(p.correct is False for p in result.points)

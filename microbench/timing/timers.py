@@ -27,9 +27,15 @@ MAX_LAUNCHES_PER_SAMPLE = 4096
 EVENTS_PER_SYNC = 8
 
 
-def launches_for(single_launch_s: float, min_sample_s: float, copies: int) -> int:
-    """Launches per sample: enough to fill ``min_sample_s``, a whole number of rotation cycles."""
+def launches_for(single_launch_s: float, min_sample_s: float, copies: int, whole_cycles: bool = True) -> int:
+    """Launches per sample: enough to fill ``min_sample_s``; a whole number of rotation cycles for a CUDA graph,
+    which replays the launches it captured, so a replay must read every copy alike.  The CPU timer's rotation
+    index runs on across samples, so every launch reads a copy untouched for ``copies - 1`` launches whatever
+    the sample's length (``whole_cycles=False``): a compute-bound point of 0.2 s a launch and 32 copies then
+    takes one launch a sample, not 32 (6 s)."""
     wanted = math.ceil(min_sample_s / max(single_launch_s, 1e-9))
+    if not whole_cycles:
+        return min(max(1, wanted), MAX_LAUNCHES_PER_SAMPLE)
     cycles = min(max(1, math.ceil(wanted / copies)), max(1, MAX_LAUNCHES_PER_SAMPLE // copies))
     return cycles * copies
 
@@ -48,7 +54,7 @@ class CpuTimer:
         """Estimate one launch, then size a sample to last at least ``CPU_MIN_SAMPLE_S``."""
         self.launches = 1
         estimate = self.sample()[0]
-        self.launches = launches_for(estimate, CPU_MIN_SAMPLE_S, self.copies)
+        self.launches = launches_for(estimate, CPU_MIN_SAMPLE_S, self.copies, whole_cycles=False)
 
     def sample(self) -> list[float]:
         start = self.clock_ns()

@@ -7,6 +7,7 @@ from typing import Any
 
 from roofline.analysis.formats import break_even_text, speedup_text
 from roofline.analysis.reference import marked_percent, percent_of
+from roofline.core.counting import compute_dtype
 from roofline.core.units import interval_digits, si
 from roofline.result.document import backend_tag
 
@@ -68,9 +69,15 @@ def reference_lines(analysis: dict[str, Any]) -> list[str]:
                      f"{si(bandwidth['bytes_per_s'], 'B/s')} ({bandwidth['why']}); ⚠ marks a figure above it.")
     else:
         lines.append("% ref BW: no measured bandwidth in this result (run with ceilings), so no percentage.")
-    for dtype, peak in (analysis.get("reference_peak") or {}).items():
+    peaks = analysis.get("reference_peak") or {}
+    for dtype, peak in peaks.items():
+        if compute_dtype(dtype) != dtype and compute_dtype(dtype) in peaks:
+            continue  # a weight-only format's peak is its compute dtype's, said on that line
         burst = f", burst {si(peak['burst_flop_per_s'], 'FLOP/s')}" if peak.get("burst_flop_per_s") else ""
-        lines.append(f"measured {dtype} peak: {si(peak['flop_per_s'], 'FLOP/s')} ({peak['regime']}{burst}).")
+        drawn = sorted(d for d in peaks if d != dtype and compute_dtype(d) == compute_dtype(dtype))
+        against = f"; {', '.join(drawn)} multiply in {compute_dtype(dtype)} and are drawn against it" if drawn else ""
+        lines.append(f"measured {compute_dtype(dtype)} peak: {si(peak['flop_per_s'], 'FLOP/s')} "
+                     f"({peak['regime']}{burst}){against}.")
     lines.append("Fitted roofs are each series' own upper envelope (the regime its points ran in); flags: points "
                  "the roof does not bound, and points above a measured ceiling.")
     if not analysis["series"]:
