@@ -48,6 +48,8 @@ REFUSED = [
     (["simulate", "--requests", "3", "-o", "sim"], "give a PROFILE.json, or --analytic with --gpu SKU --model NAME"),
     (["simulate", "p.json", *ANALYTIC, "-o", "sim"], "give a PROFILE.json or --analytic"),
     (["simulate", *ANALYTIC, "--seed", "-1", "-o", "sim"], "--seed -1: give an integer, 0 or more"),
+    (["sweep", "--device", "cpu", "--seed", "-1", "-o", "s.json"], "--seed -1: give an integer, 0 or more"),
+    (["sweep", "--device", "cpu", "--seed", str(10**23), "-o", "s.json"], f"--seed {10**23}: give an integer"),
     (["simulate", *ANALYTIC, "--seed", str(2**63), "-o", "sim"], f"--seed {2**63}: give an integer"),
     (["simulate", *ANALYTIC, "--mem-fraction", "0", "-o", "sim"], "--mem-fraction must be in (0, 1]"),
     (["simulate", *ANALYTIC, "--overhead-per-seq-s", "nan", "-o", "sim"],

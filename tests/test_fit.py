@@ -248,3 +248,27 @@ def test_fit_json_runs_without_torch(tmp_path):
             "knee_batch_1p25", "cliffs"}
     assert keys <= set(document["series"][0])
     assert math.isfinite(document["series"][0]["critical_batch"])
+
+
+def test_fit_exports_one_csv_row_per_series_with_the_json_figures():
+    import io
+    from pathlib import Path
+
+    result = str(Path(__file__).parent.parent / "results" / "cpu-amd-epyc-2core-20261202.json")
+    run = CliRunner().invoke(main, ["fit", result, "--format", "csv"], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    rows = list(csv.DictReader(io.StringIO(run.output)))
+    analysis = json.loads(CliRunner().invoke(main, ["fit", result, "--format", "json"]).output)
+    assert len(rows) == len(analysis["series"]) > 1
+    for row, series in zip(rows, analysis["series"], strict=True):
+        assert (row["dtype"], row["op"], int(row["n"]), int(row["k"])) == (series["dtype"], series["op"], series["n"],
+                                                                          series["k"])
+        if series["critical_batch"] is None:
+            assert row["critical_batch"] == ""
+        else:
+            assert float(row["critical_batch"]) == series["critical_batch"]
+            assert [float(row["critical_batch_ci95_low"]), float(row["critical_batch_ci95_high"])] == \
+                series["critical_batch_ci95"]
+    assert {row["dtype"] for row in rows} >= {"w8a16", "w4a16"}
+    both = CliRunner().invoke(main, ["fit", result, "--json", "--format", "csv"])
+    assert both.exit_code == 2 and "give one" in both.output

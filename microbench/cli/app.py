@@ -160,16 +160,24 @@ def ceilings(ctx, **options) -> None:
 
 @main.command()
 @click.argument("result_file", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="print the analysis as JSON")
-def fit(result_file, as_json) -> None:
+@click.option("--json", "as_json", is_flag=True, help="print the analysis as JSON (the same as --format json)")
+@click.option("--format", "output_format", type=click.Choice(["table", "json", "csv"]), default=None,
+              help="table (default), the whole analysis as JSON, or one CSV row per series")
+def fit(result_file, as_json, output_format) -> None:
     """Fit a roofline per series: bandwidth, peak, ridge, critical batch B* with its 95% CI, knees, cliffs."""
     from microbench.cli.render import print_fit
     from roofline.analysis.series import analyse
+    from roofline.report.tables import series_csv
     from roofline.result.io import load_result
 
+    if as_json and output_format not in (None, "json"):
+        raise click.UsageError(f"--json and --format {output_format} ask for two formats: give one")
     with bad_input():
         analysis = analyse(load_result(result_file))
-    _show(analysis, as_json, print_fit)
+    if output_format == "csv":
+        click.echo(series_csv(analysis), nl=False)
+        return
+    _show(analysis, as_json or output_format == "json", print_fit)
 
 
 @main.command()

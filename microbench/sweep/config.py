@@ -21,6 +21,8 @@ from typing import Any
 
 from microbench.sweep import plan
 from roofline.core.counting import DTYPES, OPS
+from roofline.core.errors import BadInputError
+from roofline.core.options import check_seed
 
 TIMERS = ("graph", "eager")
 L2_POLICIES = ("rotate", "warm")
@@ -99,8 +101,10 @@ class SweepConfig:
         if self.batches and set(self.ops) == {"gemv"} and set(self.batches) != {1}:  # it would measure B=1 only
             others = ", ".join(str(b) for b in self.batches if b != 1)
             raise ConfigError(f"gemv is batch 1 by definition: batches {others} need --op gemm (or --op gemv,gemm)")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ConfigError(f"--seed {self.seed!r} is not an integer")
+        try:
+            check_seed(self.seed)  # the one seed rule every command shares
+        except BadInputError as exc:
+            raise ConfigError(str(exc)) from None
         if self.budget_s is not None:
             _check_number(self.budget_s, "budget_s", low=0)
         _check_number(self.target_rel_ci, "target_rel_ci", low=0, high=1, why="between 0 and 1 (0.01 is 1%)")

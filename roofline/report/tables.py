@@ -106,3 +106,30 @@ def formats_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]
                      f"B={smallest}: {speedup_text(c, named=False)}", break_even_text(c, named=False),
                      f"{len(c['batches'])} ({smallest}–{c['batches'][-1]})"])
     return FORMAT_HEADER, rows
+
+
+# One row per series for spreadsheets and dashboards: SI units, the unit in each column's name, empty for none.
+CSV_COLUMNS = ("dtype", "op", "backend", "n", "k", "status", "points_ok", "bandwidth_bytes_per_s",
+               "bandwidth_ci95_low", "bandwidth_ci95_high", "peak_flop_per_s", "peak_ci95_low", "peak_ci95_high",
+               "peak_flop_per_s_lower_bound", "ridge_flop_per_byte", "critical_batch", "critical_batch_ci95_low",
+               "critical_batch_ci95_high", "critical_batch_lower_bound", "spec_critical_batch", "knee_batch_1p10",
+               "knee_batch_1p25", "roof_regime")
+
+
+def series_csv(analysis: dict[str, Any]) -> str:
+    """``gpubench fit --format csv``: every fitted series as one CSV row (``CSV_COLUMNS``), numbers unrounded."""
+    import csv
+    import io
+
+    def interval(series: dict[str, Any], key: str) -> list[Any]:
+        return list(series.get(key) or [None, None])
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for s in analysis["series"]:
+        row = {**s}
+        for key in ("bandwidth", "peak", "critical_batch"):
+            row[f"{key}_ci95_low"], row[f"{key}_ci95_high"] = interval(s, f"{key}_ci95")
+        writer.writerow(["" if row.get(column) is None else row[column] for column in CSV_COLUMNS])
+    return out.getvalue()
