@@ -142,3 +142,21 @@ def load_result_text(result):
     from roofline.result.io import result_from_json
 
     return result_from_json(result_to_json(result))
+
+
+@pytest.mark.parametrize("command", ["fit", "report", "compare"])
+def test_a_negative_ceiling_is_refused_on_load_not_printed(tmp_path, command):
+    """A rate or size below zero is no measurement: one line and exit 2, never "-5 B/s" in a table."""
+    from click.testing import CliRunner
+
+    from microbench.cli.app import main
+
+    document = json.loads((ROOT / "results" / "cpu-amd-epyc-2core-20261202.json").read_text())
+    document["ceilings"]["measured"]["copy"]["bytes_per_s"] = -5
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(document))
+    args = {"fit": [str(bad)], "report": [str(bad), "-o", str(tmp_path / "r")], "compare": [str(bad), str(bad)]}
+    run = CliRunner().invoke(main, [command, *args[command]])
+    assert run.exit_code == 2, run.output
+    assert "must not be negative" in run.output and len(run.output.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()

@@ -31,6 +31,8 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 # Units printed with an SI prefix (``16.9 kB``, ``4.8 TB/s``).
 SI_UNITS = ("B", "B/s", "FLOP/s", "Hz", "W", "J")
+# Sizes and rates that cannot be negative: a file that says so is refused on load, not printed as "-5 B/s".
+NON_NEGATIVE_UNITS = ("B", "B/s", "FLOP/s")
 
 
 def _default_format(unit: str | None) -> Callable[[Any], str]:
@@ -74,6 +76,8 @@ class Key:
             raise ValueError(f"{where}{self.name} must be finite, found {value!r}")
         if not _is(value, self.types):
             raise ValueError(f"{where}{self.name} must be {' or '.join(self.types)}, found {_show(value)}")
+        if self.unit in NON_NEGATIVE_UNITS and isinstance(value, (int, float)) and value < 0:
+            raise ValueError(f"{where}{self.name} must not be negative ({self.unit}), found {value!r}")
         if self.choices and value not in self.choices:
             raise ValueError(f"{where}{self.name} must be one of {', '.join(self.choices)}, found {value!r}")
         if self.items and isinstance(value, (list, tuple)):
