@@ -233,3 +233,15 @@ def test_compare_shows_each_results_break_even(tmp_path, fmt):
     assert "w4a16 against bf16, 4096×4096: break-even batch" in text
     assert "batch 47 (46–48)" in text and "no batch pays off (slower already at batch 1)" in text
     assert "beyond the largest batch measured (128)" in text  # w8a16, measured on the H200 only
+
+
+def test_no_figure_prints_outside_its_own_interval():
+    """A value rounded to the digits its interval earns can fall outside bounds printed one place finer: then
+    it is printed at their place; and an interval that misses its estimate (few noisy samples) is widened."""
+    from roofline.analysis.formats import _holding, with_interval
+
+    assert with_interval(14.6, 12.1, 15.0) == ("15", "12", "15")
+    assert with_interval(2.02, 1.85, 2.36) == ("2", "1.8", "2.4")
+    assert _holding([12.0, 15.0], 11.6) == [11.6, 15.0]
+    assert _holding([None, 15.0], 20.0) == [None, 20.0]
+    assert _holding([12.0, 15.0], float("inf")) == [12.0, 15.0]
