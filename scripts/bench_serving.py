@@ -1,9 +1,9 @@
-"""How fast the serving simulator is: 10,000 requests under continuous batching, and one capacity search.
+"""How fast the serving simulator is: 10,000 requests under each policy, and one capacity search.
 
     PYTHONPATH=. python scripts/bench_serving.py
 
 Times are wall-clock on whatever machine runs this (print them with the load average: a shared machine is
-slower).  Targets: the simulation under 5 s on 2 CPU cores, the capacity search under 60 s.
+slower).  Targets: each policy's simulation under 5 s on 2 CPU cores, the capacity search under 10 s.
 """
 
 from __future__ import annotations
@@ -19,19 +19,22 @@ from roofline.serving.workload import make_workload, with_arrivals
 from roofline.specs.gpus import load_gpu_spec
 from roofline.specs.models import load_model
 
+POLICIES = ("static:batch=64", "continuous", "paged", "chunked:budget=512")
+
 
 def main() -> None:
     profile = analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=8192,
                                max_context=8192, gpu=load_gpu_spec("h200-sxm"))
     requests = make_workload(10_000, "poisson:50", "fixed:512", "exp:128:512", seed=0)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    start = time.perf_counter()
-    run = simulate(profile, requests, "continuous")
-    elapsed = time.perf_counter() - start
-    print(f"simulate: 10,000 requests, continuous, {len(run.steps)} steps: {elapsed:.2f} s")
-    start = time.perf_counter()
-    summarize(run, profile, 0.9)
-    print(f"summarize: {time.perf_counter() - start:.2f} s")
+    for policy in POLICIES:
+        start = time.perf_counter()
+        run = simulate(profile, requests, policy)
+        elapsed = time.perf_counter() - start
+        print(f"simulate: 10,000 requests, {policy}, {len(run.steps)} steps: {elapsed:.2f} s")
+        start = time.perf_counter()
+        summarize(run, profile, 0.9)
+        print(f"summarize: {time.perf_counter() - start:.2f} s")
 
     workload = make_workload(1000, "burst", "fixed:512", "exp:128:512", seed=0)
     slo = Slo.parse("ttft_p90=1,tpot_p99=0.05")

@@ -33,8 +33,10 @@ def test_profile_analytic_writes_a_profile_that_simulate_reads(tmp_path):
 
 def test_simulate_compares_policies_and_writes_every_file(tmp_path):
     run = _simulate(tmp_path, *ANALYTIC, "--requests", "60", "--arrivals", "poisson:20", "--policy", "static:batch=8",
-                    "--policy", "paged", "--policy", "chunked:budget=256", "--slo", "ttft_p90=5,tpot_p99=0.2")
+                    "--policy", "paged", "--policy", "chunked:budget=256",
+                    "--slo", "ttft_p90=5,tpot_p99=0.2,itl_p99=0.5")
     assert run.exit_code == 0, run.output
+    assert "ITL p50/p99" in run.output
     folder = tmp_path / "sim"
     document = json.loads((folder / "simulation.json").read_text())
     assert (document["kind"], document["schema_version"]) == ("gpubench-simulation", 1)
@@ -43,9 +45,12 @@ def test_simulate_compares_policies_and_writes_every_file(tmp_path):
         assert entry["capacity"]["capacity_requests_per_s"] is not None
         assert entry["summary"]["slo"]["goodput_requests_per_s"] <= entry["summary"]["requests_per_s"]
         assert entry["summary"]["binding_sentence"]
+        assert set(entry["summary"]["itl"]) == {"p50_s", "p90_s", "p99_s", "max_s"}
+        assert entry["summary"]["slo"]["checks"]["itl_p99"]["value_s"] == entry["summary"]["itl"]["p99_s"]
+        assert all(p["itl_p99_s"] is not None for p in entry["rates"])
     with (folder / "requests.csv").open() as stream:
         assert len(list(csv.DictReader(stream))) == 3 * 60
-    for name in ("report.html", "report.md", "timeline.png", "latency.png", "composition.png",
+    for name in ("report.html", "report.md", "timeline.png", "latency.png", "itl.png", "composition.png",
                  "throughput_latency.png"):
         assert (folder / name).stat().st_size > 0, name
 

@@ -67,8 +67,8 @@ def test_fit_falls_back_to_totals_when_the_steps_do_not_align():
     assert total == pytest.approx(sum(aligned.measured_s), rel=1e-6)
 
 
-def timing(i, first, finish, out=3, first_step=-1, finish_step=-1):
-    return RequestTiming(i, 0.0, first, finish, 8, out, first_step, finish_step)
+def timing(i, first, finish, out=3, first_step=-1, finish_step=-1, token_steps=(), token_times_s=()):
+    return RequestTiming(i, 0.0, first, finish, 8, out, first_step, finish_step, token_steps, token_times_s)
 
 
 def test_summary_and_comparison():
@@ -80,6 +80,29 @@ def test_summary_and_comparison():
     comparison = compare_runs(predicted, measured)
     assert comparison["total_s"]["rel_err"] == pytest.approx(0.1)
     assert comparison["ttft_p90_s"]["rel_err"] == pytest.approx(0.1)
+
+
+def test_itl_is_compared_from_each_requests_token_times():
+    # Measured: request 0's gaps 1, 1 and request 1's 0.5, 3.5; predicted: every gap 1.
+    measured = [timing(0, 1.0, 3.0, token_times_s=(1.0, 2.0, 3.0)), timing(1, 1.0, 5.0, token_times_s=(1.0, 1.5, 5.0))]
+    predicted = [timing(0, 1.0, 3.0, token_times_s=(1.0, 2.0, 3.0)), timing(1, 1.0, 3.0, token_times_s=(1.0, 2.0, 3.0))]
+    summary = run_summary(measured)
+    assert summary["itl_p50_s"] == pytest.approx(1.0)
+    assert summary["itl_p99_s"] == pytest.approx(np.percentile([1.0, 1.0, 0.5, 3.5], 99))
+    comparison = compare_runs(predicted, measured)
+    assert comparison["itl_p50_s"]["rel_err"] == pytest.approx(0.0)
+    assert comparison["itl_p99_s"]["rel_err"] == pytest.approx(1.0 / summary["itl_p99_s"] - 1)
+
+
+def test_repeats_combined_step_by_step_retime_every_token():
+    requests = [timing(0, 1.0, 3.0, 3, 0, 2, (0, 1, 2), (1.0, 2.0, 3.0))]
+    a = engine_run((1.0, 2.0, 3.0), requests)
+    b = engine_run((3.0, 4.0, 7.0), [timing(0, 3.0, 7.0, 3, 0, 2, (0, 1, 2), (3.0, 4.0, 7.0))])
+    combined = mean_steps([a, b])
+    assert combined.requests[0].token_times_s == pytest.approx((2.0, 3.0, 5.0))
+    assert combined.requests[0].to_dict()["token_steps"] == [0, 1, 2]
+    assert "token_times_s" not in combined.requests[0].to_dict()  # the document keeps the steps, not the times
+    assert run_summary(combined.requests)["itl_p99_s"] == pytest.approx(np.percentile([1.0, 2.0], 99))
 
 
 def engine_run(step_s, requests):

@@ -81,6 +81,16 @@ def test_tiny_llama_validation_runs_both_paths_and_compares(tiny_validation):
     for path in ("static", "continuous"):  # per step, measured against predicted, for the record
         run = document["runs"][path]
         assert len(run["measured_step_s"]) == len(run["predicted"]["step_s"]) == run["predicted"]["steps"]
+    for path in ("static", "continuous"):  # every token's step: the inter-token gaps measured and predicted
+        for r in document["runs"][path]["measured"]["requests"]:
+            steps = r["token_steps"]
+            assert len(steps) == r["output_tokens"] and (steps[0], steps[-1]) == (r["first_step"], r["finish_step"])
+            assert all(a < b for a, b in zip(steps, steps[1:], strict=False))
+            if path == "static":  # a static batch steps together
+                assert steps == list(range(steps[0], steps[0] + len(steps)))
+        for key in ("itl_p50_s", "itl_p99_s"):
+            compared = document["comparison"][path][key]
+            assert compared["measured"] > 0 and compared["predicted"] > 0 and math.isfinite(compared["rel_err"])
     steps = {path: document["runs"][path]["measured_step_s"] for path in ("static", "continuous")}
     assert document["ratio"]["measured"] == pytest.approx(sum(steps["static"]) / sum(steps["continuous"]))
     assert math.isfinite(document["ratio"]["rel_err"])
@@ -171,6 +181,8 @@ def test_a_burst_static_run_is_its_batches_back_to_back():
         first = sum(steps[:group])
         assert (timing.first_step, timing.finish_step) == (first, first + r.output_tokens - 1)
         assert timing.finish_s == stamps[timing.finish_step]
+        assert timing.token_steps == tuple(range(first, first + r.output_tokens))
+        assert timing.token_times_s == tuple(stamps[first:first + r.output_tokens])
 
 
 def test_a_continuous_run_in_parked_segments_takes_the_steps_of_one_go(one_thread, monkeypatch):

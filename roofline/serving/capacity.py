@@ -46,7 +46,7 @@ def rate_point(rate: float, run: SimulationRun) -> dict[str, Any]:
     tokens = sum(r.output_tokens for r in run.requests)
     return {"rate_requests_per_s": rate, "tokens_per_s": tokens / run.makespan_s,
             "ttft_p90_s": percentile_s(lat["ttft"], 90), "tpot_p99_s": percentile_s(lat["tpot"], 99),
-            "e2e_p99_s": percentile_s(lat["e2e"], 99)}
+            "itl_p99_s": percentile_s(lat["itl"], 99), "e2e_p99_s": percentile_s(lat["e2e"], 99)}
 
 
 def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[list[Request]], SimulationRun],

@@ -1,6 +1,7 @@
 """The simulation report: report.html (self-contained), report.md with PNGs beside it, from simulation.json's
 content and the runs.  Figures: throughput against latency over rates, batch and KV occupancy over time,
-MBU/MFU over time, latency distributions, step-time composition.
+MBU/MFU over time, latency distributions, the inter-token latency's distribution and tail, step-time
+composition.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from roofline.core.units import seconds, significant  # noqa: E402
 from roofline.report import page  # noqa: E402
 from roofline.report.page import figure_pngs  # noqa: E402
 from roofline.report.plots import OKABE_ITO, _style  # noqa: E402
-from roofline.serving.latency import latencies  # noqa: E402
+from roofline.serving.latency import latencies, pooled_inter_token_latencies_s  # noqa: E402
 from roofline.serving.simulate import SimulationRun  # noqa: E402
 
 
@@ -37,7 +38,7 @@ def _capacity(cap: dict[str, Any]) -> str:
 
 def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     header = ["policy", "tokens/s", "req/s", "vs first", "TTFT p50/p90/p99", "TPOT p50/p90/p99",
-              "e2e p99", "batch mean/max", "KV occ mean/max", "compute-bound", "MBU", "MFU", "waste",
+              "ITL p50/p99", "e2e p99", "batch mean/max", "KV occ mean/max", "compute-bound", "MBU", "MFU", "waste",
               "capacity req/s"]
     rows, base = [], None
     for entry in document["runs"]:
@@ -50,6 +51,7 @@ def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]
             f"{significant(s['tokens_per_s'] / base)}x" if base else "–",
             "/".join(_s(s["ttft"][f"p{p}_s"]) for p in (50, 90, 99)),
             "/".join(_s(s["tpot"][f"p{p}_s"]) for p in (50, 90, 99)),
+            "/".join(_s((s.get("itl") or {}).get(f"p{p}_s")) for p in (50, 99)),  # absent: an older document
             _s(s["e2e"]["p99_s"]), f"{s['batch_mean']:.1f}/{s['batch_max']}", kv,
             f"{s['compute_bound_time_share']:.0%}", "–" if s["mbu_mean"] is None else f"{s['mbu_mean']:.0%}",
             "–" if s["mfu_mean"] is None else f"{s['mfu_mean']:.0%}", f"{s['padding_waste']['share']:.0%}",
@@ -116,6 +118,50 @@ def _latency_figure(runs: list[SimulationRun]):
     return fig
 
 
+# Points drawn per policy: a run of 10,000 requests has millions of gaps, and the tail is what matters, so the
+# sorted gaps are sampled evenly and, towards the longest, geometrically closer.
+ITL_CURVE_POINTS = 1000
+
+
+def _itl_curve(gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sampled sorted gaps with the share of gaps at or below each (CDF) and at or above it (tail)."""
+    ordered = np.sort(gaps[gaps > 0])  # log axes: a zero gap (two tokens stamped together) has no place
+    n = len(ordered)
+    index = np.unique(np.concatenate([np.linspace(0, n - 1, ITL_CURVE_POINTS),
+                                      n - np.geomspace(1, n, ITL_CURVE_POINTS)]).astype(int))
+    return ordered[index], (index + 1) / n, (n - index) / n
+
+
+def _itl_figure(runs: list[SimulationRun]):
+    """Every gap between consecutive tokens, pooled per policy: the CDF, and the tail on log-log axes with P99
+    marked, where a prefill that stalls the running decodes shows as a shelf at the prefill step's length."""
+    fig, (cdf, tail) = plt.subplots(1, 2, figsize=(11, 3.8))
+    drawn = False
+    for i, run in enumerate(runs):
+        gaps = pooled_inter_token_latencies_s(run.requests)
+        if not (gaps > 0).any():
+            continue
+        x, below, above = _itl_curve(gaps)
+        colour, label = OKABE_ITO[i % 8], run.policy["policy"]
+        cdf.plot(x, below, color=colour, label=label)
+        tail.plot(x, above, color=colour, label=label)
+        tail.plot([np.percentile(gaps, 99)], [0.01], marker="o", color=colour)
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    for ax in (cdf, tail):
+        ax.set_xlabel("inter-token latency (s)")
+        ax.set_xscale("log")
+    cdf.set_ylabel("share of gaps at or below")
+    tail.set_ylabel("share of gaps at or above (o: P99)")
+    tail.set_yscale("log")
+    cdf.legend(fontsize=8)
+    fig.suptitle("Inter-token latency: every gap between consecutive tokens, all requests")
+    fig.tight_layout()
+    return fig
+
+
 def _composition_figure(document: dict[str, Any]):
     fig, ax = plt.subplots(figsize=(7, 3.8))
     names = [e["policy"]["policy"] for e in document["runs"]]
@@ -134,7 +180,8 @@ def _composition_figure(document: dict[str, Any]):
 def render_figures(document: dict[str, Any], runs: list[SimulationRun]) -> dict[str, bytes]:
     _style()
     figures = {"throughput_latency": _rates_figure(document), "timeline": _timeline_figure(document),
-               "latency": _latency_figure(runs), "composition": _composition_figure(document)}
+               "latency": _latency_figure(runs), "itl": _itl_figure(runs),
+               "composition": _composition_figure(document)}
     return figure_pngs(figures)[0]
 
 

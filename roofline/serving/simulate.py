@@ -3,12 +3,14 @@ model says how long the step takes, the clock jumps by that much.
 
 Events are engine steps (and arrivals while the engine is idle); nothing happens between them, so a run of
 10,000 requests is a few tens of thousands of steps of plain Python.  Tokens are emitted at the end of the
-step that computes them: a step that completes a prompt's prefill emits its first token.
+step that computes them: a step that completes a prompt's prefill emits its first token.  Each token's time is
+kept (8 bytes a token, in an ``array``), for the inter-token latency.
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -37,6 +39,7 @@ class RequestOutcome:
     first_token_s: float
     finish_s: float
     preemptions: int
+    token_times_s: Sequence[float] = ()  # every output token's time, in order (the simulator's: an array of 'd')
 
     @property
     def ttft_s(self) -> float:
@@ -90,7 +93,7 @@ class Seq:
     """One request's mutable progress inside the engine (never leaves this module)."""
 
     __slots__ = ("request", "output_tokens", "prefill_left", "prefill_target", "generated", "kv_tokens", "blocks",
-                 "first_token_s", "finish_s", "preemptions", "finished", "active")
+                 "first_token_s", "finish_s", "preemptions", "finished", "active", "token_times")
 
     def __init__(self, request: Request) -> None:
         # prefill_left is an attribute, not a property: the engine reads it for every sequence of every step.
@@ -99,6 +102,7 @@ class Seq:
         self.generated = self.kv_tokens = self.blocks = self.preemptions = 0
         self.first_token_s = self.finish_s = math.nan
         self.finished = self.active = False  # active: in the running set
+        self.token_times = array("d")  # 8 bytes a token, and numpy reads it without converting each float
 
 
 class Engine:
@@ -190,6 +194,7 @@ class Engine:
 
     def emit(self, seq: Seq) -> None:
         seq.generated += 1
+        seq.token_times.append(self.clock_s)
         if seq.generated == 1:
             seq.first_token_s = self.clock_s
         if seq.generated >= seq.output_tokens:
@@ -207,6 +212,7 @@ class Engine:
     def apply(self, plan: StepPlan) -> int:
         """Advance every sequence in the plan by what the step computed; returns the wasted slots."""
         wasted = 0
+        now = self.clock_s
         self.kv_tokens += len(plan.decodes) + sum(t for _, t in plan.chunks)
         for seq in plan.decodes:  # the hot loop: emit() inlined (a decode is never a sequence's first token)
             seq.kv_tokens += 1
@@ -214,6 +220,7 @@ class Engine:
                 wasted += 1
                 continue
             seq.generated += 1
+            seq.token_times.append(now)
             if seq.generated >= seq.output_tokens:
                 self.finish(seq)
         for seq, tokens in plan.chunks:
@@ -305,7 +312,8 @@ def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy |
         wasted = engine.apply(plan)
         steps.append(_record(engine, plan, cost, start_s, waiting, wasted))
     outcomes = tuple(RequestOutcome(s.request.id, s.request.arrival_s, s.request.prompt_tokens,
-                                    s.request.output_tokens, s.first_token_s, s.finish_s, s.preemptions)
+                                    s.request.output_tokens, s.first_token_s, s.finish_s, s.preemptions,
+                                    s.token_times)
                      for s in sorted(engine.pending, key=lambda s: s.request.id))
     return SimulationRun(policy=policy.to_dict(), requests=outcomes, steps=tuple(steps), kv_blocks_total=kv_blocks,
                          kv_tokens_capacity=kv_blocks * policy.block if kv_blocks is not None else None,

@@ -1,7 +1,8 @@
 """What an engine run records, and how repeats of one run combine.
 
 An engine run is a sequence of steps; every step that emits tokens is stamped (``step_s``, seconds from the
-run's start), and each request names the step of its first token and of its last.  Repeats of the same run on
+run's start), and each request names the step of its first token and of its last, and of every token between
+(``token_steps``: its inter-token gaps are the differences of those steps' stamps).  Repeats of the same run on
 the same workload take the same steps (burst arrivals, a deterministic scheduler), so they can be combined
 step by step: each step's MEAN duration over the repeats.  Why the mean and not the fastest: on a shared
 machine the thread's CPU time of one step swings by up to 2x with what the other processes do to the caches
@@ -31,9 +32,20 @@ class RequestTiming:
     output_tokens: int
     first_step: int = -1  # index into the run's step_s (-1: not known)
     finish_step: int = -1
+    token_steps: tuple[int, ...] = ()  # the step of each output token, in order (empty: not known)
+    token_times_s: tuple[float, ...] = ()  # those steps' stamps (the document keeps the steps, not the times)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = {k: v for k, v in self.__dict__.items() if k != "token_times_s"}
+        return {**out, "token_steps": list(self.token_steps)}
+
+
+def stamped_timing(request, step_s: Sequence[float], token_steps: Sequence[int]) -> RequestTiming:
+    """A request's timing read off its run's step stamps: its tokens came at ``token_steps`` (in order)."""
+    first, last = token_steps[0], token_steps[-1]
+    return RequestTiming(request.id, request.arrival_s, step_s[first], step_s[last], request.prompt_tokens,
+                         request.output_tokens, first, last, tuple(token_steps),
+                         tuple(step_s[i] for i in token_steps))
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,7 @@ class EngineRun:
 
     def schedule(self) -> tuple:
         """What must agree for repeats to be combined step by step."""
-        return len(self.step_s), tuple((r.id, r.first_step, r.finish_step) for r in self.requests)
+        return len(self.step_s), tuple((r.id, r.first_step, r.finish_step, r.token_steps) for r in self.requests)
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "path": self.path, "policy": self.policy, "total_s": self.total_s,
@@ -68,7 +80,8 @@ def mean_steps(runs: Sequence[EngineRun]) -> EngineRun:
         return replace(median, settings={**median.settings, "repeats": len(runs), "combined": "median run"})
     columns = zip(*(step_durations(run) for run in runs), strict=True)  # one schedule: as many steps each
     stamps = list(itertools.accumulate(sum(column) / len(runs) for column in columns))
-    requests = tuple(replace(r, first_token_s=stamps[r.first_step], finish_s=stamps[r.finish_step])
+    requests = tuple(replace(r, first_token_s=stamps[r.first_step], finish_s=stamps[r.finish_step],
+                             token_times_s=tuple(stamps[i] for i in r.token_steps))
                      for r in median.requests)
     return replace(median, requests=requests, step_s=tuple(stamps),
                    settings={**median.settings, "repeats": len(runs), "combined": "mean of each step"})

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from microbench.serving.engine.timing import EngineRun, RequestTiming
+from microbench.serving.engine.timing import EngineRun, stamped_timing
 from microbench.sweep.plan import PlanError
 
 # wall: perf_counter.  thread-cpu: the CPU time of the thread that runs the engine loop (CPU device, one torch
@@ -121,9 +121,8 @@ def static_run(groups: Sequence[Sequence], step_s: Sequence[float], batch: int, 
     timings, first = [], 0
     for group in groups:
         for r in group:
-            last = first + r.output_tokens - 1
-            timings.append(RequestTiming(r.id, r.arrival_s, step_s[first], step_s[last], r.prompt_tokens,
-                                         r.output_tokens, first, last))
+            # A static batch steps together: every request takes a token in each of its batch's steps until it ends.
+            timings.append(stamped_timing(r, step_s, range(first, first + r.output_tokens)))
         first += max(r.output_tokens for r in group)
     return EngineRun("transformers", "static", f"static:batch={batch}", tuple(sorted(timings, key=lambda t: t.id)),
                      {"api": "generate", "padding": "left", "clock": clock,
@@ -221,19 +220,24 @@ def _check_manager(manager, transformers) -> None:
 
 class _TokenStamps:
     """Wraps the manager's output delivery, which runs in the generation thread once per step for every
-    request that got a token: the first and the last stamp of each request, on ``clock`` read in that thread."""
+    request that got a token: the step of each of a request's tokens (its first is the first token, its last the
+    finish, the ones between give the inter-token gaps), stamped on ``clock`` read in that thread."""
 
     def __init__(self, clock: Callable[[], float]):
-        self.clock, self.first, self.last, self.tokens, self.steps = clock, {}, {}, {}, []
+        self.clock, self.tokens, self.steps = clock, {}, []
+        self.token_steps: dict[str, list[int]] = {}
 
     def wrap(self, deliver: Callable) -> Callable:
         def stamped(outputs):
             self.steps.append(self.clock())
             step = len(self.steps) - 1
             for out in outputs if isinstance(outputs, list) else [outputs]:
-                self.first.setdefault(out.request_id, step)
-                self.last[out.request_id] = step
-                self.tokens[out.request_id] = len(out.generated_tokens)
+                # generated_tokens is all of the request's tokens so far: the step gave it those beyond the last
+                # count (one a step; more, were they ever delivered together, are stamped at the same step).
+                count = len(out.generated_tokens)
+                new = count - self.tokens.get(out.request_id, 0)
+                self.token_steps.setdefault(out.request_id, []).extend([step] * new)
+                self.tokens[out.request_id] = count
             return deliver(outputs)
 
         return stamped
@@ -307,19 +311,17 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
         destroy = getattr(manager, "destroy", None)
         if destroy:
             destroy()
-    timings = []
+    timings, step_s = [], [t - start for t in stamps.steps]
     for r in ordered:
         key = f"r{r.id}"
         if len(results[key].generated_tokens) != r.output_tokens or stamps.tokens.get(key) != r.output_tokens:
             raise EngineError(f"request {r.id}: the manager produced {len(results[key].generated_tokens)} tokens "
                               f"for max_new_tokens={r.output_tokens}")
-        first, last = stamps.first[key], stamps.last[key]
-        timings.append(RequestTiming(r.id, r.arrival_s, stamps.steps[first] - start, stamps.steps[last] - start,
-                                     r.prompt_tokens, r.output_tokens, first, last))
+        timings.append(stamped_timing(r, step_s, stamps.token_steps[key]))
     policy = f"chunked:budget={budget_tokens}:max-batch={max_batch}"
     return EngineRun("transformers", "continuous", policy, tuple(sorted(timings, key=lambda t: t.id)),
                      {"api": "ContinuousBatchingManager (streaming)", "clock": clock, **settings,
-                      "transformers": transformers.__version__}, tuple(t - start for t in stamps.steps))
+                      "transformers": transformers.__version__}, tuple(step_s))
 
 
 def _add(manager, lm, r) -> None:

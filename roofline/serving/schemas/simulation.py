@@ -69,6 +69,14 @@ class Percentiles(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class InterTokenPercentiles(Percentiles):
+    SECTION: ClassVar[str] = "runs[].summary.itl"
+    p50_s: Any = key("number", unit="s", required=True, nullable=True,
+                     doc="median gap (null: no request has two tokens)")
+    max_s: Any = key("number", unit="s", required=True, nullable=True, doc="the longest gap")
+
+
+@dataclass(frozen=True, kw_only=True)
 class PaddingWaste(Record):
     SECTION: ClassVar[str] = "runs[].summary.padding_waste"
     wasted_slot_steps: Any = key("integer", required=True, doc="slot-steps of finished sequences (static)")
@@ -106,6 +114,9 @@ class Summary(Record):
     requests_per_s: Any = key("number", unit="1/s", required=True, doc="requests over the makespan")
     ttft: Any = key("object", record=Percentiles, required=True, doc="time to first token")
     tpot: Any = key("object", record=Percentiles, required=True, doc="time per output token after the first")
+    itl: Any = key("object", record=InterTokenPercentiles, nullable=False,
+                   doc="inter-token latency: every gap between consecutive tokens of every request, pooled "
+                       "(absent: a document written before it was recorded)")
     e2e: Any = key("object", record=Percentiles, required=True, doc="end-to-end latency")
     steps: Any = key("integer", required=True, doc="engine steps")
     batch_mean: Any = key("number", required=True, doc="sequences per step, mean")
@@ -156,6 +167,7 @@ class RatePoint(Record):
     tokens_per_s: Any = key("number", unit="1/s", required=True, doc="output tokens per second")
     ttft_p90_s: Any = key("number", unit="s", required=True, doc="TTFT P90")
     tpot_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="TPOT P99 (null: no TPOT)")
+    itl_p99_s: Any = key("number", unit="s", nullable=True, doc="ITL P99 (null: no gap; absent: not recorded)")
     e2e_p99_s: Any = key("number", unit="s", required=True, doc="end-to-end P99")
     met: Any = key("boolean", nullable=False, doc="a capacity probe: the SLO held")
 

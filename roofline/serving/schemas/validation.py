@@ -103,6 +103,8 @@ class RequestTiming(Record):
     output_tokens: Any = key("integer", required=True, doc="tokens generated")
     first_step: Any = key("integer", required=True, doc="step of the first token (-1: not known)")
     finish_step: Any = key("integer", required=True, doc="step of the last token (-1: not known)")
+    token_steps: Any = key("array", items="integer", required=True,
+                           doc="the step of each token, in order (its gaps: the stamps of these steps apart)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,6 +192,10 @@ class PathComparison(Record):
     e2e_p50_s: Any = key("object", record=Compared, unit="s", required=True, doc="end-to-end P50")
     e2e_p90_s: Any = key("object", record=Compared, unit="s", required=True, doc="end-to-end P90")
     e2e_p99_s: Any = key("object", record=Compared, unit="s", required=True, doc="end-to-end P99")
+    itl_p50_s: Any = key("object", record=Compared, unit="s", required=True,
+                         doc="inter-token latency P50 (every gap of every request, pooled)")
+    itl_p90_s: Any = key("object", record=Compared, unit="s", required=True, doc="inter-token latency P90")
+    itl_p99_s: Any = key("object", record=Compared, unit="s", required=True, doc="inter-token latency P99")
 
 
 @dataclass(frozen=True, kw_only=True)
