@@ -90,6 +90,7 @@ def test_an_analytic_tp_profile_carries_the_ring_costs_and_the_simulation_shows_
 
 def test_communication_binds_when_it_is_most_of_the_step():
     profile = _profile(2)
+    assert profile.comm is not None
     slow = dataclasses.replace(profile.comm, time_s=tuple(1.0 for _ in profile.comm.tokens))
     profile = dataclasses.replace(profile, comm=slow)
     run = simulate(profile, make_workload(4, "burst", "fixed:8", "fixed:4", 0), "continuous")
