@@ -110,7 +110,25 @@ def fresh_simulation(tmp_path_factory):
 
 def test_a_fresh_step_profile_validates_and_writes_its_keys_in_the_declared_order(fresh_profile):
     assert schema_errors("step-profile", fresh_profile) == []
-    assert list(fresh_profile) == list(StepProfileDocument.registry())
+    assert list(fresh_profile) == [key for key in StepProfileDocument.registry() if key != "comm"]  # TP 1: none
+
+
+def test_a_tensor_parallel_profile_and_its_simulation_validate_with_their_comm_keys(tmp_path):
+    path = tmp_path / "profile.json"
+    run = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--tp",
+                                    "2", "-o", str(path)], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    profile = json.loads(path.read_text(encoding="utf-8"))
+    assert schema_errors("step-profile", profile) == []
+    assert list(profile) == list(StepProfileDocument.registry())
+    run = CliRunner().invoke(main, ["simulate", str(path), "--requests", "20", "--policy", "paged", "--slo",
+                                    "ttft_p90=0.05", "--no-report", "-o", str(tmp_path / "sim")],
+                             catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    simulation = json.loads((tmp_path / "sim" / "simulation.json").read_text(encoding="utf-8"))
+    assert schema_errors("simulation", simulation) == []
+    summary = simulation["runs"][0]["summary"]
+    assert list(summary) == list(Summary.registry()) and "comm_s" in simulation["runs"][0]["composition_s"]
 
 
 def test_a_fresh_simulation_validates_and_writes_its_keys_in_the_declared_order(fresh_simulation):
@@ -118,7 +136,8 @@ def test_a_fresh_simulation_validates_and_writes_its_keys_in_the_declared_order(
     assert list(fresh_simulation) == list(SimulationDocument.registry())
     for run in fresh_simulation["runs"]:
         assert list(run) == list(SimulatedPolicy.registry())
-        assert list(run["summary"]) == list(Summary.registry())  # --slo: every summary key, slo included
+        # --slo: every summary key, slo included, but the all-reduces' share (TP 1 has none)
+        assert list(run["summary"]) == [key for key in Summary.registry() if key != "comm_time_share"]
     assert any(run["capacity"]["tried"] for run in fresh_simulation["runs"])  # probes with their checks
 
 

@@ -44,3 +44,30 @@ def test_spec_ridges_match_the_reference_table():
 def test_unknown_sku():
     with pytest.raises(SpecError, match="unknown SKU"):
         load_gpu_spec("h900")
+
+
+def test_every_spec_sheet_has_an_interconnect_with_its_sources():
+    for sku, spec in load_gpu_specs().items():
+        link = spec.interconnect
+        assert link.link_source and link.latency_source, sku
+        assert 1e10 <= link.link_bytes_per_s <= 2e12 and 0 < link.hop_latency_s < 1e-5, sku
+        # The ring uses one direction: the sheet halves the datasheets' bidirectional sums.
+        assert "each way" in link.link_source, sku
+    assert load_gpu_spec("h100-sxm").interconnect.link_bytes_per_s == 450e9  # NVLink 4: 900 GB/s both ways
+    assert load_gpu_spec("a100-sxm-80gb").interconnect.link_bytes_per_s == 300e9  # NVLink 3: 600 GB/s
+    for sku in ("h100-pcie", "l4", "l40s", "a100-pcie-80gb"):
+        assert load_gpu_spec(sku).interconnect.kind.startswith("PCIe")
+
+
+@pytest.mark.parametrize("link", [None, {"kind": "NVLink 4", "link_bytes_per_s": 0, "hop_latency_s": 1e-6,
+                                         "link_source": "s", "latency_source": "s"}])
+def test_a_sheet_without_a_usable_interconnect_is_refused(link):
+    from roofline.specs import gpus  # its TOML reader: tomllib, or tomli on Python 3.10
+    from roofline.specs.gpus import _parse_gpu_profile, profiles_dir
+
+    data = gpus.tomllib.loads((profiles_dir() / "gpus" / "h100-sxm.toml").read_text(encoding="utf-8"))
+    data.pop("interconnect")
+    if link is not None:
+        data["interconnect"] = link
+    with pytest.raises(SpecError, match="malformed"):
+        _parse_gpu_profile("h100-sxm", data)

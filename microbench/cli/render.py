@@ -283,15 +283,21 @@ def print_decode(document: dict[str, Any]) -> None:
     table = Table(title=f"decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, "
                         f"{setup['dtype']}{head_dtype} (KV {setup['kv_dtype']})", title_justify="left")
     table.add_column("batch", justify="right")
+    # The all-reduces' share of the step: a column only where TP > 1 gives them (TP 1's table is as it was).
+    columns = ("ms/token", "comm", "tokens/s", "MBU", "MFU", "bound", "KV fits") if setup["tp"] > 1 else \
+        ("ms/token", "tokens/s", "MBU", "MFU", "bound", "KV fits")
     for key, _ in parts:
-        for column in ("ms/token", "tokens/s", "MBU", "MFU", "bound", "KV fits"):
+        for column in columns:
             label = "meas" if key == "measured" else "spec"
             table.add_column(f"{label} {column}", justify="right")
     for index, batch in enumerate(setup["batches"]):
         cells = [str(batch)]
         for _, part in parts:
             row = part["rows"][index]
-            cells += [significant(row["step_time_s"] * 1e3), significant(row["tokens_per_s"], 4),
+            cells += [significant(row["step_time_s"] * 1e3)]
+            cells += [percent(100 * row["comm_share"]) if (part.get("comm") or {}).get("interconnect") else "–"] \
+                if setup["tp"] > 1 else []
+            cells += [significant(row["tokens_per_s"], 4),
                       percent(100 * row["mbu"] if row["mbu"] is not None else None),
                       f"{100 * row['mfu']:.2f}%" if row["mfu"] is not None else "–", row["bound"],
                       {True: "yes", False: "[red]no[/]", None: "–"}[row["kv_fits"]]]

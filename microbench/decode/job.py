@@ -34,7 +34,7 @@ def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManag
                                           "model_source": profile.source, "weights": weights_note(dtype)}}
     if not config.analytic:
         document["measured"] = _measured(setup, batch_list, mem_fraction, config.from_result, config.device,
-                                         config.budget_s, progress or _silent)
+                                         config.budget_s, progress or _silent, config.sku)
         sku = sku or document["measured"].pop("sku", None)
     if sku:
         document["analytic"] = analytic_document(setup, load_gpu_spec(sku), batch_list, mem_fraction)
@@ -48,7 +48,8 @@ def _silent() -> Iterator[SweepObserver]:
 
 
 def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_result: Path | None, device: str,
-              budget: float | None, progress: Callable[[], AbstractContextManager[SweepObserver]]) -> dict[str, Any]:
+              budget: float | None, progress: Callable[[], AbstractContextManager[SweepObserver]],
+              sku: str | None) -> dict[str, Any]:
     from microbench.decode.launches import measure_launches, measured_roof, needed_launches, times_from_result
     from microbench.sweep.config import SweepConfig
     from roofline.analysis.trust import decode_noise_lines, target_rel_ci
@@ -69,6 +70,9 @@ def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_
     # Only the times travel with --from; MBU/MFU then come from the spec side.
     bandwidth, peak = measured_roof(points, roof, setup.dtype) if from_result is None else (None, None)
     memory = device_record.get("memory_bytes")
-    part = measured_document(setup, batches, times, bandwidth, peak, memory, mem_fraction, device_record, warnings)
+    # One device times no all-reduce between several: --gpu's or the matched SKU's interconnect costs them.
+    link_sku = sku or device_record.get("sku")
+    part = measured_document(setup, batches, times, bandwidth, peak, memory, mem_fraction, device_record, warnings,
+                             spec=load_gpu_spec(link_sku) if link_sku else None)
     part["sku"] = device_record.get("sku")
     return part

@@ -22,6 +22,7 @@ from typing import Any
 
 from microbench.device.discovery import resolve_device
 from microbench.device.provenance import host_info, tool_info
+from microbench.serving.allreduce import profile_comm_table
 from microbench.serving.profile_kernels import AttentionWorkload, OtherWorkload, kv_bytes
 from microbench.serving.profile_plan import (
     Item,
@@ -44,7 +45,7 @@ from roofline.core.counting import DTYPE_SIZES, count_work
 from roofline.core.options import resolved_kv_dtype
 from roofline.result.io import journal_entries, journal_path, write_output_file
 from roofline.result.journal import Journal
-from roofline.serving.profile_doc import StepProfile, check_profile_output, save_profile
+from roofline.serving.profile_doc import CommTable, StepProfile, check_profile_output, save_profile
 from roofline.specs.models import kv_bytes_per_token, per_rank, stored_dtype, weight_bytes
 
 # Seconds of sampling per item unless --budget: an 8B model's ~300 items on an H200 in a few minutes, a tiny
@@ -164,7 +165,10 @@ def run_profile(run: ProfileRun, on_start: Callable[[int], None], on_item: Calla
                 raise Interrupted(getattr(session.stop, "signum", 2), partial_path(run.output))
     finally:
         session.weights.clear()
-    profile = assemble_profile(run, model, dtype)
+    # The all-reduces between ranks are timed once all of this device's kernels are (not journalled: seconds).
+    comm = profile_comm_table(run.plan.tp, session.choice.kind, session.device.get("sku"), model, dtype,
+                              grids_for(run.plan).tokens)
+    profile = assemble_profile(run, model, dtype, comm)
     save_profile(profile, run.output)
     partial_path(run.output).unlink(missing_ok=True)
     journal.remove()
@@ -258,8 +262,8 @@ def _times(run: ProfileRun, kind: str, name: str, pairs) -> list[float]:
     return [run.measured[Item(kind, name, a, b).key]["time_s"] for a, b in pairs]
 
 
-def assemble_profile(run: ProfileRun, model, dtype: str) -> StepProfile:
-    """The profile document from the measured medians (``docs/serving.md``)."""
+def assemble_profile(run: ProfileRun, model, dtype: str, comm: CommTable | None = None) -> StepProfile:
+    """The profile document from the measured medians (``docs/serving.md``); ``comm``: the all-reduces' table."""
     plan, session = run.plan, run.session
     grids = grids_for(plan)
     kv_dtype = resolved_kv_dtype(dtype, plan.kv_dtype)
@@ -295,6 +299,7 @@ def assemble_profile(run: ProfileRun, model, dtype: str) -> StepProfile:
                                        for c in grids.chunks]},
         "other": {"tokens": list(grids.tokens), "time_s": _times(run, "other", "step", [(t, 0) for t in grids.tokens])},
         "engine_overhead": None,
+        **({"comm": comm.to_dict()} if comm is not None else {}),
     }
     return StepProfile.from_dict(document)
 

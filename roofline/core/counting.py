@@ -92,6 +92,17 @@ def io_sizes(dtype: str) -> tuple[int, int]:
     return DTYPE_SIZES[dtype]
 
 
+# A tensor-parallel layer sums its partial outputs twice: after the attention's output projection and after the
+# MLP's down projection (Megatron-LM's row-parallel linears), each an all-reduce of every token's hidden vector.
+TP_ALL_REDUCES_PER_LAYER = 2
+
+
+def all_reduce_bytes(dtype: str, tokens: int, hidden: int) -> int:
+    """Bytes one tensor-parallel all-reduce sums on each rank: ``tokens × hidden`` activations as the row-parallel
+    linear writes them (``io_sizes``' output: bf16 beside fp8 and the weight-only formats)."""
+    return io_sizes(dtype)[1] * tokens * hidden
+
+
 def matrix_weight_bytes(dtype: str, n: int, k: int) -> int:
     """Bytes one N×K weight matrix occupies (and a launch reads) in ``dtype``."""
     fmt = WEIGHT_ONLY_FORMATS.get(dtype)

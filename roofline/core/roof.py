@@ -1,5 +1,6 @@
 """The roofline formula, written down once: ``t = max(bytes/BW, flop/P)``, its ridge ``P/BW``, and the
-attainable FLOP/s ``min(BW·I, P)`` at an intensity.
+attainable FLOP/s ``min(BW·I, P)`` at an intensity; and beside it the one cost of a ring all-reduce, which a
+tensor-parallel step adds to its kernels.
 
 Every module that draws, fits, compares or models a roofline calls these (fit, analysis, plots, decode,
 compare), so a change of convention (a peak that is unknown, a bandwidth-only roof) lands everywhere at
@@ -20,6 +21,18 @@ def roof_time_s(flop, nbytes, bandwidth_bytes_per_s: float, peak_flop_per_s: flo
         return memory if memory.ndim else float(memory)
     out = np.maximum(memory, np.asarray(flop, dtype=float) / peak_flop_per_s)
     return out if out.ndim else float(out)
+
+
+def ring_all_reduce_time_s(message_bytes: float, ranks: int, link_bytes_per_s: float, hop_latency_s: float
+                           ) -> float:
+    """One ring all-reduce of ``message_bytes`` on every rank: ``2(N-1)/N · bytes / BW + 2(N-1) · latency``.
+
+    A ring reduce-scatter then all-gather sends 2(N-1) chunks of bytes/N one way along each link, one ring step
+    at a time (``BW``: one direction of one GPU's link).  One rank has nothing to reduce: 0."""
+    if ranks <= 1:
+        return 0.0
+    steps = 2 * (ranks - 1)
+    return steps / ranks * message_bytes / link_bytes_per_s + steps * hop_latency_s
 
 
 def attainable_flop_per_s(intensity_flop_per_byte, bandwidth_bytes_per_s: float | None,

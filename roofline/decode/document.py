@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER
 from roofline.core.roof import ridge_flop_per_byte
 from roofline.core.units import seconds, si_bytes
 from roofline.decode.step import (
@@ -17,9 +18,22 @@ from roofline.decode.step import (
     ridge_crossing,
     rows_to_dicts,
     step_rows,
+    tp_comm_time,
 )
 from roofline.result.sections import Device
-from roofline.specs.gpus import GpuSpec
+from roofline.specs.gpus import GpuSpec, Interconnect
+
+
+def comm_part(setup: DecodeSetup, interconnect: Interconnect | None, where: str) -> dict[str, Any] | None:
+    """What the step's all-reduces are costed on (``where``: whose spec sheet), or None at TP 1."""
+    if setup.tp <= 1:
+        return None
+    return {"all_reduces_per_layer": TP_ALL_REDUCES_PER_LAYER, "ranks": setup.tp, "source": where,
+            "interconnect": interconnect.to_dict() if interconnect else None}
+
+
+def _comm_fn(setup: DecodeSetup, interconnect: Interconnect | None):
+    return tp_comm_time(setup, interconnect) if interconnect is not None and setup.tp > 1 else None
 
 
 def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], mem_fraction: float
@@ -28,11 +42,13 @@ def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], 
     peak = profile.peak_for(setup.dtype)  # never another dtype's: say there is none
     capacity = kv_capacity(setup, profile.capacity_bytes, mem_fraction)
     rows = step_rows(setup, batches, analytic_time(profile.bandwidth_bytes_per_s, profile.peak_flop_per_s),
-                     profile.bandwidth_bytes_per_s, peak, capacity["max_batch"])
+                     profile.bandwidth_bytes_per_s, peak, capacity["max_batch"],
+                     _comm_fn(setup, profile.interconnect))
     ridge = ridge_flop_per_byte(peak, profile.bandwidth_bytes_per_s)
     return {"source": f"spec sheet: {profile.name} ({profile.sku})",
             "bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s, "peak_flop_per_s": peak,
             "rows": rows_to_dicts(rows), "kv": capacity,
+            "comm": comm_part(setup, profile.interconnect, f"spec sheet {profile.sku}"),
             "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
             "warnings": [] if peak else [no_peak_note(setup.dtype, profile.name)],
             "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
@@ -40,17 +56,24 @@ def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], 
 
 def measured_document(setup: DecodeSetup, batches: list[int], times: dict, bandwidth: float | None,
                       peak: float | None, memory_bytes: float | None, mem_fraction: float, device: Device | dict,
-                      warnings: list[str] = ()) -> dict[str, Any]:
+                      warnings: list[str] = (), spec: GpuSpec | None = None) -> dict[str, Any]:
     """The measured step.  ``warnings``: why to trust the launch times less (``roofline.analysis.trust``), plus a
-    step slower at a larger batch than at a smaller one, which no roofline does: noise or a kernel change."""
+    step slower at a larger batch than at a smaller one, which no roofline does: noise or a kernel change.  One
+    device cannot time an all-reduce between several: at TP > 1 the step's are costed on ``spec``'s interconnect
+    (the matched SKU's, or --gpu's); without one they are not counted, and a warning says so."""
     capacity = kv_capacity(setup, memory_bytes, mem_fraction)
-    rows = step_rows(setup, batches, lambda *key: times[key], bandwidth, peak, capacity["max_batch"])
+    link = spec.interconnect if spec is not None else None
+    rows = step_rows(setup, batches, lambda *key: times[key], bandwidth, peak, capacity["max_batch"],
+                     _comm_fn(setup, link))
     ridge = ridge_flop_per_byte(peak, bandwidth)
+    uncounted = [f"TP {setup.tp}: the all-reduces between GPUs are not counted (no spec sheet matched this "
+                 "device; --gpu SKU gives its interconnect)"] if setup.tp > 1 and link is None else []
     return {"source": f"measured on {Device.from_dict(device).label}",
             "bandwidth_bytes_per_s": bandwidth, "peak_flop_per_s": peak,
             "rows": rows_to_dicts(rows), "kv": capacity,
+            "comm": comm_part(setup, link, f"spec sheet {spec.sku}" if spec else "not counted"),
             "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
-            "warnings": list(warnings) + _inversions(rows),
+            "warnings": list(warnings) + uncounted + _inversions(rows),
             "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
 
 
@@ -72,6 +95,17 @@ def _inversions(rows) -> list[str]:
     return lines
 
 
+def _comm_words(part: dict[str, Any], first: dict[str, Any]) -> str:
+    """The all-reduces' share of the first row's step, and whether they bind it (half the step or more)."""
+    comm = part.get("comm")
+    if not comm or not comm.get("interconnect"):
+        return ""
+    link = comm["interconnect"]
+    words = (f"; the {comm['all_reduces_per_layer']} all-reduces per layer over {comm['ranks']} GPUs "
+             f"({link['kind']}) take {seconds(first['comm_time_s'])}, {100 * first['comm_share']:.0f}% of the step")
+    return words + (": communication binds the step" if first["comm_share"] >= 0.5 else "")
+
+
 def summary_lines(document: dict[str, Any]) -> list[str]:
     """The answer in words, for each of measured and analytic."""
     lines = []
@@ -89,6 +123,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
                      f"({100 * first['mfu']:.2f}% with attention)")
         if first["mbu"] is not None:
             text += f", MBU {100 * first['mbu']:.0f}%"
+        text += _comm_words(part, first)
         crossing = part.get("crossing")
         if crossing:
             text += f". Ridge {crossing['ridge_flop_per_byte']:.0f} FLOP/byte: "

@@ -5,7 +5,10 @@ Times come from a function of (op, dtype, batch, n, k): measured medians, or the
 (``analytic_time``).  FLOP and bytes are counted exactly as everywhere else (``roofline.core.counting``);
 attention adds its GQA-aware FLOP (every query head of a group reads the same K and V).  In a weight-only format
 the layers' linears are launched in it and the LM head in bf16 (``LayerShape.weight_dtype``), so the bytes, MBU
-and the crossover count what the step really reads.
+and the crossover count what the step really reads.  With tensor parallelism each layer adds two all-reduces of
+the batch's hidden vectors (``tp_comm_time``), costed on the spec sheet's interconnect and reported apart
+(``comm_time_s``, ``comm_share``); they move no HBM bytes the roofline counts, so MBU and MFU stay the kernels'
+work over the whole step.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from roofline.core.counting import compute_dtype, count_work
+from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, compute_dtype, count_work
 from roofline.core.roof import ridge_flop_per_byte, roof_time_s
+from roofline.specs.gpus import Interconnect
 from roofline.specs.models import ModelSpec, experts_touched, kv_bytes_per_token, layer_shapes, tokens_per_expert
 from roofline.specs.models import weight_bytes as model_weight_bytes
 
 TimeFn = Callable[[str, str, int, int, int], float]
+CommFn = Callable[[int], float]  # seconds of one step's all-reduces at a batch
 # Where to look for "never": intensity at an enormous batch is the step's limit as B grows.
 HUGE_BATCH = 10**7
 
@@ -92,6 +97,17 @@ def analytic_time(bandwidth: float, peaks: dict[str, float]) -> TimeFn:
     return time_s
 
 
+def tp_comm_time(setup: DecodeSetup, interconnect: Interconnect) -> CommFn:
+    """Seconds of one decode step's tensor-parallel all-reduces at a batch: per layer two ring all-reduces of
+    ``batch × hidden`` activations over ``setup.tp`` GPUs on ``interconnect``; none at TP 1."""
+    per_step = setup.model.layers * TP_ALL_REDUCES_PER_LAYER
+
+    def comm_s(batch: int) -> float:
+        message = all_reduce_bytes(setup.dtype, batch, setup.model.hidden)
+        return per_step * interconnect.all_reduce_time_s(message, setup.tp)
+    return comm_s
+
+
 def no_peak_note(dtype: str, device: str) -> str:
     return (f"no peak for {dtype} on {device}: its launches are timed by their bytes alone and MFU, the ridge "
             "and the crossover are not given")
@@ -102,6 +118,8 @@ class StepRow:
     batch: int
     step_time_s: float
     attention_time_s: float
+    comm_time_s: float  # the tensor-parallel all-reduces, inside step_time_s (0 at TP 1 or when not counted)
+    comm_share: float
     tokens_per_s: float
     tokens_per_s_per_sequence: float
     bytes: float
@@ -151,18 +169,21 @@ def ridge_crossing(setup: DecodeSetup, ridge: float, batches: list[int]) -> dict
 
 
 def step_rows(setup: DecodeSetup, batches: list[int], time_fn: TimeFn, bandwidth: float | None,
-              peak: float | None, kv_max_batch: int | None) -> list[StepRow]:
+              peak: float | None, kv_max_batch: int | None, comm_fn: CommFn | None = None) -> list[StepRow]:
+    """One row per batch; ``comm_fn`` None: the step's all-reduces are not counted (TP 1 has none)."""
     rows = []
     ridge = ridge_flop_per_byte(peak, bandwidth)
     for batch in batches:
         launches = setup.launches(batch)
-        step = sum(time_fn(*launch.key) * launch.count for launch in launches)
+        comm = comm_fn(batch) if comm_fn is not None else 0.0
+        step = sum(time_fn(*launch.key) * launch.count for launch in launches) + comm
         attention = sum(time_fn(*launch.key) * launch.count for launch in launches if launch.op == "bmm")
         total_bytes, linear, attention_flop = setup.work(batch)
         flop = linear + attention_flop
         intensity = flop / total_bytes
         rows.append(StepRow(
-            batch=batch, step_time_s=step, attention_time_s=attention, tokens_per_s=batch / step,
+            batch=batch, step_time_s=step, attention_time_s=attention, comm_time_s=comm, comm_share=comm / step,
+            tokens_per_s=batch / step,
             tokens_per_s_per_sequence=1 / step, bytes=total_bytes, flop=flop, linear_flop=linear,
             intensity_flop_per_byte=intensity,
             mbu=total_bytes / step / bandwidth if bandwidth else None,

@@ -1,6 +1,11 @@
 """A step profile from a roofline instead of timers: the spec sheet of a SKU, or the fitted roofline of each
 series of a measured sweep (``--from RESULT.json``).  Same document as a measured profile, ``source: analytic``.
 
+Tensor parallelism adds the ``comm`` table: one ring all-reduce of ``tokens × hidden`` activations per token count
+of the grid, costed on the spec sheet's interconnect (``Interconnect.all_reduce_time_s``), two per layer.  A sweep
+measures one GPU, never the links between several, so with ``--from`` the all-reduces take the matched SKU's sheet
+(none matched: no comm table).
+
 Linear layers use the project's roofline time (``roofline.decode.step.analytic_time``: max(bytes/BW, FLOP/P) per
 launch, with bytes and FLOP from ``roofline.core.counting``); in a weight-only format the layers' linears are timed
 in it and the LM head in bf16, as the checkpoints store them.  Attention kernels are not GEMMs, so their bytes and
@@ -13,12 +18,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from roofline.core.counting import DTYPE_SIZES, io_sizes
+from roofline.core.counting import DTYPE_SIZES, TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, io_sizes
 from roofline.core.options import check_dtypes
 from roofline.core.roof import Roof
 from roofline.decode.step import analytic_time
 from roofline.result.document import Result
-from roofline.serving.profile_doc import LinearTable, StepProfile, Table1D, Table2D
+from roofline.serving.profile_doc import CommTable, LinearTable, StepProfile, Table1D, Table2D
 from roofline.specs.gpus import GpuSpec, SpecError
 from roofline.specs.models import (
     LayerShape,
@@ -137,6 +142,17 @@ def _attention_tables(model: ModelSpec, tp: int, dtype: str, kv_dtype: str, roof
     return decode, prefill, chunk
 
 
+def comm_table(model: ModelSpec, tp: int, dtype: str, gpu: GpuSpec, tokens: tuple[int, ...]) -> CommTable | None:
+    """One ring all-reduce per token count on ``gpu``'s interconnect; None at TP 1 (nothing to reduce)."""
+    if tp <= 1:
+        return None
+    link = gpu.interconnect
+    return CommTable(ranks=tp, per_layer=TP_ALL_REDUCES_PER_LAYER, measured=False,
+                     source=f"ring all-reduce on spec sheet {gpu.sku}: {link.describe()}", tokens=tokens,
+                     time_s=tuple(link.all_reduce_time_s(all_reduce_bytes(dtype, t, model.hidden), tp)
+                                  for t in tokens))
+
+
 def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, max_tokens: int, max_context: int,
                      gpu: GpuSpec | None, result: Result | None = None, result_name: str = "",
                      tool: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
@@ -170,7 +186,7 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
                 "weight_bytes": weight_bytes(model, dtype, tp), "kv_bytes_per_token": kv_bytes_per_token(model,
                                                                                                          kv_dtype, tp)},
         linears=linears, lm_head=lm_head, decode_attention=decode, prefill_attention=prefill, chunk_attention=chunk,
-        other=None, engine_overhead=None,
+        other=None, engine_overhead=None, comm=comm_table(model, tp, dtype, gpu, tokens) if gpu else None,
         roof={"bandwidth_bytes_per_s": default.bandwidth_bytes_per_s, "peak_flop_per_s": default.peak_flop_per_s,
               "basis": basis},
         tool=tool or {}, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -50,9 +50,11 @@ def timeline(run: SimulationRun, profile: StepProfile, kv_capacity_tokens: int |
     return out
 
 
-def composition(run: SimulationRun) -> dict[str, float]:
-    """Where the busy time went: seconds in linears, attention, other kernels and engine overhead."""
-    s = step_arrays(run, ("linear_s", "attention_s", "other_s", "overhead_s"))
+def composition(run: SimulationRun, with_comm: bool = False) -> dict[str, float]:
+    """Where the busy time went: seconds in linears, attention, other kernels and engine overhead, and with
+    ``with_comm`` (a profile that costs tensor-parallel all-reduces) in those all-reduces."""
+    parts = ("linear_s", "attention_s", "other_s", "overhead_s") + (("comm_s",) if with_comm else ())
+    s = step_arrays(run, parts)
     return {f"{name}": float(values.sum()) for name, values in s.items()}
 
 
@@ -65,7 +67,8 @@ def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, pro
         run, summary = entry["run"], entry["summary"]
         runs.append({"policy": run.policy, "summary": summary,
                      "overhead": run.overhead.to_dict() if run.overhead else None,
-                     "kv_blocks_total": run.kv_blocks_total, "composition_s": composition(run),
+                     "kv_blocks_total": run.kv_blocks_total,
+                     "composition_s": composition(run, with_comm=profile.comm is not None),
                      "timeline": timeline(run, profile, summary["kv_tokens_capacity"]),
                      "capacity": entry["capacity"].to_dict() if entry.get("capacity") else None,
                      "rates": entry.get("rates") or []})

@@ -117,6 +117,9 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
         "compute_bound_step_share": float(s["compute_bound"].mean()),
         "compute_bound_time_share": float((s["compute_bound"] * s["time_s"]).sum() / busy) if busy else 0.0,
         "overhead_time_share": float(s["overhead_s"].sum() / busy) if busy else 0.0,
+        # Only a profile that costs all-reduces has their share: a TP 1 summary is the one it always was.
+        **({"comm_time_share": float(sum(step.comm_s for step in run.steps) / busy) if busy else 0.0}
+           if profile.comm is not None else {}),
         "kv_blocked_step_share": float(s["kv_blocked"].mean()),
         "preemptions": sum(r.preemptions for r in run.requests),
         "mbu_mean": float(s["bytes"].sum() / busy / roof["bandwidth_bytes_per_s"]) if roof and busy else None,
@@ -134,6 +137,9 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
                       "goodput_requests_per_s": len(good) / makespan,
                       "goodput_tokens_per_s": sum(r.output_tokens for r in good) / makespan}
     out["binding_limit"], out["binding_sentence"] = binding_limit(out, run)
+    if "comm_time_share" in out and out["binding_limit"] != "communication":  # their share, binding or not
+        out["binding_sentence"] += (f" The tensor-parallel all-reduces take {out['comm_time_share']:.0%} of the "
+                                    "busy time.")
     out["warnings"] = []
     if out["kv_occupancy_max"] is not None and out["kv_occupancy_max"] > 1:
         # Only policies without a block-limited cache can get here: they model kernels, not memory.
@@ -144,7 +150,8 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
 
 def binding_limit(summary: dict[str, Any], run: SimulationRun) -> tuple[str, str]:
     """Name the limit: the KV cache when admission waited for blocks in a large share of steps, else the engine
-    overhead when it is most of the busy time, else compute or bandwidth by where the step time went."""
+    overhead when it is most of the busy time, else the tensor-parallel all-reduces when they are, else compute or
+    bandwidth by where the step time went."""
     batch = summary["decode_batch_mean"]
     cap = run.policy.get("max_batch")
     if summary["kv_blocked_step_share"] >= 0.2 or summary["preemptions"]:
@@ -154,6 +161,9 @@ def binding_limit(summary: dict[str, Any], run: SimulationRun) -> tuple[str, str
     if summary["overhead_time_share"] >= 0.5:
         return "engine-overhead", (f"The engine overhead binds: {summary['overhead_time_share']:.0%} of the busy time "
                                    "is per-step overhead, not kernels.")
+    if summary.get("comm_time_share", 0.0) >= 0.5:
+        return "communication", (f"Communication binds: {summary['comm_time_share']:.0%} of the busy time is in the "
+                                 f"tensor-parallel all-reduces between GPUs (decode batch {batch:.1f}).")
     if summary["compute_bound_time_share"] >= 0.5:
         return "compute", (f"Compute binds: {summary['compute_bound_time_share']:.0%} of the busy time is in steps "
                            f"above the roofline ridge (decode batch {batch:.1f}, MFU {_pct(summary['mfu_mean'])}).")

@@ -150,6 +150,34 @@ class Table2D:
 
 
 @dataclass(frozen=True)
+class CommTable:
+    """The tensor-parallel all-reduces: ``per_layer`` per transformer layer, each summing ``tokens × hidden``
+    activations over ``ranks`` GPUs; the time of ONE all-reduce per token count.  ``measured``: timed (``source``
+    says with what), else a ring all-reduce costed on a spec sheet's interconnect (``roofline.core.roof``)."""
+
+    ranks: int
+    per_layer: int
+    measured: bool
+    source: str
+    tokens: tuple[int, ...]
+    time_s: tuple[float, ...]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CommTable:
+        tokens = _grid(d.get("tokens"), "comm.tokens")
+        if not isinstance(d.get("measured"), bool):
+            raise ProfileDocError("comm.measured must be true or false")
+        return cls(ranks=_positive_int(d.get("ranks"), "comm.ranks"),
+                   per_layer=_positive_int(d.get("per_layer"), "comm.per_layer"), measured=d["measured"],
+                   source=str(d.get("source", "")), tokens=tokens,
+                   time_s=_times(d.get("time_s"), len(tokens), "comm.time_s"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ranks": self.ranks, "per_layer": self.per_layer, "measured": self.measured, "source": self.source,
+                "tokens": list(self.tokens), "time_s": list(self.time_s)}
+
+
+@dataclass(frozen=True)
 class EngineOverhead:
     """Engine time outside the kernels, in seconds: per step, per sequence in the step, per cached token the
     step's sequences attend to (the engine's KV bookkeeping: cache copies, masks, block tables, which grow with
@@ -211,6 +239,7 @@ class StepProfile:
     host: dict[str, Any] = field(default_factory=dict)
     device: dict[str, Any] = field(default_factory=dict)
     lm_head_dtype: str | None = None  # None: the compute dtype of ``dtype`` (bf16 for a weight-only format)
+    comm: CommTable | None = None  # None: no all-reduces costed (TP 1, or a profile written before they were)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -236,6 +265,8 @@ class StepProfile:
             _positive_int(self.memory["device_bytes"], "memory.device_bytes")
         if not self.linears:
             raise ProfileDocError("linears must not be empty")
+        if self.comm is not None and self.comm.ranks != self.tp:
+            raise ProfileDocError(f"comm.ranks {self.comm.ranks} is not tp {self.tp}")
         if self.roof is not None:
             for key in ("bandwidth_bytes_per_s", "peak_flop_per_s"):
                 value = self.roof.get(key)
@@ -265,6 +296,8 @@ class StepProfile:
             "chunk_attention": self.chunk_attention.to_dict() if self.chunk_attention else None,
             "other": self.other.to_dict() if self.other else None,
             "engine_overhead": self.engine_overhead.to_dict() if self.engine_overhead else None,
+            # Only where all-reduces were costed: a TP 1 profile is the document it always was.
+            **({"comm": self.comm.to_dict()} if self.comm is not None else {}),
         }
 
     @classmethod
@@ -302,6 +335,7 @@ class StepProfile:
             tool=_object(d.get("tool"), "tool", optional=True), created_at=str(d.get("created_at", "")),
             argv=tuple(str(a) for a in d.get("argv") or ()), host=_object(d.get("host"), "host", optional=True),
             device=_object(d.get("device"), "device", optional=True), lm_head_dtype=d["lm_head"].get("dtype"),
+            comm=CommTable.from_dict(_object(d["comm"], "comm")) if d.get("comm") is not None else None,
         )
 
 

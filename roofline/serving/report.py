@@ -166,7 +166,8 @@ def _composition_figure(document: dict[str, Any]):
     fig, ax = plt.subplots(figsize=(7, 3.8))
     names = [e["policy"]["policy"] for e in document["runs"]]
     left = np.zeros(len(names))
-    for i, part in enumerate(("linear_s", "attention_s", "other_s", "overhead_s")):
+    parts = ("linear_s", "attention_s", "other_s", "overhead_s", "comm_s")  # comm_s: a TP profile's only
+    for i, part in enumerate(p for p in parts if p in document["runs"][0]["composition_s"]):
         values = np.array([e["composition_s"][part] for e in document["runs"]])
         ax.barh(names, values, left=left, color=OKABE_ITO[i], label=part.removesuffix("_s"))
         left += values

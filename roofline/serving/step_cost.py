@@ -4,8 +4,9 @@
 different question, a whole model's step from a sweep's per-launch times, in ``roofline.decode.step``.  Kernel
 times come from the profile's tables, interpolated piecewise-linearly in the token count (why:
 ``docs/serving.md``); FLOP and bytes are counted from the shapes, as ``roofline.core.counting`` counts a GEMM, so
-MBU/MFU and the bound never depend on the times.  ``CostModel`` holds what is fixed per profile, so a simulation
-of 10,000 requests stays fast.
+MBU/MFU and the bound never depend on the times.  A tensor-parallel profile's all-reduces (its ``comm`` table) are
+their own part of the step, ``comm_s``: they move no HBM bytes the roofline counts.  ``CostModel`` holds what is
+fixed per profile, so a simulation of 10,000 requests stays fast.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class StepCost:
     attention_s: float
     other_s: float
     overhead_s: float
+    comm_s: float  # the tensor-parallel all-reduces (0 without a comm table)
     flop: float
     bytes: float
     compute_bound: bool
@@ -110,6 +112,9 @@ class CostModel:
         for chunk, prefix in chunks:
             attention_s += layers * self._prefill_attention_s(chunk, prefix)
         other_s = interp1(p.other.grid, p.other.time_s, tokens) if p.other and tokens else 0.0
+        comm_s = 0.0
+        if p.comm is not None and tokens:  # every token's hidden vector, summed per_layer times in each layer
+            comm_s = layers * p.comm.per_layer * interp1(p.comm.tokens, p.comm.time_s, tokens)
         queries_keys = context_sum + sum(c * (prefix + (c + 1) / 2) for c, prefix in chunks)
         keys_read = context_sum + sum(c + prefix for c, prefix in chunks)
         overhead_s = 0.0
@@ -120,8 +125,9 @@ class CostModel:
         nbytes = (self.linear_bytes_fixed + self.linear_bytes_per_token * tokens
                   + (self.head_bytes_fixed + self.head_bytes_per_token * logits if logits else 0)
                   + self.kv_bytes_per_key * keys_read + self.q_bytes_per_query * tokens)
-        return StepCost(time_s=linear_s + attention_s + other_s + overhead_s, linear_s=linear_s,
-                        attention_s=attention_s, other_s=other_s, overhead_s=overhead_s, flop=flop, bytes=nbytes,
+        return StepCost(time_s=linear_s + attention_s + other_s + overhead_s + comm_s, linear_s=linear_s,
+                        attention_s=attention_s, other_s=other_s, overhead_s=overhead_s, comm_s=comm_s, flop=flop,
+                        bytes=nbytes,
                         compute_bound=self.ridge is not None and flop >= self.ridge * nbytes)
 
     def _prefill_attention_s(self, chunk: int, prefix: int) -> float:

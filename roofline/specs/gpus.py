@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.core.counting import compute_dtype
+from roofline.core.roof import ring_all_reduce_time_s
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,6 +38,30 @@ def profiles_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """What a tensor-parallel all-reduce crosses between two GPUs of one node: the link's bandwidth one way (a
+    ring sends each byte one way along each link) and the latency of one ring step, each with its source."""
+
+    kind: str
+    link_bytes_per_s: float
+    hop_latency_s: float
+    link_source: str
+    latency_source: str
+
+    def all_reduce_time_s(self, message_bytes: float, ranks: int) -> float:
+        """One ring all-reduce of ``message_bytes`` over ``ranks`` GPUs on this link (``roofline.core.roof``)."""
+        return ring_all_reduce_time_s(message_bytes, ranks, self.link_bytes_per_s, self.hop_latency_s)
+
+    def describe(self) -> str:
+        return (f"{self.kind}, {self.link_bytes_per_s / 1e9:.0f} GB/s each way, "
+                f"{self.hop_latency_s * 1e6:.2g} us per ring step")
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "link_bytes_per_s": self.link_bytes_per_s, "hop_latency_s": self.hop_latency_s,
+                "sources": {"link": self.link_source, "latency": self.latency_source}}
+
+
+@dataclass(frozen=True)
 class GpuSpec:
     """A SKU's spec sheet.  Peaks are dense FLOP/s per dtype; a dtype the SKU lacks is absent."""
 
@@ -49,6 +74,7 @@ class GpuSpec:
     peak_flop_per_s: dict[str, float]
     bandwidth_source: str
     peak_source: str
+    interconnect: Interconnect
 
     def matches(self, device_name: str, memory_bytes: float | None) -> bool:
         if not re.search(self.name_regex, device_name, flags=re.IGNORECASE):
@@ -79,7 +105,7 @@ class GpuSpec:
 
 def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
     try:
-        match, memory, peaks = data["match"], data["memory"], data["peak_flop_per_s"]
+        match, memory, peaks, link = data["match"], data["memory"], data["peak_flop_per_s"], data["interconnect"]
         lo, hi = match["memory_gib"]
         return GpuSpec(
             sku=sku,
@@ -94,9 +120,27 @@ def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
             },
             bandwidth_source=str(memory["source"]),
             peak_source=str(peaks["source"]),
+            interconnect=Interconnect(kind=str(link["kind"]), link_bytes_per_s=_positive(link["link_bytes_per_s"]),
+                                      hop_latency_s=_non_negative(link["hop_latency_s"]),
+                                      link_source=str(link["link_source"]),
+                                      latency_source=str(link["latency_source"])),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecError(f"profile {sku}: malformed ({exc})") from None
+
+
+def _positive(value) -> float:
+    number = float(value)
+    if not number > 0 or number == float("inf"):
+        raise ValueError(f"{value!r} is not a positive number")
+    return number
+
+
+def _non_negative(value) -> float:
+    number = float(value)
+    if not 0 <= number < float("inf"):
+        raise ValueError(f"{value!r} is not a non-negative number")
+    return number
 
 
 def load_gpu_specs() -> dict[str, GpuSpec]:

@@ -128,13 +128,16 @@ class Summary(Record):
     compute_bound_step_share: Any = key("number", required=True, doc="steps above the roof's ridge")
     compute_bound_time_share: Any = key("number", required=True, doc="busy time in those steps")
     overhead_time_share: Any = key("number", required=True, doc="busy time that is engine overhead")
+    comm_time_share: Any = key("number", nullable=False,
+                               doc="busy time in tensor-parallel all-reduces (absent: the profile costs none)")
     kv_blocked_step_share: Any = key("number", required=True, doc="steps that refused admission for blocks")
     preemptions: Any = key("integer", required=True, doc="sequences preempted")
     mbu_mean: Any = key("number", required=True, nullable=True, doc="bytes over busy time / roof (null: no roof)")
     mfu_mean: Any = key("number", required=True, nullable=True, doc="FLOP over busy time / roof (null: no roof)")
     padding_waste: Any = key("object", record=PaddingWaste, required=True, doc="static batching's waste")
     slo: Any = key("object", record=SloSummary, nullable=False, doc="with --slo: the checks and goodput")
-    binding_limit: Any = key("string", required=True, choices=("kv-cache", "engine-overhead", "compute", "bandwidth"),
+    binding_limit: Any = key("string", required=True,
+                             choices=("kv-cache", "engine-overhead", "communication", "compute", "bandwidth"),
                              doc="the limit that binds")
     binding_sentence: Any = key("string", required=True, doc="the sentence naming it")
     warnings: Any = key("array", items="string", required=True, doc="what the run could not model")
@@ -147,6 +150,8 @@ class Composition(Record):
     attention_s: Any = key("number", unit="s", required=True, doc="in attention")
     other_s: Any = key("number", unit="s", required=True, doc="in other kernels")
     overhead_s: Any = key("number", unit="s", required=True, doc="engine overhead")
+    comm_s: Any = key("number", unit="s", nullable=False,
+                      doc="in tensor-parallel all-reduces (absent: the profile costs none)")
 
 
 @dataclass(frozen=True, kw_only=True)

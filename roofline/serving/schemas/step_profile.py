@@ -128,6 +128,20 @@ class Overhead(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CommKernels(Record):
+    SECTION: ClassVar[str] = "comm"
+    ranks: Any = key("integer", required=True, doc="GPUs each all-reduce spans (the profile's tp)")
+    per_layer: Any = key("integer", required=True, doc="all-reduces per transformer layer (2: after the attention's "
+                                                       "output projection and the MLP's down projection)")
+    measured: Any = key("boolean", required=True, doc="timed (true), or a ring all-reduce on a spec sheet's "
+                                                      "interconnect (false)")
+    source: Any = key("string", required=True, doc="what timed it, or the spec sheet and link it was costed on")
+    tokens: Any = key("array", items="integer", required=True, doc="tokens in the step, increasing")
+    time_s: Any = key("array", items="number", unit="s", required=True,
+                      doc="one all-reduce of tokens x hidden activations, per token count")
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepProfileDocument(Record):
     SECTION: ClassVar[str] = ""
     schema_version: Any = key("integer", required=True, doc="format version (1)")
@@ -159,3 +173,5 @@ class StepProfileDocument(Record):
     other: Any = key("object", record=OtherKernels, required=True, nullable=True, doc="the step's other kernels")
     engine_overhead: Any = key("object", record=Overhead, required=True, nullable=True,
                                doc="engine time outside the kernels (null: none)")
+    comm: Any = key("object", record=CommKernels, nullable=False,
+                    doc="the tensor-parallel all-reduces (absent: none costed; TP 1 has none)")
