@@ -34,9 +34,10 @@ def test_a_sample_is_whole_cycles_long_enough_or_capped(single_s, min_sample_s, 
     assert (launches - copies) * single_s < min_sample_s or launches == copies  # no whole cycle too many
 
 
-def test_a_cpu_sample_is_as_long_as_it_needs_not_whole_cycles():
-    """Cold weights come from the rotation index running on across samples, not from whole cycles: a slow
-    compute-bound launch over 32 copies is one launch a sample (whole cycles made it 32)."""
+def test_a_cpu_sample_is_whole_cycles_unless_a_cycle_is_too_long():
+    """A cheap cycle stays whole (every sample reads every copy: exchangeable samples); a slow compute-bound
+    launch over 32 copies is one launch a sample (whole cycles made it 32): cold weights come from the rotation
+    index running on across samples."""
     assert launches_for(0.2, 2e-3, 32, whole_cycles=False) == 1
     assert launches_for(1e-4, 2e-3, 32, whole_cycles=False) == 20
     assert launches_for(1e-12, 1.0, 7, whole_cycles=False) == MAX_LAUNCHES_PER_SAMPLE
@@ -48,3 +49,7 @@ def test_a_cpu_sample_is_as_long_as_it_needs_not_whole_cycles():
     timer.sample()
     timer.sample()
     assert seen == [0, 1, 2]  # the estimate's launch, then each sample reads the next copy
+    ticks = iter(range(0, 10**12, 500_000))  # one launch 0.5 ms: a cycle of 32 is 16 ms, kept whole
+    cheap = CpuTimer(lambda i: None, copies=32, clock_ns=lambda: next(ticks))
+    cheap.prepare()
+    assert cheap.launches == 32

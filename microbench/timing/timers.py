@@ -20,6 +20,10 @@ Launch = Callable[[int], None]
 
 # A CPU sample should be long against perf_counter's resolution and the Python loop around it.
 CPU_MIN_SAMPLE_S = 2e-3
+# A CPU sample reads every rotation copy once, so that differences between copies (where each sits in memory)
+# average out and samples stay exchangeable, as the median's interval assumes; unless a whole cycle would take
+# longer than this, which only a compute-bound launch does (a copy's placement does not change its time).
+CPU_MAX_CYCLE_S = 0.05
 # A graph replay should be long against event resolution (~0.5 µs) and replay launch cost.
 GRAPH_MIN_REPLAY_S = 1e-3
 MAX_LAUNCHES_PER_SAMPLE = 4096
@@ -31,8 +35,8 @@ def launches_for(single_launch_s: float, min_sample_s: float, copies: int, whole
     """Launches per sample: enough to fill ``min_sample_s``; a whole number of rotation cycles for a CUDA graph,
     which replays the launches it captured, so a replay must read every copy alike.  The CPU timer's rotation
     index runs on across samples, so every launch reads a copy untouched for ``copies - 1`` launches whatever
-    the sample's length (``whole_cycles=False``): a compute-bound point of 0.2 s a launch and 32 copies then
-    takes one launch a sample, not 32 (6 s)."""
+    the sample's length (``whole_cycles=False``, for a cycle longer than ``CPU_MAX_CYCLE_S``): a compute-bound
+    point of 0.2 s a launch and 32 copies then takes one launch a sample, not 32 (6 s)."""
     wanted = math.ceil(min_sample_s / max(single_launch_s, 1e-9))
     if not whole_cycles:
         return min(max(1, wanted), MAX_LAUNCHES_PER_SAMPLE)
@@ -54,7 +58,8 @@ class CpuTimer:
         """Estimate one launch, then size a sample to last at least ``CPU_MIN_SAMPLE_S``."""
         self.launches = 1
         estimate = self.sample()[0]
-        self.launches = launches_for(estimate, CPU_MIN_SAMPLE_S, self.copies, whole_cycles=False)
+        self.launches = launches_for(estimate, CPU_MIN_SAMPLE_S, self.copies,
+                                     whole_cycles=estimate * self.copies <= CPU_MAX_CYCLE_S)
 
     def sample(self) -> list[float]:
         start = self.clock_ns()
