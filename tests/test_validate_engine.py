@@ -162,6 +162,11 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
     assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload
     assert_schema_valid("validation", document)
     assert_schema_valid("step-profile", json.loads((tmp_path / "profile.json").read_text()))
+    for path in ("static", "continuous"):  # each path's calibrated profile, ready for simulate
+        calibrated = json.loads((tmp_path / f"calibrated-{path}.json").read_text())
+        assert_schema_valid("step-profile", calibrated)
+        assert calibrated["engine_overhead"]["fitted_from"]["path"] == path
+        assert f"saved {tmp_path / f'calibrated-{path}.json'}" in result.output
 
 
 def test_a_burst_static_run_is_its_batches_back_to_back():
@@ -227,3 +232,44 @@ def test_a_continuous_run_in_parked_segments_takes_the_steps_of_one_go(one_threa
     assert run.gate.offset_s >= 1000.0 * (pieces - 1)
     assert segmented.total_s < one_go.total_s + 500.0  # the parked 1000 s each not counted
     assert max(segmented.step_s) < 500.0
+
+
+def test_calibrated_profiles_carry_each_paths_overhead_into_simulate(tiny_validation, tmp_path):
+    """validate's calibrated-<path>.json is the profile it predicted from plus that path's fitted overhead:
+    ``gpubench simulate`` on it adds exactly the fitted terms to every step of the same schedule."""
+    from microbench.serving.validate_calibrated import calibrated_profiles
+    from roofline.serving.profile_doc import load_profile, save_profile
+    from roofline.serving.simulate import simulate
+    from roofline.serving.workload import make_workload
+
+    document = tiny_validation
+    folder = Path(document["profile"]["path"]).parent
+    calibrated = calibrated_profiles(document, folder)
+    assert sorted(p.name for p in calibrated) == ["calibrated-continuous.json", "calibrated-static.json"]
+    bare = load_profile(document["profile"]["path"])
+    requests = make_workload(32, "burst", "fixed:8", "uniform:4:24", 0)
+    for path, profile in calibrated.items():
+        engine_path = path.stem.removeprefix("calibrated-")
+        save_profile(profile, tmp_path / path.name)
+        overhead = load_profile(tmp_path / path.name).engine_overhead
+        assert overhead is not None and overhead.fitted_from is not None
+        assert overhead.to_dict() | {"fitted_on": ""} == {**document["calibration"][engine_path]["overhead"],
+                                                          "fitted_on": "", "fitted_from": overhead.fitted_from}
+        assert overhead.fitted_from["path"] == engine_path and overhead.fitted_from["mode"] == "eager"
+        assert overhead.fitted_from["engine_version"] == document["runs"][engine_path]["measured"]["settings"][
+            "transformers"]
+        policy = document["runs"][engine_path]["predicted"]["policy"]["policy"]
+        composition = {}
+        for name, file in (("bare", document["profile"]["path"]), ("calibrated", tmp_path / path.name)):
+            run = CliRunner().invoke(main, ["simulate", str(file), "--requests", "32", "--prompt", "fixed:8",
+                                            "--output", "uniform:4:24", "--policy", policy, "--no-report",
+                                            "-o", str(tmp_path / f"sim-{engine_path}-{name}")])
+            assert run.exit_code == 0, run.output
+            simulated = json.loads((tmp_path / f"sim-{engine_path}-{name}" / "simulation.json").read_text())
+            composition[name] = simulated["runs"][0]["composition_s"]
+        fitted = sum(step.overhead_s for step in simulate(bare, requests, policy, overhead).steps)
+        assert fitted > 0
+        assert composition["bare"]["overhead_s"] == 0
+        assert composition["calibrated"]["overhead_s"] == pytest.approx(fitted)
+        for part in ("linear_s", "attention_s", "other_s"):  # the same kernels: only the overhead was added
+            assert composition["calibrated"][part] == pytest.approx(composition["bare"][part])

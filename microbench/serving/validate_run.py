@@ -226,8 +226,11 @@ def prepare(setup: ValidateConfig, folder: Path) -> Prepared:
 def check_out_dir(folder: Path, measures_profile: bool) -> None:
     """The folder, and each file validate writes in it: a regular file, a FIFO, a link or an unwritable place
     given as the folder fails here in one line, not in mkdir or a rename after the engine ran."""
+    from microbench.serving.validate_calibrated import PATHS, calibrated_name
+
     check_output(folder, folder=True)
-    for name in ("validate.json",) + (("profile.json",) if measures_profile else ()):
+    calibrated = tuple(calibrated_name(path) for path in PATHS)
+    for name in ("validate.json", *calibrated) + (("profile.json",) if measures_profile else ()):
         check_output(folder / name)
 
 
