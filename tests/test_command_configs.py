@@ -80,6 +80,9 @@ REFUSED = [
     (["validate", "--hf-config", TINY, "--clock", "thread-cpu", "--arrivals", "poisson:2", "-o", "out"],
      "--clock thread-cpu counts the engine's CPU time"),
     (["validate", "--hf-config", TINY, "--fail-above", "nan", "-o", "out"], "--fail-above nan: give a finite number"),
+    (["validate", "--hf-config", TINY, "--device", "cpu", "--engine-mode", "graphs", "-o", "out"],
+     "--engine-mode graphs captures CUDA graphs: the cpu device has none; use --engine-mode eager"),
+    (["validate", "--hf-config", TINY, "--engine-mode", "lazy", "-o", "out"], "'lazy' is not one of 'eager', 'graphs'"),
     (["validate", "--hf-config", TINY, "--profile-budget", "-1", "-o", "out"], "--profile-budget -1: give a finite"),
 ]
 

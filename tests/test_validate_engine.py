@@ -157,6 +157,14 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
     document = json.loads((tmp_path / "validate.json").read_text())
     assert document["engine"]["torch_threads"] == 1
     assert {run["measured"]["settings"]["clock"] for run in document["runs"].values()} == {"thread-cpu"}
+    assert document["setup"]["engine_mode"] == "eager"  # the CPU's default, named in each run's settings
+    assert {run["measured"]["settings"]["mode"] for run in document["runs"].values()} == {"eager"}
+    assert {run["measured"]["settings"]["use_cuda_graph"] for run in document["runs"].values()
+            if run["measured"]["path"] == "continuous"} == {False}
+    for path in ("static", "continuous"):  # each path's kernel share: kernels without overhead / measured steps
+        run = document["runs"][path]
+        assert run["kernel_share"] == pytest.approx(sum(run["predicted"]["kernel_step_s"]) / sum(run["measured_step_s"]))
+        assert f"{path} (eager): kernels are {100 * run['kernel_share']:.0f}% of the measured step time" in result.output
     assert document["kind"] == "gpubench-validation"
     assert set(document["runs"]) == {"static", "continuous"}
     assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload
@@ -273,3 +281,24 @@ def test_calibrated_profiles_carry_each_paths_overhead_into_simulate(tiny_valida
         assert composition["calibrated"]["overhead_s"] == pytest.approx(fitted)
         for part in ("linear_s", "attention_s", "other_s"):  # the same kernels: only the overhead was added
             assert composition["calibrated"][part] == pytest.approx(composition["bare"][part])
+
+
+def test_graphs_mode_settings_are_what_the_installed_transformers_takes():
+    """--engine-mode graphs cannot run without a GPU; what it hands transformers is built and checked here: the
+    manager's config with CUDA graphs on, and generate's static cache with a CUDA-graph-capturing compile."""
+    import torch
+    import transformers
+
+    from microbench.serving.engine.settings import continuous_config, static_generation_settings
+    from microbench.serving.engine.transformers_engine import build_model
+    from roofline.specs.models import load_hf_config
+
+    assert static_generation_settings(transformers, "eager") == {}
+    graphs = static_generation_settings(transformers, "graphs")
+    config = transformers.GenerationConfig(do_sample=False, max_new_tokens=4, **graphs)
+    assert config.cache_implementation == "static"
+    assert config.compile_config.mode == "reduce-overhead" and config.compile_config.dynamic is False
+    lm = build_model(torch, load_hf_config(TINY), "fp32", "cpu", 64, 0)
+    for mode, graphs_on in (("eager", False), ("graphs", True)):
+        cb_config, settings = continuous_config(transformers, lm, 4, 32, 40, mode)
+        assert cb_config.use_cuda_graph is graphs_on and settings["use_cuda_graph"] is graphs_on

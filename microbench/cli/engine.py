@@ -139,7 +139,7 @@ def _gate(document: dict, fail_above: float) -> None:
 
 
 def _print_validation(document: dict) -> None:
-    from microbench.serving.validate_compare import comparison_lines, overhead_line
+    from microbench.serving.validate_compare import comparison_lines, kernel_share_line, overhead_line
 
     engine = document["engine"]
     click.echo(f"engine: {engine['name']} {document['runs']['static']['measured']['settings'].get('transformers')}, "
@@ -147,8 +147,11 @@ def _print_validation(document: dict) -> None:
                f"{engine['weights']}")
     for path, fit in document["calibration"].items():
         click.echo(overhead_line(path, fit["overhead"]))
+    mode = document["setup"].get("engine_mode", "eager")
     for path, run in document["runs"].items():
         click.echo(f"{path}: engine {run['measured']['policy']}, simulated as {run['predicted']['policy']['policy']}")
+    for path, run in document["runs"].items():
+        click.echo(kernel_share_line(path, mode, run.get("kernel_share")))
     for line in comparison_lines(document["comparison"], document["ratio"]):
         click.echo(line)
 

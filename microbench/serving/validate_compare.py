@@ -129,6 +129,14 @@ def overhead_line(path: str, overhead: dict[str, Any]) -> str:
     return f"{path} overhead: {terms}, fitted on {overhead['fitted_on']}"
 
 
+def kernel_share_line(path: str, mode: str, share: float | None) -> str:
+    """One path's kernel share: how much of the engine's measured step time the profile's kernels are."""
+    if share is None:
+        return f"{path} ({mode}): kernel share of the measured step time unknown (no step time measured)"
+    return (f"{path} ({mode}): kernels are {100 * share:.0f}% of the measured step time (the profile's kernel time "
+            f"without overhead over the engine's); the rest is engine overhead")
+
+
 def _fmt(value: float | None) -> str:
     if value is None:
         return "–"

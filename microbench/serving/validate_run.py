@@ -12,9 +12,10 @@ machine is shared (docs/serving.md, "How validate's prediction is made, and what
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from microbench.device.discovery import resolve_device
 from microbench.device.provenance import host_info, tool_info
 from microbench.serving.engine.segments import SegmentedContinuous, segment_count
 from microbench.serving.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
-from microbench.serving.validate_options import EngineTiming, ValidateConfig, engine_timing
+from microbench.serving.validate_options import EngineTiming, ValidateConfig, engine_mode_for, engine_timing
 from microbench.serving.validate_profile import ProfilePasses, given_profile, profile_plan_for
 from microbench.timing.measure import utc_now
 from microbench.timing.observer import SweepObserver
@@ -102,7 +103,7 @@ def engine_jobs(torch, te, lm, setup: ValidateConfig, workloads: dict[str, list]
     burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
     a continuous run (one manager run) is run in segments of steps, parked in between (``engine.segments``),
     its segments shuffled among the other pieces in order."""
-    batch = setup.batch
+    batch, mode = setup.batch, setup.engine_mode
     keys = [(path, "calibration", size) for path in sizes for size in sizes[path]]
     keys += [(path, "workload", batch[path]) for path in sizes]
     jobs = []
@@ -111,21 +112,21 @@ def engine_jobs(torch, te, lm, setup: ValidateConfig, workloads: dict[str, list]
         if path == "static" and all(r.arrival_s == 0 for r in requests):
             groups = te.static_groups(requests, size)
             jobs.append(Job((path, name, size), len(groups),
-                            lambda i, g=groups: te.run_static_batch(torch, lm, g[i], device, clock),
-                            lambda parts, g=groups, b=size: te.static_run(g, _cumulative(parts), b, clock)))
+                            lambda i, g=groups: te.run_static_batch(torch, lm, g[i], device, clock, mode),
+                            lambda parts, g=groups, b=size: te.static_run(g, _cumulative(parts), b, clock, mode)))
         elif path == "static":
             jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_static(
-                torch, lm, r, b, device, clock), lambda parts: parts[0]))
+                torch, lm, r, b, device, clock, mode), lambda parts: parts[0]))
         elif not all(r.arrival_s == 0 for r in requests):
             # Arrivals over time are submitted on the wall clock, which does not stop while a segment is
             # parked: such a run goes in one piece.
             jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_continuous(
-                torch, lm, r, b, setup.budget_tokens, clock, longest), lambda parts: parts[0]))
+                torch, lm, r, b, setup.budget_tokens, clock, longest, mode=mode), lambda parts: parts[0]))
         else:
             pieces = segment_count(requests, size, setup.budget_tokens)
             jobs.append(Job((path, name, size), pieces, _ContinuousPieces(
                 lambda gate, r=requests, b=size: te.run_continuous(torch, lm, r, b, setup.budget_tokens, clock,
-                                                                    longest, gate=gate), pieces),
+                                                                    longest, gate=gate, mode=mode), pieces),
                 lambda parts: parts[-1], ordered=True))
     return jobs
 
@@ -198,6 +199,7 @@ class Prepared:
     timing: EngineTiming
     profile: StepProfile | None  # given with --profile
     plan: Any  # profile_plan.ProfilePlan of the profile to measure here, without --profile
+    engine_mode: str  # --engine-mode, or the device's default
 
 
 def prepare(setup: ValidateConfig, folder: Path) -> Prepared:
@@ -211,6 +213,7 @@ def prepare(setup: ValidateConfig, folder: Path) -> Prepared:
                                               setup.seed + 1)}
     choice = resolve_device(setup.device)
     timing = engine_timing(setup, choice.kind)
+    mode = engine_mode_for(setup, choice.kind)
     profile = plan = None
     if setup.profile is not None:
         profile = given_profile(setup.profile, setup.device)
@@ -220,7 +223,7 @@ def prepare(setup: ValidateConfig, folder: Path) -> Prepared:
         plan.check()
     te.transformers_module()  # fail before measuring anything when the package is missing
     check_out_dir(folder, measures_profile=plan is not None)
-    return Prepared(workloads, choice, timing, profile, plan)
+    return Prepared(workloads, choice, timing, profile, plan, mode)
 
 
 def check_out_dir(folder: Path, measures_profile: bool) -> None:
@@ -238,6 +241,7 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
                  argv: tuple[str, ...] = ()) -> dict[str, Any]:
     """Everything, in the order of the module docstring; returns the validation document."""
     ready = prepare(setup, folder)
+    setup = replace(setup, engine_mode=ready.engine_mode)  # recorded in setup as it ran
     import torch
 
     from microbench.serving.engine import transformers_engine as te
@@ -262,8 +266,9 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
     batch = setup.batch
     sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
     observer.on_phase("warming up both engine paths")
-    te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock)
-    te.run_continuous(torch, lm, workloads["calibration"][:2], 2, setup.budget_tokens, clock, longest)
+    te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock, setup.engine_mode)
+    te.run_continuous(torch, lm, workloads["calibration"][:2], 2, setup.budget_tokens, clock, longest,
+                      mode=setup.engine_mode)
     jobs = engine_jobs(torch, te, lm, setup, workloads, sizes, device, clock, longest)
     best = interleaved_runs(jobs, setup.repeats, observer.on_phase, setup.seed,
                             passes.measure_pass if passes else None)
@@ -298,6 +303,7 @@ def validation_document(setup: ValidateConfig, profile: StepProfile, profile_pat
                         for path, fit in fits.items()},
         "runs": {path: {"measured": measured.to_dict(), "policy": measured.policy,
                         "measured_step_s": list(step_durations(measured)),
+                        "kernel_share": kernel_share(predicted, step_durations(measured)),
                         "predicted": {"policy": predicted.policy, "makespan_s": predicted.makespan_s,
                                       "steps": len(predicted.steps), "step_s": [s.time_s for s in predicted.steps],
                                       "kernel_step_s": [s.time_s - s.overhead_s for s in predicted.steps],
@@ -307,6 +313,14 @@ def validation_document(setup: ValidateConfig, profile: StepProfile, profile_pat
         "ratio": {"what": "static total time / continuous total time", "predicted": predicted_ratio,
                   "measured": measured_ratio, "rel_err": relative_error(predicted_ratio, measured_ratio)},
     }
+
+
+def kernel_share(predicted, measured_step_s) -> float | None:
+    """What share of the engine's measured step time the profile's kernels account for (no overhead): how much
+    of the engine is kernels, and so how far a kernel-only simulation of it is off.  None: nothing measured."""
+    measured = math.fsum(measured_step_s)
+    kernels = math.fsum(s.time_s - s.overhead_s for s in predicted.steps)
+    return kernels / measured if measured > 0 else None
 
 
 def _outcome(r) -> dict[str, Any]:
