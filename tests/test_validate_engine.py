@@ -163,8 +163,10 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
             if run["measured"]["path"] == "continuous"} == {False}
     for path in ("static", "continuous"):  # each path's kernel share: kernels without overhead / measured steps
         run = document["runs"][path]
-        assert run["kernel_share"] == pytest.approx(sum(run["predicted"]["kernel_step_s"]) / sum(run["measured_step_s"]))
-        assert f"{path} (eager): kernels are {100 * run['kernel_share']:.0f}% of the measured step time" in result.output
+        kernels, measured = sum(run["predicted"]["kernel_step_s"]), sum(run["measured_step_s"])
+        assert run["kernel_share"] == pytest.approx(kernels / measured)
+        share = f"{100 * run['kernel_share']:.0f}%"
+        assert f"{path} (eager): kernels are {share} of the measured step time" in result.output
     assert document["kind"] == "gpubench-validation"
     assert set(document["runs"]) == {"static", "continuous"}
     assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload

@@ -78,7 +78,8 @@ def fit_overhead(calibrations: Sequence[CalibrationRun], fitted_on: str) -> Engi
             rows.append([math.fsum(values) for values in columns])
             excess.append(math.fsum(run.measured_s) - math.fsum(run.kernel_s))
     coefficients = nnls(np.array(rows, dtype=float), np.array(excess, dtype=float))
-    return EngineOverhead(**dict(zip(names, (float(c) for c in coefficients), strict=True)), fitted_on=fitted_on)
+    terms: dict[str, Any] = dict(zip(names, (float(c) for c in coefficients), strict=True))
+    return EngineOverhead(**terms, fitted_on=fitted_on)
 
 
 def nnls(a_matrix: np.ndarray, y: np.ndarray) -> np.ndarray:

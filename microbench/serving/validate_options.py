@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from microbench.serving.engine.settings import ENGINE_MODES
+from microbench.serving.validate_sizes import check_request_counts
 from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_seed, number_refusal
 
@@ -110,6 +111,7 @@ class ValidateConfig:
         for name in POSITIVE:
             if getattr(self, name) <= 0:
                 raise PlanError(f"{FLAGS[name].spelled} must be positive")
+        check_request_counts(self.requests, self.calibration_requests)
         check_seed(self.seed)
         if self.threads is not None:
             check_threads(self.threads)

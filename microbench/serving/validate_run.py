@@ -25,6 +25,7 @@ from microbench.serving.engine.segments import SegmentedContinuous, segment_coun
 from microbench.serving.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
 from microbench.serving.validate_options import EngineTiming, ValidateConfig, engine_mode_for, engine_timing
 from microbench.serving.validate_profile import ProfilePasses, given_profile, profile_plan_for
+from microbench.serving.validate_sizes import check_engine_fits
 from microbench.timing.measure import utc_now
 from microbench.timing.observer import SweepObserver
 from roofline.result.io import check_output
@@ -103,7 +104,7 @@ def engine_jobs(torch, te, lm, setup: ValidateConfig, workloads: dict[str, list]
     burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
     a continuous run (one manager run) is run in segments of steps, parked in between (``engine.segments``),
     its segments shuffled among the other pieces in order."""
-    batch, mode = setup.batch, setup.engine_mode
+    batch, mode = setup.batch, setup.engine_mode or "eager"  # run_validate sets it to the device's default
     keys = [(path, "calibration", size) for path in sizes for size in sizes[path]]
     keys += [(path, "workload", batch[path]) for path in sizes]
     jobs = []
@@ -159,8 +160,8 @@ def term_multipliers(profile: StepProfile, requests, policy: str) -> dict[str, t
     terms the same way.  Calibration arrivals are a burst, so the schedule does not depend on step times."""
     out = {}
     for term in EngineOverhead.TERMS:
-        unit = EngineOverhead(**{name: 1.0 if name == term else 0.0 for name in EngineOverhead.TERMS},
-                              fitted_on="unit")
+        terms: dict[str, Any] = {name: 1.0 if name == term else 0.0 for name in EngineOverhead.TERMS}
+        unit = EngineOverhead(**terms, fitted_on="unit")
         out[term] = tuple(step.overhead_s for step in simulate(profile, requests, policy, unit).steps)
     return out
 
@@ -215,12 +216,14 @@ def prepare(setup: ValidateConfig, folder: Path) -> Prepared:
     timing = engine_timing(setup, choice.kind)
     mode = engine_mode_for(setup, choice.kind)
     profile = plan = None
+    everything = workloads["workload"] + workloads["calibration"]
     if setup.profile is not None:
         profile = given_profile(setup.profile, setup.device)
+        model, dtype = model_from_profile(profile), profile.dtype
     else:
-        plan = profile_plan_for(setup, workloads["workload"] + workloads["calibration"], timing.clock, choice.kind,
-                                setup.repeats)
-        plan.check()
+        plan = profile_plan_for(setup, everything, timing.clock, choice.kind, setup.repeats)
+        model, dtype = plan.check(), plan.resolved_dtype(choice.kind)
+    check_engine_fits(setup, model, dtype, everything, choice.kind, choice.index)
     te.transformers_module()  # fail before measuring anything when the package is missing
     check_out_dir(folder, measures_profile=plan is not None)
     return Prepared(workloads, choice, timing, profile, plan, mode)
@@ -266,9 +269,9 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
     batch = setup.batch
     sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
     observer.on_phase("warming up both engine paths")
-    te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock, setup.engine_mode)
+    te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock, ready.engine_mode)
     te.run_continuous(torch, lm, workloads["calibration"][:2], 2, setup.budget_tokens, clock, longest,
-                      mode=setup.engine_mode)
+                      mode=ready.engine_mode)
     jobs = engine_jobs(torch, te, lm, setup, workloads, sizes, device, clock, longest)
     best = interleaved_runs(jobs, setup.repeats, observer.on_phase, setup.seed,
                             passes.measure_pass if passes else None)

@@ -33,6 +33,17 @@ def transformers_module():
     return transformers
 
 
+def manager_failure(manager) -> str:
+    """Why a continuous-batching manager's thread died, as the end of a one-line message: the error it recorded
+    (``background_thread_status.fatal_error`` in 5.17 and 5.24; a MemoryError for a cache past the memory)."""
+    status = getattr(manager, "background_thread_status", None)
+    error = getattr(status, "fatal_error", None)
+    if error is None:
+        return ""
+    text = str(error).splitlines()[0] if str(error) else ""
+    return f": {type(error).__name__}" + (f" ({text})" if text else "")
+
+
 def static_generation_settings(transformers, mode: str) -> dict:
     """What ``generate`` is given beyond greedy decoding: nothing in eager mode; a static cache and a
     CUDA-graph-capturing compile of the decode step in graphs mode."""
@@ -51,6 +62,11 @@ CB_SETTINGS = ("max_batch_tokens", "max_requests_per_batch", "num_blocks", "allo
                "use_async_batching", "use_cuda_graph", "scheduler_type")
 CB_BLOCK_TOKENS_NAMES = ("page_size", "block_size")
 CB_PAGE_TOKENS = 32
+
+
+def cache_blocks(max_batch: int, longest_tokens: int) -> int:
+    """KV blocks the manager is given: ``max_batch`` sequences of the longest request, with room to spare."""
+    return int(1.5 * max_batch * -(-(longest_tokens + 1) // CB_PAGE_TOKENS)) + 8
 
 
 def continuous_config(transformers, lm, max_batch: int, budget_tokens: int, longest_tokens: int,
@@ -73,9 +89,9 @@ def continuous_config(transformers, lm, max_batch: int, budget_tokens: int, long
     if missing:
         raise EngineError(f"transformers {transformers.__version__}: ContinuousBatchingConfig lacks "
                           f"{', '.join(missing)}; this validate knows the 5.x API")
-    blocks = max_batch * -(-(longest_tokens + 1) // CB_PAGE_TOKENS)
     settings = {"max_batch_tokens": budget_tokens, "max_requests_per_batch": max_batch,
-                "num_blocks": int(1.5 * blocks) + 8, str(block_tokens): CB_PAGE_TOKENS, "allow_block_sharing": False,
+                "num_blocks": cache_blocks(max_batch, longest_tokens), str(block_tokens): CB_PAGE_TOKENS,
+                "allow_block_sharing": False,
                 "use_async_batching": False, "use_cuda_graph": mode == "graphs", "scheduler_type": "fifo"}
     if "auto_switch_to_flash" in known:  # stay on SDPA, the kernels the profile measured (and fetch nothing)
         settings["auto_switch_to_flash"] = False

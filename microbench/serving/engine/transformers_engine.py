@@ -20,6 +20,7 @@ from typing import Any
 from microbench.serving.engine.settings import (
     EngineError,
     continuous_config,
+    manager_failure,
     static_generation_settings,
     transformers_module,
 )
@@ -221,7 +222,10 @@ def _engine_clocks(manager, clock: str) -> tuple[Callable[[], float], Callable[[
             thread = getattr(manager, "_generation_thread", None)
             if thread is None or thread.ident is None:
                 raise EngineError("--clock thread-cpu: the manager has no running generation thread to time")
-            clock_ids.append(time.pthread_getcpuclockid(thread.ident))
+            try:
+                clock_ids.append(time.pthread_getcpuclockid(thread.ident))
+            except (ProcessLookupError, OSError):  # the thread ended first: the manager died
+                raise EngineError(f"the continuous-batching manager stopped{manager_failure(manager)}") from None
         return time.clock_gettime(clock_ids[0])
 
     return time.thread_time, generation_thread_cpu
@@ -313,7 +317,8 @@ class _EngineStart:
 
     def at_s(self, manager) -> float:
         if self._at_s is None:
-            raise EngineError("the continuous-batching manager stopped before its batch processor was built")
+            raise EngineError("the continuous-batching manager stopped before its batch processor was built"
+                              f"{manager_failure(manager)}")
         return self._at_s
 
 
