@@ -80,6 +80,18 @@ REFUSED = [
     (["validate", "--hf-config", TINY, "--clock", "thread-cpu", "--arrivals", "poisson:2", "-o", "out"],
      "--clock thread-cpu counts the engine's CPU time"),
     (["validate", "--hf-config", TINY, "--fail-above", "nan", "-o", "out"], "--fail-above nan: give a finite number"),
+    (["validate", "--hf-config", TINY, "--device", "cpu", "--engine-mode", "graphs", "-o", "out"],
+     "--engine-mode graphs captures CUDA graphs: the cpu device has none; use --engine-mode eager"),
+    (["validate", "--hf-config", TINY, "--engine-mode", "lazy", "-o", "out"], "'lazy' is not one of 'eager', 'graphs'"),
+    (["validate", "--hf-config", TINY, "--requests", "100000000000000000000", "-o", "out"],
+     "--requests 100000000000000000000: give at most 100,000"),
+    (["validate", "--hf-config", TINY, "--calibration-requests", "100001", "-o", "out"],
+     "--calibration-requests 100001: give at most 100,000"),
+    # What the engine would allocate, against this machine's memory: far past any machine's.
+    (["validate", "--hf-config", TINY, "--device", "cpu", "--max-batch", "200000000", "-o", "out"],
+     "--max-batch 200000000 --budget-tokens 128: the continuous engine would allocate about"),
+    (["validate", "--hf-config", TINY, "--device", "cpu", "--budget-tokens", "10000000000", "-o", "out"],
+     "--max-batch 8 --budget-tokens 10000000000: the continuous engine would allocate about"),
     (["validate", "--hf-config", TINY, "--profile-budget", "-1", "-o", "out"], "--profile-budget -1: give a finite"),
 ]
 

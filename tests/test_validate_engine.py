@@ -157,11 +157,26 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
     document = json.loads((tmp_path / "validate.json").read_text())
     assert document["engine"]["torch_threads"] == 1
     assert {run["measured"]["settings"]["clock"] for run in document["runs"].values()} == {"thread-cpu"}
+    assert document["setup"]["engine_mode"] == "eager"  # the CPU's default, named in each run's settings
+    assert {run["measured"]["settings"]["mode"] for run in document["runs"].values()} == {"eager"}
+    assert {run["measured"]["settings"]["use_cuda_graph"] for run in document["runs"].values()
+            if run["measured"]["path"] == "continuous"} == {False}
+    for path in ("static", "continuous"):  # each path's kernel share: kernels without overhead / measured steps
+        run = document["runs"][path]
+        kernels, measured = sum(run["predicted"]["kernel_step_s"]), sum(run["measured_step_s"])
+        assert run["kernel_share"] == pytest.approx(kernels / measured)
+        share = f"{100 * run['kernel_share']:.0f}%"
+        assert f"{path} (eager): kernels are {share} of the measured step time" in result.output
     assert document["kind"] == "gpubench-validation"
     assert set(document["runs"]) == {"static", "continuous"}
     assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload
     assert_schema_valid("validation", document)
     assert_schema_valid("step-profile", json.loads((tmp_path / "profile.json").read_text()))
+    for path in ("static", "continuous"):  # each path's calibrated profile, ready for simulate
+        calibrated = json.loads((tmp_path / f"calibrated-{path}.json").read_text())
+        assert_schema_valid("step-profile", calibrated)
+        assert calibrated["engine_overhead"]["fitted_from"]["path"] == path
+        assert f"saved {tmp_path / f'calibrated-{path}.json'}" in result.output
 
 
 def test_a_burst_static_run_is_its_batches_back_to_back():
@@ -227,3 +242,65 @@ def test_a_continuous_run_in_parked_segments_takes_the_steps_of_one_go(one_threa
     assert run.gate.offset_s >= 1000.0 * (pieces - 1)
     assert segmented.total_s < one_go.total_s + 500.0  # the parked 1000 s each not counted
     assert max(segmented.step_s) < 500.0
+
+
+def test_calibrated_profiles_carry_each_paths_overhead_into_simulate(tiny_validation, tmp_path):
+    """validate's calibrated-<path>.json is the profile it predicted from plus that path's fitted overhead:
+    ``gpubench simulate`` on it adds exactly the fitted terms to every step of the same schedule."""
+    from microbench.serving.validate_calibrated import calibrated_profiles
+    from roofline.serving.profile_doc import load_profile, save_profile
+    from roofline.serving.simulate import simulate
+    from roofline.serving.workload import make_workload
+
+    document = tiny_validation
+    folder = Path(document["profile"]["path"]).parent
+    calibrated = calibrated_profiles(document, folder)
+    assert sorted(p.name for p in calibrated) == ["calibrated-continuous.json", "calibrated-static.json"]
+    bare = load_profile(document["profile"]["path"])
+    requests = make_workload(32, "burst", "fixed:8", "uniform:4:24", 0)
+    for path, profile in calibrated.items():
+        engine_path = path.stem.removeprefix("calibrated-")
+        save_profile(profile, tmp_path / path.name)
+        overhead = load_profile(tmp_path / path.name).engine_overhead
+        assert overhead is not None and overhead.fitted_from is not None
+        assert overhead.to_dict() | {"fitted_on": ""} == {**document["calibration"][engine_path]["overhead"],
+                                                          "fitted_on": "", "fitted_from": overhead.fitted_from}
+        assert overhead.fitted_from["path"] == engine_path and overhead.fitted_from["mode"] == "eager"
+        assert overhead.fitted_from["engine_version"] == document["runs"][engine_path]["measured"]["settings"][
+            "transformers"]
+        policy = document["runs"][engine_path]["predicted"]["policy"]["policy"]
+        composition = {}
+        for name, file in (("bare", document["profile"]["path"]), ("calibrated", tmp_path / path.name)):
+            run = CliRunner().invoke(main, ["simulate", str(file), "--requests", "32", "--prompt", "fixed:8",
+                                            "--output", "uniform:4:24", "--policy", policy, "--no-report",
+                                            "-o", str(tmp_path / f"sim-{engine_path}-{name}")])
+            assert run.exit_code == 0, run.output
+            simulated = json.loads((tmp_path / f"sim-{engine_path}-{name}" / "simulation.json").read_text())
+            composition[name] = simulated["runs"][0]["composition_s"]
+        fitted = sum(step.overhead_s for step in simulate(bare, requests, policy, overhead).steps)
+        assert fitted > 0
+        assert composition["bare"]["overhead_s"] == 0
+        assert composition["calibrated"]["overhead_s"] == pytest.approx(fitted)
+        for part in ("linear_s", "attention_s", "other_s"):  # the same kernels: only the overhead was added
+            assert composition["calibrated"][part] == pytest.approx(composition["bare"][part])
+
+
+def test_graphs_mode_settings_are_what_the_installed_transformers_takes():
+    """--engine-mode graphs cannot run without a GPU; what it hands transformers is built and checked here: the
+    manager's config with CUDA graphs on, and generate's static cache with a CUDA-graph-capturing compile."""
+    import torch
+    import transformers
+
+    from microbench.serving.engine.settings import continuous_config, static_generation_settings
+    from microbench.serving.engine.transformers_engine import build_model
+    from roofline.specs.models import load_hf_config
+
+    assert static_generation_settings(transformers, "eager") == {}
+    graphs = static_generation_settings(transformers, "graphs")
+    config = transformers.GenerationConfig(do_sample=False, max_new_tokens=4, **graphs)
+    assert config.cache_implementation == "static"
+    assert config.compile_config.mode == "reduce-overhead" and config.compile_config.dynamic is False
+    lm = build_model(torch, load_hf_config(TINY), "fp32", "cpu", 64, 0)
+    for mode, graphs_on in (("eager", False), ("graphs", True)):
+        cb_config, settings = continuous_config(transformers, lm, 4, 32, 40, mode)
+        assert cb_config.use_cuda_graph is graphs_on and settings["use_cuda_graph"] is graphs_on

@@ -228,3 +228,36 @@ def test_the_measured_profile_checks_the_same_options_before_measuring(tmp_path,
     result = CliRunner().invoke(main, ["profile", "--hf-config", str(TINY), "--device", "cpu", *args, "-o", str(out)])
     refused(result, *words)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_profile_is_sized_to_what_the_workload_can_fill_not_to_the_flags():
+    """--static-batch 1000000 --requests 4: a static batch holds at most the 4 requests, so the profile covers
+    batch 4 and 4 padded prompts, not 10^6; a continuous step holds at most the budget, the prompts there are
+    and a decode token per sequence."""
+    from microbench.serving.validate_options import ValidateConfig
+    from microbench.serving.validate_sizes import profile_sizes
+    from roofline.serving.workload import make_workload
+
+    setup = ValidateConfig(hf_config=TINY, requests=4, calibration_requests=4, static_batch=1_000_000,
+                           max_batch=1_000_000, budget_tokens=10**9, prompt="fixed:16")
+    requests = make_workload(4, "burst", "fixed:16", "uniform:4:40", 0) + make_workload(4, "burst", "fixed:16",
+                                                                                         "uniform:4:40", 1)
+    tokens, batch = profile_sizes(setup, requests)
+    assert batch == 4
+    assert tokens == 8 * 16 + 4  # every prompt of both workloads in one step, and a decode token per sequence
+    default = ValidateConfig(hf_config=TINY)  # the defaults' sizes are what they were: budget and batch as given
+    requests = make_workload(32, "burst", "fixed:16", "uniform:4:40", 0)
+    assert profile_sizes(default, requests) == (max(128, 8 * 16), 8)
+
+
+def test_a_manager_that_died_is_reported_as_its_error_in_one_line():
+    """transformers records the generation thread's fatal error (a MemoryError for a cache past the memory):
+    the one-line refusal names it, instead of a ProcessLookupError from timing a thread that already ended."""
+    from types import SimpleNamespace
+
+    from microbench.serving.engine.settings import manager_failure
+
+    died = SimpleNamespace(background_thread_status=SimpleNamespace(fatal_error=MemoryError("no room\nmore")))
+    assert manager_failure(died) == ": MemoryError (no room)"
+    assert manager_failure(SimpleNamespace(background_thread_status=SimpleNamespace(fatal_error=None))) == ""
+    assert manager_failure(object()) == ""

@@ -98,10 +98,12 @@ def validate(ctx, **options) -> None:
 
 def run_validate_command(config) -> None:
     """Validate a checked config (``run_validate`` checks the files and the device before measuring), print
-    the comparison, write validate.json, and apply ``--fail-above``."""
+    the comparison, write validate.json and each path's calibrated profile, and apply ``--fail-above``."""
     from microbench.cli.render import stderr, terminal_observer
+    from microbench.serving.validate_calibrated import calibrated_profiles
     from microbench.serving.validate_run import run_validate
     from roofline.result.io import write_output_file
+    from roofline.serving.profile_doc import save_profile
 
     out_dir = config.out_dir
     with bad_input():
@@ -109,8 +111,13 @@ def run_validate_command(config) -> None:
             observer.on_phase = lambda message: stderr.print(message)
             document = run_validate(config, out_dir, observer, _item_reporter(observer), argv=tuple(sys.argv))
         write_output_file(out_dir / "validate.json", json.dumps(document, indent=1, allow_nan=False) + "\n")
+        calibrated = calibrated_profiles(document, out_dir)
+        for path, profile in calibrated.items():
+            save_profile(profile, path)
     _print_validation(document)
     click.echo(f"saved {out_dir / 'validate.json'}")
+    for path in calibrated:
+        click.echo(f"saved {path} (simulate with it: the engine's overhead included)")
     if config.fail_above is not None:
         _gate(document, config.fail_above)
 
@@ -132,7 +139,7 @@ def _gate(document: dict, fail_above: float) -> None:
 
 
 def _print_validation(document: dict) -> None:
-    from microbench.serving.validate_compare import comparison_lines, overhead_line
+    from microbench.serving.validate_compare import comparison_lines, kernel_share_line, overhead_line
 
     engine = document["engine"]
     click.echo(f"engine: {engine['name']} {document['runs']['static']['measured']['settings'].get('transformers')}, "
@@ -140,8 +147,11 @@ def _print_validation(document: dict) -> None:
                f"{engine['weights']}")
     for path, fit in document["calibration"].items():
         click.echo(overhead_line(path, fit["overhead"]))
+    mode = document["setup"].get("engine_mode", "eager")
     for path, run in document["runs"].items():
         click.echo(f"{path}: engine {run['measured']['policy']}, simulated as {run['predicted']['policy']['policy']}")
+    for path, run in document["runs"].items():
+        click.echo(kernel_share_line(path, mode, run.get("kernel_share")))
     for line in comparison_lines(document["comparison"], document["ratio"]):
         click.echo(line)
 

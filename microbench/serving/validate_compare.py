@@ -78,7 +78,8 @@ def fit_overhead(calibrations: Sequence[CalibrationRun], fitted_on: str) -> Engi
             rows.append([math.fsum(values) for values in columns])
             excess.append(math.fsum(run.measured_s) - math.fsum(run.kernel_s))
     coefficients = nnls(np.array(rows, dtype=float), np.array(excess, dtype=float))
-    return EngineOverhead(**dict(zip(names, (float(c) for c in coefficients), strict=True)), fitted_on=fitted_on)
+    terms: dict[str, Any] = dict(zip(names, (float(c) for c in coefficients), strict=True))
+    return EngineOverhead(**terms, fitted_on=fitted_on)
 
 
 def nnls(a_matrix: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -127,6 +128,14 @@ def overhead_line(path: str, overhead: dict[str, Any]) -> str:
     ``0.000 ms/step`` beside ``2614.2 µs/sequence``)."""
     terms = " + ".join(f"{seconds(overhead.get(name, 0.0))}/{unit}" for name, unit in OVERHEAD_UNITS)
     return f"{path} overhead: {terms}, fitted on {overhead['fitted_on']}"
+
+
+def kernel_share_line(path: str, mode: str, share: float | None) -> str:
+    """One path's kernel share: how much of the engine's measured step time the profile's kernels are."""
+    if share is None:
+        return f"{path} ({mode}): kernel share of the measured step time unknown (no step time measured)"
+    return (f"{path} ({mode}): kernels are {100 * share:.0f}% of the measured step time (the profile's kernel time "
+            f"without overhead over the engine's); the rest is engine overhead")
 
 
 def _fmt(value: float | None) -> str:

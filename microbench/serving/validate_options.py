@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from microbench.serving.engine.settings import ENGINE_MODES
+from microbench.serving.validate_sizes import check_request_counts
 from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_seed, number_refusal
 
@@ -21,6 +23,10 @@ CLOCKS = ("wall", "thread-cpu")
 
 FLAGS: dict[str, Option] = {
     "engine": Option(("--engine",), default="transformers", show_default=True, help="the real engine to run"),
+    "engine_mode": Option(("--engine-mode",), "choice", choices=ENGINE_MODES,
+                          help="eager: every kernel launched from Python; graphs (CUDA): the continuous manager's "
+                               "CUDA graphs and generate's static cache with a graph-captured decode step "
+                               "[GPU graphs, CPU eager]"),
     "profile": Option(("--profile",), "path",
                       help="a step profile measured on this device [measure one now, sized to the workload]"),
     "model": Option(("--model",), help="without --profile: model id to profile and build"),
@@ -74,6 +80,7 @@ def check_positive_number(flag: str, value: float | None, what: str) -> None:
 @dataclass(frozen=True)
 class ValidateConfig:
     engine: str = "transformers"
+    engine_mode: str | None = None  # None: graphs on a GPU, eager on the CPU (engine_mode_for)
     profile: Path | None = None
     model: str | None = None
     hf_config: Path | None = None
@@ -99,9 +106,12 @@ class ValidateConfig:
         """Every option on its own and against the others (``check`` adds what makes the profile)."""
         if self.engine not in ENGINES:
             raise PlanError(f"unknown engine {self.engine!r}; choose from {', '.join(ENGINES)}")
+        if self.engine_mode not in (None, *ENGINE_MODES):
+            raise PlanError(f"unknown --engine-mode {self.engine_mode!r}; choose from {', '.join(ENGINE_MODES)}")
         for name in POSITIVE:
             if getattr(self, name) <= 0:
                 raise PlanError(f"{FLAGS[name].spelled} must be positive")
+        check_request_counts(self.requests, self.calibration_requests)
         check_seed(self.seed)
         if self.threads is not None:
             check_threads(self.threads)
@@ -137,6 +147,16 @@ class ValidateConfig:
         config = cls(**options)
         config.check()
         return config
+
+
+def engine_mode_for(setup: ValidateConfig, kind: str) -> str:
+    """The engine mode on this device kind: as given, else graphs on a GPU (how an engine is served there) and
+    eager on the CPU.  CUDA graphs capture a GPU's launches: there are none to capture on the CPU, and
+    transformers would turn them off with a warning, so ``--engine-mode graphs`` is refused there."""
+    if setup.engine_mode == "graphs" and kind != "cuda":
+        raise PlanError(f"--engine-mode graphs captures CUDA graphs: the {kind} device has none; use "
+                        "--engine-mode eager")
+    return setup.engine_mode or ("graphs" if kind == "cuda" else "eager")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from microbench.device.discovery import resolve_device
 from microbench.device.provenance import describe_device
+from microbench.serving.validate_sizes import profile_sizes
 from microbench.sweep.plan import PlanError
 from microbench.timing.observer import Interrupted, SweepObserver
 from roofline.serving.profile_doc import StepProfile, load_profile, save_profile
@@ -39,17 +40,17 @@ def given_profile(path: Path, device: str) -> StepProfile:
 
 
 def profile_plan_for(setup, requests, clock: str, kind: str, passes: int):
-    """The plan of a profile sized to the workload (``requests``: the workload's and the calibration's), its
+    """The plan of a profile sized to what the workload can fill in one step (``requests``: the workload's and
+    the calibration's; ``validate_sizes.profile_sizes``), its
     sampling budget split over the passes.  ``plan.check()`` reads the model: cheap, before anything runs."""
     from microbench.serving.profile_plan import ProfilePlan
     from microbench.serving.profile_run import DEFAULT_BUDGET_S
 
-    longest_prompt = max(r.prompt_tokens for r in requests)
     longest = max(r.prompt_tokens + r.output_tokens for r in requests)
     budget = (setup.profile_budget_s or DEFAULT_BUDGET_S[kind]) / passes
+    max_tokens, max_batch = profile_sizes(setup, requests)
     return ProfilePlan(model=setup.model, hf_config=str(setup.hf_config) if setup.hf_config else None,
-                       dtype=setup.dtype, max_tokens=max(setup.budget_tokens, setup.static_batch * longest_prompt),
-                       max_context=longest, max_batch=max(setup.static_batch, setup.max_batch),
+                       dtype=setup.dtype, max_tokens=max_tokens, max_context=longest, max_batch=max_batch,
                        device=setup.device, budget_s=budget, clock=clock)
 
 

@@ -12,9 +12,10 @@ machine is shared (docs/serving.md, "How validate's prediction is made, and what
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,9 @@ from microbench.device.discovery import resolve_device
 from microbench.device.provenance import host_info, tool_info
 from microbench.serving.engine.segments import SegmentedContinuous, segment_count
 from microbench.serving.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
-from microbench.serving.validate_options import EngineTiming, ValidateConfig, engine_timing
+from microbench.serving.validate_options import EngineTiming, ValidateConfig, engine_mode_for, engine_timing
 from microbench.serving.validate_profile import ProfilePasses, given_profile, profile_plan_for
+from microbench.serving.validate_sizes import check_engine_fits
 from microbench.timing.measure import utc_now
 from microbench.timing.observer import SweepObserver
 from roofline.result.io import check_output
@@ -102,7 +104,7 @@ def engine_jobs(torch, te, lm, setup: ValidateConfig, workloads: dict[str, list]
     burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
     a continuous run (one manager run) is run in segments of steps, parked in between (``engine.segments``),
     its segments shuffled among the other pieces in order."""
-    batch = setup.batch
+    batch, mode = setup.batch, setup.engine_mode or "eager"  # run_validate sets it to the device's default
     keys = [(path, "calibration", size) for path in sizes for size in sizes[path]]
     keys += [(path, "workload", batch[path]) for path in sizes]
     jobs = []
@@ -111,21 +113,21 @@ def engine_jobs(torch, te, lm, setup: ValidateConfig, workloads: dict[str, list]
         if path == "static" and all(r.arrival_s == 0 for r in requests):
             groups = te.static_groups(requests, size)
             jobs.append(Job((path, name, size), len(groups),
-                            lambda i, g=groups: te.run_static_batch(torch, lm, g[i], device, clock),
-                            lambda parts, g=groups, b=size: te.static_run(g, _cumulative(parts), b, clock)))
+                            lambda i, g=groups: te.run_static_batch(torch, lm, g[i], device, clock, mode),
+                            lambda parts, g=groups, b=size: te.static_run(g, _cumulative(parts), b, clock, mode)))
         elif path == "static":
             jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_static(
-                torch, lm, r, b, device, clock), lambda parts: parts[0]))
+                torch, lm, r, b, device, clock, mode), lambda parts: parts[0]))
         elif not all(r.arrival_s == 0 for r in requests):
             # Arrivals over time are submitted on the wall clock, which does not stop while a segment is
             # parked: such a run goes in one piece.
             jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_continuous(
-                torch, lm, r, b, setup.budget_tokens, clock, longest), lambda parts: parts[0]))
+                torch, lm, r, b, setup.budget_tokens, clock, longest, mode=mode), lambda parts: parts[0]))
         else:
             pieces = segment_count(requests, size, setup.budget_tokens)
             jobs.append(Job((path, name, size), pieces, _ContinuousPieces(
                 lambda gate, r=requests, b=size: te.run_continuous(torch, lm, r, b, setup.budget_tokens, clock,
-                                                                    longest, gate=gate), pieces),
+                                                                    longest, gate=gate, mode=mode), pieces),
                 lambda parts: parts[-1], ordered=True))
     return jobs
 
@@ -158,8 +160,8 @@ def term_multipliers(profile: StepProfile, requests, policy: str) -> dict[str, t
     terms the same way.  Calibration arrivals are a burst, so the schedule does not depend on step times."""
     out = {}
     for term in EngineOverhead.TERMS:
-        unit = EngineOverhead(**{name: 1.0 if name == term else 0.0 for name in EngineOverhead.TERMS},
-                              fitted_on="unit")
+        terms: dict[str, Any] = {name: 1.0 if name == term else 0.0 for name in EngineOverhead.TERMS}
+        unit = EngineOverhead(**terms, fitted_on="unit")
         out[term] = tuple(step.overhead_s for step in simulate(profile, requests, policy, unit).steps)
     return out
 
@@ -198,6 +200,7 @@ class Prepared:
     timing: EngineTiming
     profile: StepProfile | None  # given with --profile
     plan: Any  # profile_plan.ProfilePlan of the profile to measure here, without --profile
+    engine_mode: str  # --engine-mode, or the device's default
 
 
 def prepare(setup: ValidateConfig, folder: Path) -> Prepared:
@@ -211,23 +214,29 @@ def prepare(setup: ValidateConfig, folder: Path) -> Prepared:
                                               setup.seed + 1)}
     choice = resolve_device(setup.device)
     timing = engine_timing(setup, choice.kind)
+    mode = engine_mode_for(setup, choice.kind)
     profile = plan = None
+    everything = workloads["workload"] + workloads["calibration"]
     if setup.profile is not None:
         profile = given_profile(setup.profile, setup.device)
+        model, dtype = model_from_profile(profile), profile.dtype
     else:
-        plan = profile_plan_for(setup, workloads["workload"] + workloads["calibration"], timing.clock, choice.kind,
-                                setup.repeats)
-        plan.check()
+        plan = profile_plan_for(setup, everything, timing.clock, choice.kind, setup.repeats)
+        model, dtype = plan.check(), plan.resolved_dtype(choice.kind)
+    check_engine_fits(setup, model, dtype, everything, choice.kind, choice.index)
     te.transformers_module()  # fail before measuring anything when the package is missing
     check_out_dir(folder, measures_profile=plan is not None)
-    return Prepared(workloads, choice, timing, profile, plan)
+    return Prepared(workloads, choice, timing, profile, plan, mode)
 
 
 def check_out_dir(folder: Path, measures_profile: bool) -> None:
     """The folder, and each file validate writes in it: a regular file, a FIFO, a link or an unwritable place
     given as the folder fails here in one line, not in mkdir or a rename after the engine ran."""
+    from microbench.serving.validate_calibrated import PATHS, calibrated_name
+
     check_output(folder, folder=True)
-    for name in ("validate.json",) + (("profile.json",) if measures_profile else ()):
+    calibrated = tuple(calibrated_name(path) for path in PATHS)
+    for name in ("validate.json", *calibrated) + (("profile.json",) if measures_profile else ()):
         check_output(folder / name)
 
 
@@ -235,6 +244,7 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
                  argv: tuple[str, ...] = ()) -> dict[str, Any]:
     """Everything, in the order of the module docstring; returns the validation document."""
     ready = prepare(setup, folder)
+    setup = replace(setup, engine_mode=ready.engine_mode)  # recorded in setup as it ran
     import torch
 
     from microbench.serving.engine import transformers_engine as te
@@ -259,8 +269,9 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
     batch = setup.batch
     sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
     observer.on_phase("warming up both engine paths")
-    te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock)
-    te.run_continuous(torch, lm, workloads["calibration"][:2], 2, setup.budget_tokens, clock, longest)
+    te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock, ready.engine_mode)
+    te.run_continuous(torch, lm, workloads["calibration"][:2], 2, setup.budget_tokens, clock, longest,
+                      mode=ready.engine_mode)
     jobs = engine_jobs(torch, te, lm, setup, workloads, sizes, device, clock, longest)
     best = interleaved_runs(jobs, setup.repeats, observer.on_phase, setup.seed,
                             passes.measure_pass if passes else None)
@@ -295,6 +306,7 @@ def validation_document(setup: ValidateConfig, profile: StepProfile, profile_pat
                         for path, fit in fits.items()},
         "runs": {path: {"measured": measured.to_dict(), "policy": measured.policy,
                         "measured_step_s": list(step_durations(measured)),
+                        "kernel_share": kernel_share(predicted, step_durations(measured)),
                         "predicted": {"policy": predicted.policy, "makespan_s": predicted.makespan_s,
                                       "steps": len(predicted.steps), "step_s": [s.time_s for s in predicted.steps],
                                       "kernel_step_s": [s.time_s - s.overhead_s for s in predicted.steps],
@@ -304,6 +316,14 @@ def validation_document(setup: ValidateConfig, profile: StepProfile, profile_pat
         "ratio": {"what": "static total time / continuous total time", "predicted": predicted_ratio,
                   "measured": measured_ratio, "rel_err": relative_error(predicted_ratio, measured_ratio)},
     }
+
+
+def kernel_share(predicted, measured_step_s) -> float | None:
+    """What share of the engine's measured step time the profile's kernels account for (no overhead): how much
+    of the engine is kernels, and so how far a kernel-only simulation of it is off.  None: nothing measured."""
+    measured = math.fsum(measured_step_s)
+    kernels = math.fsum(s.time_s - s.overhead_s for s in predicted.steps)
+    return kernels / measured if measured > 0 else None
 
 
 def _outcome(r) -> dict[str, Any]:

@@ -17,24 +17,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from microbench.serving.engine.settings import (
+    EngineError,
+    continuous_config,
+    manager_failure,
+    static_generation_settings,
+    transformers_module,
+)
 from microbench.serving.engine.timing import EngineRun, stamped_timing
-from microbench.sweep.plan import PlanError
 
 # wall: perf_counter.  thread-cpu: the CPU time of the thread that runs the engine loop (CPU device, one torch
 # thread, burst arrivals): what the engine's work takes when other processes share the cores.
 CLOCKS = ("wall", "thread-cpu")
-
-
-class EngineError(PlanError):
-    """The engine cannot run here (missing package, an API this code does not know): one line, exit 2."""
-
-
-def transformers_module():
-    try:
-        import transformers
-    except ImportError:
-        raise EngineError("validate --engine transformers needs transformers: pip install -e '.[serving]'") from None
-    return transformers
 
 
 def build_model(torch, model, dtype: str, device: str, max_positions: int, seed: int):
@@ -83,7 +77,8 @@ def _wait_until(clock, start: float, at_s: float) -> None:
         time.sleep(delay)
 
 
-def run_static(torch, lm, requests: Sequence, batch: int, device: str, clock: str = "wall") -> EngineRun:
+def run_static(torch, lm, requests: Sequence, batch: int, device: str, clock: str = "wall",
+               mode: str = "eager") -> EngineRun:
     """Batches of up to ``batch`` requests, in arrival order, each as one padded ``generate`` (in this thread:
     ``thread-cpu`` is this thread's CPU time)."""
     tick = _static_clock(clock)
@@ -95,8 +90,8 @@ def run_static(torch, lm, requests: Sequence, batch: int, device: str, clock: st
         group = [r for r in pending if r.arrival_s <= now][:batch]
         pending = [r for r in pending if r not in group]
         groups.append(group)
-        step_s += [stamp - start for stamp in _generate(torch, lm, group, device, tick)]
-    return static_run(groups, step_s, batch, clock)
+        step_s += [stamp - start for stamp in _generate(torch, lm, group, device, tick, mode)]
+    return static_run(groups, step_s, batch, clock, mode)
 
 
 def static_groups(requests: Sequence, batch: int) -> list[list]:
@@ -106,17 +101,19 @@ def static_groups(requests: Sequence, batch: int) -> list[list]:
     return [ordered[i:i + batch] for i in range(0, len(ordered), batch)]
 
 
-def run_static_batch(torch, lm, group: Sequence, device: str, clock: str = "wall") -> tuple[float, ...]:
+def run_static_batch(torch, lm, group: Sequence, device: str, clock: str = "wall",
+                     mode: str = "eager") -> tuple[float, ...]:
     """One batch of a burst alone: its step durations (the first includes the batch's set-up, as in
     ``run_static``).  A burst's static run is its batches back to back, so batches of different runs can be
     interleaved and the runs put back together with ``static_run``."""
     tick = _static_clock(clock)
     start = tick()
-    stamps = _generate(torch, lm, group, device, tick)
+    stamps = _generate(torch, lm, group, device, tick, mode)
     return tuple(b - a for a, b in zip([start] + stamps[:-1], stamps, strict=True))
 
 
-def static_run(groups: Sequence[Sequence], step_s: Sequence[float], batch: int, clock: str) -> EngineRun:
+def static_run(groups: Sequence[Sequence], step_s: Sequence[float], batch: int, clock: str,
+               mode: str = "eager") -> EngineRun:
     """The EngineRun of batches run in order with these step stamps (seconds from the run's start)."""
     timings, first = [], 0
     for group in groups:
@@ -125,7 +122,8 @@ def static_run(groups: Sequence[Sequence], step_s: Sequence[float], batch: int, 
             timings.append(stamped_timing(r, step_s, range(first, first + r.output_tokens)))
         first += max(r.output_tokens for r in group)
     return EngineRun("transformers", "static", f"static:batch={batch}", tuple(sorted(timings, key=lambda t: t.id)),
-                     {"api": "generate", "padding": "left", "clock": clock,
+                     {"api": "generate", "padding": "left", "clock": clock, "mode": mode,
+                      **({"cache": "static", "compile": "reduce-overhead (CUDA graphs)"} if mode == "graphs" else {}),
                       "transformers": transformers_module().__version__}, tuple(step_s))
 
 
@@ -145,8 +143,9 @@ def _plain_attention(lm):
         lm.set_attn_implementation(current)
 
 
-def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float]) -> list[float]:
-    """One left-padded ``generate`` of the group, EOS disabled; the clock's reading at each step's tokens."""
+def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float], mode: str) -> list[float]:
+    """One left-padded ``generate`` of the group, EOS disabled, in the engine mode's settings; the clock's
+    reading at each step's tokens."""
     transformers = transformers_module()
     longest, steps = max(r.prompt_tokens for r in group), max(r.output_tokens for r in group)
     ids = torch.zeros((len(group), longest), dtype=torch.long)
@@ -156,7 +155,8 @@ def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float
         mask[row, longest - r.prompt_tokens:] = 1
     stamps = _StepClock(clock)
     config = transformers.GenerationConfig(do_sample=False, max_new_tokens=steps, min_new_tokens=steps,
-                                           eos_token_id=None, pad_token_id=0, bos_token_id=None)
+                                           eos_token_id=None, pad_token_id=0, bos_token_id=None,
+                                           **static_generation_settings(transformers, mode))
     with torch.no_grad(), _plain_attention(lm):
         lm.generate(ids.to(device), attention_mask=mask.to(device), generation_config=config, streamer=stamps)
     if len(stamps.stamps) != steps:
@@ -168,42 +168,6 @@ def _static_clock(name: str) -> Callable[[], float]:
     if name not in CLOCKS:
         raise EngineError(f"unknown clock {name!r}; choose from {', '.join(CLOCKS)}")
     return time.perf_counter if name == "wall" else time.thread_time
-
-
-# What this code sets on the manager; a transformers without one of these is refused with a clear error.  The
-# tokens of one KV block are ``block_size`` up to transformers 5.17 and ``page_size`` from 5.18 (which still
-# takes ``block_size`` as a deprecated alias): whichever the installed config has.
-CB_SETTINGS = ("max_batch_tokens", "max_requests_per_batch", "num_blocks", "allow_block_sharing",
-               "use_async_batching", "use_cuda_graph", "scheduler_type")
-CB_BLOCK_TOKENS_NAMES = ("page_size", "block_size")
-CB_PAGE_TOKENS = 32
-
-
-def continuous_config(transformers, lm, max_batch: int, budget_tokens: int, longest_tokens: int):
-    """The manager's settings: the given batch and token budget, and KV blocks for ``max_batch`` sequences of
-    ``longest_tokens`` (with room to spare) so the cache never limits the batch: no preemption, and the
-    simulator's KV limit does not bind either.  The block count depends on nothing else, because the manager's
-    per-step bookkeeping grows with it: calibration and workload must run the same cache."""
-    config_class = getattr(transformers, "ContinuousBatchingConfig", None)
-    manager_api = getattr(lm, "init_continuous_batching", None)
-    if config_class is None or manager_api is None:
-        raise EngineError(f"transformers {transformers.__version__} has no continuous-batching manager with a "
-                          "ContinuousBatchingConfig (transformers 5.x has one); upgrade transformers")
-    known = set(inspect.signature(config_class).parameters)
-    missing = [name for name in CB_SETTINGS if name not in known]
-    block_tokens = next((name for name in CB_BLOCK_TOKENS_NAMES if name in known), None)
-    if block_tokens is None:
-        missing.append(" or ".join(CB_BLOCK_TOKENS_NAMES))
-    if missing:
-        raise EngineError(f"transformers {transformers.__version__}: ContinuousBatchingConfig lacks "
-                          f"{', '.join(missing)}; this validate knows the 5.x API")
-    blocks = max_batch * -(-(longest_tokens + 1) // CB_PAGE_TOKENS)
-    settings = {"max_batch_tokens": budget_tokens, "max_requests_per_batch": max_batch,
-                "num_blocks": int(1.5 * blocks) + 8, str(block_tokens): CB_PAGE_TOKENS, "allow_block_sharing": False,
-                "use_async_batching": False, "use_cuda_graph": False, "scheduler_type": "fifo"}
-    if "auto_switch_to_flash" in known:  # stay on SDPA, the kernels the profile measured (and fetch nothing)
-        settings["auto_switch_to_flash"] = False
-    return config_class(**settings), settings
 
 
 def _check_manager(manager, transformers) -> None:
@@ -258,20 +222,24 @@ def _engine_clocks(manager, clock: str) -> tuple[Callable[[], float], Callable[[
             thread = getattr(manager, "_generation_thread", None)
             if thread is None or thread.ident is None:
                 raise EngineError("--clock thread-cpu: the manager has no running generation thread to time")
-            clock_ids.append(time.pthread_getcpuclockid(thread.ident))
+            try:
+                clock_ids.append(time.pthread_getcpuclockid(thread.ident))
+            except (ProcessLookupError, OSError):  # the thread ended first: the manager died
+                raise EngineError(f"the continuous-batching manager stopped{manager_failure(manager)}") from None
         return time.clock_gettime(clock_ids[0])
 
     return time.thread_time, generation_thread_cpu
 
 
 def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens: int, clock: str = "wall",
-                   longest_tokens: int | None = None, timeout_s: float = 600.0, gate=None) -> EngineRun:
+                   longest_tokens: int | None = None, timeout_s: float = 600.0, gate=None,
+                   mode: str = "eager") -> EngineRun:
     """Every request submitted at its arrival time to a running manager, streaming, so that every step's new
     tokens pass through the stamped delivery: the first stamp is the first token, the last the finish.
     ``gate`` (an ``engine.segments.StepGate``) parks the engine between steps, its parked time off the stamps."""
     transformers = transformers_module()
     longest = longest_tokens or max(r.prompt_tokens + r.output_tokens for r in requests)
-    cb_config, settings = continuous_config(transformers, lm, max_batch, budget_tokens, longest)
+    cb_config, settings = continuous_config(transformers, lm, max_batch, budget_tokens, longest, mode)
     generation = transformers.GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0, bos_token_id=None,
                                                max_new_tokens=max(r.output_tokens for r in requests))
     manager = lm.init_continuous_batching(generation_config=generation, continuous_batching_config=cb_config)
@@ -320,7 +288,7 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
         timings.append(stamped_timing(r, step_s, stamps.token_steps[key]))
     policy = f"chunked:budget={budget_tokens}:max-batch={max_batch}"
     return EngineRun("transformers", "continuous", policy, tuple(sorted(timings, key=lambda t: t.id)),
-                     {"api": "ContinuousBatchingManager (streaming)", "clock": clock, **settings,
+                     {"api": "ContinuousBatchingManager (streaming)", "clock": clock, "mode": mode, **settings,
                       "transformers": transformers.__version__}, tuple(step_s))
 
 
@@ -349,7 +317,8 @@ class _EngineStart:
 
     def at_s(self, manager) -> float:
         if self._at_s is None:
-            raise EngineError("the continuous-batching manager stopped before its batch processor was built")
+            raise EngineError("the continuous-batching manager stopped before its batch processor was built"
+                              f"{manager_failure(manager)}")
         return self._at_s
 
 

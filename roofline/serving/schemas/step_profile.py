@@ -116,6 +116,18 @@ class OtherKernels(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class OverheadSource(Record):
+    SECTION: ClassVar[str] = "engine_overhead.fitted_from"
+    validation: Any = key("string", required=True, doc="the validate.json the overhead was fitted in")
+    engine: Any = key("string", required=True, doc="the engine that ran (transformers)")
+    engine_version: Any = key("string", required=True, nullable=True, doc="its version (null: unknown)")
+    mode: Any = key("string", required=True, choices=("eager", "graphs"), doc="validate's --engine-mode")
+    path: Any = key("string", required=True, choices=("static", "continuous"), doc="the engine path fitted")
+    policy: Any = key("string", required=True, doc="the simulator policy the path is simulated as")
+    calibration: Any = key("string", required=True, doc="the calibration workload the terms were fitted on")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Overhead(Record):
     SECTION: ClassVar[str] = "engine_overhead"
     per_step_s: Any = key("number", unit="s", required=True, doc="engine time per step")
@@ -125,6 +137,8 @@ class Overhead(Record):
     per_prefill_step_s: Any = key("number", unit="s", nullable=False,
                                   doc="once more for a step that runs prefill (older documents: absent, 0)")
     fitted_on: Any = key("string", nullable=False, doc="what it was fitted on, or given")
+    fitted_from: Any = key("object", record=OverheadSource, nullable=False,
+                           doc="where validate fitted it (absent: not recorded, or given)")
 
 
 @dataclass(frozen=True, kw_only=True)

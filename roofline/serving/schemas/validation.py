@@ -37,6 +37,8 @@ class ValidateSettings(Record):
 
     SECTION: ClassVar[str] = "setup"
     engine: Any = key("string", required=True, doc="--engine")
+    engine_mode: Any = key("string", nullable=False, choices=("eager", "graphs"),
+                           doc="--engine-mode, or the device's default (absent: older documents, eager)")
     profile: Any = key("string", required=True, nullable=True, doc="--profile (null: measured here)")
     model: Any = key("string", required=True, nullable=True, doc="--model")
     hf_config: Any = key("string", required=True, nullable=True, doc="--hf-config")
@@ -148,6 +150,8 @@ class PathRun(Record):
     measured: Any = key("object", record=EngineRun, required=True, doc="the engine's run (repeats combined)")
     policy: Any = key("string", required=True, doc="its simulator policy")
     measured_step_s: Any = key("array", items="number", unit="s", required=True, doc="each measured step")
+    kernel_share: Any = key("number", doc="the profile's kernel time (no overhead) over the measured step time, "
+                                          "summed over the workload's steps (null: none measured; absent: older)")
     predicted: Any = key("object", record=PredictedRun, required=True, doc="the simulator's prediction")
 
 

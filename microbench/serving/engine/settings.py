@@ -1,0 +1,100 @@
+"""What the transformers engine is configured with, per ``--engine-mode``: the continuous-batching manager's
+``ContinuousBatchingConfig`` and the static path's ``generate`` settings.
+
+- eager: no graphs, no compilation; every kernel is launched from Python, step by step.
+- graphs (a CUDA device): the manager with ``use_cuda_graph=True``, which transformers (5.17 and 5.24,
+  ``continuous_batching/initialization.py: decide_use_cuda_graphs``) follows as given for both its varlen
+  and decode paths, padding queries and keys to its preset intervals (``q_padding_interval_size`` and
+  ``kv_padding_interval_size`` left at 0: the preset) so that a few graphs serve every step; and ``generate``
+  with a static KV cache (``cache_implementation="static"``) and a ``CompileConfig`` of mode
+  ``reduce-overhead``, the inductor mode that captures CUDA graphs: ``generate`` compiles the decode forward
+  when the cache is compileable and the device is CUDA (``_valid_auto_compile_criteria``).  Shapes are static
+  (``dynamic=False``): each batch size and cache length compiles once, in the warm-up or the first round.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from microbench.sweep.plan import PlanError
+
+ENGINE_MODES = ("eager", "graphs")
+
+
+class EngineError(PlanError):
+    """The engine cannot run here (missing package, an API this code does not know): one line, exit 2."""
+
+
+def transformers_module():
+    try:
+        import transformers
+    except ImportError:
+        raise EngineError("validate --engine transformers needs transformers: pip install -e '.[serving]'") from None
+    return transformers
+
+
+def manager_failure(manager) -> str:
+    """Why a continuous-batching manager's thread died, as the end of a one-line message: the error it recorded
+    (``background_thread_status.fatal_error`` in 5.17 and 5.24; a MemoryError for a cache past the memory)."""
+    status = getattr(manager, "background_thread_status", None)
+    error = getattr(status, "fatal_error", None)
+    if error is None:
+        return ""
+    text = str(error).splitlines()[0] if str(error) else ""
+    return f": {type(error).__name__}" + (f" ({text})" if text else "")
+
+
+def static_generation_settings(transformers, mode: str) -> dict:
+    """What ``generate`` is given beyond greedy decoding: nothing in eager mode; a static cache and a
+    CUDA-graph-capturing compile of the decode step in graphs mode."""
+    if mode == "eager":
+        return {}
+    if mode != "graphs":
+        raise EngineError(f"unknown engine mode {mode!r}; choose from {', '.join(ENGINE_MODES)}")
+    compile_config = transformers.CompileConfig(fullgraph=False, dynamic=False, mode="reduce-overhead")
+    return {"cache_implementation": "static", "compile_config": compile_config}
+
+
+# What this code sets on the manager; a transformers without one of these is refused with a clear error.  The
+# tokens of one KV block are ``block_size`` up to transformers 5.17 and ``page_size`` from 5.18 (which still
+# takes ``block_size`` as a deprecated alias): whichever the installed config has.
+CB_SETTINGS = ("max_batch_tokens", "max_requests_per_batch", "num_blocks", "allow_block_sharing",
+               "use_async_batching", "use_cuda_graph", "scheduler_type")
+CB_BLOCK_TOKENS_NAMES = ("page_size", "block_size")
+CB_PAGE_TOKENS = 32
+
+
+def cache_blocks(max_batch: int, longest_tokens: int) -> int:
+    """KV blocks the manager is given: ``max_batch`` sequences of the longest request, with room to spare."""
+    return int(1.5 * max_batch * -(-(longest_tokens + 1) // CB_PAGE_TOKENS)) + 8
+
+
+def continuous_config(transformers, lm, max_batch: int, budget_tokens: int, longest_tokens: int,
+                      mode: str = "eager"):
+    """The manager's settings: the given batch and token budget, and KV blocks for ``max_batch`` sequences of
+    ``longest_tokens`` (with room to spare) so the cache never limits the batch: no preemption, and the
+    simulator's KV limit does not bind either.  The block count depends on nothing else, because the manager's
+    per-step bookkeeping grows with it: calibration and workload must run the same cache.  ``mode`` graphs
+    turns the manager's CUDA graphs on (module docstring)."""
+    config_class = getattr(transformers, "ContinuousBatchingConfig", None)
+    manager_api = getattr(lm, "init_continuous_batching", None)
+    if config_class is None or manager_api is None:
+        raise EngineError(f"transformers {transformers.__version__} has no continuous-batching manager with a "
+                          "ContinuousBatchingConfig (transformers 5.x has one); upgrade transformers")
+    known = set(inspect.signature(config_class).parameters)
+    missing = [name for name in CB_SETTINGS if name not in known]
+    block_tokens = next((name for name in CB_BLOCK_TOKENS_NAMES if name in known), None)
+    if block_tokens is None:
+        missing.append(" or ".join(CB_BLOCK_TOKENS_NAMES))
+    if missing:
+        raise EngineError(f"transformers {transformers.__version__}: ContinuousBatchingConfig lacks "
+                          f"{', '.join(missing)}; this validate knows the 5.x API")
+    settings = {"max_batch_tokens": budget_tokens, "max_requests_per_batch": max_batch,
+                "num_blocks": cache_blocks(max_batch, longest_tokens), str(block_tokens): CB_PAGE_TOKENS,
+                "allow_block_sharing": False,
+                "use_async_batching": False, "use_cuda_graph": mode == "graphs", "scheduler_type": "fifo"}
+    if "auto_switch_to_flash" in known:  # stay on SDPA, the kernels the profile measured (and fetch nothing)
+        settings["auto_switch_to_flash"] = False
+    return config_class(**settings), settings
+
+

@@ -1,0 +1,52 @@
+"""The calibrated step profiles ``gpubench validate -o DIR`` writes beside validate.json: per engine path, the
+profile the validation predicted from with that path's fitted overhead as its ``engine_overhead``, so
+``gpubench simulate DIR/calibrated-static.json`` predicts the engine that was measured, not bare kernels.
+Each records where its overhead was fitted (``engine_overhead.fitted_from``): an overhead belongs to one
+engine, version, mode and path, and a profile that travels without saying so would be read as general.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
+
+PATHS = ("static", "continuous")
+
+
+def calibrated_name(path: str) -> str:
+    """The file of one path's calibrated profile in the output folder."""
+    return f"calibrated-{path}.json"
+
+
+def overhead_source(document: dict[str, Any], validation: Path, path: str) -> dict[str, Any]:
+    """``fitted_from`` of one path's overhead: what validate.json says about the fit, in one record."""
+    settings = document["runs"][path]["measured"].get("settings", {})
+    setup = document["setup"]
+    calibration = (f"{setup['calibration_requests']} requests, burst, prompt {setup['prompt']}, output "
+                   f"{setup['output']}, seed {setup['seed'] + 1}")
+    return {"validation": str(validation), "engine": document["engine"]["name"],
+            "engine_version": settings.get(document["engine"]["name"]),
+            "mode": setup.get("engine_mode", "eager"), "path": path,
+            "policy": document["runs"][path]["predicted"]["policy"]["policy"], "calibration": calibration}
+
+
+def calibrated_profile(profile: StepProfile, document: dict[str, Any], validation: Path, path: str) -> StepProfile:
+    """``profile`` with ``path``'s fitted overhead (validate.json's ``calibration.<path>.overhead``) as its
+    ``engine_overhead``, its ``fitted_on`` naming the engine, mode and path beside the calibration."""
+    source = overhead_source(document, validation, path)
+    fit = EngineOverhead.from_dict(document["calibration"][path]["overhead"])
+    fitted_on = (f"gpubench validate {validation}: {source['engine']} {source['engine_version']}, "
+                 f"{source['mode']} mode, {fit.fitted_on}")
+    return replace(profile, engine_overhead=replace(fit, fitted_on=fitted_on, fitted_from=source),
+                   basis=f"{profile.basis}; engine overhead calibrated on the {path} path by gpubench validate")
+
+
+def calibrated_profiles(document: dict[str, Any], folder: Path) -> dict[Path, StepProfile]:
+    """Each path's calibrated profile by the file it goes to, from the profile validate.json names."""
+    profile = load_profile(document["profile"]["path"])
+    validation = folder / "validate.json"
+    return {folder / calibrated_name(path): calibrated_profile(profile, document, validation, path)
+            for path in PATHS if path in document["calibration"]}
