@@ -156,12 +156,14 @@ def run_simulate(config) -> None:
     """Simulate a checked config, print the table (or JSON), and write the folder."""
     from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
     from roofline.serving.profile_doc import load_profile
+    from roofline.serving.workload import check_fits_in_memory
 
     profile_file, mem_fraction, seed = config.profile_file, config.mem_fraction, config.seed
     with bad_input():
         step_profile = load_profile(profile_file) if profile_file else build_analytic_profile(config)
         requests, workload = _load_workload(config.trace, config.requests, config.arrivals, config.prompt,
                                             config.output_lengths, seed)
+        check_fits_in_memory(requests, len(config.policy_list))
         overhead = _overhead(step_profile, config.overhead_given)
         folder = config.out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
                                                       f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
