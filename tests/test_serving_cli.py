@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
+from roofline.core.units import significant
 from roofline.serving.profile_doc import load_profile
 
 ANALYTIC = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b"]
@@ -342,3 +343,19 @@ def test_a_simulation_that_refuses_its_input_leaves_no_empty_output_folder(tmp_p
     run = _simulate(tmp_path, *TINY, "--requests", "3", "--prompt", "fixed:100000")
     assert run.exit_code == 2 and "max context" in run.output
     assert not (tmp_path / "sim").exists()
+
+
+def test_goodput_under_an_slo_is_printed_and_in_the_report(tmp_path):
+    run = _simulate(tmp_path, *TINY, "--requests", "40", "--arrivals", "poisson:50", "--slo", "ttft_p90=1,itl_p99=1")
+    assert run.exit_code == 0, run.output
+    document = json.loads((tmp_path / "sim" / "simulation.json").read_text())
+    summary = document["runs"][0]["summary"]
+    share = summary["slo"]["goodput_requests_per_s"] / summary["requests_per_s"]
+    assert "goodput req/s" in run.output and "meet SLO" in run.output
+    sentence = f"continuous: goodput {significant(summary['slo']['goodput_requests_per_s'])} req/s: {share:.0%} of " \
+               "the requests meet every limit (ttft_p90 ≤ 1 s, itl_p99 ≤ 1 s)."
+    assert sentence in run.output
+    report = (tmp_path / "sim" / "report.md").read_text()
+    assert sentence in report and "| goodput req/s | meet SLO |" in report
+    plain = _simulate(tmp_path / "plain", *TINY, "--requests", "5", "--no-report")
+    assert plain.exit_code == 0 and "goodput req/s" not in plain.output  # no SLO, no goodput columns
