@@ -18,6 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from microbench.timing.observer import SweepObserver
 from roofline.analysis.reference import marked_percent, reference_bandwidth, reference_peak
@@ -36,6 +37,48 @@ if not stdout.is_terminal:
     stdout.soft_wrap = True  # and a sentence stays one line, however long (tables still lay out to the width)
 if not stderr.is_terminal:
     stderr.soft_wrap = True  # a log file or a CI gets each message on one line, not folded at 80 columns
+
+
+# A rich column costs its text, a space each side and a rule; the table adds one more rule.
+COLUMN_FRAME = 3
+
+
+def column_groups(widths: list[int], limit: int, frame: int = COLUMN_FRAME) -> list[list[int]]:
+    """The columns (by index) of each table a wide one splits into so each fits ``limit`` characters: the
+    first (the row's name) in every table, then as many of the rest, in order, as fit beside it.  A terminal
+    narrower than a table otherwise squeezes every column and breaks words mid-word ('inco nclusive')."""
+    groups: list[list[int]] = []
+    used = 1 + widths[0] + frame
+    for index, width in enumerate(widths[1:], start=1):
+        if not groups or used + width + frame > limit:
+            groups.append([0])
+            used = 1 + widths[0] + frame
+        groups[-1].append(index)
+        used += width + frame
+    return groups or [[0]]
+
+
+def _natural_width(header: str, cells: list[str]) -> int:
+    """The width a column takes with nothing wrapped, its header included (rich lays a table out from these)."""
+    return max(Text.from_markup(text).cell_len for text in [escape(header), *cells])
+
+
+def print_split_table(title: str, header: list[str], rows: list[list[str]], justify=None, markup=False) -> None:
+    """One table, or several side by side in the order of ``header`` that each fit the terminal, each with the
+    first column again; words are never broken.  ``justify(index, name)``: the column's alignment;
+    ``markup``: cells hold rich markup (else they are printed as written)."""
+    cells = rows if markup else [[escape(cell) for cell in row] for row in rows]
+    widths = [_natural_width(name, [row[i] for row in cells]) for i, name in enumerate(header)]
+    groups = column_groups(widths, stdout.width)
+    for part, columns in enumerate(groups, start=1):
+        suffix = f" ({part}/{len(groups)})" if len(groups) > 1 else ""
+        table = Table(title=title + suffix, title_justify="left")
+        for index in columns:
+            table.add_column(header[index], justify=justify(index, header[index]) if justify else
+                             ("left" if index == 0 else "right"), no_wrap=index == 0, overflow="ellipsis")
+        for row in cells:
+            table.add_row(*(row[index] for index in columns))
+        stdout.print(table)
 
 
 @contextlib.contextmanager
@@ -245,15 +288,10 @@ def print_fit(analysis: dict[str, Any]) -> None:
         title += " — imported data"
     for line in analysis.get("warnings") or []:
         stdout.print(f"[yellow]warning: {escape(line)}[/]")
-    table = Table(title=title, title_justify="left")
     header, rows = series_table(analysis)
-    for column in header:
-        table.add_column(column, justify="left" if column in ("series", "flags") else "right",
-                         no_wrap=column == "series")
-    for row in rows:
-        table.add_row(*map(escape, row))
     if rows:
-        stdout.print(table)
+        print_split_table(title, header, rows,
+                          justify=lambda _, column: "left" if column in ("series", "flags") else "right")
     for line in reference_lines(analysis):
         stdout.print(escape(line))
     if analysis["spec_reason"]:
@@ -266,12 +304,7 @@ def print_fit(analysis: dict[str, Any]) -> None:
 
 
 def _print_rows(title: str, header: list[str], rows: list[list[str]]) -> None:
-    table = Table(title=title, title_justify="left")
-    for index, column in enumerate(header):
-        table.add_column(column, justify="left" if index < 2 else "right", no_wrap=index == 0)
-    for row in rows:
-        table.add_row(*map(escape, row))
-    stdout.print(table)
+    print_split_table(title, header, rows, justify=lambda index, _: "left" if index < 2 else "right")
 
 
 def print_decode(document: dict[str, Any]) -> None:
@@ -311,14 +344,9 @@ def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
     from roofline.compare.view import COLUMNS, FORMAT_COLUMNS, difference_lines, format_cells, format_title, row_cells
 
     for group in comparison["groups"]:
-        table = Table(title=f"{group['dtype']} {group['n']}×{group['k']}", title_justify="left")
-        for column in COLUMNS:
-            table.add_column(column, justify="left" if column == "device" else "right", no_wrap=column == "device",
-                             overflow="fold")
-        for row in group["rows"]:
-            table.add_row(*map(escape, row_cells(row, group["speed_vs_baseline"], comparison["baseline"],
-                                                 group.get("significance_vs_baseline"))))
-        stdout.print(table)
+        rows = [row_cells(row, group["speed_vs_baseline"], comparison["baseline"],
+                          group.get("significance_vs_baseline")) for row in group["rows"]]
+        print_split_table(f"{group['dtype']} {group['n']}×{group['k']}", list(COLUMNS), rows)
         for line in difference_lines(group)[:12]:
             stdout.print(escape(line))
     for group in comparison.get("formats") or []:

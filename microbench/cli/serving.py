@@ -128,13 +128,18 @@ def _output_folder(folder: Path):
 
 
 def _print_table(document: dict[str, Any]) -> None:
+    """The policies' table in plain columns, split into parts that each fit the terminal (the policy again in
+    each), then the verdict."""
+    from microbench.cli.render import column_groups, stdout
     from roofline.serving.report import summary_table, verdict_lines
 
     header, rows = summary_table(document)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    for line in [header] + rows:
-        click.echo("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths,
-                                                                                                        strict=True))))
+    for part, columns in enumerate(column_groups(widths, stdout.width, frame=2)):
+        if part:
+            click.echo()
+        for line in [header] + rows:
+            click.echo("  ".join(line[i].rjust(widths[i]) if i else line[i].ljust(widths[i]) for i in columns))
     for line in verdict_lines(document):
         click.echo(line)
 
