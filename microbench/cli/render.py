@@ -313,16 +313,14 @@ def print_decode(document: dict[str, Any]) -> None:
     parts = [(key, document[key]) for key in ("measured", "analytic") if document.get(key)]
     # A weight-only format names what it quantizes: the linears, not the embeddings and LM head (bf16).
     head_dtype = f", embeddings and LM head {compute_dtype(setup['dtype'])}" if is_weight_only(setup["dtype"]) else ""
-    table = Table(title=f"decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, "
-                        f"{setup['dtype']}{head_dtype} (KV {setup['kv_dtype']})", title_justify="left")
-    table.add_column("batch", justify="right")
+    title = (f"decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, {setup['dtype']}{head_dtype} "
+             f"(KV {setup['kv_dtype']})")
     # The all-reduces' share of the step: a column only where TP > 1 gives them (TP 1's table is as it was).
     columns = ("ms/token", "comm", "tokens/s", "MBU", "MFU", "bound", "KV fits") if setup["tp"] > 1 else \
         ("ms/token", "tokens/s", "MBU", "MFU", "bound", "KV fits")
-    for key, _ in parts:
-        for column in columns:
-            label = "meas" if key == "measured" else "spec"
-            table.add_column(f"{label} {column}", justify="right")
+    header = ["batch"] + [f"{'meas' if key == 'measured' else 'spec'} {column}" for key, _ in parts
+                          for column in columns]
+    rows = []
     for index, batch in enumerate(setup["batches"]):
         cells = [str(batch)]
         for _, part in parts:
@@ -332,10 +330,10 @@ def print_decode(document: dict[str, Any]) -> None:
                 if setup["tp"] > 1 else []
             cells += [significant(row["tokens_per_s"], 4),
                       percent(100 * row["mbu"] if row["mbu"] is not None else None),
-                      f"{100 * row['mfu']:.2f}%" if row["mfu"] is not None else "–", row["bound"],
+                      f"{100 * row['mfu']:.2f}%" if row["mfu"] is not None else "–", escape(row["bound"]),
                       {True: "yes", False: "[red]no[/]", None: "–"}[row["kv_fits"]]]
-        table.add_row(*cells)
-    stdout.print(table)
+        rows.append(cells)
+    print_split_table(title, header, rows, justify=lambda *_: "right", markup=True)
     for line in document["summary"]:
         stdout.print(f"[yellow]{escape(line)}[/]" if ": warning: " in line else escape(line))
 
