@@ -75,3 +75,13 @@ def test_simulate_at_100_columns_splits_its_table(narrow, tmp_path):
     assert table.count("static:batch=4") >= 2  # every part names its rows
     for header in ("tokens/s", "TTFT p50/p90/p99", "KV occ mean/max", "goodput req/s", "capacity req/s"):
         assert header in table
+
+
+def test_the_sweep_summary_at_100_columns_breaks_no_word(narrow, capsys):
+    from roofline.result.io import load_result
+
+    render.print_sweep_summary(load_result(RESULTS[1]), None)
+    lines = _table_lines(capsys.readouterr().out)
+    assert lines and max(len(line) for line in lines) <= WIDTH
+    table = "\n".join(lines)
+    assert "gemm bf16 2048×4096" in table and "GFLOP/s" in table and "bytes/s at lowest B" in table

@@ -116,14 +116,9 @@ def terminal_observer():
 
 
 def print_sweep_summary(result: Result, output: Path | None) -> None:
-    table = Table(title=result.device.label, title_justify="left")
-    table.add_column("series")
-    table.add_column("ok", justify="right")
-    table.add_column("bytes/s at lowest B", justify="right")
-    table.add_column("% spec/meas BW", justify="right")
-    table.add_column("best FLOP/s (B)", justify="right")
-    table.add_column("% spec/meas peak", justify="right")
+    header = ["series", "ok", "bytes/s at lowest B", "% spec/meas BW", "best FLOP/s (B)", "% spec/meas peak"]
     rows = summarize_series(result)
+    cells = []
     for row in rows:
         ok = f"{row.points_ok}/{row.points_total}"
         if row.failed_checks:
@@ -132,12 +127,12 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
             if row.low_batch else "–"
         peak = f"{_with_ci(row.peak_flop_per_s, row.peak_flop_per_s_ci95, 'FLOP/s')} ({row.peak_batch})" \
             if row.peak_flop_per_s else "–"
-        where = escape(backend_tag(row.backend))
         mark = marked_percent
         bandwidth = f"{mark(row.pct_of_spec_bandwidth, 0)} / {mark(row.pct_of_measured_bandwidth, 0)}"
         compute = f"{mark(row.pct_of_spec_peak, 0)} / {mark(row.pct_of_measured_peak, 0)}"
-        table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}{where}", ok, low, bandwidth, peak, compute)
-    stdout.print(table)
+        cells.append([escape(f"{row.op} {row.dtype} {row.n}×{row.k}{backend_tag(row.backend)}"), ok, escape(low),
+                      escape(bandwidth), escape(peak), escape(compute)])
+    print_split_table(result.device.label, header, cells, markup=True)
     measured = result.ceilings.measured
     if measured and measured.copy and measured.read:
         stdout.print(f"measured copy {measured.copy.format('bytes_per_s')} ({measured.copy.timer}), "
