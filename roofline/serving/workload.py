@@ -123,7 +123,16 @@ def check_request_count(n: int) -> int:
 
 
 def available_memory_bytes() -> int | None:
-    """Physical memory free now (None where the system does not say)."""
+    """Memory a new allocation can have now (None where the system does not say): Linux's MemAvailable, which
+    counts the page cache the kernel would give back (free pages alone undercount a busy machine), else the
+    free pages."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
@@ -139,7 +148,7 @@ def check_fits_in_memory(requests: list[Request], runs: int) -> None:
     if free is not None and needed > free:
         raise WorkloadError(f"{len(requests):,} requests of {tokens:,} output tokens under {runs} polic"
                             f"{'y' if runs == 1 else 'ies'} need at least {needed / 1e9:.1f} GB, and "
-                            f"{free / 1e9:.1f} GB is free: give fewer --requests or shorter --output")
+                            f"{free / 1e9:.1f} GB is available: give fewer --requests or shorter --output")
 
 
 def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0) -> list[Request]:
