@@ -141,7 +141,7 @@ def available_memory_bytes() -> int | None:
 
 def check_fits_in_memory(requests: list[Request], runs: int) -> None:
     """Refuse a workload whose ``runs`` simulated runs (one per policy, all kept for the report) need more memory
-    than is free, before the first step: a MemoryError hours in is the same refusal, later and as a traceback."""
+    than is available, before the first step: a MemoryError hours in is the same refusal, later and as a traceback."""
     tokens = sum(r.output_tokens for r in requests)
     needed = runs * (len(requests) * REQUEST_BYTES + tokens * TOKEN_TIME_BYTES)
     free = available_memory_bytes()
