@@ -58,6 +58,12 @@ REFUSED = [
     (["simulate", *ANALYTIC, "--rates", "nan", "-o", "sim"], "--rates must be positive"),
     (["simulate", *ANALYTIC, "--rates", "x", "-o", "sim"], "--rates 'x': give requests/s as a comma list"),
     (["simulate", *ANALYTIC, "--policy", "fifo", "-o", "sim"], "unknown policy"),
+    (["simulate", *ANALYTIC, "--requests", str(10**10), "-o", "sim"],
+     "--requests 10000000000: give an integer from 1 to 1,000,000"),
+    (["simulate", *ANALYTIC, "--requests", str(10**22), "-o", "sim"], f"--requests {10**22}: give an integer"),
+    (["simulate", *ANALYTIC, "--requests", "0", "-o", "sim"], "--requests 0: give an integer from 1"),
+    (["simulate", *ANALYTIC, "--rates", ",".join(map(str, range(1, 102))), "-o", "sim"],
+     "--rates: 101 rates, more than 100"),
     (["simulate", *ANALYTIC, "--dtype", "w8a16", "--kv-dtype", "w8a16", "-o", "sim"],
      "--kv-dtype w8a16: a weight-only format stores weights, not a KV cache"),
     (["simulate", *ANALYTIC, "--dtype", "w3a16", "-o", "sim"], "--dtype w3a16: unknown dtype 'w3a16'"),
@@ -185,3 +191,22 @@ print(codes, [name for name in ('torch', 'transformers', 'matplotlib') if name i
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.split() == ["[2,", "2,", "2,", "2,", "2]", "[]"], out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("command", ["fit", "report", "compare"])
+def test_a_result_whose_samples_overflow_their_statistics_is_one_line_exit_2(tmp_path, committed_cpu_result,
+                                                                          command):
+    """Samples of 1e308 s are finite, but their mean is not: the file is refused on load, naming the point."""
+    import json
+
+    document = json.loads(committed_cpu_result.read_text())
+    point = next(p for p in document["points"] if p.get("samples_s"))
+    point["samples_s"] = [1e308] * len(point["samples_s"])
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(document))
+    args = [command, str(tampered)] + ([str(committed_cpu_result)] if command == "compare" else [])
+    result = CliRunner().invoke(main, args, prog_name="gpubench")
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "samples_s must hold seconds per launch up to 3600, found 1e+308" in lines[0], lines
+    assert "points[" in lines[0]

@@ -137,7 +137,7 @@ def test_the_busy_cpu_import_from_the_issue(tmp_path):
     assert s["status"] == "not-a-roofline" and s["critical_batch"] is None
     verdict = " ".join(analysis["verdict"])
     assert "not a roofline" in verdict and "B=4 takes 11.9× the time of B=1" in verdict
-    assert "memory-bound up to batch" not in verdict
+    assert "turns compute-bound at batch" not in verdict
     assert "single sample" in verdict  # its noise is unknown, and the verdict says so
     shown = CliRunner().invoke(main, ["fit", str(output)])
     assert shown.exit_code == 0 and "not a roofline" in shown.output and "warning:" in shown.output

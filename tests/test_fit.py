@@ -125,7 +125,7 @@ def test_spec_crossover_on_an_h200():
                              ceilings=ceilings)
     assert s["spec_ridge_flop_per_byte"] == pytest.approx(206, abs=1)
     assert 206 < s["spec_critical_batch"] < 220
-    assert "the spec sheet's ridge (206 FLOP/byte)" in analysis["verdict"][0]
+    assert "The spec sheet's ridge (206 FLOP/byte)" in analysis["verdict"][0]
     assert all(p["bound"] in ("memory", "compute") for p in s["points"])
     assert all(0 < p["efficiency_spec"] <= 1.0 for p in s["points"])
 

@@ -60,7 +60,7 @@ def test_html_is_self_contained_and_holds_the_verdict(tmp_path):
     result = full_result()
     analysis = write_report(result, tmp_path)
     page = (tmp_path / "report.html").read_text()
-    assert "decode stays memory-bound up to batch" in page
+    assert "turns compute-bound at batch" in page
     assert analysis["verdict"][0] in page.replace("&#x27;", "'")
     images = re.findall(r"src='data:image/png;base64,([^']+)'", page)
     # roofline_bf16, time_vs_batch, throughput, efficiency, gemm_vs_bmm, telemetry

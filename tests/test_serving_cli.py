@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
+from roofline.core.units import significant
 from roofline.serving.profile_doc import load_profile
 
 ANALYTIC = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b"]
@@ -90,6 +91,25 @@ def test_requests_longer_than_the_context_window_are_refused(tmp_path):
     run = _simulate(tmp_path, "--analytic", "--gpu", "a100-sxm-40gb", "--model", "opt-13b", "--requests", "5",
                     "--prompt", "fixed:2000", "--output", "fixed:100")
     assert run.exit_code == 2 and "context window" in run.output
+
+
+@pytest.mark.parametrize("key", ["max_position_embeddings", "n_positions"])
+def test_an_hf_configs_context_window_refuses_longer_requests_as_a_model_file_does(tmp_path, key):
+    from microbench.serving.profile_plan import model_record
+    from roofline.specs.models import load_hf_config
+
+    config = json.loads(open("tests/data/tiny-llama-config.json").read())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, key: 16}))
+    assert load_hf_config(path).max_positions == 16
+    assert model_record(load_hf_config(path))["max_positions"] == 16  # the measured profile keeps it too
+    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--hf-config", str(path), "--policy", "paged",
+                    "--requests", "3", "--prompt", "fixed:30", "--output", "fixed:4")
+    assert run.exit_code == 2 and "a request of 34 tokens is longer than the 16-token context window" in run.output
+    assert len(run.output.strip().splitlines()) == 1
+    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--hf-config", str(path), "--policy", "paged",
+                    "--requests", "3", "--prompt", "fixed:12", "--output", "fixed:4", "--no-report")
+    assert run.exit_code == 0, run.output
 
 
 def _gain(tmp_path, cap: int) -> float:
@@ -323,3 +343,19 @@ def test_a_simulation_that_refuses_its_input_leaves_no_empty_output_folder(tmp_p
     run = _simulate(tmp_path, *TINY, "--requests", "3", "--prompt", "fixed:100000")
     assert run.exit_code == 2 and "max context" in run.output
     assert not (tmp_path / "sim").exists()
+
+
+def test_goodput_under_an_slo_is_printed_and_in_the_report(tmp_path):
+    run = _simulate(tmp_path, *TINY, "--requests", "40", "--arrivals", "poisson:50", "--slo", "ttft_p90=1,itl_p99=1")
+    assert run.exit_code == 0, run.output
+    document = json.loads((tmp_path / "sim" / "simulation.json").read_text())
+    summary = document["runs"][0]["summary"]
+    share = summary["slo"]["goodput_requests_per_s"] / summary["requests_per_s"]
+    assert "goodput req/s" in run.output and "meet SLO" in run.output
+    sentence = f"continuous: goodput {significant(summary['slo']['goodput_requests_per_s'])} req/s: {share:.0%} of " \
+               "the requests meet every limit (ttft_p90 ≤ 1 s, itl_p99 ≤ 1 s)."
+    assert sentence in run.output
+    report = (tmp_path / "sim" / "report.md").read_text()
+    assert sentence in report and "| goodput req/s | meet SLO |" in report
+    plain = _simulate(tmp_path / "plain", *TINY, "--requests", "5", "--no-report")
+    assert plain.exit_code == 0 and "goodput req/s" not in plain.output  # no SLO, no goodput columns

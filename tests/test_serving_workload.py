@@ -60,3 +60,23 @@ def test_bad_traces_name_the_problem(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(WorkloadError, match=message):
         load_trace(path)
+
+
+def test_a_trace_longer_than_the_request_limit_is_refused_while_read(tmp_path, monkeypatch):
+    import roofline.serving.workload as workload
+
+    monkeypatch.setattr(workload, "MAX_REQUESTS", 3)
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "0,8,8\n" * 4)
+    with pytest.raises(WorkloadError, match="more than 3 requests"):
+        load_trace(trace)
+
+
+def test_a_workload_bigger_than_the_free_memory_is_refused_before_it_runs(monkeypatch):
+    import roofline.serving.workload as workload
+
+    requests = make_workload(10, "burst", "fixed:8", "fixed:100")
+    monkeypatch.setattr(workload, "available_memory_bytes", lambda: 10 * 1024 + 999 * 8)
+    with pytest.raises(WorkloadError, match=r"10 requests of 1,000 output tokens under 1 policy need at least"):
+        workload.check_fits_in_memory(requests, runs=1)
+    workload.check_fits_in_memory(requests[:9], runs=1)  # 9 KiB + 900 tokens' times fit

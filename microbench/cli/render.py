@@ -18,6 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from microbench.timing.observer import SweepObserver
 from roofline.analysis.reference import marked_percent, reference_bandwidth, reference_peak
@@ -36,6 +37,48 @@ if not stdout.is_terminal:
     stdout.soft_wrap = True  # and a sentence stays one line, however long (tables still lay out to the width)
 if not stderr.is_terminal:
     stderr.soft_wrap = True  # a log file or a CI gets each message on one line, not folded at 80 columns
+
+
+# A rich column costs its text, a space each side and a rule; the table adds one more rule.
+COLUMN_FRAME = 3
+
+
+def column_groups(widths: list[int], limit: int, frame: int = COLUMN_FRAME) -> list[list[int]]:
+    """The columns (by index) of each table a wide one splits into so each fits ``limit`` characters: the
+    first (the row's name) in every table, then as many of the rest, in order, as fit beside it.  A terminal
+    narrower than a table otherwise squeezes every column and breaks words mid-word ('inco nclusive')."""
+    groups: list[list[int]] = []
+    used = 1 + widths[0] + frame
+    for index, width in enumerate(widths[1:], start=1):
+        if not groups or used + width + frame > limit:
+            groups.append([0])
+            used = 1 + widths[0] + frame
+        groups[-1].append(index)
+        used += width + frame
+    return groups or [[0]]
+
+
+def _natural_width(header: str, cells: list[str]) -> int:
+    """The width a column takes with nothing wrapped, its header included (rich lays a table out from these)."""
+    return max(Text.from_markup(text).cell_len for text in [escape(header), *cells])
+
+
+def print_split_table(title: str, header: list[str], rows: list[list[str]], justify=None, markup=False) -> None:
+    """One table, or several side by side in the order of ``header`` that each fit the terminal, each with the
+    first column again; words are never broken.  ``justify(index, name)``: the column's alignment;
+    ``markup``: cells hold rich markup (else they are printed as written)."""
+    cells = rows if markup else [[escape(cell) for cell in row] for row in rows]
+    widths = [_natural_width(name, [row[i] for row in cells]) for i, name in enumerate(header)]
+    groups = column_groups(widths, stdout.width)
+    for part, columns in enumerate(groups, start=1):
+        suffix = f" ({part}/{len(groups)})" if len(groups) > 1 else ""
+        table = Table(title=title + suffix, title_justify="left")
+        for index in columns:
+            table.add_column(header[index], justify=justify(index, header[index]) if justify else
+                             ("left" if index == 0 else "right"), no_wrap=index == 0, overflow="ellipsis")
+        for row in cells:
+            table.add_row(*(row[index] for index in columns))
+        stdout.print(table)
 
 
 @contextlib.contextmanager
@@ -73,14 +116,9 @@ def terminal_observer():
 
 
 def print_sweep_summary(result: Result, output: Path | None) -> None:
-    table = Table(title=result.device.label, title_justify="left")
-    table.add_column("series")
-    table.add_column("ok", justify="right")
-    table.add_column("bytes/s at lowest B", justify="right")
-    table.add_column("% spec/meas BW", justify="right")
-    table.add_column("best FLOP/s (B)", justify="right")
-    table.add_column("% spec/meas peak", justify="right")
+    header = ["series", "ok", "bytes/s at lowest B", "% spec/meas BW", "best FLOP/s (B)", "% spec/meas peak"]
     rows = summarize_series(result)
+    cells = []
     for row in rows:
         ok = f"{row.points_ok}/{row.points_total}"
         if row.failed_checks:
@@ -89,12 +127,12 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
             if row.low_batch else "–"
         peak = f"{_with_ci(row.peak_flop_per_s, row.peak_flop_per_s_ci95, 'FLOP/s')} ({row.peak_batch})" \
             if row.peak_flop_per_s else "–"
-        where = escape(backend_tag(row.backend))
         mark = marked_percent
         bandwidth = f"{mark(row.pct_of_spec_bandwidth, 0)} / {mark(row.pct_of_measured_bandwidth, 0)}"
         compute = f"{mark(row.pct_of_spec_peak, 0)} / {mark(row.pct_of_measured_peak, 0)}"
-        table.add_row(f"{row.op} {row.dtype} {row.n}×{row.k}{where}", ok, low, bandwidth, peak, compute)
-    stdout.print(table)
+        cells.append([escape(f"{row.op} {row.dtype} {row.n}×{row.k}{backend_tag(row.backend)}"), ok, escape(low),
+                      escape(bandwidth), escape(peak), escape(compute)])
+    print_split_table(result.device.label, header, cells, markup=True)
     measured = result.ceilings.measured
     if measured and measured.copy and measured.read:
         stdout.print(f"measured copy {measured.copy.format('bytes_per_s')} ({measured.copy.timer}), "
@@ -245,15 +283,10 @@ def print_fit(analysis: dict[str, Any]) -> None:
         title += " — imported data"
     for line in analysis.get("warnings") or []:
         stdout.print(f"[yellow]warning: {escape(line)}[/]")
-    table = Table(title=title, title_justify="left")
     header, rows = series_table(analysis)
-    for column in header:
-        table.add_column(column, justify="left" if column in ("series", "flags") else "right",
-                         no_wrap=column == "series")
-    for row in rows:
-        table.add_row(*map(escape, row))
     if rows:
-        stdout.print(table)
+        print_split_table(title, header, rows,
+                          justify=lambda _, column: "left" if column in ("series", "flags") else "right")
     for line in reference_lines(analysis):
         stdout.print(escape(line))
     if analysis["spec_reason"]:
@@ -266,12 +299,7 @@ def print_fit(analysis: dict[str, Any]) -> None:
 
 
 def _print_rows(title: str, header: list[str], rows: list[list[str]]) -> None:
-    table = Table(title=title, title_justify="left")
-    for index, column in enumerate(header):
-        table.add_column(column, justify="left" if index < 2 else "right", no_wrap=index == 0)
-    for row in rows:
-        table.add_row(*map(escape, row))
-    stdout.print(table)
+    print_split_table(title, header, rows, justify=lambda index, _: "left" if index < 2 else "right")
 
 
 def print_decode(document: dict[str, Any]) -> None:
@@ -280,16 +308,14 @@ def print_decode(document: dict[str, Any]) -> None:
     parts = [(key, document[key]) for key in ("measured", "analytic") if document.get(key)]
     # A weight-only format names what it quantizes: the linears, not the embeddings and LM head (bf16).
     head_dtype = f", embeddings and LM head {compute_dtype(setup['dtype'])}" if is_weight_only(setup["dtype"]) else ""
-    table = Table(title=f"decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, "
-                        f"{setup['dtype']}{head_dtype} (KV {setup['kv_dtype']})", title_justify="left")
-    table.add_column("batch", justify="right")
+    title = (f"decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, {setup['dtype']}{head_dtype} "
+             f"(KV {setup['kv_dtype']})")
     # The all-reduces' share of the step: a column only where TP > 1 gives them (TP 1's table is as it was).
     columns = ("ms/token", "comm", "tokens/s", "MBU", "MFU", "bound", "KV fits") if setup["tp"] > 1 else \
         ("ms/token", "tokens/s", "MBU", "MFU", "bound", "KV fits")
-    for key, _ in parts:
-        for column in columns:
-            label = "meas" if key == "measured" else "spec"
-            table.add_column(f"{label} {column}", justify="right")
+    header = ["batch"] + [f"{'meas' if key == 'measured' else 'spec'} {column}" for key, _ in parts
+                          for column in columns]
+    rows = []
     for index, batch in enumerate(setup["batches"]):
         cells = [str(batch)]
         for _, part in parts:
@@ -299,10 +325,10 @@ def print_decode(document: dict[str, Any]) -> None:
                 if setup["tp"] > 1 else []
             cells += [significant(row["tokens_per_s"], 4),
                       percent(100 * row["mbu"] if row["mbu"] is not None else None),
-                      f"{100 * row['mfu']:.2f}%" if row["mfu"] is not None else "–", row["bound"],
+                      f"{100 * row['mfu']:.2f}%" if row["mfu"] is not None else "–", escape(row["bound"]),
                       {True: "yes", False: "[red]no[/]", None: "–"}[row["kv_fits"]]]
-        table.add_row(*cells)
-    stdout.print(table)
+        rows.append(cells)
+    print_split_table(title, header, rows, justify=lambda *_: "right", markup=True)
     for line in document["summary"]:
         stdout.print(f"[yellow]{escape(line)}[/]" if ": warning: " in line else escape(line))
 
@@ -311,14 +337,9 @@ def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
     from roofline.compare.view import COLUMNS, FORMAT_COLUMNS, difference_lines, format_cells, format_title, row_cells
 
     for group in comparison["groups"]:
-        table = Table(title=f"{group['dtype']} {group['n']}×{group['k']}", title_justify="left")
-        for column in COLUMNS:
-            table.add_column(column, justify="left" if column == "device" else "right", no_wrap=column == "device",
-                             overflow="fold")
-        for row in group["rows"]:
-            table.add_row(*map(escape, row_cells(row, group["speed_vs_baseline"], comparison["baseline"],
-                                                 group.get("significance_vs_baseline"))))
-        stdout.print(table)
+        rows = [row_cells(row, group["speed_vs_baseline"], comparison["baseline"],
+                          group.get("significance_vs_baseline")) for row in group["rows"]]
+        print_split_table(f"{group['dtype']} {group['n']}×{group['k']}", list(COLUMNS), rows)
         for line in difference_lines(group)[:12]:
             stdout.print(escape(line))
     for group in comparison.get("formats") or []:

@@ -128,13 +128,18 @@ def _output_folder(folder: Path):
 
 
 def _print_table(document: dict[str, Any]) -> None:
+    """The policies' table in plain columns, split into parts that each fit the terminal (the policy again in
+    each), then the verdict."""
+    from microbench.cli.render import column_groups, stdout
     from roofline.serving.report import summary_table, verdict_lines
 
     header, rows = summary_table(document)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    for line in [header] + rows:
-        click.echo("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths,
-                                                                                                        strict=True))))
+    for part, columns in enumerate(column_groups(widths, stdout.width, frame=2)):
+        if part:
+            click.echo()
+        for line in [header] + rows:
+            click.echo("  ".join(line[i].rjust(widths[i]) if i else line[i].ljust(widths[i]) for i in columns))
     for line in verdict_lines(document):
         click.echo(line)
 
@@ -156,12 +161,14 @@ def run_simulate(config) -> None:
     """Simulate a checked config, print the table (or JSON), and write the folder."""
     from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
     from roofline.serving.profile_doc import load_profile
+    from roofline.serving.workload import check_fits_in_memory
 
     profile_file, mem_fraction, seed = config.profile_file, config.mem_fraction, config.seed
     with bad_input():
         step_profile = load_profile(profile_file) if profile_file else build_analytic_profile(config)
         requests, workload = _load_workload(config.trace, config.requests, config.arrivals, config.prompt,
                                             config.output_lengths, seed)
+        check_fits_in_memory(requests, len(config.policy_list))
         overhead = _overhead(step_profile, config.overhead_given)
         folder = config.out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
                                                       f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")

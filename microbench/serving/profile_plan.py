@@ -168,4 +168,4 @@ def model_record(model: ModelSpec) -> dict[str, Any]:
     return {"name": model.name, "id": model.id, "layers": model.layers, "hidden": model.hidden, "heads": model.heads,
             "kv_heads": model.kv_heads, "head_dim": model.head_dim, "intermediate": model.intermediate,
             "vocab": model.vocab, "mlp": "gated" if model.gated_mlp else "plain",
-            "tied_embeddings": model.tied_embeddings, "source": model.source}
+            "tied_embeddings": model.tied_embeddings, "max_positions": model.max_positions, "source": model.source}

@@ -37,25 +37,29 @@ def _knee_text(f: SeriesFit) -> str:
     return text + "."
 
 
-def _status_text(f: SeriesFit) -> str:
+def _status_text(f: SeriesFit, series: str, device: str) -> str:
+    """The answer in one short sentence (the series, where it turns compute-bound, on which device), then the
+    details: what a reader at 100 columns needs first is the batch, not how it was fitted."""
     if f.status == "ok":
         lo, hi = f.critical_batch_ci95
-        interval = f"95% CI {_batch_text(lo)}-{_batch_text(hi) if hi else 'unbounded'}"
-        text = f"decode stays memory-bound up to batch ~{f.critical_batch:.0f} ({interval})"
+        interval = f"95% CI {_batch_text(lo)}–{_batch_text(hi) if hi else 'unbounded'}"
+        text = (f"{series} turns compute-bound at batch ~{f.critical_batch:.0f} ({interval}) on {device}. "
+                "Decode below it is memory-bound.")
         if f.spec_critical_batch:
-            text += (f"; the spec sheet's ridge ({f.spec_ridge_flop_per_byte:.0f} FLOP/byte) puts it at "
-                     f"{f.spec_critical_batch:.0f}")
-        text += (f". Fitted roof ({f.roof_regime}): {si(f.bandwidth_bytes_per_s, 'B/s')}, "
+            text += (f" The spec sheet's ridge ({f.spec_ridge_flop_per_byte:.0f} FLOP/byte) puts it at "
+                     f"{f.spec_critical_batch:.0f}.")
+        text += (f" Fitted roof ({f.roof_regime}): {si(f.bandwidth_bytes_per_s, 'B/s')}, "
                  f"{si(f.peak_flop_per_s, 'FLOP/s')}.")
         return text + _knee_text(f)
     if f.status == "lower-bound":
-        return (f"memory-bound at every measured batch; the crossover lies beyond batch "
-                f"{f.critical_batch_lower_bound} (> {f.critical_batch_lower_bound}).")
+        return (f"{series} stays memory-bound at every measured batch on {device}. The crossover lies beyond "
+                f"batch {f.critical_batch_lower_bound}.")
     if f.status == "memory-bound-at-every-batch":
-        return f"memory-bound at every batch ({f.message}); moves {si(f.bandwidth_bytes_per_s, 'B/s')}."
+        return (f"{series} is memory-bound at every batch on {device}: it moves "
+                f"{si(f.bandwidth_bytes_per_s, 'B/s')}. Why: {f.message}.")
     if f.status == "not-a-roofline":
-        return f"this curve is not a roofline, so no crossover is claimed: {f.message}."
-    return f"not analysed: {f.message}."
+        return f"{series} on {device}: not a roofline, so no crossover is claimed. Why: {f.message}."
+    return f"{series} on {device}: not analysed. Why: {f.message}."
 
 
 def _aside_text(f: SeriesFit) -> str:
@@ -109,7 +113,6 @@ def verdict_lines(result: Result, fits: list[SeriesFit], warnings: Sequence[str]
     name = result.device.name or result.device.kind
     sku = result.device.sku
     device = f"{name}" + (f" ({sku})" if sku else "")
-    where = f"On {device}"
     gemv = {(f.dtype, f.n, f.k, f.backend): f for f in fits if f.op == "gemv"}
     lines = []
     if warnings:
@@ -120,7 +123,7 @@ def verdict_lines(result: Result, fits: list[SeriesFit], warnings: Sequence[str]
         if f.op == "gemv":
             continue
         backend = backend_tag(f.backend)
-        text = f"{where}, {f.op} {f.dtype} {f.n}x{f.k}{backend}: " + _status_text(f)
+        text = _status_text(f, f"{f.op} {f.dtype} {f.n}x{f.k}{backend}", device)
         text += _aside_text(f) + _above_ceiling_text(result, f)
         single = gemv.get((f.dtype, f.n, f.k, f.backend))
         if f.op == "gemm" and single and single.bandwidth_bytes_per_s:

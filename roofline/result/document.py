@@ -28,10 +28,17 @@ def backend_tag(backend: str | None) -> str:
     return "" if backend in (None, "torch", "imported") else f" [{backend}]"
 
 
+# No launch of a microbenchmark lasts an hour; a larger sample is a damaged file, and its statistics (the mean
+# of a few 1e308 s samples) would overflow to inf far from where the number was read.
+MAX_SAMPLE_S = 3600.0
+
+
 def _positive_finite(values: list[float] | tuple[float, ...], what: str) -> None:
     for v in values:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
             raise ValueError(f"{what} must hold finite positive numbers, found {v!r}")
+        if v > MAX_SAMPLE_S:
+            raise ValueError(f"{what} must hold seconds per launch up to {MAX_SAMPLE_S:g}, found {v!r}")
 
 
 # Point fields stored as given, each with the type it must have (the rest are checked in __post_init__).

@@ -36,10 +36,21 @@ def _capacity(cap: dict[str, Any]) -> str:
     return ("≥" if cap.get("capacity_is_lower_bound") else "") + significant(cap["capacity_requests_per_s"])
 
 
+def _goodput(summary: dict[str, Any]) -> list[str]:
+    """Goodput under the SLO: requests/s meeting every limit, and their share of the requests served."""
+    slo = summary.get("slo")
+    if not slo:
+        return ["–", "–"]
+    share = slo["goodput_requests_per_s"] / summary["requests_per_s"] if summary["requests_per_s"] else 0.0
+    return [significant(slo["goodput_requests_per_s"]), f"{share:.0%}"]
+
+
 def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """One row per policy; with an SLO, its goodput and the share of requests meeting it before the capacity."""
+    with_slo = any(entry["summary"].get("slo") for entry in document["runs"])
     header = ["policy", "tokens/s", "req/s", "vs first", "TTFT p50/p90/p99", "TPOT p50/p90/p99",
               "ITL p50/p99", "e2e p99", "batch mean/max", "KV occ mean/max", "compute-bound", "MBU", "MFU", "waste",
-              "capacity req/s"]
+              *(["goodput req/s", "meet SLO"] if with_slo else []), "capacity req/s"]
     rows, base = [], None
     for entry in document["runs"]:
         s = entry["summary"]
@@ -55,7 +66,7 @@ def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]
             _s(s["e2e"]["p99_s"]), f"{s['batch_mean']:.1f}/{s['batch_max']}", kv,
             f"{s['compute_bound_time_share']:.0%}", "–" if s["mbu_mean"] is None else f"{s['mbu_mean']:.0%}",
             "–" if s["mfu_mean"] is None else f"{s['mfu_mean']:.0%}", f"{s['padding_waste']['share']:.0%}",
-            _capacity(cap),
+            *(_goodput(s) if with_slo else []), _capacity(cap),
         ])
     return header, rows
 
@@ -186,6 +197,13 @@ def render_figures(document: dict[str, Any], runs: list[SimulationRun]) -> dict[
     return figure_pngs(figures)[0]
 
 
+def _goodput_sentence(summary: dict[str, Any]) -> str:
+    slo = summary["slo"]
+    rate, share = _goodput(summary)
+    limits = ", ".join(f"{name} ≤ {_s(limit)}" for name, limit in slo["limits_s"].items())
+    return f"goodput {rate} req/s: {share} of the requests meet every limit ({limits})."
+
+
 def verdict_lines(document: dict[str, Any]) -> list[str]:
     p = document["profile"]
     # A weight-only format quantizes the layers' linears only: say what stays bf16.
@@ -195,6 +213,8 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
              f"{dtype}, KV {p['kv_dtype']}, TP {p['tp']}."]
     for entry in document["runs"]:
         lines.append(f"{entry['policy']['policy']}: {entry['summary']['binding_sentence']}")
+        if entry["summary"].get("slo"):
+            lines.append(f"{entry['policy']['policy']}: {_goodput_sentence(entry['summary'])}")
         lines += [f"{entry['policy']['policy']}: warning: {w}" for w in entry["summary"].get("warnings", [])]
         if (entry.get("capacity") or {}).get("reason"):
             lines.append(f"{entry['policy']['policy']}: capacity: {entry['capacity']['reason']}")

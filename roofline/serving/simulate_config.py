@@ -20,6 +20,7 @@ from roofline.core.options import Option, check_dtypes, check_seed, given_among,
 from roofline.serving.metrics import Slo
 from roofline.serving.policies import Policy, parse_policy
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
+from roofline.serving.workload import check_request_count
 
 # The options that build an analytic profile (beside a PROFILE.json they would be silently ignored).
 MODEL_FLAGS: dict[str, Option] = {
@@ -71,6 +72,9 @@ FLAGS: dict[str, Option] = {
     "as_json": Option(("--json",), "flag", help="print the per-policy summaries as JSON"),
 }
 DEFAULT_POLICIES = ("continuous",)
+# A latency curve reads well with a dozen rates; each is a whole simulation of every policy, so a hundred is
+# already long, and a thousand a typo.
+MAX_RATES = 100
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,11 @@ class SimulateConfig:
                 raise BadInputError(f"{FLAGS[term].spelled} {value:g}: give seconds from 0 to {MAX_KERNEL_S:g}")
         if any(number_refusal(rate, low=0) for rate in self.rates):
             raise BadInputError("--rates must be positive")
+        if len(self.rates) > MAX_RATES:
+            raise BadInputError(f"--rates: {len(self.rates)} rates, more than {MAX_RATES} (each is one more "
+                                "simulation of every policy)")
+        if not self.trace:  # a trace's own length is counted as it is read
+            check_request_count(self.requests)
 
     @property
     def overhead_given(self) -> dict[str, float]:

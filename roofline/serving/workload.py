@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,6 +28,14 @@ class WorkloadError(BadInputError):
 # billion seconds is 31 years.
 MAX_LENGTH_TOKENS = 10**9
 MAX_ARRIVAL_S = 1e9
+# The most requests one workload (generated or a trace) holds.  The simulator steps every request in Python and
+# keeps each one's state, outcome and token times for every policy: a million requests already take hours per
+# policy, and ten billion (a typo) cannot even be allocated.
+MAX_REQUESTS = 10**6
+# The least a simulated run keeps per request (its request, state, outcome and requests.csv row) and per output
+# token (its time, 8 bytes in an array): what ``check_fits_in_memory`` weighs against the memory available.
+REQUEST_BYTES = 1024
+TOKEN_TIME_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -105,9 +114,45 @@ def arrival_times(spec: str, n: int, rng: np.random.Generator) -> list[float]:
     raise WorkloadError(f"{spec!r}: arrivals are burst or poisson:RATE")
 
 
+def check_request_count(n: int) -> int:
+    """The one rule for ``--requests``: an integer from 1 to ``MAX_REQUESTS``."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_REQUESTS:
+        raise WorkloadError(f"--requests {n!r}: give an integer from 1 to {MAX_REQUESTS:,} (each request is "
+                            "stepped and kept in memory for every policy)")
+    return n
+
+
+def available_memory_bytes() -> int | None:
+    """Memory a new allocation can have now (None where the system does not say): Linux's MemAvailable, which
+    counts the page cache the kernel would give back (free pages alone undercount a busy machine), else the
+    free pages."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_fits_in_memory(requests: list[Request], runs: int) -> None:
+    """Refuse a workload whose ``runs`` simulated runs (one per policy, all kept for the report) need more memory
+    than is available, before the first step: a MemoryError hours in is the same refusal, later and as a traceback."""
+    tokens = sum(r.output_tokens for r in requests)
+    needed = runs * (len(requests) * REQUEST_BYTES + tokens * TOKEN_TIME_BYTES)
+    free = available_memory_bytes()
+    if free is not None and needed > free:
+        raise WorkloadError(f"{len(requests):,} requests of {tokens:,} output tokens under {runs} polic"
+                            f"{'y' if runs == 1 else 'ies'} need at least {needed / 1e9:.1f} GB, and "
+                            f"{free / 1e9:.1f} GB is available: give fewer --requests or shorter --output")
+
+
 def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0) -> list[Request]:
-    if not isinstance(n, int) or n < 1:
-        raise WorkloadError(f"--requests must be a positive integer, got {n!r}")
+    check_request_count(n)
     check_seed(seed)
     streams = np.random.SeedSequence(seed).spawn(3)
     times = arrival_times(arrivals, n, np.random.default_rng(streams[0]))
@@ -131,7 +176,11 @@ def load_trace(path: str | Path) -> list[Request]:
             missing = {"arrival_s", "prompt_tokens", "output_tokens"} - set(reader.fieldnames or ())
             if missing:
                 raise WorkloadError(f"{path}: trace lacks column(s) {', '.join(sorted(missing))}")
-            rows = list(reader)
+            rows = []
+            for row in reader:  # counted while read: a huge trace is refused before it fills the memory
+                if len(rows) == MAX_REQUESTS:
+                    raise WorkloadError(f"{path}: trace has more than {MAX_REQUESTS:,} requests; give a shorter one")
+                rows.append(row)
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:

@@ -146,6 +146,16 @@ def _hf_fields(config: dict, model: str) -> dict:
     return fields
 
 
+# Where a config.json says how many positions the model takes: Llama, Mistral, OPT (max_position_embeddings), GPT-2
+# (n_positions), MPT (max_seq_len).  Absent: not limited (None), as a model file without max_positions.
+HF_MAX_POSITIONS = ("max_position_embeddings", "n_positions", "max_seq_len")
+
+
+def _hf_max_positions(config: dict, model: str) -> int | None:
+    key = next((k for k in HF_MAX_POSITIONS if config.get(k) is not None), None)
+    return None if key is None else _hf_integer(config, key, model)
+
+
 def load_hf_config(path: Path) -> ModelSpec:
     """A model from a Hugging Face ``config.json`` on disk (never the network).
 
@@ -166,7 +176,7 @@ def load_hf_config(path: Path) -> ModelSpec:
     except KeyError as exc:
         raise SpecError(f"model {model}: config.json lacks {exc}") from None
     return ModelSpec(
-        id=name, name=name, **fields,
+        id=name, name=name, **fields, max_positions=_hf_max_positions(config, model),
         gated_mlp=config.get("hidden_act", "silu") in ("silu", "swiglu", "gelu_pytorch_tanh") or
         "gate_proj" in json.dumps(config),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)), source=str(path),
