@@ -102,8 +102,8 @@ if (out / "bench.json").exists():
 PY
 if [ -f "$OUT/serving/serving_check.log" ]; then
   echo "--- serving (predicted against measured) ---"
-  grep -E "^(engine|static|continuous|total_s|tokens_per_s|ttft_p90|tpot_p90|e2e_p90)|ratio|total time|rc=" \
-    "$OUT/serving/serving_check.log" | tail -16
+  grep -E "^(engine|static|continuous|total_s|tokens_per_s|ttft_p90|tpot_p90|e2e_p90|itl_p99)|ratio|total time|rc=|=== (validate|graphs)" \
+    "$OUT/serving/serving_check.log" | tail -36
 fi
 } 2>&1 | tee "$OUT/summary.txt"
 # The report and serving folders are archived as one file each, so OUTDIR stays a few files.
