@@ -22,6 +22,7 @@ from microbench.cli.edges import (
     refuse_what_cannot_run,
     write_outputs,
 )
+from microbench.cli.guard import writing_to
 from microbench.decode.config import FLAGS as DECODE_FLAGS
 from microbench.sweep.config import FLAGS, L2_POLICIES, TIMERS
 from roofline.compare.config import FLAGS as COMPARE_FLAGS
@@ -113,7 +114,8 @@ def sweep(ctx, **options) -> None:
     from microbench.cli.render import print_sweep_summary
     from microbench.sweep.loop import sweep_job
 
-    done = _measure(ctx, sweep_job, config, "everything measured is saved in {output}", resumable=True)
+    with writing_to(config.resume or config.output):
+        done = _measure(ctx, sweep_job, config, "everything measured is saved in {output}", resumable=True)
     print_sweep_summary(done.result, done.output)
     if done.report_folder is not None:
         click.echo(f"report: {done.report_folder / 'report.html'}")
@@ -123,7 +125,7 @@ def _sweep_all(ctx, config) -> None:
     from microbench.sweep.multi import run_all
     from roofline.compare.comparison import collect, compare_results, fleet
 
-    with bad_input():
+    with bad_input(), writing_to(folder=config.output):
         folder, written, failures = run_all(config, lambda m: click.echo(m, err=True))
     for line in failures:
         click.echo(f"gpubench: failed: {line}", err=True)
@@ -152,7 +154,8 @@ def ceilings(ctx, **options) -> None:
     from microbench.cli.render import print_ceilings
     from microbench.sweep.loop import ceilings_job
 
-    result = _measure(ctx, ceilings_job, config, "the ceilings were abandoned")
+    with writing_to(config.output):
+        result = _measure(ctx, ceilings_job, config, "the ceilings were abandoned")
     print_ceilings(result.ceilings, result.device)
     if config.output is not None:
         click.echo(f"saved {config.output}")
@@ -191,7 +194,7 @@ def report(result_file, output) -> None:
 
     folder = output or default_report_dir(Path(result_file))
     try:
-        with bad_input():
+        with bad_input(), writing_to(folder=folder):
             result = load_result(result_file)
             check_output(folder, folder=True)
             write_report(result, folder)
@@ -212,10 +215,10 @@ def import_(csv_file, output, device_name, sku, device_kind, force) -> None:
     from roofline.result.importer import import_csv
     from roofline.result.io import check_output, save_result
 
-    with bad_input():
+    with bad_input(), writing_to(output):
         check_output(output, overwrite=force, resumable=False)
         result = import_csv(csv_file, device_name, sku, device_kind, argv=tuple(sys.argv))
-    save_result(result, output)
+        save_result(result, output)
     ok = sum(p.ok for p in result.points)
     click.echo(f"imported {ok} point(s) ({len(result.points) - ok} without valid samples) "
                f"for {device_name} ({result.device['sku'] or 'no SKU'}) into {output}")
@@ -236,10 +239,14 @@ def decode(ctx, **options) -> None:
 
 
 def run_decode_command(config) -> None:
+    with writing_to(folder=config.output):
+        _decode_into(config, config.output)
+
+
+def _decode_into(config, output: Path | None) -> None:
     from microbench.cli.render import print_decode, terminal_observer
     from microbench.decode.job import run_decode
 
-    output = config.output
     with bad_input():
         if output is not None:
             check_output(output, folder=True)
@@ -269,6 +276,11 @@ def compare(ctx, **options) -> None:
 
 
 def run_compare(config) -> None:
+    with writing_to(folder=config.output):
+        _compare_into(config)
+
+
+def _compare_into(config) -> None:
     from roofline.compare.comparison import collect, compare_results, fleet
     from roofline.compare.view import markdown, overlay_figures
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from microbench.cli.edges import bad_input, declare, given
+from microbench.cli.guard import writing_to
 from microbench.serving.profile_config import FLAGS as PROFILE_FLAGS
 from microbench.serving.validate_options import FLAGS as VALIDATE_FLAGS
 
@@ -50,7 +51,7 @@ def measure_profile_command(config) -> None:
 
     output = config.output
     try:
-        with bad_input():
+        with bad_input(), writing_to(output):
             _set_threads(config.threads)
             with terminal_observer() as observer:
                 run = prepare_profile(config.plan(), output, observer, argv=tuple(sys.argv), resume=config.resume)
@@ -104,7 +105,9 @@ def run_validate_command(config) -> None:
     from roofline.result.io import write_output_file
 
     out_dir = config.out_dir
-    with bad_input():
+    # A signal mid-run leaves no profile worth resuming: the passes' times live in memory until the end.
+    unfinished = [out_dir / "profile.json.partial", out_dir / "profile.json.partial.journal"]
+    with bad_input(), writing_to(folder=out_dir, unfinished=unfinished):
         with terminal_observer() as observer:
             observer.on_phase = lambda message: stderr.print(message)
             document = run_validate(config, out_dir, observer, _item_reporter(observer), argv=tuple(sys.argv))

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from microbench.cli.edges import bad_input, declare, given
+from microbench.cli.guard import writing_to
 from roofline.serving.simulate_config import FLAGS, MODEL_FLAGS
 
 
@@ -54,7 +55,7 @@ def write_analytic_profile(config) -> None:
     """``gpubench profile --analytic``: the analytic step profile of a ``ProfileConfig``, saved to ``-o``."""
     from roofline.serving.profile_doc import check_profile_output, save_profile
 
-    with bad_input():
+    with bad_input(), writing_to(config.output):
         check_profile_output(config.output)
         document = build_analytic_profile(config)
         save_profile(document, config.output)
@@ -153,18 +154,25 @@ def simulate(ctx, **options) -> None:
 
 
 def run_simulate(config) -> None:
-    """Simulate a checked config, print the table (or JSON), and write the folder."""
-    from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
+    """Simulate a checked config, print the table (or JSON), and write the folder (held by ``writing_to``)."""
     from roofline.serving.profile_doc import load_profile
+
+    with bad_input(), writing_to(folder=config.out_dir):
+        step_profile = load_profile(config.profile_file) if config.profile_file else build_analytic_profile(config)
+        folder = config.out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
+                                                      f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
+        with writing_to(folder=None if config.out_dir else folder):
+            _simulate_into(config, step_profile, folder)
+
+
+def _simulate_into(config, step_profile, folder: Path) -> None:
+    from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
 
     profile_file, mem_fraction, seed = config.profile_file, config.mem_fraction, config.seed
     with bad_input():
-        step_profile = load_profile(profile_file) if profile_file else build_analytic_profile(config)
         requests, workload = _load_workload(config.trace, config.requests, config.arrivals, config.prompt,
                                             config.output_lengths, seed)
         overhead = _overhead(step_profile, config.overhead_given)
-        folder = config.out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
-                                                      f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
         with _output_folder(folder):
             entries = run_policies(step_profile, requests, config.policy_list, overhead, mem_fraction, config.slo,
                                    list(config.rates), seed)
