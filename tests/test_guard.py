@@ -151,3 +151,116 @@ def test_a_refused_decode_leaves_no_folder(tmp_path):
                                        "--tp", "3", "-o", str(out)])
     assert result.exit_code == 2, result.output
     assert not (tmp_path / "new").exists()
+
+
+# --- a full disk (issue 23.5) ----------------------------------------------------------------------------------
+
+SMALL_SWEEP = ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "256x256",
+               "--batch", "1:1024:x2", "--budget", "0.01", "--no-ceilings"]
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 200 KB tmpfs with 12 KB left: room for a result document and a few points, not a whole sweep.  Needs
+    root and mount rights; skipped with the reason elsewhere (the seam tests below check the same lines)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    filler = disk / "filler"
+    try:
+        filler.write_bytes(bytes(188 * 1024))
+        yield disk, filler
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_sweep_on_a_full_disk_says_what_is_saved_and_resume_finishes_it(full_disk):
+    from roofline.result.io import load_result
+
+    disk, filler = full_disk
+    output = disk / "run.json"
+    first = subprocess.run([sys.executable, "-m", "microbench.cli", *SMALL_SWEEP, "-o", str(output)],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert first.returncode == 2, first.stderr
+    assert "Traceback" not in first.stderr
+    last = first.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"gpubench: error: no space left on the filesystem at {disk}: "), last
+    assert last.endswith(f"point(s) are saved in {output}; free space and run gpubench sweep --resume {output}")
+    said = int(last.split(": ")[-1].split(" point(s)")[0])
+    before = len(load_result(output).points)
+    assert 1 <= said <= before  # nothing said saved is lost
+    filler.unlink()
+    resumed = subprocess.run([sys.executable, "-m", "microbench.cli", "sweep", "--resume", str(output)],
+                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    left = int(resumed.stderr.split(f"resuming {output}: ")[1].split(" point(s) left")[0])
+    assert left >= 1 and len(load_result(output).points) == before + left
+
+
+def test_simulate_on_a_full_disk_is_one_line_and_leaves_no_folder(full_disk):
+    disk, _ = full_disk
+    out = disk / "sim"
+    result = subprocess.run([sys.executable, "-m", "microbench.cli", *SIMULATE, "--requests", "2000", "-o", str(out)],
+                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (f"gpubench: error: no space left on the filesystem at {disk}: {out} was not written "
+                             f"(removed the unfinished {out}; nothing was kept); free space and run the command "
+                             "again\n")
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def _no_space(path="x"):
+    import errno
+
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_sweep_whose_disk_fills_names_the_points_saved_without_a_real_disk(tmp_path, monkeypatch):
+    """The seam version of the tmpfs test, for machines without mount rights: the third journal write fails."""
+    from roofline.result import journal
+    from roofline.result.io import load_result
+
+    real_append, calls = journal.Journal.append, []
+
+    def append(self, entries):
+        calls.append(entries)
+        if len(calls) == 3:
+            raise _no_space()
+        real_append(self, entries)
+
+    monkeypatch.setattr(journal.Journal, "append", append)
+    output = tmp_path / "run.json"
+    result = CliRunner().invoke(main, [*SMALL_SWEEP, "-o", str(output)])
+    assert result.exit_code == 2, result.output
+    saved = len(load_result(output).points)
+    assert (f"gpubench: error: no space left on the filesystem at {tmp_path}"[:40] in result.output
+            and f": {saved} point(s) are saved in {output}; free space and run gpubench sweep --resume {output}"
+            in result.output), result.output
+    assert saved >= 2
+
+
+@pytest.mark.parametrize("command, module, name", [
+    ([*SIMULATE, "--requests", "5"], "roofline.serving.document", "save_simulation"),
+    (["decode", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b"], "roofline.result.io",
+     "write_output_file"),
+    (["profile", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b"], "roofline.serving.profile_doc",
+     "save_profile"),
+])
+def test_a_full_disk_is_one_line_for_every_command(tmp_path, monkeypatch, command, module, name):
+    import importlib
+
+    def full(*args, **kwargs):
+        raise _no_space()
+
+    monkeypatch.setattr(importlib.import_module(module), name, full)
+    out = tmp_path / "new"
+    result = CliRunner().invoke(main, [*command, "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "gpubench: error: no space left on the filesystem at " in result.output, result.output
+    assert f"{out} was not written" in result.output and "free space and run the command again" in result.output
+    assert not out.exists()

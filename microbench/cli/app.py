@@ -114,11 +114,23 @@ def sweep(ctx, **options) -> None:
     from microbench.cli.render import print_sweep_summary
     from microbench.sweep.loop import sweep_job
 
-    with writing_to(config.resume or config.output):
+    with writing_to(config.resume or config.output, kept_on_full_disk=_points_saved):
         done = _measure(ctx, sweep_job, config, "everything measured is saved in {output}", resumable=True)
     print_sweep_summary(done.result, done.output)
     if done.report_folder is not None:
         click.echo(f"report: {done.report_folder / 'report.html'}")
+
+
+def _points_saved(result_file: Path) -> str:
+    """What a sweep stopped by a full disk kept: the points its result and journal hold (``ResultWriter``
+    names the result in the error), and how to continue once space is freed."""
+    from roofline.result.io import load_result
+
+    try:
+        points = len(load_result(result_file).points)
+    except ResultError:
+        return f"nothing was saved in {result_file}; free space and run the sweep again"
+    return f"{points} point(s) are saved in {result_file}; free space and run gpubench sweep --resume {result_file}"
 
 
 def _sweep_all(ctx, config) -> None:

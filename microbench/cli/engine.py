@@ -51,7 +51,7 @@ def measure_profile_command(config) -> None:
 
     output = config.output
     try:
-        with bad_input(), writing_to(output):
+        with bad_input(), writing_to(output, kept_on_full_disk=lambda failed: _profile_saved(output)):
             _set_threads(config.threads)
             with terminal_observer() as observer:
                 run = prepare_profile(config.plan(), output, observer, argv=tuple(sys.argv), resume=config.resume)
@@ -62,6 +62,15 @@ def measure_profile_command(config) -> None:
         stderr.print(f"resume with: gpubench profile --resume -o {output} (the plan is read from the partial file)")
         raise SystemExit(128 + exc.signum) from None
     click.echo(f"step profile of {profile.model['name']} ({profile.basis}, {profile.dtype}) saved to {output}")
+
+
+def _profile_saved(output) -> str:
+    from microbench.serving.profile_run import partial_path
+
+    partial = partial_path(Path(output))
+    if not partial.exists():
+        return f"nothing was measured into {partial}; free space and run the profile again"
+    return f"what was measured is saved in {partial}; free space and run gpubench profile --resume -o {output}"
 
 
 def _item_reporter(observer):

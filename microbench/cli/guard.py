@@ -15,22 +15,18 @@ and left empty (a refusal) is removed too, so a refused command leaves nothing b
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import shutil
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import click
 
-from microbench.cli.edges import BadInput
-
-# A full disk or an exhausted quota: nothing the user typed is wrong, but the run cannot go on writing.
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+from microbench.cli.edges import NO_SPACE, BadInput
 
 
 class Stopped(BaseException):
@@ -54,7 +50,7 @@ def _holder(path: Path) -> str:
     except OSError:
         text = ""
     pid, _, command = text.partition(" ")
-    return f"pid {pid}: {command}" if pid.isdigit() else "its pid not yet written"
+    return f"pid {pid}: {command}" if pid.isdigit() else "its pid not recorded"
 
 
 def _take_lock(output: Path) -> int | None:
@@ -83,8 +79,9 @@ def _take_lock(output: Path) -> int | None:
         if current:
             break
         os.close(handle)
-    os.ftruncate(handle, 0)
-    os.write(handle, f"{os.getpid()} gpubench {' '.join(sys.argv[1:])}\n".encode())
+    with contextlib.suppress(OSError):  # who holds it, for the refusal; the lock excludes without it (a full disk)
+        os.ftruncate(handle, 0)
+        os.write(handle, f"{os.getpid()} gpubench {' '.join(sys.argv[1:])}\n".encode())
     return handle
 
 
@@ -138,6 +135,28 @@ def _remove_unfinished(new_folders: list[Path], unfinished: Sequence[Path]) -> s
     return "removed the unfinished " + ", ".join(map(str, named)) + "; nothing was kept"
 
 
+def _filesystem_of(path: Path) -> Path:
+    """The mount point of the filesystem ``path`` is (or would be) on: what the user frees space on."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    device = path.stat().st_dev
+    while path != path.parent and path.parent.stat().st_dev == device:
+        path = path.parent
+    return path
+
+
+def _no_space_line(exc: OSError, where: Path, new_folders: list[Path], kept: Callable[[Path], str] | None) -> str:
+    """One line for a full disk: which filesystem, what is saved, and what to run once space is freed."""
+    failed = Path(exc.filename) if isinstance(exc.filename, str) else where
+    head = f"no space left on the filesystem at {_filesystem_of(failed)}"
+    if kept is not None:
+        return f"{head}: {kept(failed)}"
+    removed = _remove_unfinished(new_folders, ())
+    removed = "" if removed == "nothing was written" else f" ({removed})"
+    return f"{head}: {where} was not written{removed}; free space and run the command again"
+
+
 def _remove_empty(folders: list[Path]) -> None:
     for folder in folders:
         with contextlib.suppress(OSError):
@@ -145,11 +164,13 @@ def _remove_empty(folders: list[Path]) -> None:
 
 
 @contextlib.contextmanager
-def writing_to(*outputs: Path | None, folder: Path | None = None, unfinished: Sequence[Path] = ()) -> Iterator[None]:
+def writing_to(*outputs: Path | None, folder: Path | None = None, unfinished: Sequence[Path] = (),
+               kept_on_full_disk: Callable[[Path], str] | None = None) -> Iterator[None]:
     """Hold ``outputs`` (files; None ones are skipped) and the output ``folder`` for the run: locked against
     other runs; on SIGINT/SIGTERM ``folder``, when this run created it, is removed with the ``unfinished``
-    files (exit 128 + signal).  A full disk is one line, exit 2.  Folders created and left empty are removed
-    on any exit."""
+    files (exit 128 + signal).  A full disk (or quota) is one line, exit 2: ``kept_on_full_disk(file that
+    failed)`` says what is saved and how to continue; without it the run's new folder is removed and the line
+    says to run again.  Folders created and left empty are removed on any exit."""
     given = [Path(output) for output in (*outputs, folder) if output is not None]
     created = [made for output in given for made in _missing_folders(output)]
     new_folders = [Path(folder)] if folder is not None and Path(folder) in created else []
@@ -168,9 +189,8 @@ def writing_to(*outputs: Path | None, folder: Path | None = None, unfinished: Se
     except OSError as exc:
         if exc.errno not in NO_SPACE:
             raise
-        where = exc.filename or (given[0] if given else "the output")
-        raise BadInput(f"no space left on the device holding {where}: free space and run the command again"
-                       ) from None
+        where = given[0] if given else Path(exc.filename if isinstance(exc.filename, str) else ".")
+        raise BadInput(_no_space_line(exc, where, new_folders, kept_on_full_disk)) from None
     finally:
         for output, handle in locks:
             _release_lock(output, handle)

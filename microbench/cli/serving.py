@@ -161,7 +161,8 @@ def run_simulate(config) -> None:
         step_profile = load_profile(config.profile_file) if config.profile_file else build_analytic_profile(config)
         folder = config.out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
                                                       f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
-        with writing_to(folder=None if config.out_dir else folder):
+        # The default folder is named only now, from the profile: held from here (a given -o is held already).
+        with writing_to(folder=folder) if config.out_dir is None else contextlib.nullcontext():
             _simulate_into(config, step_profile, folder)
 
 
