@@ -264,3 +264,17 @@ def test_a_full_disk_is_one_line_for_every_command(tmp_path, monkeypatch, comman
     assert "gpubench: error: no space left on the filesystem at " in result.output, result.output
     assert f"{out} was not written" in result.output and "free space and run the command again" in result.output
     assert not out.exists()
+
+
+def test_simulate_removes_the_report_of_an_earlier_run_it_does_not_rewrite(tmp_path):
+    """Issue 23.7: --no-report over an old folder left the old report.md beside the new simulation.json."""
+    out = tmp_path / "sim"
+    first = CliRunner().invoke(main, [*SIMULATE[:-1], "--requests", "5", "-o", str(out)])
+    assert first.exit_code == 0, first.output
+    old = {p.name for p in out.iterdir()}
+    assert {"report.md", "report.html"} <= old and any(name.endswith(".png") for name in old)
+    (out / "notes.png").write_bytes(b"mine")  # not the report's: report.md does not show it
+    again = CliRunner().invoke(main, [*SIMULATE, "--requests", "5", "-o", str(out)])
+    assert again.exit_code == 0, again.output
+    assert sorted(p.name for p in out.iterdir()) == ["notes.png", "requests.csv", "simulation.json"]
+    assert f"removed the earlier report in {out} that this run did not rewrite: " in again.output

@@ -128,6 +128,16 @@ def _output_folder(folder: Path):
         raise
 
 
+def _remove_stale_page(folder: Path, stale: set[str]) -> None:
+    """An earlier run's report files this run did not write again: left, they would describe another
+    simulation beside this one's simulation.json (``--no-report`` over an old folder)."""
+    for name in sorted(stale):
+        (folder / name).unlink(missing_ok=True)
+    if stale:
+        click.echo(f"removed the earlier report in {folder} that this run did not rewrite: {', '.join(sorted(stale))}",
+                   err=True)
+
+
 def _print_table(document: dict[str, Any]) -> None:
     from roofline.serving.report import summary_table, verdict_lines
 
@@ -167,6 +177,7 @@ def run_simulate(config) -> None:
 
 
 def _simulate_into(config, step_profile, folder: Path) -> None:
+    from roofline.report.page import page_files
     from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
 
     profile_file, mem_fraction, seed = config.profile_file, config.mem_fraction, config.seed
@@ -186,6 +197,7 @@ def _simulate_into(config, step_profile, folder: Path) -> None:
     else:
         _print_table(document)
     runs = [e["run"] for e in entries]
+    earlier_page = page_files(folder)
     with bad_input():
         save_simulation(document, folder / "simulation.json")
         write_requests_csv(runs, folder / "requests.csv")
@@ -193,5 +205,6 @@ def _simulate_into(config, step_profile, folder: Path) -> None:
             from roofline.serving.report import write_report
 
             write_report(document, runs, folder)
+    _remove_stale_page(folder, earlier_page - page_files(folder) if not config.no_report else earlier_page)
     click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if config.no_report else " and the report"),
                err=config.as_json)
