@@ -278,3 +278,27 @@ def test_simulate_removes_the_report_of_an_earlier_run_it_does_not_rewrite(tmp_p
     assert again.exit_code == 0, again.output
     assert sorted(p.name for p in out.iterdir()) == ["notes.png", "requests.csv", "simulation.json"]
     assert f"removed the earlier report in {out} that this run did not rewrite: " in again.output
+
+
+def test_sigterm_to_a_fleet_sweep_reaches_its_children_and_keeps_what_they_saved(tmp_path):
+    """--device all: a SIGTERM sent to the parent alone is passed on to each child, which saves what it
+    measured; the parent waits for them, says where, and exits 143 without removing anything."""
+    from roofline.result.io import load_result
+
+    out = tmp_path / "fleet"
+    process = _start(["sweep", "--device", "all", "--quick", "--no-ceilings", "-o", str(out)], tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("*.json.journal")):
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "the child never started saving"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err
+    assert f"interrupted by SIGTERM; each device's sweep saved what it measured in {out}" in err, err
+    (result,) = out.glob("*.json")
+    assert not list(out.glob("*.journal")) and load_result(result).points  # the child folded and ended

@@ -1,7 +1,8 @@
 """The ``gpubench`` command.  Thin: parse, call a library function, print.
 
 Commands that only read results never import torch; measuring commands import it when they run.
-Exit codes: 0 ok, 1 a requested gate failed, 2 bad usage or bad input.
+Exit codes: 0 ok, 1 a requested gate failed, 2 bad usage or bad input (an output another run holds, a full
+disk), 128 + the signal's number when SIGINT or SIGTERM stops a run (``microbench.cli.guard``).
 """
 
 from __future__ import annotations
@@ -137,7 +138,9 @@ def _sweep_all(ctx, config) -> None:
     from microbench.sweep.multi import run_all
     from roofline.compare.comparison import collect, compare_results, fleet
 
-    with bad_input(), writing_to(folder=config.output):
+    kept = (f"each device's sweep saved what it measured in {config.output or 'results'} "
+            "(gpubench sweep --resume FILE continues one)")
+    with bad_input(), writing_to(config.output, kept_on_signal=kept):
         folder, written, failures = run_all(config, lambda m: click.echo(m, err=True))
     for line in failures:
         click.echo(f"gpubench: failed: {line}", err=True)

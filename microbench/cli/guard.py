@@ -165,12 +165,14 @@ def _remove_empty(folders: list[Path]) -> None:
 
 @contextlib.contextmanager
 def writing_to(*outputs: Path | None, folder: Path | None = None, unfinished: Sequence[Path] = (),
-               kept_on_full_disk: Callable[[Path], str] | None = None) -> Iterator[None]:
+               kept_on_full_disk: Callable[[Path], str] | None = None,
+               kept_on_signal: str | None = None) -> Iterator[None]:
     """Hold ``outputs`` (files; None ones are skipped) and the output ``folder`` for the run: locked against
     other runs; on SIGINT/SIGTERM ``folder``, when this run created it, is removed with the ``unfinished``
     files (exit 128 + signal).  A full disk (or quota) is one line, exit 2: ``kept_on_full_disk(file that
     failed)`` says what is saved and how to continue; without it the run's new folder is removed and the line
-    says to run again.  Folders created and left empty are removed on any exit."""
+    says to run again.  ``kept_on_signal``: what a run that saves as it goes kept (nothing is then removed).
+    Folders created and left empty are removed on any exit."""
     given = [Path(output) for output in (*outputs, folder) if output is not None]
     created = [made for output in given for made in _missing_folders(output)]
     new_folders = [Path(folder)] if folder is not None and Path(folder) in created else []
@@ -183,7 +185,7 @@ def writing_to(*outputs: Path | None, folder: Path | None = None, unfinished: Se
         with _stop_on_signals():
             yield
     except Stopped as stop:
-        what = _remove_unfinished(new_folders, unfinished)
+        what = kept_on_signal or _remove_unfinished(new_folders, unfinished)
         click.echo(f"gpubench: interrupted by {signal.Signals(stop.signum).name}; {what}", err=True)
         raise SystemExit(128 + stop.signum) from None
     except OSError as exc:
