@@ -302,3 +302,21 @@ def test_sigterm_to_a_fleet_sweep_reaches_its_children_and_keeps_what_they_saved
     assert f"interrupted by SIGTERM; each device's sweep saved what it measured in {out}" in err, err
     (result,) = out.glob("*.json")
     assert not list(out.glob("*.journal")) and load_result(result).points  # the child folded and ended
+
+
+def test_a_read_only_command_ends_on_a_signal_with_its_code_too(tmp_path):
+    """Not click's 'Aborted!' and exit 1: fit, interrupted while it reads (the handler is checked directly)."""
+    import microbench.cli.app as app
+
+    def slow_fit(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler raises before this ends
+
+    from roofline.analysis import series
+
+    result_file = ROOT / "results" / "cpu-amd-epyc-2core-20261202.json"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(series, "analyse", slow_fit)
+        run = CliRunner().invoke(app.main, ["fit", str(result_file)])
+    assert run.exit_code == 130, run.output
+    assert "gpubench: interrupted by SIGINT; nothing was written" in run.output

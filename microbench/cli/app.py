@@ -65,7 +65,16 @@ def _config(ctx: click.Context, options: dict, **fixed):
         return SweepConfig.from_options(options, given(ctx), argv=tuple(sys.argv), **fixed)
 
 
-@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class GuardedGroup(OneLineGroup):
+    """Every command under ``writing_to``: the read-only ones too end on SIGINT/SIGTERM with 130/143 and one
+    line, not click's 'Aborted!' and 1 (a writing command's own ``writing_to`` and handlers answer first)."""
+
+    def invoke(self, ctx):
+        with writing_to():
+            return super().invoke(ctx)
+
+
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gpubench-roofline", prog_name="gpubench")
 def main() -> None:
     """Measure where LLM decode (GEMV -> batched GEMM) stops being memory-bound on this machine."""

@@ -146,15 +146,17 @@ def _filesystem_of(path: Path) -> Path:
     return path
 
 
-def _no_space_line(exc: OSError, where: Path, new_folders: list[Path], kept: Callable[[Path], str] | None) -> str:
+def _no_space_line(exc: OSError, given: list[Path], new_folders: list[Path],
+                   kept: Callable[[Path], str] | None) -> str:
     """One line for a full disk: which filesystem, what is saved, and what to run once space is freed."""
-    failed = Path(exc.filename) if isinstance(exc.filename, str) else where
+    failed = Path(exc.filename) if isinstance(exc.filename, str) else (given[0] if given else Path("."))
     head = f"no space left on the filesystem at {_filesystem_of(failed)}"
     if kept is not None:
         return f"{head}: {kept(failed)}"
     removed = _remove_unfinished(new_folders, ())
     removed = "" if removed == "nothing was written" else f" ({removed})"
-    return f"{head}: {where} was not written{removed}; free space and run the command again"
+    what = given[0] if given else "the output"
+    return f"{head}: {what} was not written{removed}; free space and run the command again"
 
 
 def _remove_empty(folders: list[Path]) -> None:
@@ -191,8 +193,7 @@ def writing_to(*outputs: Path | None, folder: Path | None = None, unfinished: Se
     except OSError as exc:
         if exc.errno not in NO_SPACE:
             raise
-        where = given[0] if given else Path(exc.filename if isinstance(exc.filename, str) else ".")
-        raise BadInput(_no_space_line(exc, where, new_folders, kept_on_full_disk)) from None
+        raise BadInput(_no_space_line(exc, given, new_folders, kept_on_full_disk)) from None
     finally:
         for output, handle in locks:
             _release_lock(output, handle)
