@@ -214,7 +214,7 @@ def test_simulate_on_a_full_disk_is_one_line_and_leaves_no_folder(full_disk):
     assert sorted(p.name for p in disk.iterdir()) == ["filler"]
 
 
-def _no_space(path="x"):
+def _no_space():
     import errno
 
     return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
