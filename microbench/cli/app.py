@@ -1,7 +1,8 @@
 """The ``gpubench`` command.  Thin: parse, call a library function, print.
 
 Commands that only read results never import torch; measuring commands import it when they run.
-Exit codes: 0 ok, 1 a requested gate failed, 2 bad usage or bad input.
+Exit codes: 0 ok, 1 a requested gate failed, 2 bad usage or bad input (an output another run holds, a full
+disk), 128 + the signal's number when SIGINT or SIGTERM stops a run (``microbench.cli.guard``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from microbench.cli.edges import (
     refuse_what_cannot_run,
     write_outputs,
 )
+from microbench.cli.guard import writing_to
 from microbench.decode.config import FLAGS as DECODE_FLAGS
 from microbench.sweep.config import FLAGS, L2_POLICIES, TIMERS
 from roofline.compare.config import FLAGS as COMPARE_FLAGS
@@ -63,7 +65,16 @@ def _config(ctx: click.Context, options: dict, **fixed):
         return SweepConfig.from_options(options, given(ctx), argv=tuple(sys.argv), **fixed)
 
 
-@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class GuardedGroup(OneLineGroup):
+    """Every command under ``writing_to``: the read-only ones too end on SIGINT/SIGTERM with 130/143 and one
+    line, not click's 'Aborted!' and 1 (a writing command's own ``writing_to`` and handlers answer first)."""
+
+    def invoke(self, ctx):
+        with writing_to():
+            return super().invoke(ctx)
+
+
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gpubench-roofline", prog_name="gpubench")
 def main() -> None:
     """Measure where LLM decode (GEMV -> batched GEMM) stops being memory-bound on this machine."""
@@ -113,17 +124,32 @@ def sweep(ctx, **options) -> None:
     from microbench.cli.render import print_sweep_summary
     from microbench.sweep.loop import sweep_job
 
-    done = _measure(ctx, sweep_job, config, "everything measured is saved in {output}", resumable=True)
+    with writing_to(config.resume or config.output, kept_on_full_disk=_points_saved):
+        done = _measure(ctx, sweep_job, config, "everything measured is saved in {output}", resumable=True)
     print_sweep_summary(done.result, done.output)
     if done.report_folder is not None:
         click.echo(f"report: {done.report_folder / 'report.html'}")
+
+
+def _points_saved(result_file: Path) -> str:
+    """What a sweep stopped by a full disk kept: the points its result and journal hold (``ResultWriter``
+    names the result in the error), and how to continue once space is freed."""
+    from roofline.result.io import load_result
+
+    try:
+        points = len(load_result(result_file).points)
+    except ResultError:
+        return f"nothing was saved in {result_file}; free space and run the sweep again"
+    return f"{points} point(s) are saved in {result_file}; free space and run gpubench sweep --resume {result_file}"
 
 
 def _sweep_all(ctx, config) -> None:
     from microbench.sweep.multi import run_all
     from roofline.compare.comparison import collect, compare_results, fleet
 
-    with bad_input():
+    kept = (f"each device's sweep saved what it measured in {config.output or 'results'} "
+            "(gpubench sweep --resume FILE continues one)")
+    with bad_input(), writing_to(config.output, kept_on_signal=kept):
         folder, written, failures = run_all(config, lambda m: click.echo(m, err=True))
     for line in failures:
         click.echo(f"gpubench: failed: {line}", err=True)
@@ -152,7 +178,8 @@ def ceilings(ctx, **options) -> None:
     from microbench.cli.render import print_ceilings
     from microbench.sweep.loop import ceilings_job
 
-    result = _measure(ctx, ceilings_job, config, "the ceilings were abandoned")
+    with writing_to(config.output):
+        result = _measure(ctx, ceilings_job, config, "the ceilings were abandoned")
     print_ceilings(result.ceilings, result.device)
     if config.output is not None:
         click.echo(f"saved {config.output}")
@@ -191,7 +218,7 @@ def report(result_file, output) -> None:
 
     folder = output or default_report_dir(Path(result_file))
     try:
-        with bad_input():
+        with bad_input(), writing_to(folder=folder):
             result = load_result(result_file)
             check_output(folder, folder=True)
             write_report(result, folder)
@@ -212,10 +239,10 @@ def import_(csv_file, output, device_name, sku, device_kind, force) -> None:
     from roofline.result.importer import import_csv
     from roofline.result.io import check_output, save_result
 
-    with bad_input():
+    with bad_input(), writing_to(output):
         check_output(output, overwrite=force, resumable=False)
         result = import_csv(csv_file, device_name, sku, device_kind, argv=tuple(sys.argv))
-    save_result(result, output)
+        save_result(result, output)
     ok = sum(p.ok for p in result.points)
     click.echo(f"imported {ok} point(s) ({len(result.points) - ok} without valid samples) "
                f"for {device_name} ({result.device['sku'] or 'no SKU'}) into {output}")
@@ -236,10 +263,14 @@ def decode(ctx, **options) -> None:
 
 
 def run_decode_command(config) -> None:
+    with writing_to(folder=config.output):
+        _decode_into(config, config.output)
+
+
+def _decode_into(config, output: Path | None) -> None:
     from microbench.cli.render import print_decode, terminal_observer
     from microbench.decode.job import run_decode
 
-    output = config.output
     with bad_input():
         if output is not None:
             check_output(output, folder=True)
@@ -269,6 +300,11 @@ def compare(ctx, **options) -> None:
 
 
 def run_compare(config) -> None:
+    with writing_to(folder=config.output):
+        _compare_into(config)
+
+
+def _compare_into(config) -> None:
     from roofline.compare.comparison import collect, compare_results, fleet
     from roofline.compare.view import markdown, overlay_figures
 

@@ -6,12 +6,17 @@ output folders, and the one-line error they all raise.  Kept apart so the comman
 from __future__ import annotations
 
 import contextlib
+import errno
 from pathlib import Path
 
 import click
 
 from roofline.core.options import Option, number_refusal
 from roofline.result.io import ResultError
+
+# A full disk or an exhausted quota: nothing the user typed is wrong, but the run cannot go on writing.  Left
+# to ``microbench.cli.guard.writing_to``, which says it the same way for every command.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 class BadInput(click.ClickException):
@@ -130,6 +135,8 @@ def write_outputs(folder: Path, files: dict) -> None:
     except ResultError as exc:
         raise BadInput(str(exc)) from None
     except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise
         raise BadInput(f"{folder}: cannot write there ({exc.strerror or exc})") from None
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from microbench.cli.edges import bad_input, declare, given
+from microbench.cli.guard import writing_to
 from microbench.serving.profile_config import FLAGS as PROFILE_FLAGS
 from microbench.serving.validate_options import FLAGS as VALIDATE_FLAGS
 
@@ -50,7 +51,7 @@ def measure_profile_command(config) -> None:
 
     output = config.output
     try:
-        with bad_input():
+        with bad_input(), writing_to(output, kept_on_full_disk=lambda failed: _profile_saved(output)):
             _set_threads(config.threads)
             with terminal_observer() as observer:
                 run = prepare_profile(config.plan(), output, observer, argv=tuple(sys.argv), resume=config.resume)
@@ -61,6 +62,15 @@ def measure_profile_command(config) -> None:
         stderr.print(f"resume with: gpubench profile --resume -o {output} (the plan is read from the partial file)")
         raise SystemExit(128 + exc.signum) from None
     click.echo(f"step profile of {profile.model['name']} ({profile.basis}, {profile.dtype}) saved to {output}")
+
+
+def _profile_saved(output) -> str:
+    from microbench.serving.profile_run import partial_path
+
+    partial = partial_path(Path(output))
+    if not partial.exists():
+        return f"nothing was measured into {partial}; free space and run the profile again"
+    return f"what was measured is saved in {partial}; free space and run gpubench profile --resume -o {output}"
 
 
 def _item_reporter(observer):
@@ -106,7 +116,9 @@ def run_validate_command(config) -> None:
     from roofline.serving.profile_doc import save_profile
 
     out_dir = config.out_dir
-    with bad_input():
+    # A signal mid-run leaves no profile worth resuming: the passes' times live in memory until the end.
+    unfinished = [out_dir / "profile.json.partial", out_dir / "profile.json.partial.journal"]
+    with bad_input(), writing_to(folder=out_dir, unfinished=unfinished):
         with terminal_observer() as observer:
             observer.on_phase = lambda message: stderr.print(message)
             document = run_validate(config, out_dir, observer, _item_reporter(observer), argv=tuple(sys.argv))

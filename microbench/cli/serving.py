@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from microbench.cli.edges import bad_input, declare, given
+from microbench.cli.guard import writing_to
 from roofline.serving.simulate_config import FLAGS, MODEL_FLAGS
 
 
@@ -54,7 +55,7 @@ def write_analytic_profile(config) -> None:
     """``gpubench profile --analytic``: the analytic step profile of a ``ProfileConfig``, saved to ``-o``."""
     from roofline.serving.profile_doc import check_profile_output, save_profile
 
-    with bad_input():
+    with bad_input(), writing_to(config.output):
         check_profile_output(config.output)
         document = build_analytic_profile(config)
         save_profile(document, config.output)
@@ -127,6 +128,16 @@ def _output_folder(folder: Path):
         raise
 
 
+def _remove_stale_page(folder: Path, stale: set[str]) -> None:
+    """An earlier run's report files this run did not write again: left, they would describe another
+    simulation beside this one's simulation.json (``--no-report`` over an old folder)."""
+    for name in sorted(stale):
+        (folder / name).unlink(missing_ok=True)
+    if stale:
+        click.echo(f"removed the earlier report in {folder} that this run did not rewrite: {', '.join(sorted(stale))}",
+                   err=True)
+
+
 def _print_table(document: dict[str, Any]) -> None:
     """The policies' table in plain columns, split into parts that each fit the terminal (the policy again in
     each), then the verdict."""
@@ -158,20 +169,29 @@ def simulate(ctx, **options) -> None:
 
 
 def run_simulate(config) -> None:
-    """Simulate a checked config, print the table (or JSON), and write the folder."""
-    from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
+    """Simulate a checked config, print the table (or JSON), and write the folder (held by ``writing_to``)."""
     from roofline.serving.profile_doc import load_profile
     from roofline.serving.workload import check_fits_in_memory
 
+    with bad_input(), writing_to(folder=config.out_dir):
+        step_profile = load_profile(config.profile_file) if config.profile_file else build_analytic_profile(config)
+        folder = config.out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
+                                                      f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
+        # The default folder is named only now, from the profile: held from here (a given -o is held already).
+        with writing_to(folder=folder) if config.out_dir is None else contextlib.nullcontext():
+            _simulate_into(config, step_profile, folder)
+
+
+def _simulate_into(config, step_profile, folder: Path) -> None:
+    from roofline.report.page import page_files
+    from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
+
     profile_file, mem_fraction, seed = config.profile_file, config.mem_fraction, config.seed
     with bad_input():
-        step_profile = load_profile(profile_file) if profile_file else build_analytic_profile(config)
         requests, workload = _load_workload(config.trace, config.requests, config.arrivals, config.prompt,
                                             config.output_lengths, seed)
         check_fits_in_memory(requests, len(config.policy_list))
         overhead = _overhead(step_profile, config.overhead_given)
-        folder = config.out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
-                                                      f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
         with _output_folder(folder):
             entries = run_policies(step_profile, requests, config.policy_list, overhead, mem_fraction, config.slo,
                                    list(config.rates), seed)
@@ -184,6 +204,7 @@ def run_simulate(config) -> None:
     else:
         _print_table(document)
     runs = [e["run"] for e in entries]
+    earlier_page = page_files(folder)
     with bad_input():
         save_simulation(document, folder / "simulation.json")
         write_requests_csv(runs, folder / "requests.csv")
@@ -191,5 +212,6 @@ def run_simulate(config) -> None:
             from roofline.serving.report import write_report
 
             write_report(document, runs, folder)
+    _remove_stale_page(folder, earlier_page - page_files(folder) if not config.no_report else earlier_page)
     click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if config.no_report else " and the report"),
                err=config.as_json)

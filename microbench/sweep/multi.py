@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,17 @@ def child_commands(config: SweepConfig, folder: Path) -> list[tuple[str, list[st
     return commands
 
 
+def _stop_children(running, signum: int | None) -> None:
+    """Pass a SIGTERM sent to this process on to each child still measuring (Ctrl-C reaches the whole process
+    group already: a second signal would abandon a child's point in flight), and wait for each to save."""
+    for _, process, _, _ in running:
+        if signum == signal.SIGTERM and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for _, process, _, log in running:
+        process.wait()
+        log.close()
+
+
 def run_all(config: SweepConfig, notice) -> tuple[Path, list[Path], list[str]]:
     """Run the sweeps into ``config.output`` (a folder; ``results`` by default); return the folder, the
     results written and one line per failed device."""
@@ -52,8 +64,12 @@ def run_all(config: SweepConfig, notice) -> tuple[Path, list[Path], list[str]]:
         running.append((device, process, output, log))
         if config.serial:
             process.wait()
-    for device, process, output, log in running:
-        code = process.wait()
+    try:
+        codes = [process.wait() for _, process, _, _ in running]
+    except BaseException as stop:  # a signal the CLI turns into an exception: the children save, then we end
+        _stop_children(running, getattr(stop, "signum", None))
+        raise
+    for (device, _, output, log), code in zip(running, codes, strict=True):
         log.close()
         if code == 0 and output.exists():
             written.append(output)

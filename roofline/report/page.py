@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,3 +114,21 @@ def write_page(folder: Path, title: str, css: str, blocks: list[Block], images: 
         write_output_file(folder / f"{name}.png", data)
     write_output_file(folder / "report.md", markdown(title, blocks, images))
     write_output_file(folder / "report.html", html_page(title, css, blocks, images))
+
+
+# An image report.md shows from its own folder: a bare file name, never a path out of the folder.
+_IMAGE_REFERENCE = re.compile(r"!\[[^\]]*\]\(([^)/\\]+\.png)\)")
+
+
+def page_files(folder: Path) -> set[str]:
+    """The files of the page in ``folder`` as written there: report.md, report.html and the PNGs report.md
+    shows.  What a later run compares with what it writes, to remove an earlier page's leftovers."""
+    markdown_file = folder / "report.md"
+    if not markdown_file.is_file() or markdown_file.is_symlink():
+        return set()
+    try:
+        text = markdown_file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    names = {"report.md"} | {name for name in _IMAGE_REFERENCE.findall(text) if (folder / name).is_file()}
+    return names | ({"report.html"} if (folder / "report.html").is_file() else set())

@@ -17,6 +17,7 @@ document and is ignored.  A torn last line (killed mid-write) is the point in fl
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -90,13 +91,23 @@ class ResultWriter:
     def started(self) -> bool:
         return self.journal.started
 
+    @contextlib.contextmanager
+    def _naming_the_result(self):
+        """An OS error while saving (a full disk) names the result, not the temp file or journal that failed:
+        the result is what the user resumes."""
+        try:
+            yield
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
+
     def start(self, result: Result) -> None:
         """Write the whole document (for a resumed file: everything it held, folded) and an empty journal."""
         check_journal(self.path)
         data = result_to_json(result).encode("utf-8")
-        _atomic_write(self.path, data)
-        self.on_write(self.path, len(data))
-        self.journal.start(data)
+        with self._naming_the_result():
+            _atomic_write(self.path, data)
+            self.on_write(self.path, len(data))
+            self.journal.start(data)
         self._head, timeline = _split(result.telemetry.to_dict())
         self._rows = len(timeline)
 
@@ -110,7 +121,8 @@ class ResultWriter:
             entries.append({"point": point.to_dict()})
         if telemetry is not None:
             entries += self._telemetry_entries(telemetry)
-        self.journal.append(entries)
+        with self._naming_the_result():
+            self.journal.append(entries)
 
     def _telemetry_entries(self, telemetry: Telemetry | dict[str, Any]) -> list[dict[str, Any]]:
         head, timeline = _split(telemetry.to_dict() if isinstance(telemetry, Telemetry) else telemetry)
@@ -125,7 +137,8 @@ class ResultWriter:
 
     def finish(self, result: Result) -> None:
         """Fold: write the whole document once, atomically, then remove the journal."""
-        save_result(result, self.path)
+        with self._naming_the_result():
+            save_result(result, self.path)
         self.on_write(self.path, self.path.stat().st_size)
         self.journal.remove()
 
