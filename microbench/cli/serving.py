@@ -171,7 +171,6 @@ def simulate(ctx, **options) -> None:
 def run_simulate(config) -> None:
     """Simulate a checked config, print the table (or JSON), and write the folder (held by ``writing_to``)."""
     from roofline.serving.profile_doc import load_profile
-    from roofline.serving.workload import check_fits_in_memory
 
     with bad_input(), writing_to(folder=config.out_dir):
         step_profile = load_profile(config.profile_file) if config.profile_file else build_analytic_profile(config)
@@ -185,6 +184,7 @@ def run_simulate(config) -> None:
 def _simulate_into(config, step_profile, folder: Path) -> None:
     from roofline.report.page import page_files
     from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
+    from roofline.serving.workload import check_fits_in_memory
 
     profile_file, mem_fraction, seed = config.profile_file, config.mem_fraction, config.seed
     with bad_input():
