@@ -136,9 +136,9 @@ def test_a_real_all_reduce_between_two_gloo_processes_on_the_cpu():
 
     tokens = (1, 64, 4096)
     timing = measure_all_reduce(2, hidden=256, tokens=tokens, dtype="bf16", device="cpu", repeats=5)
-    assert timing.tokens == tokens and all(t > 0 for t in timing.time_s)
-    # 2 MB against 32 kB: the large end grows with the bytes, whatever the shared machine's noise.
-    assert timing.time_s[-1] > timing.time_s[-2]
+    assert timing.tokens == tokens and all(0 < t < 10 for t in timing.time_s)
+    # How the time grows with the bytes is a timing property of a shared 2-core machine (two gloo processes and
+    # pytest on two cores: once 3.9 ms at 32 kB against 3.3 ms at 2 MB), not asserted here.
     table = timing.comm_table()
     assert isinstance(table, CommTable) and table.measured and "gloo, 2 local processes" in table.source
     profile = dataclasses.replace(_profile(2), comm=table)
