@@ -27,6 +27,7 @@ from pathlib import Path
 import click
 
 from microbench.cli.edges import NO_SPACE, BadInput
+from microbench.timing.interrupt import signal_handlers
 
 
 class Stopped(BaseException):
@@ -111,12 +112,8 @@ def _stop_on_signals() -> Iterator[None]:
     def handler(signum, frame):
         raise Stopped(signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with signal_handlers(handler):
         yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _remove_unfinished(new_folders: list[Path], unfinished: Sequence[Path]) -> str:

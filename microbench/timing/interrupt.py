@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 
 class Abandon(BaseException):
@@ -16,6 +16,17 @@ class Abandon(BaseException):
     def __init__(self, signum: int):
         super().__init__(f"abandoned by signal {signum}")
         self.signum = signum
+
+
+@contextlib.contextmanager
+def signal_handlers(handler: Callable) -> Iterator[None]:
+    """``handler`` for SIGINT and SIGTERM while inside (main thread only); the previous handlers restored after."""
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @contextlib.contextmanager
@@ -33,9 +44,5 @@ def stop_on_signals(stop: threading.Event, notice: Callable[[str], None]):
         notice(f"{signal.Signals(signum).name}: finishing the point in flight, then saving "
                "(send it again to abandon the point)")
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with signal_handlers(handler):
         yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
