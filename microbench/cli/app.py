@@ -89,8 +89,8 @@ def main() -> None:
 @_option("shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable)")
 @_option("batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
 @_option("budget_s", default=None, metavar="SECONDS", help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
-@_option("target_rel_ci", default="0.01", show_default=True, metavar="FRACTION",
-         help="stop when the 95% CI of the median is within this fraction")
+@_option("target_rel_ci", default=None, metavar="FRACTION",
+         help="stop when the 95% CI of the median is within this fraction [GPU 0.01, CPU 0.05]")
 @_option("seed", type=int, default=0, show_default=True)
 @_option("output", type=click.Path(path_type=Path), default=None,
          help="result file [results/<sku or cpu>-<UTC time>.json]")

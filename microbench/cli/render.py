@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from microbench.timing.observer import SweepObserver
-from roofline.analysis.reference import marked_percent, reference_bandwidth, reference_peak
+from roofline.analysis.reference import marked_percent, reference_bandwidth, result_peak
 from roofline.analysis.summary import over_ceiling_lines, summarize_series
 from roofline.core.counting import compute_dtype, is_weight_only
 from roofline.core.units import interval_digits, percent, seconds, si, significant
@@ -144,7 +144,7 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
     for dtype in sorted({row.dtype for row in rows}):
         by_compute.setdefault(compute_dtype(dtype), []).append(dtype)
     for computes_in, dtypes in by_compute.items():  # a weight-only format's peak is its compute dtype's
-        peak = reference_peak(result.ceilings, computes_in)
+        peak = result_peak(result, computes_in)
         if peak:
             stdout.print(escape(f"% meas peak ({', '.join(dtypes)}) is of {peak.label}"))
     for line in over_ceiling_lines(result, rows):

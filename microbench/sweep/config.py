@@ -64,7 +64,7 @@ class SweepConfig:
     shapes: tuple[tuple[int, int], ...] | None = None
     batches: tuple[int, ...] | None = None
     budget_s: float | None = None  # None: the device's default (plan.defaults_for)
-    target_rel_ci: float = 0.01
+    target_rel_ci: float | None = None  # None: the device's default (plan.defaults_for: GPU 1%, CPU 5%)
     seed: int = 0
     quick: bool = False
     timer: str = "graph"  # graph | eager (GPU); the CPU always uses perf_counter
@@ -107,7 +107,8 @@ class SweepConfig:
             raise ConfigError(str(exc)) from None
         if self.budget_s is not None:
             _check_number(self.budget_s, "budget_s", low=0)
-        _check_number(self.target_rel_ci, "target_rel_ci", low=0, high=1, why="between 0 and 1 (0.01 is 1%)")
+        if self.target_rel_ci is not None:
+            _check_number(self.target_rel_ci, "target_rel_ci", low=0, high=1, why="between 0 and 1 (0.01 is 1%)")
         _check_number(self.telemetry_interval_s, "telemetry_interval_s", low=0)
         if self.max_memory_bytes is not None and self.max_memory_bytes <= 0:
             raise ConfigError("--max-memory must be a positive number of bytes")

@@ -8,24 +8,31 @@ memcpy node that runs on a copy engine, not on the SMs: 2.7 TB/s on an H200 agai
 
 Compute: ``peak_flop_per_s`` is the sustained figure (what a long sweep can hold under the power cap);
 ``peak_flop_per_s_burst`` the short-burst one.  An old document has only ``peak_flop_per_s``: its regime
-is "not recorded (treated as sustained)".
+is "not recorded (treated as sustained)".  A sweep's own GEMM points can run faster than that figure (the
+shape search missed the fastest kernel for the sweep's shape; on a CPU, whose one regime is noisy, the short
+peak run was slowed; on a GPU, the points ran at a higher clock): a ceiling its own points exceed is no
+ceiling, so the compute reference is the best of both, the ceilings' figure and the sweep's fastest GEMM point
+of that dtype, and it says which (``basis``, and the point in ``regime``).
 
-A figure above its ceiling is possible (the ceiling kernel is not the best kernel, the clock was higher
-while the point ran): it is never hidden or clipped, it is printed with ``over_ceiling_note``.
+Any other figure above its ceiling (a GEMV above the reference bandwidth, a point of another result) is never
+hidden or clipped: it is printed with ``over_ceiling_note``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from roofline.core.counting import compute_dtype
 from roofline.core.units import si
+from roofline.result.document import Point, Result
 from roofline.result.sections import Ceilings, MeasuredCeilings, Peak, StreamKernel
 
 SUSTAINED = "sustained"
 NOT_RECORDED = "regime not recorded (treated as sustained)"
+CEILINGS = "ceilings"  # the compute reference is the ceilings' peak run
+OWN_POINT = "own point"  # ... is the sweep's own fastest GEMM point, faster than the ceilings' peak
 # A graph-captured copy_ is a memcpy node on a copy engine: not the SMs' bandwidth.
 COPY_ENGINE = ("torch.Tensor.copy_", "cuda-graph")
 CHOSEN_WHY = "best DRAM read or copy kernel measured here (graph memcpy nodes excluded: copy engine)"
@@ -56,6 +63,8 @@ class PeakReference:
     regime: str  # sustained | burst | regime not recorded (treated as sustained)
     burst_flop_per_s: float | None
     details: dict[str, Any] | None  # shape, clock, power of the regime's measurement when recorded
+    basis: str = CEILINGS  # CEILINGS | OWN_POINT
+    ceilings_flop_per_s: float | None = None  # the ceilings' own figure, whichever is the reference
 
     @property
     def label(self) -> str:
@@ -129,8 +138,10 @@ def reference_bandwidth(ceilings: Ceilings | dict[str, Any] | None) -> Bandwidth
     return reference_bandwidth_from_measured(Ceilings.from_dict(ceilings or {}).measured)
 
 
-def reference_peak(ceilings: Ceilings | dict[str, Any] | None, dtype: str) -> PeakReference | None:
-    """The compute ceiling a sweep is compared with: sustained when recorded (a sweep is long)."""
+def reference_peak(ceilings: Ceilings | dict[str, Any] | None, dtype: str,
+                   points: Iterable[Point] = ()) -> PeakReference | None:
+    """The compute ceiling a sweep is compared with: sustained when recorded (a sweep is long), raised to
+    the fastest of ``points`` (the sweep's own plain GEMMs of that dtype) where one beats it."""
     measured = Ceilings.from_dict(ceilings or {}).measured or MeasuredCeilings()
     dtype = compute_dtype(dtype)  # a weight-only format multiplies on its compute dtype's units
     value = (measured.peak_flop_per_s or {}).get(dtype)
@@ -142,8 +153,37 @@ def reference_peak(ceilings: Ceilings | dict[str, Any] | None, dtype: str) -> Pe
         burst = entry.burst.flop_per_s
     recorded = entry.sustained is not None or burst is not None
     details = entry.sustained.to_dict() if entry.sustained is not None else None
-    return PeakReference(float(value), SUSTAINED if recorded else NOT_RECORDED,
-                         float(burst) if burst else None, details)
+    regime = SUSTAINED if recorded else NOT_RECORDED
+    ceiling = PeakReference(float(value), regime, float(burst) if burst else None, details,
+                            CEILINGS, float(value))
+    fastest = _fastest_gemm(points, dtype)
+    if fastest is None or fastest[0] <= value:
+        return ceiling
+    flop_per_s, point = fastest
+    # Weight-only formats are left out: they multiply in this dtype but move other bytes, and a format
+    # faster than its compute dtype's own GEMM is a finding to flag, not a ceiling.
+    said = (f"the sweep's own fastest point, gemm {dtype} {point.n}x{point.k} B={point.batch}, above the "
+            f"ceilings' {si(float(value), 'FLOP/s')} {regime}")
+    return PeakReference(flop_per_s, said, ceiling.burst_flop_per_s,
+                         {"op": "gemm", "dtype": dtype, "n": point.n, "k": point.k, "batch": point.batch},
+                         OWN_POINT, float(value))
+
+
+def _fastest_gemm(points: Iterable[Point], dtype: str) -> tuple[float, Point] | None:
+    best: tuple[float, Point] | None = None
+    for point in points:
+        stats = point.stats
+        if point.op != "gemm" or point.dtype != dtype or not point.usable or stats is None or not stats.median_s:
+            continue
+        flop_per_s = point.flop / stats.median_s
+        if best is None or flop_per_s > best[0]:
+            best = (flop_per_s, point)
+    return best
+
+
+def result_peak(result: Result, dtype: str) -> PeakReference | None:
+    """``reference_peak`` of a result document: its ceilings and its own points."""
+    return reference_peak(result.ceilings, dtype, result.points)
 
 
 def percent_of(value: float | None, reference: float | None) -> float | None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from roofline.analysis import fit
 from roofline.analysis.formats import format_comparisons
-from roofline.analysis.reference import reference_bandwidth, reference_peak
+from roofline.analysis.reference import reference_bandwidth, result_peak
 from roofline.analysis.series_fit import SeriesFit
 from roofline.analysis.summary import group_series, spec_bandwidth, spec_peak
 from roofline.analysis.trust import trust_lines
@@ -90,7 +90,7 @@ def _roofs(result: Result, first: Point) -> tuple[Roof, Roof, dict[str, Any]]:
     profile, _ = spec_profile(result)
     spec = Roof(profile.bandwidth_bytes_per_s if profile else spec_bandwidth(result),
                 profile.peak_for(first.dtype) if profile else spec_peak(result, first.dtype))
-    bandwidth, peak = reference_bandwidth(result.ceilings), reference_peak(result.ceilings, first.dtype)
+    bandwidth, peak = reference_bandwidth(result.ceilings), result_peak(result, first.dtype)
     measured = Roof(bandwidth.bytes_per_s if bandwidth else None, peak.flop_per_s if peak else None)
     base: dict[str, Any] = {}
     if spec.ridge_flop_per_byte and first.op == "gemm":
@@ -178,7 +178,7 @@ def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
     profile, spec_reason = spec_profile(result)
     bandwidth = reference_bandwidth(result.ceilings)
     dtypes = sorted({p.dtype for p in result.points})
-    peaks = {d: reference_peak(result.ceilings, d) for d in dtypes}
+    peaks = {d: result_peak(result, d) for d in dtypes}
     warnings = trust_lines(result, series, fit.MIN_POINTS)
     formats = [c.to_dict() for c in format_comparisons(result, seed)]
     return {

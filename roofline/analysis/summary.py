@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from roofline.analysis.reference import marked_percent, reference_bandwidth, reference_peak
+from roofline.analysis.reference import marked_percent, reference_bandwidth, result_peak
 from roofline.result.document import Point, Result, backend_tag
 
 
@@ -62,8 +62,9 @@ def measured_bandwidth(result: Result) -> float | None:
 
 
 def measured_peak(result: Result, dtype: str) -> float | None:
-    """The measured compute ceiling for ``dtype``: the sustained figure (``roofline.analysis.reference``)."""
-    reference = reference_peak(result.ceilings, dtype)
+    """The measured compute ceiling for ``dtype``: the sustained figure, or the sweep's own fastest GEMM where it
+    is faster (``roofline.analysis.reference``)."""
+    reference = result_peak(result, dtype)
     return reference.flop_per_s if reference else None
 
 

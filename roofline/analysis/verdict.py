@@ -15,7 +15,7 @@ from roofline.analysis.reference import (
     over_ceiling_note,
     percent_of,
     reference_bandwidth,
-    reference_peak,
+    result_peak,
 )
 from roofline.analysis.series_fit import SeriesFit
 from roofline.core.units import si
@@ -75,7 +75,7 @@ def _aside_text(f: SeriesFit) -> str:
 def _above_ceiling_text(result: Result, f: SeriesFit) -> str:
     if not f.above_measured_ceiling:
         return ""
-    bandwidth, peak = reference_bandwidth(result.ceilings), reference_peak(result.ceilings, f.dtype)
+    bandwidth, peak = reference_bandwidth(result.ceilings), result_peak(result, f.dtype)
     names = {"peak": f"the measured {f.dtype} peak {peak.label}" if peak else "the measured peak",
              "bandwidth": f"the reference bandwidth ({bandwidth.label})" if bandwidth else "the measured bandwidth"}
     parts = []

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from roofline.analysis.reference import reference_bandwidth, reference_peak  # noqa: E402
+from roofline.analysis.reference import reference_bandwidth, result_peak  # noqa: E402
 from roofline.core.counting import compute_dtype, count_work  # noqa: E402
 from roofline.core.roof import attainable_flop_per_s, ridge_flop_per_byte, roof_time_s  # noqa: E402
 from roofline.core.units import si  # noqa: E402
@@ -72,7 +72,7 @@ def _label(s: dict[str, Any]) -> str:
 
 
 def _measured_roof_label(result: Result, dtype: str) -> tuple[float | None, float | None, str]:
-    bandwidth, peak = reference_bandwidth(result.ceilings), reference_peak(result.ceilings, dtype)
+    bandwidth, peak = reference_bandwidth(result.ceilings), result_peak(result, dtype)
     label = "measured roof: " + (bandwidth.label if bandwidth else "no bandwidth")
     if peak:
         label += f", {si(peak.flop_per_s, 'FLOP/s')} ({peak.regime})"
@@ -91,7 +91,7 @@ def _ceiling_lines(ax, result: Result, analysis: dict[str, Any], dtype: str, x: 
             ax.plot(x, attainable_flop_per_s(x, bandwidth, top), style, color="0.35", lw=1.5, label=name)
             if top:
                 ax.axvline(ridge_flop_per_byte(top, bandwidth), ls=style, color="0.6", lw=0.8)
-    burst = reference_peak(result.ceilings, dtype)
+    burst = result_peak(result, dtype)
     if bw and burst and burst.burst_flop_per_s:
         ax.plot(x, attainable_flop_per_s(x, bw, burst.burst_flop_per_s), ":", color="0.35", lw=1,
                 label=f"measured roof, burst: {si(burst.burst_flop_per_s, 'FLOP/s')}")
@@ -223,7 +223,7 @@ def throughput_figure(result: Result, analysis: dict[str, Any], series: list[dic
         second.set_ylabel(f"% of {reference.name} ({si(bw, 'B/s')})", fontsize=8)
         bottom.axhline(bw / 1e9, color="0.4", ls="--", lw=1, label=f"reference bandwidth: {reference.label}")
         bottom.legend(fontsize=7)
-    peak = reference_peak(result.ceilings, series[0]["dtype"])
+    peak = result_peak(result, series[0]["dtype"])
     if peak and len({s["dtype"] for s in series}) == 1:
         value = peak.flop_per_s
         second = top.secondary_yaxis("right", functions=(lambda v: 100 * v * 1e12 / value,
