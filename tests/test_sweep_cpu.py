@@ -3,6 +3,7 @@
 from click.testing import CliRunner
 
 from microbench.cli.app import main
+from roofline.analysis.reference import result_peak
 from roofline.result.io import load_result
 
 
@@ -44,6 +45,13 @@ def test_quick_sweep_records_environment_and_ceilings(quick_sweep):
         weights = point.bytes - point.batch * (point.k + point.n) * (4 if point.dtype == "fp32" else 2)
         assert point.rotation_copies * weights >= min(llc, 1 << 30) or point.rotation_copies >= 1024
     assert "saved" in text and "gemm fp32" in text
+    # The CPU's own CI target, said before anything is measured and recorded with the result.
+    assert result.settings["target_rel_ci"] == 0.05 and result.settings["config"]["target_rel_ci"] is None
+    assert text.index("Each point stops when its 95% CI is within ±5% or after 0.15 s") < text.index("saved")
+    # Its compute ceiling bounds its own GEMMs: the best of the peak run and the sweep's fastest GEMM.
+    peak = result_peak(result, "fp32")
+    assert all(p.flop / p.stats.median_s <= peak.flop_per_s for p in result.points
+               if p.op == "gemm" and p.dtype == "fp32" and p.usable)
 
 
 def test_unsupported_dtypes_are_recorded_not_fatal(tmp_path):
