@@ -82,9 +82,8 @@ class Achievable:
         """One line for a profile's basis: both ceilings of ``dtype``, each with its basis."""
         compute = compute_dtype(dtype)
         peak = self.peak_flop_per_s.get(compute)
-        matmul = f"matmul {peak / 1e12:.0f} TFLOP/s {compute} ({self.peak_basis[compute]})" if peak else \
-            f"no {compute} matmul"
-        return f"bandwidth {self.bandwidth_bytes_per_s / 1e12:.3g} TB/s ({self.bandwidth_basis}); {matmul}"
+        matmul = f"{peak / 1e12:.0f} TFLOP/s {compute} ({self.peak_basis[compute]})" if peak else f"no {compute} matmul"
+        return f"{self.bandwidth_bytes_per_s / 1e12:.3g} TB/s ({self.bandwidth_basis}), {matmul}"
 
 
 @dataclass(frozen=True)
