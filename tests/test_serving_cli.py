@@ -118,7 +118,7 @@ def test_an_hf_configs_context_window_refuses_longer_requests_as_a_model_file_do
 
 
 def _gain(tmp_path, cap: int) -> float:
-    batch = 12597 // (512 + cap)  # the static batch whose full-length KV fits (README: the 23x setup)
+    batch = 15837 // (512 + cap)  # the static batch whose full-length KV fits (README: the 23x setup)
     run = CliRunner().invoke(main, [
         "simulate", "--analytic", "--gpu", "a100-sxm-40gb", "--model", "opt-13b", "--dtype", "fp16",
         "--requests", "300", "--prompt", "fixed:512", "--output", f"exp:128:{cap}", "--arrivals", "burst",
