@@ -39,7 +39,7 @@ MEASURED_FLAGS: dict[str, Option] = {
 FLAGS: dict[str, Option] = {
     **MODEL_FLAGS,
     "analytic": Option(("--analytic",), "flag",
-                       help="from the spec sheet (--gpu) or a sweep's fits (--from), no timers"),
+                       help="from a SKU's ceilings (--gpu) or a sweep's fits (--from), no timers"),
     "output": Option(("-o", "--output"), "path", required=True, help="the step profile (JSON)"),
     **MEASURED_FLAGS,
 }

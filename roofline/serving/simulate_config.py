@@ -48,7 +48,7 @@ OVERHEAD_HELP = {
 }
 
 FLAGS: dict[str, Option] = {
-    "analytic": Option(("--analytic",), "flag", help="build the profile from the spec sheet (--gpu, --model) instead"),
+    "analytic": Option(("--analytic",), "flag", help="build the profile from a SKU's ceilings (--gpu, --model)"),
     **MODEL_FLAGS,
     "requests": Option(("--requests",), "int", 1000, show_default=True, help="requests to generate"),
     "arrivals": Option(("--arrivals",), default="burst", show_default=True, help="burst | poisson:RATE (requests/s)"),
