@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The setup of the "23x over naive static batching" claim (Anyscale 2023: OPT-13B on an A100 40GB), simulated
-# from the spec sheet: 1,000 prompts of 512 tokens, outputs exponential with mean 128 capped at 32/128/512/1536,
-# all arriving at once.  Per cap: static batching at the largest batch whose full-length KV cache fits
-# (12,596 tokens of KV fit beside the 25.7 GB of fp16 weights in 90% of 40 GB: batch = 12596 // (512 + cap)),
+# on the SKU's achievable ceilings: 1,000 prompts of 512 tokens, outputs exponential with mean 128 capped at
+# 32/128/512/1536, all arriving at once.  Per cap: static batching at the largest batch whose full-length KV cache fits
+# (15,837 tokens of KV fit beside the 25.7 GB of fp16 weights in 90% of the board's 40,960 MiB: batch =
+# 15837 // (512 + cap)),
 # paged continuous batching (vLLM-like: admission by KV blocks), and continuous batching with no memory limit
 # (what the kernels alone would give if the KV cache were free).  Writes OUTDIR/cap-N/ (the committed run is
 # results/opt13b-a100-40gb/: pass that folder to redraw it).
@@ -16,7 +17,7 @@ python=${PYTHON:-python3}
 case $1 in /*) out=$1 ;; *) out=$PWD/$1 ;; esac
 cd "$(dirname "$0")/.."
 for cap in 32 128 512 1536; do
-  batch=$((12596 / (512 + cap)))
+  batch=$((15837 / (512 + cap)))
   report=--no-report
   [ "$cap" = 1536 ] && report=
   echo "== cap $cap: static batch $batch"

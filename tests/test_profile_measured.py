@@ -80,6 +80,13 @@ def test_a_tiny_profile_is_measured_whole_and_simulates(tmp_path):
     assert all(t > 0 for table in loaded.linears for t in table.time_s)
     assert all(t > 0 for row in loaded.decode_attention.time_s for t in row)
     assert loaded.roof["bandwidth_bytes_per_s"] > 0
+    # The KV capacity is sized from what the device reports: CUDA's own total on a GPU, MemTotal on the CPU.
+    import torch
+
+    from microbench.device.provenance import meminfo_bytes
+    choice = run.session.choice
+    assert loaded.memory["device_bytes"] == (torch.cuda.mem_get_info(choice.index)[1] if choice.kind == "cuda"
+                                             else meminfo_bytes("MemTotal"))
     requests = make_workload(8, "burst", "fixed:8", "uniform:2:6", 0)
     assert simulate(loaded, requests, "static:batch=2").makespan_s > 0
 

@@ -71,3 +71,35 @@ def test_a_sheet_without_a_usable_interconnect_is_refused(link):
         data["interconnect"] = link
     with pytest.raises(SpecError, match="malformed"):
         _parse_gpu_profile("h100-sxm", data)
+
+
+def test_every_sheet_has_the_memory_its_board_reports_and_achievable_ceilings_with_their_basis():
+    for sku, spec in load_gpu_specs().items():
+        # The driver's total is what a device of this SKU reports, so the sheet's own pattern must match it; the
+        # datasheet's "80 GB" is GiB-sized HBM or GDDR printed in decimal units, never more than the board holds.
+        assert spec.matches(spec.name, spec.reported_bytes), sku
+        assert spec.capacity_bytes <= spec.reported_bytes and spec.reported_source, sku
+        ach = spec.achievable
+        assert 0.6 * spec.bandwidth_bytes_per_s <= ach.bandwidth_bytes_per_s <= spec.bandwidth_bytes_per_s, sku
+        assert set(ach.peak_flop_per_s) == set(spec.peak_flop_per_s), sku
+        for dtype, peak in ach.peak_flop_per_s.items():
+            assert 0.6 * spec.peak_flop_per_s[dtype] <= peak <= spec.peak_flop_per_s[dtype], (sku, dtype)
+            assert ach.peak_basis[dtype].startswith(("measured", "derived")), (sku, dtype)
+        assert ach.bandwidth_basis.startswith(("measured", "derived")) and ach.bandwidth_source and ach.peak_source
+    assert load_gpu_spec("a100-sxm-80gb").reported_bytes == 81920 * 2**20  # nvidia-smi: 81920 MiB
+    assert load_gpu_spec("h200-sxm").reported_bytes == 143771 * 2**20
+
+
+@pytest.mark.parametrize("edit, what", [
+    (lambda d: d["achievable"].update(bandwidth_bytes_per_s=4e12), "above the spec sheet for bandwidth"),
+    (lambda d: d["achievable"]["peak_flop_per_s"].update(fp8=0), "no figure or no basis for fp8"),
+    (lambda d: d["memory"].pop("reported_bytes"), "reported_bytes"),
+])
+def test_a_sheet_with_a_bad_achievable_table_or_no_reported_memory_is_refused(edit, what):
+    from roofline.specs import gpus
+    from roofline.specs.gpus import _parse_gpu_profile, profiles_dir
+
+    data = gpus.tomllib.loads((profiles_dir() / "gpus" / "h100-sxm.toml").read_text(encoding="utf-8"))
+    edit(data)
+    with pytest.raises(SpecError, match=what):
+        _parse_gpu_profile("h100-sxm", data)

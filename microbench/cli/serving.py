@@ -26,8 +26,8 @@ def _tool_host() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def build_analytic_profile(config):
-    """The analytic step profile of a config's model options (the spec sheet of ``--gpu``, or the fits of
-    ``--from``): a ``SimulateConfig`` or a ``ProfileConfig`` with ``--analytic``."""
+    """The analytic step profile of a config's model options (the achievable ceilings of ``--gpu``, its spec sheet
+    with ``--ideal``, or the fits of ``--from``): a ``SimulateConfig`` or a ``ProfileConfig`` with ``--analytic``."""
     from microbench.sweep.plan import PlanError
     from roofline.core.options import resolved_kv_dtype
     from roofline.result.io import load_result
@@ -48,7 +48,7 @@ def build_analytic_profile(config):
                             max_tokens=config.max_tokens, max_context=config.max_context,
                             gpu=load_gpu_spec(sku) if sku else None, result=result,
                             result_name=config.from_result.name if config.from_result else "", tool=tool, host=host,
-                            argv=tuple(sys.argv))
+                            argv=tuple(sys.argv), ideal=config.ideal)
 
 
 def write_analytic_profile(config) -> None:

@@ -39,7 +39,7 @@ MEASURED_FLAGS: dict[str, Option] = {
 FLAGS: dict[str, Option] = {
     **MODEL_FLAGS,
     "analytic": Option(("--analytic",), "flag",
-                       help="from the spec sheet (--gpu) or a sweep's fits (--from), no timers"),
+                       help="from a SKU's ceilings (--gpu) or a sweep's fits (--from), no timers"),
     "output": Option(("-o", "--output"), "path", required=True, help="the step profile (JSON)"),
     **MEASURED_FLAGS,
 }
@@ -54,6 +54,7 @@ class ProfileConfig:
     dtype: str | None = None  # None: not typed (measured: bf16 on a GPU, fp32 on the CPU; analytic: bf16)
     kv_dtype: str | None = None
     sku: str | None = None
+    ideal: bool = False
     from_result: Path | None = None
     max_tokens: int = 8192
     max_context: int = 8192
@@ -71,8 +72,8 @@ class ProfileConfig:
         check_dtypes(self.dtype, self.kv_dtype)
         if self.analytic:
             return  # the measuring fields are the defaults (from_options refuses them typed)
-        if self.sku or self.from_result:
-            raise PlanError("--gpu and --from belong to --analytic; a measured profile times this device")
+        if self.sku or self.from_result or self.ideal:
+            raise PlanError("--gpu, --ideal and --from belong to --analytic; a measured profile times this device")
         if self.resume and (self.model or self.hf_config):
             raise PlanError("--resume takes the plan from OUTPUT.partial; do not also give --model/--hf-config")
         check_seed(self.seed)

@@ -282,7 +282,7 @@ def assemble_profile(run: ProfileRun, model, dtype: str, comm: CommTable | None 
                  + (", thread CPU time" if plan.clock == "thread-cpu" else ""),
         "model": {**model_record(model), "dtype_measured": dtype},
         "tp": plan.tp, "dtype": dtype, "kv_dtype": kv_dtype,
-        "memory": {"device_bytes": session.device.get("memory_bytes"),
+        "memory": {"device_bytes": session.total_memory_bytes(),
                    "weight_bytes": weight_bytes(model, dtype, plan.tp),
                    "kv_bytes_per_token": kv_bytes_per_token(model, kv_dtype, plan.tp)},
         "roof": measured_roof(run, model, dtype),

@@ -60,6 +60,17 @@ class Session:
         available = meminfo_bytes("MemAvailable") or self.device.get("memory_bytes") or 0
         return available * CPU_MEMORY_FRACTION
 
+    def total_memory_bytes(self) -> int | None:
+        """The device's whole memory as its driver reports it: on a GPU, CUDA's total (``mem_get_info``, what an
+        engine sizes its KV cache from); on the CPU, the host's MemTotal.  None: not known."""
+        if self.choice.kind == "cuda":
+            import torch  # the session's own module, imported by name so the type checker reads this GPU-only call
+
+            _, total = torch.cuda.mem_get_info(self.choice.index)
+            return int(total)
+        memory = self.device.get("memory_bytes")
+        return int(memory) if memory else None
+
     def apply_memory_cap(self) -> None:
         """On a GPU, ``--max-memory`` becomes the caching allocator's limit: going over is a real OOM."""
         if self.max_memory_bytes and self.choice.kind == "cuda":

@@ -103,6 +103,30 @@ def all_reduce_bytes(dtype: str, tokens: int, hidden: int) -> int:
     return io_sizes(dtype)[1] * tokens * hidden
 
 
+# A step's kernels besides its GEMMs, attention and all-reduces, per token and per transformer layer: two norms
+# (RMSNorm or LayerNorm: the hidden vector read, the normalised one written), two residual adds (two hidden vectors
+# read, their sum written), rotary embeddings on the rank's queries and keys (read, written), the MLP's activation
+# (gated: SiLU(gate) x up reads both halves and writes one; plain: reads and writes one).  Once per token, the final
+# norm.  Elementwise kernels have no reuse, so these are their bytes; FLOP are negligible beside the GEMMs'.
+NORMS_PER_LAYER = 2
+RESIDUAL_ADDS_PER_LAYER = 2
+
+
+def other_kernel_bytes_per_token(dtype: str, hidden: int, heads: int, kv_heads: int, head_dim: int,
+                                 intermediate: int, gated: bool, layers: int) -> int:
+    """Bytes one token moves through the step's norms, residual adds, rotary embeddings and MLP activation on one
+    tensor-parallel rank (``heads``, ``kv_heads`` and ``intermediate`` as that rank holds them; the hidden vector is
+    whole on every rank), all ``layers`` and the final norm.  Activations in ``io_sizes``' output dtype (bf16 beside
+    fp8 and the weight-only formats).  Greedy sampling reads each sequence's logits, not each token's: not here."""
+    size = io_sizes(dtype)[1]
+    norm = 2 * hidden * size
+    residual_add = 3 * hidden * size
+    rope = 2 * (heads + kv_heads) * head_dim * size
+    activation = (3 if gated else 2) * intermediate * size
+    per_layer = NORMS_PER_LAYER * norm + RESIDUAL_ADDS_PER_LAYER * residual_add + rope + activation
+    return layers * per_layer + norm
+
+
 def matrix_weight_bytes(dtype: str, n: int, k: int) -> int:
     """Bytes one N×K weight matrix occupies (and a launch reads) in ``dtype``."""
     fmt = WEIGHT_ONLY_FORMATS.get(dtype)

@@ -38,9 +38,10 @@ def _comm_fn(setup: DecodeSetup, interconnect: Interconnect | None):
 
 def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], mem_fraction: float
                       ) -> dict[str, Any]:
-    """The same step from the spec sheet alone: no GPU needed."""
+    """The same step from the spec sheet alone: no GPU needed.  The KV capacity is sized from the memory the driver
+    reports for the board, not the datasheet's rounder figure."""
     peak = profile.peak_for(setup.dtype)  # never another dtype's: say there is none
-    capacity = kv_capacity(setup, profile.capacity_bytes, mem_fraction)
+    capacity = kv_capacity(setup, profile.reported_bytes, mem_fraction)
     rows = step_rows(setup, batches, analytic_time(profile.bandwidth_bytes_per_s, profile.peak_flop_per_s),
                      profile.bandwidth_bytes_per_s, peak, capacity["max_batch"],
                      _comm_fn(setup, profile.interconnect))

@@ -1,5 +1,14 @@
-"""A step profile from a roofline instead of timers: the spec sheet of a SKU, or the fitted roofline of each
-series of a measured sweep (``--from RESULT.json``).  Same document as a measured profile, ``source: analytic``.
+"""A step profile from a roofline instead of timers: the ceilings of a SKU, or the fitted roofline of each series
+of a measured sweep (``--from RESULT.json``).  Same document as a measured profile, ``source: analytic``.
+
+A SKU's ceilings are by default what it reaches in practice, its spec sheet's ``[achievable]`` table (a streaming
+kernel's bandwidth and mamf-finder's matmul FLOP/s, measured by others): the datasheet's peaks are never reached, and
+a profile on them is optimistic.  ``ideal=True`` (``--ideal``) takes the datasheet's peaks instead.  The KV capacity
+is sized from the memory the driver reports for the board (``reported_bytes``), not the datasheet's "80 GB".
+
+The step's other kernels (norms, residual adds, rotary embeddings, the MLP's activation) are elementwise: each
+token's bytes (``roofline.core.counting.other_kernel_bytes_per_token``) at the ceilings' bandwidth, the ``other``
+table.  Their launch latency, which dominates them at a few tokens, is not in it.
 
 Tensor parallelism adds the ``comm`` table: one ring all-reduce of ``tokens × hidden`` activations per token count
 of the grid, costed on the spec sheet's interconnect (``Interconnect.all_reduce_time_s``), two per layer.  A sweep
@@ -18,7 +27,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from roofline.core.counting import DTYPE_SIZES, TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, io_sizes
+from roofline.core.counting import (
+    DTYPE_SIZES,
+    TP_ALL_REDUCES_PER_LAYER,
+    all_reduce_bytes,
+    io_sizes,
+    other_kernel_bytes_per_token,
+)
 from roofline.core.options import check_dtypes
 from roofline.core.roof import Roof
 from roofline.decode.step import analytic_time
@@ -31,6 +46,7 @@ from roofline.specs.models import (
     check_tp,
     kv_bytes_per_token,
     layer_shapes,
+    per_rank,
     weight_bytes,
 )
 
@@ -56,6 +72,16 @@ def spec_roof(gpu: GpuSpec, dtype: str) -> Roof:
     return Roof(gpu.bandwidth_bytes_per_s, peak)
 
 
+def sku_roof(gpu: GpuSpec, dtype: str, ideal: bool) -> tuple[Roof, str]:
+    """The SKU's ceilings and what they are: its achievable ones by default, the datasheet's with ``ideal``."""
+    spec = spec_roof(gpu, dtype)  # a dtype the SKU lacks is refused the same way either way
+    if ideal:
+        return spec, f"spec sheet {gpu.sku} (--ideal)"
+    achievable = gpu.achievable
+    return Roof(achievable.bandwidth_bytes_per_s, achievable.peak_for(dtype)), \
+        f"achievable ceilings of {gpu.sku}: {achievable.describe(dtype)}"
+
+
 def _fit_series(result: Result, dtype: str) -> list[dict[str, Any]]:
     """The run's GEMM series of ``dtype`` whose fit found a bandwidth, full fits first."""
     from roofline.analysis.series import analyse
@@ -77,7 +103,7 @@ def fitted_roofs(series: list[dict[str, Any]], default: Roof) -> dict[tuple[int,
 def result_roof(result: Result, dtype: str, spec: Roof | None, series: list[dict[str, Any]]) -> tuple[Roof, str]:
     """The roof for what no series of the run fits, and where it came from: the run's ceilings, else the best
     bandwidth and peak its ``dtype`` fits reached (a run of other layer shapes, e.g. the Vidur reference, has
-    no ceilings but its fits still measured this GPU), else the spec sheet's."""
+    no ceilings but its fits still measured this GPU), else the matched SKU's ceilings (``spec``)."""
     from roofline.analysis.summary import measured_bandwidth, measured_peak
 
     bandwidth, peak = measured_bandwidth(result), measured_peak(result, dtype)
@@ -93,13 +119,14 @@ def result_roof(result: Result, dtype: str, spec: Roof | None, series: list[dict
     return Roof(bandwidth or spec.bandwidth_bytes_per_s, peak or spec.peak_flop_per_s), "spec"
 
 
-def _basis(result_name: str, dtype: str, fitted: int, total: int, rest: str, sku: str) -> str:
-    """The label says what the tables really used: a profile none of whose tables is a fit is not a 'fit of'."""
+def _basis(result_name: str, dtype: str, fitted: int, total: int, rest: str, sheet: str) -> str:
+    """The label says what the tables really used: a profile none of whose tables is a fit is not a 'fit of'.
+    ``sheet``: what the matched SKU's ceilings are (``sku_roof``'s label)."""
     if fitted == total:
         return f"fit of {result_name}"
-    where = {"ceilings": "its ceilings", "best fit": f"its best {dtype} fit", "spec": f"spec sheet {sku}"}[rest]
+    where = {"ceilings": "its ceilings", "best fit": f"its best {dtype} fit", "spec": sheet}[rest]
     if fitted == 0 and rest == "spec":
-        return f"spec sheet {sku} ({result_name} fits no {dtype} GEMM)"
+        return f"{sheet} ({result_name} fits no {dtype} GEMM)"
     return f"fit of {result_name} ({fitted} of {total} layer shapes fitted; the rest on {where})"
 
 
@@ -142,6 +169,15 @@ def _attention_tables(model: ModelSpec, tp: int, dtype: str, kv_dtype: str, roof
     return decode, prefill, chunk
 
 
+def other_table(model: ModelSpec, tp: int, dtype: str, bandwidth_bytes_per_s: float, tokens: tuple[int, ...]
+                ) -> Table1D:
+    """The step's elementwise kernels, all layers, per token count: their bytes at ``bandwidth_bytes_per_s``."""
+    rank = per_rank(model, tp)
+    per_token = other_kernel_bytes_per_token(dtype, rank.hidden, rank.heads, rank.kv_heads, rank.head_dim,
+                                             rank.intermediate, rank.gated_mlp, rank.layers)
+    return Table1D("roofline", "tokens", tokens, tuple(per_token * t / bandwidth_bytes_per_s for t in tokens))
+
+
 def comm_table(model: ModelSpec, tp: int, dtype: str, gpu: GpuSpec, tokens: tuple[int, ...]) -> CommTable | None:
     """One ring all-reduce per token count on ``gpu``'s interconnect; None at TP 1 (nothing to reduce)."""
     if tp <= 1:
@@ -156,29 +192,36 @@ def comm_table(model: ModelSpec, tp: int, dtype: str, gpu: GpuSpec, tokens: tupl
 def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, max_tokens: int, max_context: int,
                      gpu: GpuSpec | None, result: Result | None = None, result_name: str = "",
                      tool: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
-                     argv: tuple[str, ...] = ()) -> StepProfile:
-    """The step profile of ``model`` on a roofline: ``gpu``'s spec sheet, or the fits of ``result``."""
+                     argv: tuple[str, ...] = (), ideal: bool = False) -> StepProfile:
+    """The step profile of ``model`` on a roofline: ``gpu``'s achievable ceilings (its spec sheet's with
+    ``ideal``), or the fits of ``result``."""
     check_tp(model, tp)
     if model.experts > 1:
         raise SpecError(f"{model.name} is a mixture of experts: the serving simulator models dense models only")
     if max_tokens < 2 or max_context < 2:
         raise SpecError("--max-tokens and --max-context must be at least 2")
     check_dtypes(dtype, kv_dtype)
-    spec = spec_roof(gpu, dtype) if gpu else None
+    spec, sheet = sku_roof(gpu, dtype, ideal) if gpu else (None, "")
     if result is None and spec is None:
         raise SpecError("--analytic needs --gpu SKU or --from RESULT.json")
     series = _fit_series(result, dtype) if result is not None else []
     default, rest = result_roof(result, dtype, spec, series) if result is not None else (spec, "spec")
+    bandwidth = default.bandwidth_bytes_per_s if default is not None else None
+    if not bandwidth:  # every roof built above has one: a guard for the type checker and for future roofs
+        raise SpecError("no memory bandwidth to put the profile's kernels on")
     tokens = token_grid(max_tokens)
     contexts = tuple(sorted({c for c in DECODE_CONTEXTS if c < max_context} | {max_context}))
     shapes = layer_shapes(model, tp)
     linears, lm_head, fitted = _linear_tables(shapes, dtype, result, series, default, tokens)
     decode, prefill, chunk = _attention_tables(model, tp, dtype, kv_dtype, default, tokens, contexts)
+    # A measured run's device says what its driver reported; a SKU's, what the driver reports for the board.
     device = dict(result.device) if result is not None else {"kind": "cuda", "name": gpu.name, "sku": gpu.sku,
-                                                             "memory_bytes": int(gpu.capacity_bytes)}
-    memory_bytes = device.get("memory_bytes") or (gpu.capacity_bytes if gpu else None)
-    basis = _basis(result_name, dtype, fitted, len(shapes), rest, gpu.sku if gpu else result.device.get("sku")) \
-        if result is not None else f"spec sheet {gpu.sku}"
+                                                             "memory_bytes": int(gpu.reported_bytes)}
+    memory_bytes = device.get("memory_bytes") or (gpu.reported_bytes if gpu else None)
+    roof_basis = _basis(result_name, dtype, fitted, len(shapes), rest, sheet) if result is not None else sheet
+    # Each table's basis: the linears and attention on the roofline named, the other kernels their bytes (the comm
+    # table names its link itself).
+    basis = f"{roof_basis}; other kernels: their bytes at {bandwidth / 1e12:.3g} TB/s"
     return StepProfile(
         source="analytic", basis=basis, model=model_dict(model), tp=tp, dtype=dtype, kv_dtype=kv_dtype,
         lm_head_dtype=shapes[-1].weight_dtype(dtype),
@@ -186,9 +229,10 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
                 "weight_bytes": weight_bytes(model, dtype, tp), "kv_bytes_per_token": kv_bytes_per_token(model,
                                                                                                          kv_dtype, tp)},
         linears=linears, lm_head=lm_head, decode_attention=decode, prefill_attention=prefill, chunk_attention=chunk,
-        other=None, engine_overhead=None, comm=comm_table(model, tp, dtype, gpu, tokens) if gpu else None,
+        other=other_table(model, tp, dtype, bandwidth, tokens), engine_overhead=None,
+        comm=comm_table(model, tp, dtype, gpu, tokens) if gpu else None,
         roof={"bandwidth_bytes_per_s": default.bandwidth_bytes_per_s, "peak_flop_per_s": default.peak_flop_per_s,
-              "basis": basis},
+              "basis": roof_basis},
         tool=tool or {}, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         argv=argv, host=host or {}, device=device)
 

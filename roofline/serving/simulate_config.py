@@ -31,7 +31,9 @@ MODEL_FLAGS: dict[str, Option] = {
                     help=f"weights and activations: {' | '.join(DTYPES)} (w8a16/w4a16: the linears only)"),
     "kv_dtype": Option(("--kv-dtype",), help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [--dtype; bf16 for "
                        "w8a16/w4a16]"),
-    "sku": Option(("--gpu",), help="SKU whose spec sheet the analytic profile uses"),
+    "sku": Option(("--gpu",), help="SKU whose spec sheet the analytic profile uses (its achievable ceilings)"),
+    "ideal": Option(("--ideal",), "flag", help="the datasheet's peak bandwidth and FLOP/s instead of the SKU's "
+                    "achievable ceilings (measured by others)"),
     "from_result": Option(("--from",), "path",
                           help="a sweep result: its fitted roofline per series instead of the spec sheet"),
     "max_tokens": Option(("--max-tokens",), "int", 8192, show_default=True, help="largest tokens in a step"),
@@ -46,7 +48,7 @@ OVERHEAD_HELP = {
 }
 
 FLAGS: dict[str, Option] = {
-    "analytic": Option(("--analytic",), "flag", help="build the profile from the spec sheet (--gpu, --model) instead"),
+    "analytic": Option(("--analytic",), "flag", help="build the profile from a SKU's ceilings (--gpu, --model)"),
     **MODEL_FLAGS,
     "requests": Option(("--requests",), "int", 1000, show_default=True, help="requests to generate"),
     "arrivals": Option(("--arrivals",), default="burst", show_default=True, help="burst | poisson:RATE (requests/s)"),
@@ -87,6 +89,7 @@ class SimulateConfig:
     dtype: str = "bf16"
     kv_dtype: str | None = None
     sku: str | None = None
+    ideal: bool = False
     from_result: Path | None = None
     max_tokens: int = 8192
     max_context: int = 8192

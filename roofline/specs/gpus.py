@@ -62,8 +62,35 @@ class Interconnect:
 
 
 @dataclass(frozen=True)
+class Achievable:
+    """What the SKU reaches in practice (measured by others, or derived from a sibling SKU's measured fraction of
+    its spec): the memory bandwidth of a streaming kernel and the matmul FLOP/s per dtype, each with a short basis
+    ("measured: …" or "derived: …") for the step profile's ``basis`` and a full source."""
+
+    bandwidth_bytes_per_s: float
+    peak_flop_per_s: dict[str, float]
+    bandwidth_basis: str
+    bandwidth_source: str
+    peak_basis: dict[str, str]
+    peak_source: str
+
+    def peak_for(self, dtype: str) -> float | None:
+        """The achievable peak the arithmetic of ``dtype`` runs at: a weight-only format's is its compute dtype's."""
+        return self.peak_flop_per_s.get(compute_dtype(dtype))
+
+    def describe(self, dtype: str) -> str:
+        """One line for a profile's basis: both ceilings of ``dtype``, each with its basis."""
+        compute = compute_dtype(dtype)
+        peak = self.peak_flop_per_s.get(compute)
+        matmul = f"{peak / 1e12:.0f} TFLOP/s {compute} ({self.peak_basis[compute]})" if peak else f"no {compute} matmul"
+        return f"{self.bandwidth_bytes_per_s / 1e12:.3g} TB/s ({self.bandwidth_basis}), {matmul}"
+
+
+@dataclass(frozen=True)
 class GpuSpec:
-    """A SKU's spec sheet.  Peaks are dense FLOP/s per dtype; a dtype the SKU lacks is absent."""
+    """A SKU's spec sheet.  Peaks are dense FLOP/s per dtype; a dtype the SKU lacks is absent.  ``capacity_bytes``
+    is the datasheet's "80 GB"; ``reported_bytes`` what the driver reports for the board (nvidia-smi's total), which
+    is what KV capacity is sized from."""
 
     sku: str
     name: str
@@ -75,6 +102,9 @@ class GpuSpec:
     bandwidth_source: str
     peak_source: str
     interconnect: Interconnect
+    reported_bytes: float
+    reported_source: str
+    achievable: Achievable
 
     def matches(self, device_name: str, memory_bytes: float | None) -> bool:
         if not re.search(self.name_regex, device_name, flags=re.IGNORECASE):
@@ -114,19 +144,42 @@ def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
             memory_gib_range=(float(lo), float(hi)),
             capacity_bytes=float(memory["capacity_bytes"]),
             bandwidth_bytes_per_s=float(memory["bandwidth_bytes_per_s"]),
-            # A zero peak means the SKU has no such unit (A100 and fp8): leave it out.
-            peak_flop_per_s={
-                k: float(v) for k, v in peaks.items() if isinstance(v, (int, float)) and v > 0
-            },
+            peak_flop_per_s=_peaks(peaks),
             bandwidth_source=str(memory["source"]),
             peak_source=str(peaks["source"]),
             interconnect=Interconnect(kind=str(link["kind"]), link_bytes_per_s=_positive(link["link_bytes_per_s"]),
                                       hop_latency_s=_non_negative(link["hop_latency_s"]),
                                       link_source=str(link["link_source"]),
                                       latency_source=str(link["latency_source"])),
+            reported_bytes=_positive(memory["reported_bytes"]),
+            reported_source=str(memory["reported_source"]),
+            achievable=_achievable(data["achievable"], float(memory["bandwidth_bytes_per_s"]), _peaks(peaks)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecError(f"profile {sku}: malformed ({exc})") from None
+
+
+def _peaks(table: dict) -> dict[str, float]:
+    """A peak table's figures; a zero means the SKU has no such unit (A100 and fp8): left out."""
+    return {k: float(v) for k, v in table.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0}
+
+
+def _achievable(table: dict, spec_bandwidth: float, spec_peaks: dict[str, float]) -> Achievable:
+    """The [achievable] table: a figure for every dtype the spec sheet has a peak for, each with its basis, and none
+    above the spec sheet's (a typo there would make every default profile optimistic without a word)."""
+    peaks, bandwidth = _peaks(table["peak_flop_per_s"]), _positive(table["bandwidth_bytes_per_s"])
+    basis = table["peak_flop_per_s"]["basis"]
+    missing = sorted(set(spec_peaks) - set(peaks)) + sorted(d for d in peaks if not basis.get(d))
+    if missing:
+        raise ValueError(f"[achievable] has no figure or no basis for {', '.join(missing)}")
+    above = [d for d in peaks if peaks[d] > spec_peaks.get(d, 0.0)]
+    above += ["bandwidth"] if bandwidth > spec_bandwidth else []
+    if above:
+        raise ValueError(f"[achievable] is above the spec sheet for {', '.join(above)}")
+    return Achievable(bandwidth_bytes_per_s=bandwidth, peak_flop_per_s=peaks,
+                      bandwidth_basis=str(table["bandwidth_basis"]), bandwidth_source=str(table["bandwidth_source"]),
+                      peak_basis={d: str(basis[d]) for d in peaks},
+                      peak_source=str(table["peak_flop_per_s"]["source"]))
 
 
 def _positive(value) -> float:

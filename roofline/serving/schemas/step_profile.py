@@ -40,7 +40,8 @@ class ModelShape(Record):
 class ProfileMemory(Record):
     SECTION: ClassVar[str] = "memory"
     device_bytes: Any = key("integer", unit="B", required=True, nullable=True,
-                            doc="device memory (null: unknown, and paged/chunked refuse to run)")
+                            doc="device memory as its driver reports it (analytic: the SKU's nvidia-smi total; "
+                                "measured: CUDA's total); null: unknown, and paged/chunked refuse to run")
     weight_bytes: Any = key("integer", unit="B", required=True,
                             doc="the weights of one tensor-parallel rank, each matrix in the dtype it is stored in "
                                 "(with a weight-only format's scales and zeros); embeddings aside")
@@ -109,10 +110,11 @@ class ChunkAttention(Record):
 @dataclass(frozen=True, kw_only=True)
 class OtherKernels(Record):
     SECTION: ClassVar[str] = "other"
-    kernel: Any = key("string", nullable=False, doc="what was timed (absent: not named)")
+    kernel: Any = key("string", nullable=False,
+                      doc="what was timed; roofline: their bytes at the profile's bandwidth (absent: not named)")
     tokens: Any = key("array", items="integer", required=True, doc="tokens in the step, increasing")
     time_s: Any = key("array", items="number", unit="s", required=True,
-                      doc="norms, rope, activations, sampling: per step, all layers")
+                      doc="norms, residual adds, rope, activations (measured: and sampling): per step, all layers")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,9 +167,11 @@ class StepProfileDocument(Record):
     argv: Any = key("array", items="string", required=True, doc="the command line")
     host: Any = key("object", record=SECTIONS["host"], required=True, doc="the machine (as in a result)")
     device: Any = key("object", record=SECTIONS["device"], required=True,
-                      doc="the device (as in a result; analytic: the spec sheet's name, SKU and memory)")
+                      doc="the device (as in a result; analytic: the spec sheet's name, SKU and reported memory)")
     source: Any = key("string", required=True, choices=profile_doc.SOURCES, doc="measured or analytic")
-    basis: Any = key("string", required=True, doc="how the times were made")
+    basis: Any = key("string", required=True,
+                     doc="how the times were made: analytic, the ceilings of the linears and attention and what they "
+                         "are (achievable, or the spec sheet with --ideal, or a sweep's fits) and the other kernels'")
     model: Any = key("object", record=ModelShape, required=True, doc="the model's shapes")
     tp: Any = key("integer", required=True, doc="tensor-parallel ranks")
     dtype: Any = key("string", required=True, choices=DTYPES,
