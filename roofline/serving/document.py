@@ -30,7 +30,8 @@ def timeline(run: SimulationRun, profile: StepProfile, kv_capacity_tokens: int |
     """Step quantities averaged over time bins (weighted by step time)."""
     s = step_arrays(run, ("start_s", "time_s", "sequences", "kv_tokens", "flop", "bytes", "compute_bound",
                           "linear_s", "attention_s", "other_s", "overhead_s"))
-    edges = np.linspace(s["start_s"][0], s["start_s"][-1] + s["time_s"][-1], TIMELINE_BINS + 1)
+    # First start to last end: a fleet's steps come replica after replica, not in time order.
+    edges = np.linspace(s["start_s"].min(), (s["start_s"] + s["time_s"]).max(), TIMELINE_BINS + 1)
     which = np.clip(np.searchsorted(edges, s["start_s"], side="right") - 1, 0, TIMELINE_BINS - 1)
     weight = np.bincount(which, weights=s["time_s"], minlength=TIMELINE_BINS)
     keep = weight > 0
