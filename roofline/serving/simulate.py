@@ -85,6 +85,14 @@ class Seq:
         self.finished = self.active = False  # active: in the running set
         self.token_times = array("d")  # 8 bytes a token, and numpy reads it without converting each float
 
+    def handed_over(self, first_token_s: float) -> Seq:
+        """This sequence as it arrives from another replica that prefilled its prompt (disaggregated serving):
+        with the prompt's KV cache and the first token (made there at ``first_token_s``), left to decode."""
+        self.prefill_left, self.kv_tokens, self.generated = 0, self.request.prompt_tokens, 1
+        self.first_token_s = first_token_s
+        self.token_times.append(first_token_s)
+        return self
+
 
 class Engine:
     """Queues, clock and KV blocks; the policies call ``admit``, ``take_waiting``, ``decodable``, ``prefilling``."""
@@ -102,6 +110,7 @@ class Engine:
         self.preempted = self.finished_count = 0
         self.kv_tokens = 0  # held by running sequences (a static batch's are summed when its step is logged)
         self.left_running = False  # a sequence finished this step: filter the running list once
+        self.finished_log: list[Seq] | None = None  # a list: every sequence that finishes, in order (a fleet's)
 
     def arrive(self) -> None:
         while self.next_arrival < len(self.pending) and \
@@ -135,6 +144,7 @@ class Engine:
             self.waiting.popleft()
             seq.active = True
             self.running.append(seq)
+            self.kv_tokens += seq.kv_tokens  # 0, but for a sequence handed over with its prompt's KV
             out.append(seq)
             tokens += seq.prefill_left
         return out
@@ -185,6 +195,8 @@ class Engine:
         seq.finished, seq.finish_s, seq.active = True, self.clock_s, False
         self.finished_count += 1
         self.left_running = True
+        if self.finished_log is not None:
+            self.finished_log.append(seq)
         self.kv_tokens -= seq.kv_tokens
         if self.kv_blocks is not None:
             self.free_blocks += seq.blocks
@@ -263,6 +275,12 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
     return kv_blocks
 
 
+def _outcome(seq: Seq) -> RequestOutcome:
+    r = seq.request
+    return RequestOutcome(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_token_s, seq.finish_s,
+                          seq.preemptions, seq.token_times)
+
+
 class Replica:
     """One replica's engine loop, a step at a time: ``simulate`` runs one to the end with every request known;
     a fleet (``roofline.fleet``) hands each replica its requests as they arrive and advances the replicas in
@@ -283,9 +301,21 @@ class Replica:
         """Requests handed to this replica that have not finished."""
         return len(self.engine.pending) - self.engine.finished_count
 
-    def add(self, seq: Seq) -> None:
-        """Hand the replica one more sequence, arriving no earlier than those it has (arrival order)."""
-        self.engine.pending.append(seq)
+    def add(self, request: Request, first_token_s: float | None = None) -> None:
+        """Hand the replica one more request, arriving no earlier than those it has.  With ``first_token_s`` the
+        request was prefilled on another replica and arrives with its prompt's KV and first token."""
+        seq = Seq(request)
+        self.engine.pending.append(seq if first_token_s is None else seq.handed_over(first_token_s))
+
+    def log_finished(self) -> None:
+        """From now on keep every request that finishes, for ``take_finished``."""
+        self.engine.finished_log = []
+
+    def take_finished(self) -> list[RequestOutcome]:
+        """The requests finished since the last call (``log_finished`` first), in the order they finished."""
+        log = self.engine.finished_log or []
+        self.engine.finished_log = []
+        return [_outcome(s) for s in log]
 
     def step(self) -> bool:
         """One turn of the loop: a step, or the clock moved to the next arrival while idle.  False when nothing
@@ -328,10 +358,7 @@ class Replica:
                 raise SimulationError(f"{self.policy.text}: nothing can run and nothing more arrives")
 
     def outcomes(self) -> tuple[RequestOutcome, ...]:
-        return tuple(RequestOutcome(s.request.id, s.request.arrival_s, s.request.prompt_tokens,
-                                    s.request.output_tokens, s.first_token_s, s.finish_s, s.preemptions,
-                                    s.token_times)
-                     for s in sorted(self.engine.pending, key=lambda s: s.request.id))
+        return tuple(_outcome(s) for s in sorted(self.engine.pending, key=lambda s: s.request.id))
 
     def run(self, overhead: EngineOverhead | None) -> SimulationRun:
         """The finished replica as a run."""

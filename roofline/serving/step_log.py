@@ -14,7 +14,7 @@ import math
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -47,7 +47,7 @@ _INTEGERS = frozenset({"decodes", "prefill_tokens", "sequences", "waiting", "kv_
 _BOOLEANS = frozenset({"compute_bound", "kv_blocked"})
 
 
-def _value(name: str, number: float):
+def _value(name: str, number: float) -> Any:
     """A stored double back as the field's type (every integer here is far below 2^53: exact as a double)."""
     if name in _INTEGERS:
         return int(number)

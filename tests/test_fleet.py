@@ -1,0 +1,160 @@
+"""Fleets: one replica with any router is the one-replica simulation; the routers' rules and the replica state
+they read; prefill and decode apart on a hand-computed request; two replicas' capacity; ``simulate --replicas``
+end to end (one shared run), its document against the schema."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from serving_helpers import constant_profile, token_linear_profile
+from test_document_schemas import schema_errors
+
+from microbench.cli.app import main
+from roofline.fleet.handover import KvLink
+from roofline.fleet.replicas import FleetLayout, Member, simulate_fleet
+from roofline.fleet.router import Router
+from roofline.fleet.summary import fleet_section
+from roofline.serving.capacity import search_capacity
+from roofline.serving.metrics import Slo, summarize
+from roofline.serving.policies import parse_policy
+from roofline.serving.report import replica_rows
+from roofline.serving.simulate import Replica, simulate
+from roofline.serving.simulate_config import ROUTERS
+from roofline.serving.step_log import FIELDS
+from roofline.serving.workload import Request, make_workload, with_arrivals
+
+ANALYTIC = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b", "--max-tokens", "2048",
+            "--max-context", "2048"]
+
+
+@pytest.mark.parametrize("policy", ["paged:block=4", "chunked:budget=32", "static:batch=4"])
+def test_one_replica_with_any_router_is_the_one_replica_simulation(policy):
+    profile = token_linear_profile(0.01, 0.001)
+    requests = make_workload(120, "poisson:20", "uniform:5:50", "exp:20:100", seed=1)
+    alone = simulate(profile, requests, policy)
+    for router in ROUTERS:
+        fleet = simulate_fleet(profile, requests, policy, FleetLayout(1, router))
+        assert [(r.id, r.first_token_s, r.finish_s, r.preemptions, list(r.token_times_s)) for r in fleet.requests] \
+            == [(r.id, r.first_token_s, r.finish_s, r.preemptions, list(r.token_times_s)) for r in alone.requests]
+        for name in FIELDS:
+            np.testing.assert_array_equal(fleet.steps.column(name), alone.steps.column(name))
+        assert summarize(fleet, profile, 0.9) == summarize(alone, profile, 0.9)
+
+
+class Load:
+    def __init__(self, outstanding, waiting):
+        self._outstanding, self._waiting = outstanding, waiting
+
+    def outstanding(self, time_s):
+        return self._outstanding
+
+    def waiting(self, time_s):
+        return self._waiting
+
+
+def test_each_router_picks_by_its_own_rule_and_ties_go_to_the_next_in_turn():
+    replicas = [Load(3, 0), Load(1, 1), Load(2, 0)]
+    picks = {name: [Router(name).choose(replicas, 0.0)] for name in ROUTERS}
+    assert picks == {"least-loaded": [1], "shortest-queue": [0], "round-robin": [0]}
+    router, idle = Router("least-loaded"), [Load(0, 0)] * 3
+    assert [router.choose(idle, 0.0) for _ in range(4)] == [0, 1, 2, 0]  # an idle fleet is spread
+    with pytest.raises(ValueError, match="unknown router"):
+        Router("fastest")
+
+
+def test_a_replica_counts_what_a_running_step_has_not_finished_yet_and_what_arrived_since():
+    """Every step costs 1 s: B (one token) finishes at the end of the first step, at t = 1."""
+    member = Member(Replica(constant_profile(), parse_policy("continuous"), None, None))
+    member.replica.add(Request(0, 0.0, 4, 3))
+    member.replica.add(Request(1, 0.0, 4, 1))
+    member.run_until(0.5)  # the step from 0 to 1 has started: B is still outstanding at 0.5
+    assert (member.outstanding(0.5), member.waiting(0.5)) == (2, 0)
+    member.replica.add(Request(2, 0.5, 4, 1))
+    assert member.waiting(0.5) == 1  # arrived mid-step: waits for the next
+    member.run_until(1.0)
+    assert member.outstanding(1.0) == 2  # B is done at 1.0; A and C are not
+
+
+def test_two_replicas_serve_well_over_the_capacity_of_one_under_the_same_slo():
+    """The capacity search of ``simulate --slo``, on one and on two replicas of the same profile and workload (the
+    benchmark, scripts/bench_fleet.py, does it on Llama-3-8B: 2.03x)."""
+    profile, slo = token_linear_profile(0.01, 0.0002), Slo.parse("ttft_p90=0.05")
+    requests = make_workload(150, "burst", "fixed:50", "exp:20:60", seed=0)
+    capacity = {}
+    for replicas in (1, 2):
+        def run_at(workload, replicas=replicas):
+            return simulate_fleet(profile, workload, "continuous:max-batch=16", FleetLayout(replicas, "least-loaded"))
+
+        burst = run_at(with_arrivals(requests, "burst"))
+        found = search_capacity(requests, slo, run_at, summarize(burst, profile, 0.9)["requests_per_s"], burst=burst)
+        assert not found.lower_bound
+        capacity[replicas] = found.capacity_requests_per_s
+    assert capacity[2] >= 1.8 * capacity[1]
+
+
+def test_prefill_and_decode_apart_by_hand():
+    """A step of T tokens costs 10 ms + 1 ms per token; the KV cache is 1 B a token, over 1000 B/s with 2 ms of
+    latency.  One request of a 100-token prompt and 4 output tokens: prefill 0.110 s (its first token), transfer
+    0.102 s, then three decode steps of 0.011 s each.  A one-token request never leaves its prefill replica."""
+    profile = token_linear_profile(0.01, 0.001)
+    layout = FleetLayout(router="round-robin", split=(1, 1), link=KvLink(1000.0, 0.002, "test link"))
+    run = simulate_fleet(profile, [Request(0, 0.0, 100, 4), Request(1, 5.0, 100, 1)], "continuous", layout)
+    first, second = run.requests
+    assert first.token_times_s[0] == pytest.approx(0.110)
+    assert list(first.token_times_s[1:]) == pytest.approx([0.223, 0.234, 0.245])
+    assert (first.ttft_s, first.e2e_s) == (pytest.approx(0.110), pytest.approx(0.245))
+    assert run.transfer_s == pytest.approx((0.102,))
+    assert list(second.token_times_s) == pytest.approx([5.110]) and second.finish_s == pytest.approx(5.110)
+    assert run.placement == ((0, 1), (0, None))
+    section = fleet_section(run, profile, 0.9)
+    assert [(r["role"], r["requests"], r["output_tokens"]) for r in section["replicas"]] == [
+        ("prefill", 2, 2), ("decode", 1, 3)]
+    assert section["kv_transfer_s"] == {"count": 1, "mean_s": pytest.approx(0.102), "max_s": pytest.approx(0.102)}
+
+
+@pytest.fixture(scope="module")
+def fleet_simulation(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fleet") / "sim"
+    run = CliRunner().invoke(main, ["simulate", *ANALYTIC, "--requests", "60", "--arrivals", "poisson:40",
+                                    "--policy", "paged", "--replicas", "3", "--router", "round-robin",
+                                    "--slo", "ttft_p90=0.5", "--no-report", "-o", str(out)], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    return run.output, out
+
+
+def test_simulate_replicas_writes_pooled_and_per_replica_figures(fleet_simulation):
+    output, out = fleet_simulation
+    document = json.loads((out / "simulation.json").read_text(encoding="utf-8"))
+    assert schema_errors("simulation", document) == []
+    assert document["fleet"] == {"replicas": 3, "router": "round-robin", "prefill_replicas": None,
+                                 "decode_replicas": None, "kv_link": None}
+    run = document["runs"][0]
+    replicas = run["fleet"]["replicas"]
+    assert [r["requests"] for r in replicas] == [20, 20, 20] and run["fleet"]["load_imbalance"] == 1.0
+    assert run["summary"]["requests"] == 60 and sum(r["output_tokens"] for r in replicas) == \
+        run["summary"]["output_tokens"]
+    assert run["summary"]["busy_s"] == pytest.approx(sum(r["busy_s"] for r in replicas))
+    assert "Fleet: 3 replicas of TP 1 (3 GPUs) behind round-robin." in output
+    assert "requests per replica 20–20 (load imbalance 1.00)" in output
+    with (out / "requests.csv").open() as stream:
+        rows = list(csv.DictReader(stream))
+    assert [row["replica"] for row in rows[:4]] == ["0", "1", "2", "0"] and rows[0]["decode_replica"] == ""
+    assert [row[:3] for row in replica_rows(run["fleet"])] == [("0", "serving", "20"), ("1", "serving", "20"),
+                                                                ("2", "serving", "20")]
+
+
+def test_simulate_disaggregated_takes_the_spec_sheets_link(tmp_path):
+    run = CliRunner().invoke(main, ["simulate", *ANALYTIC, "--requests", "8", "--prompt", "fixed:512",
+                                    "--disaggregate", "1:2", "--no-report", "-o", str(tmp_path / "sim")])
+    assert run.exit_code == 0, run.output
+    document = json.loads((tmp_path / "sim" / "simulation.json").read_text(encoding="utf-8"))
+    assert schema_errors("simulation", document) == []
+    link = document["fleet"]["kv_link"]
+    assert (link["bytes_per_s"], link["latency_s"]) == (450e9, 0.6e-6) and "NVLink 4" in link["source"]
+    # Llama-3-8B keeps 128 KiB of bf16 KV a token: 512 tokens cross 450 GB/s in 149 µs, plus one hop.
+    transfer = document["runs"][0]["fleet"]["kv_transfer_s"]
+    assert transfer["max_s"] == pytest.approx(512 * 131072 / 450e9 + 0.6e-6)
