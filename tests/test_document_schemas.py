@@ -31,7 +31,7 @@ jsonschema = pytest.importorskip("jsonschema", reason="the test extra (jsonschem
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = {"gpubench-step-profile": "step-profile", "gpubench-simulation": "simulation",
-         "gpubench-validation": "validation"}
+         "gpubench-validation": "validation", "gpubench-plan": "plan"}
 
 
 def schema_errors(name: str, document: object) -> list[str]:

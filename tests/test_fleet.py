@@ -1,11 +1,12 @@
 """Fleets: one replica with any router is the one-replica simulation; the routers' rules and the replica state
 they read; prefill and decode apart on a hand-computed request; two replicas' capacity; ``simulate --replicas``
-end to end (one shared run), its document against the schema."""
+and ``gpubench plan`` end to end (one shared run each), their documents against the schemas."""
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from test_document_schemas import schema_errors
 
 from microbench.cli.app import main
 from roofline.fleet.handover import KvLink
+from roofline.fleet.planner import smallest_meeting, usd_per_million_output_tokens
 from roofline.fleet.replicas import FleetLayout, Member, simulate_fleet
 from roofline.fleet.router import Router
 from roofline.fleet.summary import fleet_section
@@ -116,6 +118,22 @@ def test_prefill_and_decode_apart_by_hand():
     assert section["kv_transfer_s"] == {"count": 1, "mean_s": pytest.approx(0.102), "max_s": pytest.approx(0.102)}
 
 
+def test_the_fewest_replicas_search_finds_the_threshold_from_any_guess():
+    for threshold in (1, 2, 7, 100):
+        for guess in (1, 3, 50, 4096):
+            calls = []
+
+            def met(n, calls=calls, threshold=threshold):
+                calls.append(n)
+                return n >= threshold
+
+            assert smallest_meeting(met, guess, 1, 4096) == threshold
+            assert len(calls) <= 2 * math.log2(4096) + 2
+    assert smallest_meeting(lambda n: n >= 5000, 10, 1, 4096) is None
+    assert smallest_meeting(lambda n: n >= 3, 1, 4, 10) == 4  # nothing below the floor is tried
+    assert usd_per_million_output_tokens(3.6, 2, 1000.0) == pytest.approx(2.0)  # $7.2/h for 3.6M tokens/h
+
+
 @pytest.fixture(scope="module")
 def fleet_simulation(tmp_path_factory):
     out = tmp_path_factory.mktemp("fleet") / "sim"
@@ -158,3 +176,74 @@ def test_simulate_disaggregated_takes_the_spec_sheets_link(tmp_path):
     # Llama-3-8B keeps 128 KiB of bf16 KV a token: 512 tokens cross 450 GB/s in 149 µs, plus one hop.
     transfer = document["runs"][0]["fleet"]["kv_transfer_s"]
     assert transfer["max_s"] == pytest.approx(512 * 131072 / 450e9 + 0.6e-6)
+
+
+@pytest.fixture(scope="module")
+def candidates(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("candidates")
+    for name, gpu, tp in (("h200.json", "h200-sxm", "1"), ("h100-tp2.json", "h100-sxm", "2")):
+        run = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", gpu, "--model", "llama-3-8b", "--tp", tp,
+                                        "--max-tokens", "2048", "--max-context", "2048", "-o", str(folder / name)])
+        assert run.exit_code == 0, run.output
+    return [str(folder / "h200.json"), str(folder / "h100-tp2.json")]
+
+
+@pytest.fixture(scope="module")
+def plan_run(candidates, tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan") / "plan"
+    run = CliRunner().invoke(main, ["plan", *candidates, "--rate", "20,200", "--slo", "ttft_p90=0.3,tpot_p99=0.02",
+                                    "--requests", "150", "--policy", "paged", "--gpu-hour-usd", "h100-sxm=2.5",
+                                    "--disaggregate", "-o", str(out)], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    return run.output, json.loads((out / "plan.json").read_text(encoding="utf-8")), out
+
+
+def test_plan_answers_gpus_per_candidate_and_rate_never_fewer_at_the_higher_rate(plan_run):
+    output, document, out = plan_run
+    assert schema_errors("plan", document) == []
+    assert [c["sku"] for c in document["candidates"]] == ["h200-sxm", "h100-sxm"]
+    for candidate in document["candidates"]:
+        tp, price = candidate["profile"]["tp"], candidate["gpu_hour_usd"]
+        for layout in ("aggregated", "disaggregated"):
+            low, high = candidate["plans"][0][layout]
+            assert low["met"] and high["met"]
+            assert high["gpus"] >= low["gpus"]
+            if layout == "aggregated":  # ten times the rate needs more than one replica's worth
+                assert high["gpus"] > low["gpus"]
+            for point in (low, high):
+                assert point["gpus"] == point["replicas"] * tp
+                assert point["tokens_per_s_per_gpu"] == pytest.approx(point["tokens_per_s"] / point["gpus"])
+                expected = None if price is None else usd_per_million_output_tokens(price, point["gpus"],
+                                                                                    point["tokens_per_s"])
+                assert point["usd_per_million_output_tokens"] == (None if expected is None else
+                                                                   pytest.approx(expected))
+                assert [t["met"] for t in point["tried"] if t["replicas"] == point["replicas"]
+                        and t["prefill_replicas"] == point["prefill_replicas"]] == [True]
+                if layout == "disaggregated":
+                    assert point["prefill_replicas"] + point["decode_replicas"] == point["replicas"]
+                    smaller = [t for t in point["tried"] if t["replicas"] < point["replicas"]]
+                    assert all(not t["met"] for t in smaller if t["decode_replicas"] == point["decode_replicas"])
+                else:  # one fewer replica was tried and missed the SLO (or there is none fewer)
+                    assert point["replicas"] == 1 or {"replicas": point["replicas"] - 1, "prefill_replicas": None,
+                                                      "decode_replicas": None, "met": False} in point["tried"]
+    assert "$/M tokens" in output and "Llama 3 8B, h100-sxm, TP 2, bf16" in output
+    for name in ("report.html", "report.md", "gpus_rate.png", "cost_rate.png"):
+        assert (out / name).stat().st_size > 0, name
+
+
+def test_plan_reports_an_slo_no_fleet_meets_as_not_met_and_exits_0(candidates, tmp_path):
+    run = CliRunner().invoke(main, ["plan", candidates[0], "--rate", "5", "--slo", "ttft_p90=0.000001",
+                                    "--requests", "5", "--max-gpus", "4", "--no-report", "-o", str(tmp_path / "p")])
+    assert run.exit_code == 0, run.output
+    assert "the SLO is not met up to 4 GPUs at 5 requests/s" in run.output
+    point = json.loads((tmp_path / "p" / "plan.json").read_text())["candidates"][0]["plans"][0]["aggregated"][0]
+    assert (point["met"], point["replicas"], point["gpus"]) == (False, None, None)
+    assert point["tried"] == [{"replicas": 4, "prefill_replicas": None, "decode_replicas": None, "met": False}]
+
+
+def test_plan_refuses_a_price_for_a_sku_no_candidate_runs_on(candidates, tmp_path):
+    run = CliRunner().invoke(main, ["plan", candidates[0], "--rate", "5", "--slo", "ttft_p90=1",
+                                    "--gpu-hour-usd", "h100-pcie=2", "-o", str(tmp_path / "p")])
+    assert run.exit_code == 2 and "--gpu-hour-usd prices h100-pcie, which no profile runs on (they run on " \
+        "h200-sxm)" in run.output
+    assert not (tmp_path / "p").exists()
