@@ -5,9 +5,10 @@ A prefill replica runs the chosen policy on requests cut to their first token: i
 request leaves it when its first token is out (its KV blocks are freed then; holding them through the
 transfer is not modelled).  The KV cache of the prompt then moves over the link, one transfer of
 ``prompt_tokens × kv_bytes_per_token`` bytes (each tensor-parallel rank sends its own shard over its own link
-at once, and the profile's ``kv_bytes_per_token`` is one rank's), and the request arrives at a decode replica
-that much later, holding that KV and its first token.  The decode replica admits it by the policy's slots and
-KV blocks and decodes it; it prefills only what a preemption there makes it recompute.
+at once, and the profile's ``kv_bytes_per_token`` is one rank's; transfers that overlap do not share the link),
+and the request arrives at a decode replica that much later, holding that KV and its first token.  The decode
+replica admits it by the policy's slots and KV blocks and decodes it; it prefills only what a preemption there
+makes it recompute.
 """
 
 from __future__ import annotations
