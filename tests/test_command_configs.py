@@ -1,4 +1,4 @@
-"""One frozen config per command (decode, compare, simulate, profile, validate), built from its options and
+"""One frozen config per command (decode, compare, simulate, profile, validate, plan), built from its options and
 checked once, before torch is imported: each refused option is one line naming the flag and exit 2, with
 nothing created; each command declares its options from its one table."""
 
@@ -22,6 +22,7 @@ from roofline.compare.config import FLAGS as COMPARE_FLAGS
 from roofline.compare.config import CompareConfig
 from roofline.core.errors import BadInputError
 from roofline.core.options import number_refusal
+from roofline.fleet.plan_config import FLAGS as PLAN_FLAGS
 from roofline.serving.profile_doc import EngineOverhead
 from roofline.serving.simulate_config import FLAGS as SIMULATE_FLAGS
 from roofline.serving.simulate_config import SimulateConfig
@@ -68,6 +69,36 @@ REFUSED = [
      "--kv-dtype w8a16: a weight-only format stores weights, not a KV cache"),
     (["simulate", *ANALYTIC, "--dtype", "w3a16", "-o", "sim"], "--dtype w3a16: unknown dtype 'w3a16'"),
     (["simulate", *ANALYTIC, "--slo", "ttft=3", "-o", "sim"], "--slo"),
+    (["simulate", *ANALYTIC, "--replicas", "0", "-o", "sim"], "--replicas 0: give an integer from 1 to 4096"),
+    (["simulate", *ANALYTIC, "--replicas", "-2", "-o", "sim"], "--replicas -2: give an integer from 1 to 4096"),
+    (["simulate", *ANALYTIC, "--router", "fastest", "-o", "sim"], "Invalid value for '--router': 'fastest' is not"),
+    (["simulate", *ANALYTIC, "--disaggregate", "0:2", "-o", "sim"], "--disaggregate 0:2: give at least one prefill"),
+    (["simulate", *ANALYTIC, "--disaggregate", "2", "-o", "sim"], "--disaggregate '2': give P:D"),
+    (["simulate", *ANALYTIC, "--disaggregate", "1:1", "--replicas", "2", "-o", "sim"],
+     "give --replicas N or --disaggregate P:D"),
+    (["simulate", *ANALYTIC, "--disaggregate", "1:1", "--policy", "static:batch=4", "-o", "sim"],
+     "--disaggregate: static:batch=4 pads prompts into batches"),
+    (["simulate", *ANALYTIC, "--kv-link-gbps", "100", "-o", "sim"], "--kv-link-gbps is the link between"),
+    (["simulate", *ANALYTIC, "--disaggregate", "1:1", "--kv-link-gbps", "-5", "-o", "sim"],
+     "--kv-link-gbps -5: must be more than 0"),
+    (["plan", "p.json", "--slo", "ttft_p90=1", "-o", "out"], "Missing option '--rate'"),
+    (["plan", "--rate", "10", "--slo", "ttft_p90=1", "-o", "out"], "give one step profile per candidate"),
+    (["plan", "p.json", "--rate", "0", "--slo", "ttft_p90=1", "-o", "out"], "--rate must be positive"),
+    (["plan", "p.json", "--rate", "10,x", "--slo", "ttft_p90=1", "-o", "out"], "--rate '10,x': give requests/s"),
+    (["plan", "p.json", "--rate", "10", "--slo", "ttft_p90=1", "--gpu-hour-usd", "h100-sxm=nan", "-o", "out"],
+     "--gpu-hour-usd 'h100-sxm=nan': give SKU=PRICE"),
+    (["plan", "p.json", "--rate", "10", "--slo", "ttft_p90=1", "--gpu-hour-usd", "h100-sxm=-2", "-o", "out"],
+     "each price a finite, positive number"),
+    (["plan", "p.json", "--rate", "10", "--slo", "ttft_p90=1", "--gpu-hour-usd", "h100-sxm=inf", "-o", "out"],
+     "--gpu-hour-usd 'h100-sxm=inf'"),
+    (["plan", "p.json", "--rate", "10", "--slo", "ttft_p90=1", "--gpu-hour-usd", "a=1,a=2", "-o", "out"],
+     "a is priced twice"),
+    (["plan", "p.json", "--rate", "10", "--slo", "ttft_p90=1", "--router", "random", "-o", "out"],
+     "Invalid value for '--router'"),
+    (["plan", "p.json", "--rate", "10", "--slo", "ttft_p90=1", "--max-gpus", "0", "-o", "out"],
+     "--max-gpus 0: give 1 to 4096"),
+    (["plan", "p.json", "--rate", "10", "--slo", "ttft_p90=1", "--kv-link-gbps", "100", "-o", "out"],
+     "--kv-link-gbps is the link between prefill and decode replicas: give it with --disaggregate"),
     (["profile", *ANALYTIC, "--seed", "3", "--threads", "1", "-o", "p.json"],
      "--analytic measures nothing: drop --seed, --threads"),
     (["profile", *ANALYTIC, "--dtype", "w4a16", "--kv-dtype", "w4a16", "-o", "p.json"],
@@ -116,7 +147,7 @@ def test_each_refused_option_is_one_line_exit_2_and_creates_nothing(tmp_path, mo
 
 @pytest.mark.parametrize("command, table", [("decode", DECODE_FLAGS), ("compare", COMPARE_FLAGS),
                                             ("simulate", SIMULATE_FLAGS), ("profile", PROFILE_FLAGS),
-                                            ("validate", VALIDATE_FLAGS)])
+                                            ("validate", VALIDATE_FLAGS), ("plan", PLAN_FLAGS)])
 def test_every_option_is_declared_from_its_commands_table(command, table):
     options = [p for p in main.commands[command].params if isinstance(p, __import__("click").Option)]
     declared = {p.name: tuple(p.opts) for p in options if p.name != "help"}
@@ -179,20 +210,23 @@ from microbench.serving.profile_config import ProfileConfig
 from microbench.serving.validate_options import ValidateConfig
 from roofline.compare.config import CompareConfig
 from roofline.serving.simulate_config import SimulateConfig
+from roofline.fleet.plan_config import PlanConfig
 from microbench.cli.app import main
 DecodeConfig.from_options({{'model': 'llama-3-8b', 'batches': '1,2'}})
 CompareConfig.from_options({{'inputs': ('a.json',), 'specs': 'h100-sxm'}})
 SimulateConfig.from_options({{'analytic': True, 'policies': ('paged',), 'rates': '1'}})
+PlanConfig.from_options({{'profile_files': ('p.json',), 'rates': '1,2', 'slo': 'ttft_p90=1', 'prices': 'h100-sxm=2'}})
 ProfileConfig.from_options({{'output': Path('p.json'), 'hf_config': Path({TINY!r}), 'threads': 1}})
 ValidateConfig.from_options({{'hf_config': Path({TINY!r}), 'out_dir': Path('out')}})
 bad = [['decode', '--model', 'x', '--context', '0'], ['compare', 'a.json', '--mad-k', '0'],
        ['simulate', '--analytic', '--seed', '-1'], ['profile', '--hf-config', 'x', '--threads', '0', '-o', 'p'],
-       ['validate', '--hf-config', 'x', '--repeats', '0', '-o', 'out']]
+       ['validate', '--hf-config', 'x', '--repeats', '0', '-o', 'out'],
+       ['plan', 'p.json', '--rate', '0', '--slo', 'ttft_p90=1']]
 codes = [CliRunner().invoke(main, args).exit_code for args in bad]
 print(codes, [name for name in ('torch', 'transformers', 'matplotlib') if name in sys.modules])
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.split() == ["[2,", "2,", "2,", "2,", "2]", "[]"], out.stdout + out.stderr
+    assert out.stdout.split() == ["[2,", "2,", "2,", "2,", "2,", "2]", "[]"], out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("command", ["fit", "report", "compare"])

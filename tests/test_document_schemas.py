@@ -31,7 +31,7 @@ jsonschema = pytest.importorskip("jsonschema", reason="the test extra (jsonschem
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = {"gpubench-step-profile": "step-profile", "gpubench-simulation": "simulation",
-         "gpubench-validation": "validation"}
+         "gpubench-validation": "validation", "gpubench-plan": "plan"}
 
 
 def schema_errors(name: str, document: object) -> list[str]:
@@ -133,9 +133,9 @@ def test_a_tensor_parallel_profile_and_its_simulation_validate_with_their_comm_k
 
 def test_a_fresh_simulation_validates_and_writes_its_keys_in_the_declared_order(fresh_simulation):
     assert schema_errors("simulation", fresh_simulation) == []
-    assert list(fresh_simulation) == list(SimulationDocument.registry())
+    assert list(fresh_simulation) == [key for key in SimulationDocument.registry() if key != "fleet"]  # one replica
     for run in fresh_simulation["runs"]:
-        assert list(run) == list(SimulatedPolicy.registry())
+        assert list(run) == [key for key in SimulatedPolicy.registry() if key != "fleet"]
         # --slo: every summary key, slo included, but the all-reduces' share (TP 1 has none)
         assert list(run["summary"]) == [key for key in Summary.registry() if key != "comm_time_share"]
     assert any(run["capacity"]["tried"] for run in fresh_simulation["runs"])  # probes with their checks

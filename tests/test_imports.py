@@ -80,6 +80,8 @@ ROOM_IMPORTS = {
     "roofline.decode": {"roofline.core", "roofline.specs", "roofline.result", "roofline.report"},
     "roofline.serving": {"roofline.core", "roofline.specs", "roofline.result", "roofline.analysis",
                          "roofline.report", "roofline.decode"},
+    "roofline.fleet": {"roofline.core", "roofline.specs", "roofline.result", "roofline.analysis", "roofline.report",
+                       "roofline.decode", "roofline.serving"},
     "microbench.telemetry": set(),
     "microbench.device": {"microbench.telemetry"},
     "microbench.timing": {"microbench.device", "microbench.telemetry", "microbench.sweep"},

@@ -283,6 +283,17 @@ def test_an_slo_a_burst_already_meets_gives_the_burst_rate_as_a_lower_bound(tmp_
     assert "e+" not in run.output and "≥15.4" in run.output
 
 
+def test_an_slo_no_rate_meets_stops_the_search_before_the_arrivals_run_past_the_workload_limit(tmp_path):
+    """Dividing the rate by 4 while the SLO fails once reached rates whose arrivals span past 10^9 s, which the
+    workload refuses: the search now stops above them and says no rate meets the SLO."""
+    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--requests", "5",
+                    "--prompt", "fixed:16", "--output", "fixed:4", "--slo", "ttft_p90=0.000001", "--no-report")
+    assert run.exit_code == 0, run.output
+    capacity = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["capacity"]
+    assert capacity["capacity_requests_per_s"] is None and capacity["reason"].startswith("no rate down to")
+    assert min(p["rate_requests_per_s"] for p in capacity["tried"]) >= 5 * 100 / 1e9
+
+
 def test_the_tiny_models_table_reads_in_significant_digits_with_units(tmp_path):
     path = tmp_path / "p.json"
     assert CliRunner().invoke(main, ["profile", *TINY, "-o", str(path)]).exit_code == 0

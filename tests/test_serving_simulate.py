@@ -154,3 +154,22 @@ def test_a_capacity_search_whose_slo_always_holds_stops_at_a_bounded_rate():
     rates = [p["rate_requests_per_s"] for p in result.tried]
     assert max(rates) <= RATE_LIMIT_OVER_BURST * 10.0 and result.lower_bound
     assert result.capacity_requests_per_s == max(rates) and "capacity ≥ 40 requests/s" in result.reason
+
+
+def test_the_step_log_gives_back_each_field_as_logged_and_joins_logs_without_copying_them():
+    """Steps are stored as doubles, column by column: a record read back has its integers, booleans and a missing
+    block count as they were, and two runs' logs read as one, in order."""
+    import numpy as np
+
+    from roofline.serving.step_log import FIELDS, StepLog
+
+    paged = simulate(constant_profile(device_bytes=10**6), _requests(OUTPUTS), "paged:block=4")
+    free = simulate(constant_profile(), _requests(OUTPUTS), "continuous")
+    first = paged.steps[0]
+    assert (type(first.decodes), type(first.kv_blocked), type(first.kv_blocks_used)) == (int, bool, int)
+    assert free.steps[-1].kv_blocks_used is None and free.steps[-1] == list(free.steps)[-1]
+    joined = StepLog.joined([paged.steps, free.steps])
+    assert len(joined) == len(paged.steps) + len(free.steps) and joined[len(paged.steps)] == free.steps[0]
+    for name in FIELDS:
+        expected = [getattr(s, name) for s in [*paged.steps, *free.steps]]
+        np.testing.assert_array_equal(joined.column(name), [np.nan if v is None else v for v in expected])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from microbench.cli import engine, serving
+from microbench.cli import engine, fleet, serving
 from microbench.cli.edges import (
     BadInput,
     OneLineGroup,
@@ -344,8 +344,9 @@ def devices() -> None:
     print_devices()
 
 # The serving commands live in their own modules: simulate and the analytic profile (cli.serving), the measured
-# profile and validate (cli.engine), whose profile hands --analytic to the analytic one.
+# profile and validate (cli.engine), whose profile hands --analytic to the analytic one, and plan (cli.fleet).
 main.add_command(serving.simulate)
+main.add_command(fleet.plan)
 engine.register(main)
 
 if __name__ == "__main__":  # pragma: no cover

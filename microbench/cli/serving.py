@@ -19,7 +19,7 @@ from microbench.cli.guard import writing_to
 from roofline.serving.simulate_config import FLAGS, MODEL_FLAGS
 
 
-def _tool_host() -> tuple[dict[str, Any], dict[str, Any]]:
+def tool_and_host() -> tuple[dict[str, Any], dict[str, Any]]:
     from microbench.device.provenance import host_info, tool_info
 
     return tool_info(), host_info()
@@ -43,7 +43,7 @@ def build_analytic_profile(config):
     result = load_result(config.from_result) if config.from_result is not None else None
     sku = config.sku or (result.device.get("sku") if result is not None else None)
     dtype = config.dtype or MODEL_FLAGS["dtype"].default
-    tool, host = _tool_host()
+    tool, host = tool_and_host()
     return analytic_profile(profile, tp=config.tp, dtype=dtype, kv_dtype=resolved_kv_dtype(dtype, config.kv_dtype),
                             max_tokens=config.max_tokens, max_context=config.max_context,
                             gpu=load_gpu_spec(sku) if sku else None, result=result,
@@ -62,7 +62,7 @@ def write_analytic_profile(config) -> None:
     click.echo(f"step profile of {document.model['name']} ({document.basis}) saved to {config.output}")
 
 
-def _load_workload(trace, requests, arrivals, prompt, output_lengths, seed):
+def load_workload(trace, requests, arrivals, prompt, output_lengths, seed):
     from roofline.serving.workload import load_trace, make_workload
 
     if trace is not None:
@@ -85,8 +85,10 @@ def _overhead(profile, given: dict[str, float]):
     return replace(base, **given, fitted_on=fitted_on)
 
 
-def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates, seed) -> list[dict[str, Any]]:
-    """Simulate each policy; with an SLO, also search its capacity; with rates, draw its curve."""
+def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates, seed,
+                 layout=None) -> list[dict[str, Any]]:
+    """Simulate each policy; with an SLO, also search its capacity; with rates, draw its curve.  With a fleet's
+    ``layout`` every simulation is of the whole fleet (``roofline.fleet``): its capacity is the fleet's."""
     from roofline.serving.capacity import rate_point, search_capacity
     from roofline.serving.metrics import summarize
     from roofline.serving.simulate import simulate
@@ -95,10 +97,18 @@ def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates
     entries = []
     for policy in policies:
         def run_at(workload, policy=policy):
+            if layout is not None:
+                from roofline.fleet.replicas import simulate_fleet
+
+                return simulate_fleet(profile, workload, policy, layout, overhead, mem_fraction)
             return simulate(profile, workload, policy, overhead, mem_fraction)
 
         run = run_at(requests)
         entry: dict[str, Any] = {"run": run, "summary": summarize(run, profile, mem_fraction, slo), "rates": []}
+        if layout is not None:
+            from roofline.fleet.summary import fleet_section
+
+            entry["fleet"] = fleet_section(run, profile, mem_fraction)
         for rate in rates:
             entry["rates"].append(rate_point(rate, run_at(with_arrivals(requests, f"poisson:{rate!r}", seed))))
         if slo is not None:
@@ -111,15 +121,15 @@ def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates
 
 
 @contextlib.contextmanager
-def _output_folder(folder: Path):
-    """Check the output folder and its files before simulating (a link, /sys or /proc must not lose the run);
-    a folder this check created is removed again when the simulation then refuses the input."""
+def output_folder(folder: Path, names: tuple[str, ...] = ("simulation.json", "requests.csv")):
+    """Check the output folder and its files ``names`` before simulating (a link, /sys or /proc must not lose
+    the run); a folder this check created is removed again when the simulation then refuses the input."""
     from roofline.result.io import check_output
 
     created = not folder.exists() and not folder.is_symlink()
     check_output(folder, folder=True)
     try:
-        for name in ("simulation.json", "requests.csv"):
+        for name in names:
             check_output(folder / name)
         yield
     except BaseException:
@@ -128,7 +138,7 @@ def _output_folder(folder: Path):
         raise
 
 
-def _remove_stale_page(folder: Path, stale: set[str]) -> None:
+def remove_stale_page(folder: Path, stale: set[str]) -> None:
     """An earlier run's report files this run did not write again: left, they would describe another
     simulation beside this one's simulation.json (``--no-report`` over an old folder)."""
     for name in sorted(stale):
@@ -139,20 +149,25 @@ def _remove_stale_page(folder: Path, stale: set[str]) -> None:
 
 
 def _print_table(document: dict[str, Any]) -> None:
-    """The policies' table in plain columns, split into parts that each fit the terminal (the policy again in
-    each), then the verdict."""
-    from microbench.cli.render import column_groups, stdout
+    """The policies' table, then the verdict."""
     from roofline.serving.report import summary_table, verdict_lines
 
-    header, rows = summary_table(document)
+    print_columns(*summary_table(document))
+    for line in verdict_lines(document):
+        click.echo(line)
+
+
+def print_columns(header, rows) -> None:
+    """A table in plain columns, split into parts that each fit the terminal (the first column again in each)."""
+    from microbench.cli.render import column_groups, stdout
+
+    header, rows = list(header), [list(r) for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     for part, columns in enumerate(column_groups(widths, stdout.width, frame=2)):
         if part:
             click.echo()
         for line in [header] + rows:
             click.echo("  ".join(line[i].rjust(widths[i]) if i else line[i].ljust(widths[i]) for i in columns))
-    for line in verdict_lines(document):
-        click.echo(line)
 
 
 @click.command()
@@ -160,7 +175,8 @@ def _print_table(document: dict[str, Any]) -> None:
 @click.argument("profile_file", type=click.Path(path_type=Path), required=False)
 @declare(FLAGS)
 def simulate(ctx, **options) -> None:
-    """Simulate one replica serving a workload under batching policies: throughput, latency, the binding limit."""
+    """Simulate one replica, or a fleet behind a router, serving a workload under batching policies: throughput,
+    latency, the binding limit."""
     from roofline.serving.simulate_config import SimulateConfig
 
     with bad_input():
@@ -181,6 +197,17 @@ def run_simulate(config) -> None:
             _simulate_into(config, step_profile, folder)
 
 
+def fleet_layout(config, profile):
+    """The fleet of a ``SimulateConfig``: its replicas and router, or its prefill:decode split with the KV link
+    (``--kv-link-gbps``, else the spec sheet of the profile's GPU)."""
+    from roofline.fleet.handover import kv_link
+    from roofline.fleet.replicas import FleetLayout
+
+    if config.disaggregate is None:
+        return FleetLayout(config.replicas, config.router)
+    return FleetLayout(router=config.router, split=config.disaggregate, link=kv_link(profile, config.kv_link_gbps))
+
+
 def _simulate_into(config, step_profile, folder: Path) -> None:
     from roofline.report.page import page_files
     from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
@@ -188,16 +215,22 @@ def _simulate_into(config, step_profile, folder: Path) -> None:
 
     profile_file, mem_fraction, seed = config.profile_file, config.mem_fraction, config.seed
     with bad_input():
-        requests, workload = _load_workload(config.trace, config.requests, config.arrivals, config.prompt,
+        requests, workload = load_workload(config.trace, config.requests, config.arrivals, config.prompt,
                                             config.output_lengths, seed)
         check_fits_in_memory(requests, len(config.policy_list))
         overhead = _overhead(step_profile, config.overhead_given)
-        with _output_folder(folder):
+        layout = fleet_layout(config, step_profile) if config.fleet else None
+        with output_folder(folder):
             entries = run_policies(step_profile, requests, config.policy_list, overhead, mem_fraction, config.slo,
-                                   list(config.rates), seed)
-    tool, host = _tool_host()
+                                   list(config.rates), seed, layout)
+    tool, host = tool_and_host()
+    fleet = None
+    if layout is not None:
+        from roofline.fleet.summary import layout_record
+
+        fleet = layout_record(layout)
     document = simulation_document(entries, step_profile, str(profile_file) if profile_file else None, workload,
-                                   mem_fraction, tool, host, tuple(sys.argv))
+                                   mem_fraction, tool, host, tuple(sys.argv), fleet)
     if config.as_json:
         click.echo(json.dumps([{"policy": e["policy"], "summary": e["summary"], "capacity": e["capacity"]}
                                for e in document["runs"]], indent=1, allow_nan=False))
@@ -207,11 +240,11 @@ def _simulate_into(config, step_profile, folder: Path) -> None:
     earlier_page = page_files(folder)
     with bad_input():
         save_simulation(document, folder / "simulation.json")
-        write_requests_csv(runs, folder / "requests.csv")
+        write_requests_csv(runs, folder / "requests.csv", [run.placement for run in runs] if fleet else None)
         if not config.no_report:
             from roofline.serving.report import write_report
 
             write_report(document, runs, folder)
-    _remove_stale_page(folder, earlier_page - page_files(folder) if not config.no_report else earlier_page)
+    remove_stale_page(folder, earlier_page - page_files(folder) if not config.no_report else earlier_page)
     click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if config.no_report else " and the report"),
                err=config.as_json)

@@ -1,6 +1,7 @@
 """The roofline formula, written down once: ``t = max(bytes/BW, flop/P)``, its ridge ``P/BW``, and the
-attainable FLOP/s ``min(BW·I, P)`` at an intensity; and beside it the one cost of a ring all-reduce, which a
-tensor-parallel step adds to its kernels.
+attainable FLOP/s ``min(BW·I, P)`` at an intensity; and beside it the costs of moving bytes between GPUs: a ring
+all-reduce, which a tensor-parallel step adds to its kernels, and one transfer over one link, which a KV cache
+handed from a prefill replica to a decode replica takes.
 
 Every module that draws, fits, compares or models a roofline calls these (fit, analysis, plots, decode,
 compare), so a change of convention (a peak that is unknown, a bandwidth-only roof) lands everywhere at
@@ -33,6 +34,11 @@ def ring_all_reduce_time_s(message_bytes: float, ranks: int, link_bytes_per_s: f
         return 0.0
     steps = 2 * (ranks - 1)
     return steps / ranks * message_bytes / link_bytes_per_s + steps * hop_latency_s
+
+
+def transfer_time_s(message_bytes: float, link_bytes_per_s: float, latency_s: float = 0.0) -> float:
+    """One transfer of ``message_bytes`` over one link, one way: ``latency + bytes / BW``."""
+    return latency_s + message_bytes / link_bytes_per_s
 
 
 def attainable_flop_per_s(intensity_flop_per_byte, bandwidth_bytes_per_s: float | None,

@@ -15,12 +15,15 @@ from roofline.core.units import significant
 from roofline.serving.latency import latencies, percentile_s
 from roofline.serving.metrics import Slo
 from roofline.serving.simulate import SimulationRun
-from roofline.serving.workload import Request, with_arrivals
+from roofline.serving.workload import MAX_ARRIVAL_S, Request, with_arrivals
 
 RELATIVE_TOLERANCE = 0.02  # stop when the bracket is within 2% of the rate
 # Past the burst's own throughput a queue builds, so a rate this many times it that still meets the SLO only
 # says the SLO is loose: the search stops there and reports a lower bound instead of doubling to 10^8 req/s.
 RATE_LIMIT_OVER_BURST = 4.0
+# Below this many requests/s per request the workload's arrivals would span past MAX_ARRIVAL_S (a workload's
+# limit): an SLO still missed there is missed by requests that hardly meet, and the search stops saying so.
+LOWEST_RATE_PER_REQUEST = 100 / MAX_ARRIVAL_S
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,9 @@ def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[lis
 
     lo, hi = None, None
     rate = start_rate
-    while len(tried) < max_runs and (lo is None or hi is None) and rate <= RATE_LIMIT_OVER_BURST * start_rate:
+    lowest = LOWEST_RATE_PER_REQUEST * len(requests)
+    while len(tried) < max_runs and (lo is None or hi is None) and rate <= RATE_LIMIT_OVER_BURST * start_rate \
+            and (rate >= lowest or not tried):
         if probe(rate):
             lo, rate = rate, rate * 2
         else:

@@ -11,6 +11,7 @@ import csv
 import datetime as dt
 import io
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,8 @@ def timeline(run: SimulationRun, profile: StepProfile, kv_capacity_tokens: int |
     """Step quantities averaged over time bins (weighted by step time)."""
     s = step_arrays(run, ("start_s", "time_s", "sequences", "kv_tokens", "flop", "bytes", "compute_bound",
                           "linear_s", "attention_s", "other_s", "overhead_s"))
-    edges = np.linspace(s["start_s"][0], s["start_s"][-1] + s["time_s"][-1], TIMELINE_BINS + 1)
+    # First start to last end: a fleet's steps come replica after replica, not in time order.
+    edges = np.linspace(s["start_s"].min(), (s["start_s"] + s["time_s"]).max(), TIMELINE_BINS + 1)
     which = np.clip(np.searchsorted(edges, s["start_s"], side="right") - 1, 0, TIMELINE_BINS - 1)
     weight = np.bincount(which, weights=s["time_s"], minlength=TIMELINE_BINS)
     keep = weight > 0
@@ -58,10 +60,18 @@ def composition(run: SimulationRun, with_comm: bool = False) -> dict[str, float]
     return {f"{name}": float(values.sum()) for name, values in s.items()}
 
 
+def profile_identity(profile: StepProfile, path: str | None) -> dict[str, Any]:
+    """Which step profile a document was made from: its file (None: made from a spec sheet) and identity."""
+    return {"path": path, "source": profile.source, "basis": profile.basis, "model": profile.model, "tp": profile.tp,
+            "dtype": profile.dtype, "kv_dtype": profile.kv_dtype, "lm_head_dtype": profile.head_dtype,
+            "memory": profile.memory, "roof": profile.roof, "device": profile.device}
+
+
 def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, profile_path: str | None,
                         workload: dict[str, Any], mem_fraction: float, tool: dict[str, Any], host: dict[str, Any],
-                        argv: tuple[str, ...]) -> dict[str, Any]:
-    """``entries``: per policy ``{"run", "summary", "capacity"?, "rates"?}``."""
+                        argv: tuple[str, ...], fleet: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``entries``: per policy ``{"run", "summary", "capacity"?, "rates"?, "fleet"?}``; ``fleet``: the layout of
+    a fleet's replicas (``roofline.fleet``; None: one replica, and no fleet keys)."""
     runs = []
     for entry in entries:
         run, summary = entry["run"], entry["summary"]
@@ -71,16 +81,14 @@ def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, pro
                      "composition_s": composition(run, with_comm=profile.comm is not None),
                      "timeline": timeline(run, profile, summary["kv_tokens_capacity"]),
                      "capacity": entry["capacity"].to_dict() if entry.get("capacity") else None,
-                     "rates": entry.get("rates") or []})
+                     "rates": entry.get("rates") or [],
+                     **({"fleet": entry["fleet"]} if entry.get("fleet") else {})})
     return {
         "schema_version": SCHEMA_VERSION, "kind": KIND, "tool": tool,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "argv": list(argv),
         "host": host,
-        "profile": {"path": profile_path, "source": profile.source, "basis": profile.basis, "model": profile.model,
-                    "tp": profile.tp, "dtype": profile.dtype, "kv_dtype": profile.kv_dtype,
-                    "lm_head_dtype": profile.head_dtype, "memory": profile.memory,
-                    "roof": profile.roof, "device": profile.device},
-        "workload": workload, "mem_fraction": mem_fraction, "runs": runs,
+        "profile": profile_identity(profile, profile_path),
+        "workload": workload, "mem_fraction": mem_fraction, **({"fleet": fleet} if fleet else {}), "runs": runs,
     }
 
 
@@ -92,14 +100,22 @@ REQUEST_COLUMNS = ("policy", "id", "arrival_s", "prompt_tokens", "output_tokens"
                    "ttft_s", "tpot_s", "e2e_s", "preemptions")
 
 
-def write_requests_csv(runs: list[SimulationRun], path: Path) -> None:
-    """One row per request per policy, written atomically and never over a link or special file."""
+PLACEMENT_COLUMNS = ("replica", "decode_replica")
+
+
+def write_requests_csv(runs: list[SimulationRun], path: Path,
+                       placements: list[Sequence[tuple[int, int | None]]] | None = None) -> None:
+    """One row per request per policy, written atomically and never over a link or special file.  A fleet's
+    ``placements`` (per run, per request in id order: its replica and its decode replica, None when it has
+    none) add the two columns of ``PLACEMENT_COLUMNS``."""
     stream = io.StringIO(newline="")
     writer = csv.writer(stream)
-    writer.writerow(REQUEST_COLUMNS)
-    for run in runs:
-        for r in run.requests:
+    writer.writerow(REQUEST_COLUMNS + (PLACEMENT_COLUMNS if placements else ()))
+    for index, run in enumerate(runs):
+        for row, r in enumerate(run.requests):
+            where = placements[index][row] if placements else None
             writer.writerow([run.policy["policy"], r.id, f"{r.arrival_s:.9g}", r.prompt_tokens, r.output_tokens,
                              f"{r.first_token_s:.9g}", f"{r.finish_s:.9g}", f"{r.ttft_s:.9g}",
-                             "" if r.tpot_s is None else f"{r.tpot_s:.9g}", f"{r.e2e_s:.9g}", r.preemptions])
+                             "" if r.tpot_s is None else f"{r.tpot_s:.9g}", f"{r.e2e_s:.9g}", r.preemptions,
+                             *(() if where is None else (where[0], "" if where[1] is None else where[1]))])
     write_output_file(path, stream.getvalue())

@@ -84,7 +84,7 @@ def _percentiles_and_max(values: np.ndarray) -> dict[str, float | None]:
 
 
 def step_arrays(run: SimulationRun, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    return {name: np.array([getattr(s, name) for s in run.steps], dtype=float) for name in names}
+    return {name: run.steps.column(name) for name in names}
 
 
 def kv_capacity_tokens(run: SimulationRun, profile: StepProfile, mem_fraction: float) -> int | None:
@@ -118,7 +118,7 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
         "compute_bound_time_share": float((s["compute_bound"] * s["time_s"]).sum() / busy) if busy else 0.0,
         "overhead_time_share": float(s["overhead_s"].sum() / busy) if busy else 0.0,
         # Only a profile that costs all-reduces has their share: a TP 1 summary is the one it always was.
-        **({"comm_time_share": float(sum(step.comm_s for step in run.steps) / busy) if busy else 0.0}
+        **({"comm_time_share": float(sum(run.steps.column("comm_s").tolist()) / busy) if busy else 0.0}
            if profile.comm is not None else {}),
         "kv_blocked_step_share": float(s["kv_blocked"].mean()),
         "preemptions": sum(r.preemptions for r in run.requests),

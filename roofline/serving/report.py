@@ -1,7 +1,7 @@
 """The simulation report: report.html (self-contained), report.md with PNGs beside it, from simulation.json's
-content and the runs.  Figures: throughput against latency over rates, batch and KV occupancy over time,
-MBU/MFU over time, latency distributions, the inter-token latency's distribution and tail, step-time
-composition.
+content and the runs (a fleet's: the pooled run, and a table of its replicas).  Figures: throughput against
+latency over rates, batch and KV occupancy over time, MBU/MFU over time, latency distributions, the inter-token
+latency's distribution and tail, step-time composition.
 """
 
 from __future__ import annotations
@@ -211,14 +211,59 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
     dtype = p["dtype"] if head == p["dtype"] else f"{p['dtype']} (embeddings and LM head {head})"
     lines = [f"{p['model']['name']} on {p['device'].get('name') or p['basis']} ({p['source']}: {p['basis']}), "
              f"{dtype}, KV {p['kv_dtype']}, TP {p['tp']}."]
+    if document.get("fleet"):
+        lines.append(_fleet_sentence(document["fleet"], p["tp"]))
     for entry in document["runs"]:
         lines.append(f"{entry['policy']['policy']}: {entry['summary']['binding_sentence']}")
+        if entry.get("fleet"):
+            lines.append(f"{entry['policy']['policy']}: {_spread_sentence(entry['fleet'])}")
         if entry["summary"].get("slo"):
             lines.append(f"{entry['policy']['policy']}: {_goodput_sentence(entry['summary'])}")
         lines += [f"{entry['policy']['policy']}: warning: {w}" for w in entry["summary"].get("warnings", [])]
         if (entry.get("capacity") or {}).get("reason"):
             lines.append(f"{entry['policy']['policy']}: capacity: {entry['capacity']['reason']}")
     return lines
+
+
+def _fleet_sentence(fleet: dict[str, Any], tp: int) -> str:
+    """The layout: how many replicas of how many GPUs, the router, and a split's KV link."""
+    gpus = f"{fleet['replicas'] * tp} GPUs"
+    if fleet.get("prefill_replicas"):
+        link = fleet["kv_link"]
+        return (f"Fleet: {fleet['prefill_replicas']} prefill and {fleet['decode_replicas']} decode replicas of TP {tp} "
+                f"({gpus}) behind {fleet['router']}; each prompt's KV cache crosses {link['source']}.")
+    return f"Fleet: {fleet['replicas']} replicas of TP {tp} ({gpus}) behind {fleet['router']}."
+
+
+def _spread_sentence(fleet: dict[str, Any]) -> str:
+    """How evenly the router spread the requests, and how busy the replicas were."""
+    parts = []
+    for role in ("serving", "prefill", "decode"):
+        members = [r for r in fleet["replicas"] if r["role"] == role]
+        if not members:
+            continue
+        counts, busy = [r["requests"] for r in members], [r["busy_share"] for r in members]
+        imbalance = fleet["decode_load_imbalance"] if role == "decode" else fleet["load_imbalance"]
+        who = "requests per replica" if role == "serving" else f"requests per {role} replica"
+        parts.append(f"{who} {min(counts)}–{max(counts)} (load imbalance {imbalance:.2f}), busy "
+                     f"{min(busy):.0%}–{max(busy):.0%} of the makespan")
+    if fleet.get("kv_transfer_s"):
+        transfer = fleet["kv_transfer_s"]
+        parts.append(f"KV handovers {_s(transfer['mean_s'])} on average, {_s(transfer['max_s'])} at most")
+    return "; ".join(parts) + "."
+
+
+REPLICA_HEADER = ("replica", "role", "requests", "tokens", "busy", "TTFT p90", "TPOT p99", "ITL p99", "e2e p99",
+                  "batch mean", "KV occ mean", "preemptions")
+
+
+def replica_rows(fleet: dict[str, Any]) -> tuple[tuple[str, ...], ...]:
+    """One row per replica: its own requests' figures from their arrival there."""
+    return tuple((str(r["replica"]), r["role"], str(r["requests"]), str(r["output_tokens"]), f"{r['busy_share']:.0%}",
+                  _s(r["ttft_p90_s"]), _s(r["tpot_p99_s"]), _s(r["itl_p99_s"]), _s(r["e2e_p99_s"]),
+                  "–" if r["batch_mean"] is None else f"{r['batch_mean']:.1f}",
+                  "–" if r["kv_occupancy_mean"] is None else f"{r['kv_occupancy_mean']:.0%}", str(r["preemptions"]))
+                 for r in fleet["replicas"])
 
 
 CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em}"
@@ -235,6 +280,10 @@ def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Pa
     blocks: list[page.Block] = [
         page.Heading("Verdict"), page.Bullets(tuple(verdict_lines(document))),
         page.Heading("Policies"), page.Table(tuple(header), tuple(map(tuple, rows))),
-        page.Paragraph(f"Workload: `{workload}`", f"Workload: <code>{html.escape(str(workload))}</code>"),
-        page.Images()]
+        page.Paragraph(f"Workload: `{workload}`", f"Workload: <code>{html.escape(str(workload))}</code>")]
+    for entry in document["runs"]:
+        if entry.get("fleet"):
+            blocks += [page.Heading(f"Replicas under {entry['policy']['policy']}"),
+                       page.Table(REPLICA_HEADER, replica_rows(entry["fleet"]))]
+    blocks.append(page.Images())
     page.write_page(folder, f"gpubench simulate: {document['profile']['model']['name']}", CSS, blocks, images)

@@ -13,14 +13,15 @@ import math
 from array import array
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from roofline.core.errors import BadInputError
 from roofline.serving.latency import end_to_end_s, span_s, time_per_output_token_s, time_to_first_token_s
 from roofline.serving.policies import Policy, StepPlan, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
-from roofline.serving.step_cost import CostModel, StepCost
+from roofline.serving.step_cost import CostModel
+from roofline.serving.step_log import StepLog
 from roofline.serving.workload import Request
 
 KV_WATERMARK = 0.01  # vLLM keeps 1% of the blocks free at admission, so running sequences can grow
@@ -55,31 +56,11 @@ class RequestOutcome:
         return time_per_output_token_s(self)
 
 
-@dataclass(frozen=True, slots=True)
-class StepRecord(StepCost):
-    """One simulated step: its cost (``StepCost``'s fields) and the state of the batch and the KV cache."""
-
-    start_s: float
-    decodes: int
-    prefill_tokens: int
-    sequences: int  # decodes + prefill chunks in the step (static: every slot, finished or not)
-    waiting: int  # arrived requests not admitted when the step began
-    kv_tokens: int  # tokens held in the KV cache after the step
-    kv_blocks_used: int | None
-    wasted_slots: int  # static: slots that decode for an already finished sequence
-    padding_tokens: int  # static: prompt tokens of padding prefilled
-    kv_blocked: bool  # a waiting request was refused for lack of KV blocks
-    preempted: int
-
-
-COST_FIELDS = tuple(f.name for f in fields(StepCost))
-
-
 @dataclass(frozen=True)
 class SimulationRun:
     policy: dict[str, Any]
     requests: tuple[RequestOutcome, ...]
-    steps: tuple[StepRecord, ...]
+    steps: StepLog
     kv_blocks_total: int | None
     kv_tokens_capacity: int | None
     overhead: EngineOverhead | None
@@ -104,6 +85,14 @@ class Seq:
         self.finished = self.active = False  # active: in the running set
         self.token_times = array("d")  # 8 bytes a token, and numpy reads it without converting each float
 
+    def handed_over(self, first_token_s: float) -> Seq:
+        """This sequence as it arrives from another replica that prefilled its prompt (disaggregated serving):
+        with the prompt's KV cache and the first token (made there at ``first_token_s``), left to decode."""
+        self.prefill_left, self.kv_tokens, self.generated = 0, self.request.prompt_tokens, 1
+        self.first_token_s = first_token_s
+        self.token_times.append(first_token_s)
+        return self
+
 
 class Engine:
     """Queues, clock and KV blocks; the policies call ``admit``, ``take_waiting``, ``decodable``, ``prefilling``."""
@@ -119,8 +108,9 @@ class Engine:
         self.clock_s = 0.0
         self.kv_blocked = False
         self.preempted = self.finished_count = 0
-        self.kv_tokens = 0  # held by running sequences (static batches are summed by _record instead)
+        self.kv_tokens = 0  # held by running sequences (a static batch's are summed when its step is logged)
         self.left_running = False  # a sequence finished this step: filter the running list once
+        self.finished_log: list[Seq] | None = None  # a list: every sequence that finishes, in order (a fleet's)
 
     def arrive(self) -> None:
         while self.next_arrival < len(self.pending) and \
@@ -154,6 +144,7 @@ class Engine:
             self.waiting.popleft()
             seq.active = True
             self.running.append(seq)
+            self.kv_tokens += seq.kv_tokens  # 0, but for a sequence handed over with its prompt's KV
             out.append(seq)
             tokens += seq.prefill_left
         return out
@@ -204,6 +195,8 @@ class Engine:
         seq.finished, seq.finish_s, seq.active = True, self.clock_s, False
         self.finished_count += 1
         self.left_running = True
+        if self.finished_log is not None:
+            self.finished_log.append(seq)
         self.kv_tokens -= seq.kv_tokens
         if self.kv_blocks is not None:
             self.free_blocks += seq.blocks
@@ -258,24 +251,10 @@ def kv_block_count(profile: StepProfile, block: int, mem_fraction: float) -> int
     return kv_blocks_that_fit(profile, mem_fraction, block)
 
 
-def _record(engine: Engine, plan: StepPlan, cost, start_s: float, waiting: int, wasted: int) -> StepRecord:
-    # Static slots keep their KV until the whole batch ends; elsewhere a finished sequence frees it.
-    holders = engine.static_batch
-    padding = sum(plan.padded_prompt_tokens - s.request.prompt_tokens for s, _ in plan.chunks) \
-        if plan.padded_prompt_tokens else 0
-    return StepRecord(
-        start_s=start_s, decodes=len(plan.decodes),
-        prefill_tokens=sum(t for _, t in plan.chunks), sequences=len(plan.decodes) + len(plan.chunks),
-        waiting=waiting, kv_tokens=sum(s.kv_tokens for s in holders) if plan.padded_prompt_tokens else engine.kv_tokens,
-        kv_blocks_used=None if engine.kv_blocks is None else engine.kv_blocks - engine.free_blocks,
-        wasted_slots=wasted, padding_tokens=padding, kv_blocked=engine.kv_blocked, preempted=engine.preempted,
-        **{name: getattr(cost, name) for name in COST_FIELDS})
-
-
-def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,
-             overhead: EngineOverhead | None = None, mem_fraction: float = 0.9) -> SimulationRun:
-    """Run ``requests`` through one replica under ``policy``; per-request times and a record per step."""
-    policy = parse_policy(policy) if isinstance(policy, str) else policy
+def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Policy, mem_fraction: float
+                   ) -> int | None:
+    """Refuse what no replica of ``profile`` can serve (a request past the context window, past the profile's
+    largest context, or larger than the whole KV cache); the policy's KV blocks (None: it keeps no block cache)."""
     if not requests:
         raise SimulationError("no requests to simulate")
     window, longest = profile.model.get("max_positions"), max(r.prompt_tokens + r.output_tokens for r in requests)
@@ -293,28 +272,107 @@ def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy |
         if -(-longest // policy.block) > kv_blocks:
             raise SimulationError(f"a request of {longest} tokens needs more than the {kv_blocks} KV blocks of "
                                   f"{policy.block} tokens the memory holds")
-    engine, model = Engine(requests, kv_blocks, policy.block), CostModel(profile, overhead)
-    steps: list[StepRecord] = []
-    while engine.finished_count < len(requests):
+    return kv_blocks
+
+
+def _outcome(seq: Seq) -> RequestOutcome:
+    r = seq.request
+    return RequestOutcome(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_token_s, seq.finish_s,
+                          seq.preemptions, seq.token_times)
+
+
+class Replica:
+    """One replica's engine loop, a step at a time: ``simulate`` runs one to the end with every request known;
+    a fleet (``roofline.fleet``) hands each replica its requests as they arrive and advances the replicas in
+    time order, which gives the same steps because a step only takes requests that arrived by its start."""
+
+    def __init__(self, profile: StepProfile, policy: Policy, overhead: EngineOverhead | None, kv_blocks: int | None,
+                 requests: Sequence[Request] = ()) -> None:
+        self.policy, self.kv_blocks = policy, kv_blocks
+        self.engine, self.model = Engine(requests, kv_blocks, policy.block), CostModel(profile, overhead)
+        self.steps = StepLog()
+
+    @property
+    def clock_s(self) -> float:
+        return self.engine.clock_s
+
+    @property
+    def unfinished(self) -> int:
+        """Requests handed to this replica that have not finished."""
+        return len(self.engine.pending) - self.engine.finished_count
+
+    def add(self, request: Request, first_token_s: float | None = None) -> None:
+        """Hand the replica one more request, arriving no earlier than those it has.  With ``first_token_s`` the
+        request was prefilled on another replica and arrives with its prompt's KV and first token."""
+        seq = Seq(request)
+        self.engine.pending.append(seq if first_token_s is None else seq.handed_over(first_token_s))
+
+    def log_finished(self) -> None:
+        """From now on keep every request that finishes, for ``take_finished``."""
+        self.engine.finished_log = []
+
+    def take_finished(self) -> list[RequestOutcome]:
+        """The requests finished since the last call (``log_finished`` first), in the order they finished."""
+        log = self.engine.finished_log or []
+        self.engine.finished_log = []
+        return [_outcome(s) for s in log]
+
+    def step(self) -> bool:
+        """One turn of the loop: a step, or the clock moved to the next arrival while idle.  False when nothing
+        can run and nothing more has arrived or been handed over."""
+        engine = self.engine
         engine.arrive()
         engine.kv_blocked, engine.preempted = False, 0
         waiting = len(engine.waiting)
-        plan = policy.schedule(engine)
+        plan = self.policy.schedule(engine)
         if not plan:
             if engine.next_arrival >= len(engine.pending):
-                raise SimulationError(f"{policy.text}: nothing can run and nothing more arrives")
+                return False
             engine.clock_s = max(engine.clock_s, engine.pending[engine.next_arrival].request.arrival_s)
-            continue
+            return True
         context_sum = sum(s.kv_tokens for s in plan.decodes) + len(plan.decodes)
-        cost = model.cost(len(plan.decodes), context_sum, [(t, s.kv_tokens) for s, t in plan.chunks])
+        cost = self.model.cost(len(plan.decodes), context_sum, [(t, s.kv_tokens) for s, t in plan.chunks])
         start_s = engine.clock_s
         engine.clock_s += cost.time_s
         wasted = engine.apply(plan)
-        steps.append(_record(engine, plan, cost, start_s, waiting, wasted))
-    outcomes = tuple(RequestOutcome(s.request.id, s.request.arrival_s, s.request.prompt_tokens,
-                                    s.request.output_tokens, s.first_token_s, s.finish_s, s.preemptions,
-                                    s.token_times)
-                     for s in sorted(engine.pending, key=lambda s: s.request.id))
-    return SimulationRun(policy=policy.to_dict(), requests=outcomes, steps=tuple(steps), kv_blocks_total=kv_blocks,
-                         kv_tokens_capacity=kv_blocks * policy.block if kv_blocks is not None else None,
-                         overhead=overhead)
+        # Static slots keep their KV until the whole batch ends; elsewhere a finished sequence frees it.
+        padded = plan.padded_prompt_tokens
+        self.steps.append(
+            cost, start_s, len(plan.decodes), sum(t for _, t in plan.chunks), len(plan.decodes) + len(plan.chunks),
+            waiting, sum(s.kv_tokens for s in engine.static_batch) if padded else engine.kv_tokens,
+            None if engine.kv_blocks is None else engine.kv_blocks - engine.free_blocks, wasted,
+            sum(padded - s.request.prompt_tokens for s, _ in plan.chunks) if padded else 0,
+            engine.kv_blocked, engine.preempted)
+        return True
+
+    def run_until(self, time_s: float) -> None:
+        """Every step that starts before ``time_s`` (a request arriving then cannot join them)."""
+        while self.engine.clock_s < time_s and len(self.engine.pending) > self.engine.finished_count:
+            if not self.step():
+                return
+
+    def finish(self) -> None:
+        """Run until every request handed over has finished."""
+        while len(self.engine.pending) > self.engine.finished_count:
+            if not self.step():
+                raise SimulationError(f"{self.policy.text}: nothing can run and nothing more arrives")
+
+    def outcomes(self) -> tuple[RequestOutcome, ...]:
+        return tuple(_outcome(s) for s in sorted(self.engine.pending, key=lambda s: s.request.id))
+
+    def run(self, overhead: EngineOverhead | None) -> SimulationRun:
+        """The finished replica as a run."""
+        policy = self.policy
+        return SimulationRun(policy=policy.to_dict(), requests=self.outcomes(), steps=self.steps,
+                             kv_blocks_total=self.kv_blocks,
+                             kv_tokens_capacity=self.kv_blocks * policy.block if self.kv_blocks is not None else None,
+                             overhead=overhead)
+
+
+def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,
+             overhead: EngineOverhead | None = None, mem_fraction: float = 0.9) -> SimulationRun:
+    """Run ``requests`` through one replica under ``policy``; per-request times and a record per step."""
+    policy = parse_policy(policy) if isinstance(policy, str) else policy
+    replica = Replica(profile, policy, overhead, check_requests(profile, requests, policy, mem_fraction), requests)
+    replica.finish()
+    return replica.run(overhead)

@@ -22,6 +22,9 @@ from roofline.serving.policies import Policy, parse_policy
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
 from roofline.serving.workload import check_request_count
 
+# The routers of a fleet (their rules: roofline.fleet.router), the default first.
+ROUTERS = ("least-loaded", "round-robin", "shortest-queue")
+
 # The options that build an analytic profile (beside a PROFILE.json they would be silently ignored).
 MODEL_FLAGS: dict[str, Option] = {
     "model": Option(("--model",), help="model id from profiles/models (llama-3-8b, opt-13b, ...)"),
@@ -68,12 +71,25 @@ FLAGS: dict[str, Option] = {
     "slo": Option(("--slo",), help="latency objectives METRIC_pNN=SECONDS, METRIC ttft, tpot, itl or e2e, "
                    "e.g. ttft_p90=2,itl_p99=0.05: goodput and capacity"),
     "rates": Option(("--rates",), help="also simulate these Poisson rates (requests/s) for the latency curve"),
+    "replicas": Option(("--replicas",), "int", 1, show_default=True,
+                       help="replicas of the profile behind one router (each the profile's --tp GPUs)"),
+    "router": Option(("--router",), "choice", "least-loaded", show_default=True, choices=ROUTERS,
+                     help="which replica takes each arriving request: the next in turn, the fewest outstanding "
+                          "requests, the fewest waiting"),
+    "disaggregate": Option(("--disaggregate",), metavar="P:D",
+                           help="P prefill replicas hand each prompt's KV cache to D decode replicas"),
+    "kv_link_gbps": Option(("--kv-link-gbps",), "float",
+                           help="with --disaggregate: the link the KV cache crosses, Gb/s [the spec sheet's "
+                                "interconnect]"),
     "out_dir": Option(("-o", "--out-dir"), "path",
                       help="folder for simulation.json, requests.csv and the report [results/sim-<model>-<UTC time>]"),
     "no_report": Option(("--no-report",), "flag", help="write simulation.json and requests.csv only"),
     "as_json": Option(("--json",), "flag", help="print the per-policy summaries as JSON"),
 }
 DEFAULT_POLICIES = ("continuous",)
+# The largest fleet simulated or planned: 4096 replicas is past any one deployment, and each replica is an engine
+# held in memory and stepped in Python.
+MAX_REPLICAS = 4096
 # A latency curve reads well with a dozen rates; each is a whole simulation of every policy, so a hundred is
 # already long, and a thousand a typo.
 MAX_RATES = 100
@@ -107,6 +123,10 @@ class SimulateConfig:
     mem_fraction: float = 0.9
     slo: Slo | None = None
     rates: tuple[float, ...] = ()
+    replicas: int = 1
+    router: str = ROUTERS[0]
+    disaggregate: tuple[int, int] | None = None  # (prefill replicas, decode replicas)
+    kv_link_gbps: float | None = None
     out_dir: Path | None = None
     no_report: bool = False
     as_json: bool = False
@@ -130,6 +150,12 @@ class SimulateConfig:
                                 "simulation of every policy)")
         if not self.trace:  # a trace's own length is counted as it is read
             check_request_count(self.requests)
+        check_fleet(self.replicas, self.router, self.disaggregate, self.kv_link_gbps, self.policy_list)
+
+    @property
+    def fleet(self) -> bool:
+        """More than one replica, or prefill and decode apart: simulated by roofline.fleet."""
+        return self.replicas > 1 or self.disaggregate is not None
 
     @property
     def overhead_given(self) -> dict[str, float]:
@@ -145,7 +171,8 @@ class SimulateConfig:
         """The config of one command line (``options``: the values by field name as click parsed them, and
         ``profile_file``); ``given``: the fields typed on the command line."""
         values = dict(options)
-        config = cls(**{**values, "policies": (), "slo": None, "rates": ()})  # every plain option first
+        config = cls(**{**values, "policies": (), "slo": None, "rates": (),  # every plain option first
+                        "disaggregate": parse_split(values.get("disaggregate"))})
         building = given_among(given, MODEL_FLAGS)
         if config.profile_file and building:
             raise BadInputError(f"{spelled(MODEL_FLAGS, building)}: these build an --analytic profile, and "
@@ -153,9 +180,12 @@ class SimulateConfig:
         out_dir = config.out_dir
         if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
+        if "replicas" in given and "disaggregate" in given:
+            raise BadInputError("give --replicas N or --disaggregate P:D (P + D replicas), not both")
         policies = tuple(parse_policy(p) for p in values.get("policies") or ())
         slo = Slo.parse(values["slo"]) if values.get("slo") else None
-        return cls(**{**values, "policies": policies, "slo": slo, "rates": _parse_rates(values.get("rates"))})
+        return cls(**{**values, "policies": policies, "slo": slo, "rates": _parse_rates(values.get("rates")),
+                      "disaggregate": parse_split(values.get("disaggregate"))})
 
 
 def _parse_rates(text: str | None) -> tuple[float, ...]:
@@ -165,3 +195,55 @@ def _parse_rates(text: str | None) -> tuple[float, ...]:
         return tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise BadInputError(f"--rates {text!r}: give requests/s as a comma list (0.5,1,2)") from None
+
+
+def parse_split(text: str | None) -> tuple[int, int] | None:
+    """``--disaggregate P:D``: prefill and decode replicas."""
+    if text is None:
+        return None
+    prefill, sep, decode = text.partition(":")
+    try:
+        split = (int(prefill), int(decode))
+    except ValueError:
+        split = None
+    if not sep or split is None:
+        raise BadInputError(f"--disaggregate {text!r}: give P:D, prefill and decode replicas (e.g. 1:3)")
+    return split
+
+
+def check_fleet(replicas: int, router: str, split: tuple[int, int] | None, kv_link_gbps: float | None,
+                policies: list[Policy]) -> None:
+    """A fleet's options: 1 to MAX_REPLICAS replicas, a router that exists, a P:D split of positive counts with
+    policies that can hand a prefilled prompt over, and a KV link only beside a split."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
+        raise BadInputError(f"--replicas {replicas!r}: give an integer from 1 to {MAX_REPLICAS}")
+    check_router(router)
+    if split is not None:
+        if min(split) < 1 or sum(split) > MAX_REPLICAS:
+            raise BadInputError(f"--disaggregate {split[0]}:{split[1]}: give at least one prefill and one decode "
+                                f"replica, {MAX_REPLICAS} in all at most")
+        refuse_static_split(policies)
+    if kv_link_gbps is not None:
+        if split is None:
+            raise BadInputError("--kv-link-gbps is the link between prefill and decode replicas: give it with "
+                                "--disaggregate P:D")
+        check_kv_link(kv_link_gbps)
+
+
+def check_router(router: str) -> None:
+    if router not in ROUTERS:
+        raise BadInputError(f"--router {router!r}: unknown router; choose from {', '.join(ROUTERS)}")
+
+
+def refuse_static_split(policies: list[Policy]) -> None:
+    """Prefill and decode apart need a policy that admits each request on its own (not padded batches)."""
+    static = [p.text for p in policies if p.kind == "static"]
+    if static:
+        raise BadInputError(f"--disaggregate: {static[0]} pads prompts into batches that decode together; a "
+                            "disaggregated fleet needs continuous, paged or chunked")
+
+
+def check_kv_link(gbps: float) -> None:
+    why = number_refusal(gbps, low=0)
+    if why:
+        raise BadInputError(f"--kv-link-gbps {gbps:g}: {why}")

@@ -1,11 +1,12 @@
 """The serving documents as data: what every key of a step profile (roofline.serving.schemas.step_profile), a
-simulation document (roofline.serving.schemas.simulation) and a validation document
-(roofline.serving.schemas.validation) holds,
+simulation document (roofline.serving.schemas.simulation), a validation document
+(roofline.serving.schemas.validation) and a plan (roofline.serving.schemas.plan) holds,
 declared once as records of the result's key registry (roofline.result.keys), and the JSON Schema of each
 generated from those declarations.
 
 The declarations follow the writers key for key, in the order they write them: ``StepProfile.to_dict``,
-``roofline.serving.document.simulation_document`` and ``microbench.serving.validate_run.validation_document``.
+``roofline.serving.document.simulation_document``, ``microbench.serving.validate_run.validation_document`` and
+``roofline.fleet.plan_document.plan_document``.
 Tests check that the schemas under docs/ are what ``schema_texts()`` generates, that the key tables of
 docs/serving.md are what ``key_tables()`` prints, that a fresh document of each kind and every checked-in one
 validates with the ``jsonschema`` package, and that a writer writes no key its declaration lacks (every
@@ -26,6 +27,7 @@ from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
 from roofline.serving import document as simulation_doc
 from roofline.serving import profile_doc
+from roofline.serving.schemas.plan import PLAN_VERSION, PlanDocument
 from roofline.serving.schemas.simulation import SimulationDocument
 from roofline.serving.schemas.step_profile import StepProfileDocument
 from roofline.serving.schemas.validation import VALIDATION_VERSION, ValidationDocument
@@ -42,7 +44,8 @@ def documents() -> dict[str, tuple[type[Record], str, str]]:
             "simulation": (SimulationDocument, "simulation.schema.json",
                            f"gpubench simulation document, schema_version {simulation_doc.SCHEMA_VERSION}"),
             "validation": (ValidationDocument, "validation.schema.json",
-                           f"gpubench validation document, schema_version {VALIDATION_VERSION}")}
+                           f"gpubench validation document, schema_version {VALIDATION_VERSION}"),
+            "plan": (PlanDocument, "plan.schema.json", f"gpubench plan, schema_version {PLAN_VERSION}")}
 
 
 def schema(name: str) -> dict[str, Any]:
@@ -59,7 +62,8 @@ def schema_texts() -> dict[str, str]:
 
 
 def write_schemas() -> None:
-    """Regenerate docs/step-profile.schema.json, docs/simulation.schema.json and docs/validation.schema.json."""
+    """Regenerate docs/step-profile.schema.json, docs/simulation.schema.json, docs/validation.schema.json and
+    docs/plan.schema.json."""
     for name, text in schema_texts().items():
         schema_path(name).write_text(text, encoding="utf-8")
 
@@ -67,11 +71,12 @@ def write_schemas() -> None:
 WRITERS = {"step-profile": "roofline.serving.profile_doc.StepProfile.to_dict (analytic: roofline.serving.analytic; "
                            "measured: microbench.serving.profile_run)",
            "simulation": "roofline.serving.document.simulation_document",
-           "validation": "microbench.serving.validate_run.validation_document"}
+           "validation": "microbench.serving.validate_run.validation_document",
+           "plan": "roofline.fleet.plan_document.plan_document"}
 
 
 def document_records(name: str) -> list[type[Record]]:
-    """The records docs/serving.md tabulates for document ``name``: its own, each once over all three documents
+    """The records docs/serving.md tabulates for document ``name``: its own, each once over all the documents
     (a record two documents share is listed under the first), the result's sections left to result-format.md."""
     seen = set(SECTIONS.values())
     for before in documents():

@@ -16,8 +16,10 @@ from roofline.result.sections import SECTIONS
 from roofline.serving import document as simulation_doc
 from roofline.serving import profile_doc
 from roofline.serving.schemas.step_profile import ModelShape, Overhead, ProfileMemory, ProfileRoof
+from roofline.serving.simulate_config import ROUTERS
 
 POLICY_KINDS = ("static", "continuous", "paged", "chunked")
+REPLICA_ROLES = ("serving", "prefill", "decode")
 
 
 # --- the simulation document ------------------------------------------------------------------------------
@@ -195,6 +197,67 @@ class Capacity(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReplicaFigures(Record):
+    SECTION: ClassVar[str] = "runs[].fleet.replicas[]"
+    replica: Any = key("integer", required=True, doc="its index (prefill replicas first)")
+    role: Any = key("string", required=True, choices=REPLICA_ROLES, doc="serving, prefill or decode")
+    requests: Any = key("integer", required=True, doc="requests routed to it")
+    output_tokens: Any = key("integer", required=True,
+                             doc="tokens it generated (a decode replica: all but each request's first)")
+    busy_s: Any = key("number", unit="s", required=True, doc="time it ran steps")
+    busy_share: Any = key("number", required=True, doc="busy_s over the fleet's makespan")
+    ttft_p90_s: Any = key("number", unit="s", required=True, nullable=True,
+                          doc="TTFT P90 of its requests (null: none, or a decode replica)")
+    tpot_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="TPOT P99 (null: no TPOT)")
+    itl_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="ITL P99 (null: no gap)")
+    e2e_p99_s: Any = key("number", unit="s", required=True, nullable=True,
+                         doc="end-to-end P99 from each request's arrival there (null: no request)")
+    batch_mean: Any = key("number", required=True, nullable=True, doc="sequences per step, mean (null: no step)")
+    kv_occupancy_mean: Any = key("number", required=True, nullable=True,
+                                 doc="time-weighted share of its KV cache in use (null: unknown)")
+    preemptions: Any = key("integer", required=True, doc="sequences it preempted")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvTransfers(Record):
+    SECTION: ClassVar[str] = "runs[].fleet.kv_transfer_s"
+    count: Any = key("integer", required=True, doc="prompts whose KV cache was handed to a decode replica")
+    mean_s: Any = key("number", unit="s", required=True, doc="mean transfer time")
+    max_s: Any = key("number", unit="s", required=True, doc="longest transfer")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetFigures(Record):
+    SECTION: ClassVar[str] = "runs[].fleet"
+    load_imbalance: Any = key("number", required=True,
+                              doc="the busiest replica's requests over the mean's (the prefill pool's when split)")
+    decode_load_imbalance: Any = key("number", required=True, nullable=True,
+                                     doc="the same over the decode pool (null: not split)")
+    kv_transfer_s: Any = key("object", record=KvTransfers, required=True, nullable=True,
+                             doc="the KV handovers (null: not split, or no request past its first token)")
+    replicas: Any = key("array", items="object", item_record=ReplicaFigures, required=True, doc="each replica")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvLinkRecord(Record):
+    SECTION: ClassVar[str] = "fleet.kv_link"
+    bytes_per_s: Any = key("number", unit="B/s", required=True, doc="the link's bandwidth, one way")
+    latency_s: Any = key("number", unit="s", required=True, doc="added to each transfer (--kv-link-gbps: 0)")
+    source: Any = key("string", required=True, doc="the spec sheet's interconnect, or --kv-link-gbps")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetLayoutRecord(Record):
+    SECTION: ClassVar[str] = "fleet"
+    replicas: Any = key("integer", required=True, doc="replicas in all (prefill and decode when split)")
+    router: Any = key("string", required=True, choices=ROUTERS, doc="--router")
+    prefill_replicas: Any = key("integer", required=True, nullable=True, doc="--disaggregate P (null: not split)")
+    decode_replicas: Any = key("integer", required=True, nullable=True, doc="--disaggregate D (null: not split)")
+    kv_link: Any = key("object", record=KvLinkRecord, required=True, nullable=True,
+                       doc="what a prompt's KV cache crosses (null: not split)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SimulatedPolicy(Record):
     SECTION: ClassVar[str] = "runs[]"
     policy: Any = key("object", record=PolicyRecord, required=True, doc="the policy simulated")
@@ -206,6 +269,8 @@ class SimulatedPolicy(Record):
     capacity: Any = key("object", record=Capacity, required=True, nullable=True, doc="with --slo: the search")
     rates: Any = key("array", items="object", item_record=RatePoint, required=True,
                      doc="--rates and the capacity probes: the throughput-latency curve")
+    fleet: Any = key("object", record=FleetFigures, nullable=False,
+                     doc="a fleet's replicas and how evenly they were loaded (absent: one replica)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,4 +285,6 @@ class SimulationDocument(Record):
     profile: Any = key("object", record=ProfileIdentity, required=True, doc="the step profile simulated")
     workload: Any = key("object", record=Workload, required=True, doc="the requests: generated, or a trace")
     mem_fraction: Any = key("number", required=True, doc="share of device memory for weights and KV")
+    fleet: Any = key("object", record=FleetLayoutRecord, nullable=False,
+                     doc="--replicas or --disaggregate: the fleet simulated (absent: one replica)")
     runs: Any = key("array", items="object", item_record=SimulatedPolicy, required=True, doc="one per policy")

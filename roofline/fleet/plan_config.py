@@ -1,0 +1,160 @@
+"""What ``gpubench plan`` is asked to do: one ``PlanConfig``, built from the command's options (declared in
+``FLAGS``) and checked once, before a profile or a workload is read.  The workload options, the SLO, the
+policies, the router and the KV link are simulate's own rows and rules (``roofline.serving.simulate_config``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roofline.core.errors import BadInputError
+from roofline.core.options import Option, check_seed, number_refusal
+from roofline.serving.metrics import Slo
+from roofline.serving.policies import Policy, parse_policy
+from roofline.serving.simulate_config import (
+    DEFAULT_POLICIES,
+    MAX_RATES,
+    MAX_REPLICAS,
+    ROUTERS,
+    check_kv_link,
+    check_router,
+    refuse_static_split,
+)
+from roofline.serving.simulate_config import FLAGS as SIMULATE_FLAGS
+from roofline.serving.workload import check_request_count
+
+# The largest fleet a plan searches: past it a target is reported as not met (exit 0), not searched for ever.
+MAX_GPUS = MAX_REPLICAS
+
+FLAGS: dict[str, Option] = {
+    "rates": Option(("--rate",), required=True, metavar="R[,R...]",
+                    help="the traffic to plan for, requests/s (Poisson arrivals); a comma list plans each rate"),
+    "slo": Option(("--slo",), required=True, help=SIMULATE_FLAGS["slo"].help),
+    **{name: SIMULATE_FLAGS[name] for name in ("requests", "prompt", "output_lengths", "seed", "trace")},
+    "policies": Option(("--policy",), multiple=True, help="static:batch=B | continuous[:max-batch=B] | "
+                       "paged[:block=16] | chunked:budget=T (repeatable: each planned) [continuous]"),
+    "router": SIMULATE_FLAGS["router"],
+    "prices": Option(("--gpu-hour-usd",), metavar="SKU=PRICE,...",
+                     help="what one GPU-hour of each SKU costs you, USD (e.g. h100-sxm=2.5,h200-sxm=3.5): the cost "
+                          "per million output tokens; none is built in"),
+    "max_gpus": Option(("--max-gpus",), "int", MAX_GPUS, show_default=True,
+                       help="the largest fleet searched: a target no fleet up to it meets is reported as not met"),
+    "disaggregate": Option(("--disaggregate",), "flag",
+                           help="also plan prefill and decode on separate replicas, searching the P:D split"),
+    "kv_link_gbps": Option(("--kv-link-gbps",), "float",
+                           help="with --disaggregate: the link the KV cache crosses, Gb/s [each profile's spec "
+                                "sheet interconnect]"),
+    "mem_fraction": SIMULATE_FLAGS["mem_fraction"],
+    "out_dir": Option(("-o", "--out-dir"), "path",
+                      help="folder for plan.json and the report [results/plan-<UTC time>]"),
+    "no_report": Option(("--no-report",), "flag", help="write plan.json only"),
+    "as_json": Option(("--json",), "flag", help="print the plans as JSON"),
+}
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    profile_files: tuple[Path, ...] = ()
+    rates: tuple[float, ...] = ()
+    slo: Slo | None = None
+    requests: int = 1000
+    prompt: str = "fixed:512"
+    output_lengths: str = "exp:128:512"
+    seed: int = 0
+    trace: Path | None = None
+    policies: tuple[Policy, ...] = ()  # () : DEFAULT_POLICIES
+    router: str = ROUTERS[0]
+    prices: tuple[tuple[str, float], ...] = ()  # (SKU, USD per GPU-hour)
+    max_gpus: int = MAX_GPUS
+    disaggregate: bool = False
+    kv_link_gbps: float | None = None
+    mem_fraction: float = 0.9
+    out_dir: Path | None = None
+    no_report: bool = False
+    as_json: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.profile_files:
+            raise BadInputError("give one step profile per candidate: gpubench plan PROFILE.json [PROFILE.json ...]")
+        if not self.rates:
+            raise BadInputError("--rate: give the requests/s to plan for")
+        if any(number_refusal(rate, low=0) for rate in self.rates):
+            raise BadInputError("--rate must be positive")
+        if len(self.rates) > MAX_RATES:
+            raise BadInputError(f"--rate: {len(self.rates)} rates, more than {MAX_RATES}")
+        if self.slo is None:
+            raise BadInputError("--slo: a plan meets latency objectives; give them (e.g. ttft_p90=2,itl_p99=0.05)")
+        check_seed(self.seed)
+        if not self.trace:
+            check_request_count(self.requests)
+        if not 0 < self.mem_fraction <= 1:
+            raise BadInputError("--mem-fraction must be in (0, 1]")
+        check_router(self.router)
+        if isinstance(self.max_gpus, bool) or not 1 <= self.max_gpus <= MAX_GPUS:
+            raise BadInputError(f"--max-gpus {self.max_gpus}: give 1 to {MAX_GPUS}")
+        for sku, price in self.prices:
+            if not math.isfinite(price) or price <= 0:
+                raise BadInputError(f"--gpu-hour-usd {sku}={price:g}: a price must be finite and positive")
+        if self.kv_link_gbps is not None:
+            if not self.disaggregate:
+                raise BadInputError("--kv-link-gbps is the link between prefill and decode replicas: give it with "
+                                    "--disaggregate")
+            check_kv_link(self.kv_link_gbps)
+        if self.disaggregate:
+            refuse_static_split(self.policy_list)
+
+    @property
+    def policy_list(self) -> list[Policy]:
+        return list(self.policies or [parse_policy(p) for p in DEFAULT_POLICIES])
+
+    @property
+    def price_of(self) -> dict[str, float]:
+        return dict(self.prices)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], given: Collection[str] = ()) -> PlanConfig:
+        """The config of one command line (``options``: the values by field name as click parsed them, and
+        ``profile_files``); ``given``: the fields typed on the command line (kept for the shape every command's
+        config has)."""
+        values = dict(options)
+        out_dir = values.get("out_dir")
+        if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+            raise BadInputError(f"-o {out_dir}: is a file; give a folder for plan.json and the report")
+        return cls(**{**values, "profile_files": tuple(values.get("profile_files") or ()),
+                      "rates": parse_rates(values.get("rates")),
+                      "slo": Slo.parse(values["slo"]) if values.get("slo") else None,
+                      "policies": tuple(parse_policy(p) for p in values.get("policies") or ()),
+                      "prices": parse_prices(values.get("prices"))})
+
+
+def parse_rates(text: str | None) -> tuple[float, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(sorted(float(x) for x in text.split(",") if x.strip()))
+    except ValueError:
+        raise BadInputError(f"--rate {text!r}: give requests/s, or a comma list of them (10,20,40)") from None
+
+
+def parse_prices(text: str | None) -> tuple[tuple[str, float], ...]:
+    """``SKU=PRICE,...``: USD per GPU-hour, each SKU once."""
+    if not text:
+        return ()
+    prices: dict[str, float] = {}
+    for part in text.split(","):
+        sku, sep, value = (piece.strip() for piece in part.partition("="))
+        try:
+            price = float(value)
+        except ValueError:
+            price = math.nan
+        if not sep or not sku or not math.isfinite(price) or price <= 0:
+            raise BadInputError(f"--gpu-hour-usd {text!r}: give SKU=PRICE,... with each price a finite, positive "
+                                "number of USD per GPU-hour")
+        if sku in prices:
+            raise BadInputError(f"--gpu-hour-usd {text!r}: {sku} is priced twice")
+        prices[sku] = price
+    return tuple(prices.items())

@@ -1,0 +1,82 @@
+"""The plan's report: report.html (self-contained) and report.md with the GPUs-against-rate curve of every
+candidate and policy (and, with prices, the cost per million output tokens against rate) beside the table."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from roofline.fleet.plan_document import PLAN_HEADER, candidate_label, plan_rows, plan_sentences  # noqa: E402
+from roofline.report import page  # noqa: E402
+from roofline.report.page import figure_pngs  # noqa: E402
+from roofline.report.plots import OKABE_ITO, _style  # noqa: E402
+
+MARKERS = ("o", "s", "^", "D", "v", "P")  # curves that coincide stay told apart
+CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em}"
+       "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px}"
+       "img{max-width:100%;display:block;margin:1em 0}")
+
+
+def _curves(document: dict[str, Any]):
+    """(label, layout, met points) for every candidate, policy and layout that met the SLO at some rate."""
+    for candidate in document["candidates"]:
+        for plan in candidate["plans"]:
+            for layout in ("aggregated", "disaggregated"):
+                points = [p for p in plan[layout] or [] if p["met"]]
+                if points:
+                    yield f"{candidate_label(candidate)}, {plan['policy']['policy']}", layout, points
+
+
+def _figure(document: dict[str, Any], key: str, ylabel: str, title: str):
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    drawn = False
+    for i, (label, layout, points) in enumerate(_curves(document)):
+        values = [p[key] for p in points]
+        if any(v is None for v in values):
+            continue
+        ax.plot([p["rate_requests_per_s"] for p in points], values, marker=MARKERS[i % len(MARKERS)],
+                color=OKABE_ITO[i % 8],
+                linestyle="--" if layout == "disaggregated" else "-",
+                label=label + (" (prefill:decode apart)" if layout == "disaggregated" else ""))
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("request rate (requests/s)")
+    ax.set_ylabel(ylabel)
+    if key == "gpus":  # a GPU count: whole ticks
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def render_figures(document: dict[str, Any]) -> dict[str, bytes]:
+    _style()
+    slo = ", ".join(f"{name} ≤ {limit:g} s" for name, limit in document["slo"].items())
+    return figure_pngs({
+        "gpus_rate": _figure(document, "gpus", "GPUs needed", f"GPUs that meet {slo}, against the rate"),
+        "cost_rate": _figure(document, "usd_per_million_output_tokens", "USD per million output tokens",
+                             "What a million output tokens cost at each rate (the prices given)")})[0]
+
+
+def write_report(document: dict[str, Any], folder: Path) -> None:
+    """The report's files, each through ``write_output_file`` (a link or FIFO in the folder is refused)."""
+    images = render_figures(document)
+    workload = document["workload"]
+    blocks: list[page.Block] = [
+        page.Heading("Answer"), page.Bullets(tuple(plan_sentences(document))),
+        page.Heading("Plans"), page.Table(PLAN_HEADER, tuple(plan_rows(document))),
+        page.Paragraph(f"Workload: `{workload}`, router {document['router']}, SLO `{document['slo']}`",
+                       f"Workload: <code>{html.escape(str(workload))}</code>, router {document['router']}, SLO "
+                       f"<code>{html.escape(str(document['slo']))}</code>"),
+        page.Images()]
+    page.write_page(folder, "gpubench plan", CSS, blocks, images)

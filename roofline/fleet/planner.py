@@ -1,0 +1,230 @@
+"""How many replicas of a candidate meet an SLO at a rate, and what their output costs.
+
+For one candidate (a step profile: SKU, model, format, tensor-parallel width) and one policy: the one-replica
+capacity under the SLO (``roofline.serving.capacity``, as ``simulate --slo`` finds it) gives a first guess,
+ceil(rate / capacity) replicas; the fleet is then simulated at the rate (Poisson arrivals, the workload's
+lengths) and the guess confirmed, stepped down while a smaller fleet still meets the SLO, or searched upward
+(doubling the step, then bisecting) until one meets it or the ``--max-gpus`` bound is reached.  A fleet's
+latency is taken as falling with its size and rising with the rate, as the capacity search takes it: sizes
+below the answer at a lower rate are not tried at a higher one, so the count never falls as the rate rises.
+With ``--disaggregate`` the prefill and decode pools are searched one after the other from the aggregated
+answer (each pool first as large as the whole aggregated fleet): fewest prefill replicas with the decode pool
+held, then fewest decode replicas.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roofline.core.units import seconds, significant
+from roofline.fleet.handover import KvLink
+from roofline.fleet.replicas import FleetLayout, simulate_fleet
+from roofline.serving.capacity import CapacityResult, rate_point, search_capacity
+from roofline.serving.latency import latencies
+from roofline.serving.metrics import Slo, summarize
+from roofline.serving.policies import Policy
+from roofline.serving.profile_doc import StepProfile
+from roofline.serving.simulate import simulate
+from roofline.serving.workload import Request, with_arrivals
+
+# The workload's requests are replayed at each rate, so at a high rate they arrive within a short span; when that
+# span is under this many times the end-to-end latency, the run is mostly its start (queues have no time to
+# build) and the answer is flagged as optimistic.
+STEADY_SPANS = 5
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration to plan: its step profile, the SKU it runs on, the price of that SKU's GPU-hour
+    (None: not given) and, for a disaggregated plan, the link its KV cache crosses."""
+
+    path: Path
+    profile: StepProfile
+    sku: str | None
+    price_usd_per_gpu_hour: float | None
+    link: KvLink | None = None
+
+    @property
+    def label(self) -> str:
+        p = self.profile
+        return f"{p.model['name']} on {self.sku or p.device.get('name') or 'its device'}, TP {p.tp}, {p.dtype}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What every plan meets: the SLO at each rate, the workload's lengths, the router, the bound."""
+
+    requests: list[Request]
+    slo: Slo
+    rates: tuple[float, ...]
+    router: str
+    max_gpus: int
+    mem_fraction: float
+    seed: int
+    disaggregate: bool
+
+
+def usd_per_million_output_tokens(usd_per_gpu_hour: float, gpus: int, tokens_per_s: float) -> float:
+    """What a million output tokens cost on ``gpus`` GPUs producing ``tokens_per_s`` together."""
+    return usd_per_gpu_hour * gpus / 3600 / tokens_per_s * 1e6
+
+
+def smallest_meeting(met: Callable[[int], bool], guess: int, low: int, high: int) -> int | None:
+    """The smallest n in [low, high] with ``met(n)``, ``met`` taken as monotone in n (None: not even ``high``):
+    from ``guess``, down while it holds or up with a doubling step, then bisection."""
+    n = min(max(guess, low), high)
+    if met(n):
+        good, bad, step = n, low - 1, 1
+        while good - step >= low:
+            if not met(good - step):
+                bad = good - step
+                break
+            good, step = good - step, step * 2
+    else:
+        bad, step = n, 1
+        while True:
+            if bad >= high:
+                return None
+            probe = min(bad + step, high)
+            if met(probe):
+                good = probe
+                break
+            bad, step = probe, step * 2
+    while good - bad > 1:
+        middle = (good + bad) // 2
+        if met(middle):
+            good = middle
+        else:
+            bad = middle
+    return good
+
+
+def one_replica_capacity(candidate: Candidate, policy: Policy, target: Target) -> CapacityResult:
+    """The highest Poisson rate one replica serves within the SLO (``simulate --slo``'s search)."""
+    profile, mem = candidate.profile, target.mem_fraction
+
+    def run_at(workload):
+        return simulate(profile, workload, policy, profile.engine_overhead, mem)
+
+    burst = run_at(with_arrivals(target.requests, "burst"))
+    saturated = summarize(burst, profile, mem)["requests_per_s"]
+    return search_capacity(target.requests, target.slo, run_at, saturated, target.seed, burst=burst)
+
+
+class RateTrial:
+    """Fleets of one candidate and policy simulated at one rate, each size once."""
+
+    def __init__(self, candidate: Candidate, policy: Policy, target: Target, rate: float) -> None:
+        self.candidate, self.policy, self.target, self.rate = candidate, policy, target, rate
+        self.workload = with_arrivals(target.requests, f"poisson:{rate!r}", target.seed)
+        self.tried: dict[tuple[int, int | None], tuple[bool, dict[str, Any]]] = {}
+
+    def met(self, replicas: int, decode: int | None = None) -> bool:
+        """Whether ``replicas`` replicas (with ``decode``: that many prefill and ``decode`` decode replicas)
+        meet the SLO at the rate."""
+        key = (replicas, decode)
+        if key not in self.tried:
+            t, c = self.target, self.candidate
+            layout = FleetLayout(replicas, t.router) if decode is None else \
+                FleetLayout(router=t.router, split=(replicas, decode), link=c.link)
+            run = simulate_fleet(c.profile, self.workload, self.policy, layout, c.profile.engine_overhead,
+                                 t.mem_fraction)
+            self.tried[key] = (t.slo.met(latencies(run.requests)), rate_point(self.rate, run))
+        return self.tried[key][0]
+
+    def point(self, replicas: int | None, decode: int | None = None, split: bool = False) -> dict[str, Any]:
+        """The plan at this rate: the fleet found (``replicas``, or that many prefill and ``decode`` decode
+        replicas with ``split``; None: none up to the bound) with its throughput and cost."""
+        c, t, tp = self.candidate, self.target, self.candidate.profile.tp
+        size = None if replicas is None else replicas + (decode or 0)
+        gpus = None if size is None else size * tp
+        out: dict[str, Any] = {"rate_requests_per_s": self.rate, "met": size is not None,
+                               "replicas": size, "prefill_replicas": replicas if split else None,
+                               "decode_replicas": decode if split else None, "gpus": gpus, "tokens_per_s": None,
+                               "tokens_per_s_per_gpu": None, "usd_per_million_output_tokens": None,
+                               "ttft_p90_s": None, "tpot_p99_s": None, "itl_p99_s": None, "e2e_p99_s": None,
+                               "sentence": f"the SLO is not met up to {t.max_gpus} GPUs at "
+                                           f"{significant(self.rate)} requests/s", "warnings": []}
+        if replicas is not None and size is not None and gpus is not None:
+            figures = self.tried[(replicas, decode)][1]
+            out.update({k: figures[k] for k in ("tokens_per_s", "ttft_p90_s", "tpot_p99_s", "itl_p99_s", "e2e_p99_s")})
+            out["tokens_per_s_per_gpu"] = figures["tokens_per_s"] / gpus
+            if c.price_usd_per_gpu_hour is not None:
+                out["usd_per_million_output_tokens"] = usd_per_million_output_tokens(
+                    c.price_usd_per_gpu_hour, gpus, figures["tokens_per_s"])
+            out["sentence"] = _sentence(out, tp)
+            span, e2e = len(t.requests) / self.rate, figures["e2e_p99_s"]
+            if span < STEADY_SPANS * e2e:
+                out["warnings"].append(f"the {len(t.requests)} requests arrive over {seconds(span)}, less than "
+                                       f"{STEADY_SPANS}x the P99 end-to-end latency ({seconds(e2e)}): queues may not "
+                                       "reach a steady state, so the count may be low; give more --requests")
+        out["tried"] = [{"replicas": r + (d or 0), "prefill_replicas": r if split else None, "decode_replicas": d,
+                         "met": met} for (r, d), (met, _) in sorted(self.tried.items(), key=lambda kv: kv[0])]
+        return out
+
+
+def _sentence(point: dict[str, Any], tp: int) -> str:
+    fleet = (f"{point['prefill_replicas']} prefill + {point['decode_replicas']} decode replicas"
+             if point["prefill_replicas"] is not None else
+             f"{point['replicas']} replica{'s' if point['replicas'] > 1 else ''}")
+    gpus = f"{point['gpus']} GPU{'s' if point['gpus'] > 1 else ''}"
+    cost = "" if point["usd_per_million_output_tokens"] is None else \
+        f", ${significant(point['usd_per_million_output_tokens'])} per million output tokens"
+    return (f"{fleet} of TP {tp} ({gpus}) meet the SLO at {significant(point['rate_requests_per_s'])} "
+            f"requests/s: {significant(point['tokens_per_s_per_gpu'])} output tokens/s per GPU{cost}")
+
+
+def plan_policy(candidate: Candidate, policy: Policy, target: Target) -> dict[str, Any]:
+    """One candidate and policy: the one-replica capacity, and per rate the aggregated fleet (and the
+    disaggregated one) that meets the SLO."""
+    capacity = one_replica_capacity(candidate, policy, target)
+    per_replica = capacity.capacity_requests_per_s
+    bound = target.max_gpus // candidate.profile.tp
+    aggregated, disaggregated = [], []
+    floor, floor_split = 1, (1, 1)
+    for rate in target.rates:
+        trial = RateTrial(candidate, policy, target, rate)
+        guess = math.ceil(rate / per_replica) if per_replica else bound
+        replicas = smallest_meeting(trial.met, guess, floor, bound) if bound >= floor else None
+        aggregated.append(trial.point(replicas))
+        floor = replicas or floor
+        if target.disaggregate:
+            split_trial = RateTrial(candidate, policy, target, rate)
+            split = _search_split(split_trial, replicas, floor_split, bound)
+            disaggregated.append(split_trial.point(*split, split=True) if split else
+                                 split_trial.point(None, split=True))
+            floor_split = split or floor_split
+    return {"policy": policy.to_dict(), "one_replica_capacity": capacity.to_dict(), "aggregated": aggregated,
+            "disaggregated": disaggregated if target.disaggregate else None}
+
+
+def _search_split(trial: RateTrial, aggregated: int | None, floor: tuple[int, int], bound: int
+                  ) -> tuple[int, int] | None:
+    """Fewest prefill replicas with the decode pool held, then fewest decode replicas (None: no split up to
+    ``bound`` replicas in all meets the SLO)."""
+    if bound < 2 or sum(floor) > bound:
+        return None
+    start = aggregated or bound // 2
+    prefill, decode = max(start, floor[0]), max(start, floor[1])
+    if prefill + decode > bound:  # the same split, scaled down to the bound
+        prefill = min(max(floor[0], round(bound * prefill / (prefill + decode))), bound - floor[1])
+        decode = bound - prefill
+    while not trial.met(prefill, decode):
+        if prefill + decode >= bound:
+            return None
+        if 2 * (prefill + decode) <= bound:
+            prefill, decode = 2 * prefill, 2 * decode
+        else:  # the same split at the bound: each pool grows, neither shrinks
+            prefill = round(bound * prefill / (prefill + decode))
+            decode = bound - prefill
+    held = decode
+    prefill = smallest_meeting(lambda n: trial.met(n, held), prefill, floor[0], prefill)
+    assert prefill is not None  # met at the start of the search
+    fewest = prefill
+    decode = smallest_meeting(lambda n: trial.met(fewest, n), decode, floor[1], decode)
+    assert decode is not None
+    return prefill, decode
