@@ -24,9 +24,6 @@ pytest.importorskip("transformers", reason="the serving extra (transformers) is 
 from click.testing import CliRunner  # noqa: E402
 
 from microbench.cli.app import main  # noqa: E402
-from microbench.serving.validate_options import ValidateConfig as ValidateSetup  # noqa: E402
-from microbench.serving.validate_run import run_validate  # noqa: E402
-from microbench.timing.observer import SweepObserver  # noqa: E402
 
 TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
 TOLERANCE = 0.15
@@ -42,21 +39,30 @@ def one_thread():
 
 
 @pytest.fixture(scope="module")
-def tiny_validation(tmp_path_factory):
-    """One real validation run (profile, calibration, both engine paths, simulation), shared by the tests below."""
+def tiny_run(tmp_path_factory):
+    """One real validation through the command (profile, calibration, both engine paths, simulation), shared by
+    the tests below: (output folder, what it printed).  Without --clock or --threads, the README's form, and
+    with torch at 2 threads before it starts: the CPU default times one torch thread on its clock."""
     import torch
 
     before = torch.get_num_threads()
     out = tmp_path_factory.mktemp("validate")
-    setup = ValidateSetup(hf_config=TINY, device="cpu", threads=1, requests=32, calibration_requests=16,
-                          prompt="fixed:8", output="uniform:4:24", static_batch=8, max_batch=8, budget_tokens=64,
-                          repeats=5, profile_budget_s=0.01)
+    torch.set_num_threads(2)
     try:
-        document = run_validate(setup, out, SweepObserver(), lambda item, measured: None)
+        result = CliRunner().invoke(main, ["validate", "--hf-config", str(TINY), "--device", "cpu",
+                                           "--requests", "32", "--calibration-requests", "16", "--prompt", "fixed:8",
+                                           "--output", "uniform:4:24", "--static-batch", "8", "--max-batch", "8",
+                                           "--budget-tokens", "64", "--repeats", "5", "--profile-budget", "0.01",
+                                           "-o", str(out)])
     finally:
         torch.set_num_threads(before)
-    (out / "validate.json").write_text(json.dumps(document, indent=1))
-    return document
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+@pytest.fixture(scope="module")
+def tiny_validation(tiny_run):
+    return json.loads((tiny_run[0] / "validate.json").read_text())
 
 
 def test_tiny_llama_validation_runs_both_paths_and_compares(tiny_validation):
@@ -138,22 +144,13 @@ def test_validate_refuses_bad_input_with_one_line(tmp_path):
     assert not (tmp_path / "validate.json").exists()
 
 
-def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
+def test_validate_command_end_to_end_writes_both_runs(tiny_run):
     """Without --clock or --threads (the README's form): the CPU default times one torch thread on its clock
     and says so (it failed "--clock thread-cpu times one thread" where torch runs 2 threads)."""
-    import torch
-
-    torch.set_num_threads(2)
-    runner = CliRunner()
-    result = runner.invoke(main, ["validate", "--hf-config", str(TINY), "--device", "cpu",
-                                  "--requests", "4", "--calibration-requests", "4", "--prompt", "fixed:4",
-                                  "--output", "uniform:2:6", "--static-batch", "2", "--max-batch", "2",
-                                  "--budget-tokens", "8", "--repeats", "1", "--profile-budget", "0.005",
-                                  "-o", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    assert "random weights built from the config (nothing downloaded)" in result.output
-    assert "simulated as chunked:budget=8:max-batch=2" in result.output
-    assert "one torch thread's CPU clock" in result.output
+    tmp_path, output = tiny_run
+    assert "random weights built from the config (nothing downloaded)" in output
+    assert "simulated as chunked:budget=64:max-batch=8" in output
+    assert "one torch thread's CPU clock" in output
     document = json.loads((tmp_path / "validate.json").read_text())
     assert document["engine"]["torch_threads"] == 1
     assert {run["measured"]["settings"]["clock"] for run in document["runs"].values()} == {"thread-cpu"}
@@ -166,7 +163,7 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
         kernels, measured = sum(run["predicted"]["kernel_step_s"]), sum(run["measured_step_s"])
         assert run["kernel_share"] == pytest.approx(kernels / measured)
         share = f"{100 * run['kernel_share']:.0f}%"
-        assert f"{path} (eager): kernels are {share} of the measured step time" in result.output
+        assert f"{path} (eager): kernels are {share} of the measured step time" in output
     assert document["kind"] == "gpubench-validation"
     assert set(document["runs"]) == {"static", "continuous"}
     assert (tmp_path / "profile.json").exists()  # measured here, sized to the workload
@@ -176,7 +173,7 @@ def test_validate_command_end_to_end_writes_both_runs(tmp_path, one_thread):
         calibrated = json.loads((tmp_path / f"calibrated-{path}.json").read_text())
         assert_schema_valid("step-profile", calibrated)
         assert calibrated["engine_overhead"]["fitted_from"]["path"] == path
-        assert f"saved {tmp_path / f'calibrated-{path}.json'}" in result.output
+        assert f"saved {tmp_path / f'calibrated-{path}.json'}" in output
 
 
 def test_a_burst_static_run_is_its_batches_back_to_back():
