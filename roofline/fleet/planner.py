@@ -174,7 +174,8 @@ def _sentence(point: dict[str, Any], tp: int) -> str:
     gpus = f"{point['gpus']} GPU{'s' if point['gpus'] > 1 else ''}"
     cost = "" if point["usd_per_million_output_tokens"] is None else \
         f", ${significant(point['usd_per_million_output_tokens'])} per million output tokens"
-    return (f"{fleet} of TP {tp} ({gpus}) meet the SLO at {significant(point['rate_requests_per_s'])} "
+    verb = "meets" if point["prefill_replicas"] is None and point["replicas"] == 1 else "meet"
+    return (f"{fleet} of TP {tp} ({gpus}) {verb} the SLO at {significant(point['rate_requests_per_s'])} "
             f"requests/s: {significant(point['tokens_per_s_per_gpu'])} output tokens/s per GPU{cost}")
 
 
