@@ -8,14 +8,14 @@ llama-2-70b --tp 2 --dtype fp16``, then the simulator on the workload) on three 
 (the default), the spec sheet (``--ideal``), and the fits of Vidur's own A100 GEMM curves
 (``--from results/reference-vidur-a100-fp16.json``), and prints each simulated time against Vidur's.
 
-Vidur's side is recorded, not run here.  Its simulator needs its A100 attention profile for this model
+Vidur's side is recorded, not run here. Its simulator needs its A100 attention profile for this model
 (microsoft/vidur data/profiling/compute/a100/meta-llama/Llama-2-70b-hf/attention.csv, 10.7 MB, stored in Git LFS),
-which could not be obtained.  Issue #24 compared the two on this workload and found the schedules matching step for
-step (paged against Vidur's vLLM scheduler: 852 against 853 steps, 76 against 80 preemptions; chunked against
-Sarathi: 855 and 855) and gpubench's simulated time at 0.57-0.60x Vidur's.  gpubench's times then (the analytic
-profile on the spec sheet, with no all-reduces and no other kernels: commit e5c693e's parent, reproduced by this
-script's schedule) were 96.253 s and 80.816 s, so Vidur's times are taken as those over the middle ratio, 0.585,
-with the range the two ends give.
+which could not be obtained. A recorded side-by-side run of the two on this workload found the schedules matching
+step for step (paged against Vidur's vLLM scheduler: 852 against 853 steps, 76 against 80 preemptions; chunked
+against Sarathi: 855 and 855) and gpubench's simulated time at 0.57-0.60x Vidur's. gpubench's times then (the
+analytic profile on the spec sheet, with no all-reduces and no other kernels: commit e5c693e's parent, reproduced by
+this script's schedule) were 96.253 s and 80.816 s, so Vidur's times are taken as those over the middle ratio,
+0.585, with the range the two ends give.
 
 The KV blocks are Vidur's: its memory planner (vidur/scheduler/utils/memory_planner.py) keeps 80 GiB x (1 - 0.1
 margin) less the weights (2 bytes x its parameter count per device, embeddings aside) and gives each request slot
@@ -43,9 +43,9 @@ BLOCK = 16
 # gpubench's policies as Vidur's schedulers were set: vLLM's 4096 batched tokens and Sarathi's 512-token chunks,
 # both with Vidur's batch cap of 128.
 POLICIES = {"paged": "paged:max-batch=128:max-tokens=4096", "chunked": "chunked:budget=512:max-batch=128"}
-# Issue #24: gpubench's simulated time then (seconds) and its ratio to Vidur's.
-GPUBENCH_AT_ISSUE_S = {"paged": 96.253, "chunked": 80.816}
-ISSUE_RATIO = (0.57, 0.60)
+# The recorded side-by-side run: gpubench's simulated time then (seconds) and its ratio to Vidur's.
+GPUBENCH_RECORDED_S = {"paged": 96.253, "chunked": 80.816}
+RECORDED_RATIO = (0.57, 0.60)
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference-vidur-a100-fp16.json"
 
 
@@ -57,9 +57,9 @@ class VidurTime:
 
 
 def vidur_times() -> dict[str, VidurTime]:
-    middle = sum(ISSUE_RATIO) / 2
-    return {name: VidurTime(t / middle, t / ISSUE_RATIO[1], t / ISSUE_RATIO[0])
-            for name, t in GPUBENCH_AT_ISSUE_S.items()}
+    middle = sum(RECORDED_RATIO) / 2
+    return {name: VidurTime(t / middle, t / RECORDED_RATIO[1], t / RECORDED_RATIO[0])
+            for name, t in GPUBENCH_RECORDED_S.items()}
 
 
 def vidur_kv_blocks(model: ModelSpec, tp: int, total_gb: int = 80, margin: float = 0.1,
@@ -99,7 +99,7 @@ def main() -> int:
     vidur = vidur_times()
     print(f"Llama-2-70B, TP {TP} on {SKU}, {DTYPE}; {REQUESTS} requests of {PROMPT} + {OUTPUT} tokens, burst; "
           f"{blocks} KV blocks of {BLOCK} (Vidur's)")
-    print("Vidur (recorded, issue #24): " + "; ".join(
+    print("Vidur (recorded side by side, not run here): " + "; ".join(
         f"{name} {v.middle_s:.1f} s ({v.low_s:.1f}-{v.high_s:.1f})" for name, v in vidur.items()))
     header = f"{'basis':<40} {'policy':<8} {'steps':>5} {'preempt':>7} {'gpubench s':>10} {'/ Vidur':>7}  " \
              f"{'linear':>6} {'attn':>5} {'other':>5} {'comm':>5}"
