@@ -10,7 +10,7 @@ requests/s (about 80% of the fleet's capacity under the SLO below) and at 400 re
 batches, so more steps). Target: each simulation under 60 s on 2 CPU cores; peak memory printed (the steps are
 logged at 160 bytes each, the requests' token times at 8 bytes a token).
 
-capacity: the highest Poisson rate meeting ttft_p90=0.5,tpot_p99=0.04 for 1 and for 2 replicas (least-loaded) of
+capacity: the highest Poisson rate meeting ttft_p90=0.5,tpot_p99=0.04 for 1 and for 2 replicas (round robin) of
 the same profile, over the same 8,000 requests (the capacity search of ``simulate --slo``).  Target: 2 replicas
 at least 1.8x one.  The same from the command line:
 
@@ -78,7 +78,7 @@ def capacity() -> None:
     found = {}
     for replicas in (1, 2):
         def run_at(workload, replicas=replicas):
-            return simulate_fleet(profile, workload, "paged", FleetLayout(replicas, "least-loaded"))
+            return simulate_fleet(profile, workload, "paged", FleetLayout(replicas, ROUTERS[0]))
 
         start = time.perf_counter()
         burst = run_at(with_arrivals(requests, "burst"))
