@@ -214,15 +214,14 @@ def _simulate_into(config, step_profile, folder: Path) -> None:
     from roofline.serving.workload import check_fits_in_memory
 
     profile_file, mem_fraction, seed = config.profile_file, config.mem_fraction, config.seed
-    with bad_input():
-        requests, workload = load_workload(config.trace, config.requests, config.arrivals, config.prompt,
-                                            config.output_lengths, seed)
-        check_fits_in_memory(requests, len(config.policy_list))
-        overhead = _overhead(step_profile, config.overhead_given)
-        layout = fleet_layout(config, step_profile) if config.fleet else None
-        with output_folder(folder):
-            entries = run_policies(step_profile, requests, config.policy_list, overhead, mem_fraction, config.slo,
-                                   list(config.rates), seed, layout)
+    requests, workload = load_workload(config.trace, config.requests, config.arrivals, config.prompt,
+                                        config.output_lengths, seed)
+    check_fits_in_memory(requests, len(config.policy_list))
+    overhead = _overhead(step_profile, config.overhead_given)
+    layout = fleet_layout(config, step_profile) if config.fleet else None
+    with output_folder(folder):
+        entries = run_policies(step_profile, requests, config.policy_list, overhead, mem_fraction, config.slo,
+                               list(config.rates), seed, layout)
     tool, host = tool_and_host()
     fleet = None
     if layout is not None:
@@ -238,13 +237,12 @@ def _simulate_into(config, step_profile, folder: Path) -> None:
         _print_table(document)
     runs = [e["run"] for e in entries]
     earlier_page = page_files(folder)
-    with bad_input():
-        save_simulation(document, folder / "simulation.json")
-        write_requests_csv(runs, folder / "requests.csv", [run.placement for run in runs] if fleet else None)
-        if not config.no_report:
-            from roofline.serving.report import write_report
+    save_simulation(document, folder / "simulation.json")
+    write_requests_csv(runs, folder / "requests.csv", [run.placement for run in runs] if fleet else None)
+    if not config.no_report:
+        from roofline.serving.report import write_report
 
-            write_report(document, runs, folder)
+        write_report(document, runs, folder)
     remove_stale_page(folder, earlier_page - page_files(folder) if not config.no_report else earlier_page)
     click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if config.no_report else " and the report"),
                err=config.as_json)

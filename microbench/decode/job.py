@@ -51,7 +51,6 @@ def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_
               budget: float | None, progress: Callable[[], AbstractContextManager[SweepObserver]],
               sku: str | None) -> dict[str, Any]:
     from microbench.decode.launches import measure_launches, measured_roof, needed_launches, times_from_result
-    from microbench.sweep.plan import defaults_for
     from roofline.analysis.trust import decode_noise_lines, target_rel_ci
     from roofline.result.io import load_result
 
@@ -66,8 +65,7 @@ def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_
     else:
         with progress() as observer:
             times, device_record, points, roof = measure_launches(keys, device, budget, observer, setup.dtype)
-        target = defaults_for(device_record.get("kind") or "cpu", False).target_rel_ci
-        warnings = decode_noise_lines(points, None, target)
+        warnings = decode_noise_lines(points, None, float(roof["target_rel_ci"] or 0.01))
     # Only the times travel with --from; MBU/MFU then come from the spec side.
     bandwidth, peak = measured_roof(points, roof, setup.dtype) if from_result is None else (None, None)
     memory = device_record.get("memory_bytes")

@@ -59,7 +59,8 @@ def measure_launches(keys, device: str, budget_s: float | None, observer: SweepO
     reference = reference_bandwidth({f"torch {kind}": measure_stream(session, kind, src) for kind in ("copy", "read")})
     # A weight-only format multiplies on the bf16 units: MFU is against the bf16 peak.
     best, _ = shape_search(session, compute_dtype(dtype), peak_shapes(session, quick=True), ("torch",))
-    roof = {"bandwidth_bytes_per_s": reference["bytes_per_s"], "peak_flop_per_s": best["flop_per_s"] if best else None}
+    roof = {"bandwidth_bytes_per_s": reference["bytes_per_s"], "peak_flop_per_s": best["flop_per_s"] if best else None,
+            "target_rel_ci": session.rule.target_rel_ci}  # the device's stopping target, for the noise warning
     observer.on_start(len(keys))
     times, points = {}, []
     try:
@@ -86,9 +87,12 @@ def refuse_unsupported(keys, device: dict[str, Any]) -> None:
 
 
 def measured_roof(points: list, roof: dict[str, float | None], dtype: str) -> tuple[float | None, float | None]:
-    """What MBU and MFU are measured against: the best of the roof kernels and of the step's own launches."""
+    """What MBU and MFU are measured against: the best of the roof kernels and of the step's own launches (the
+    peak by the one rule of ``roofline.analysis.reference``: plain GEMMs of the compute dtype, no weight-only
+    format)."""
+    from roofline.analysis.reference import fastest_gemm
+
     bandwidths = [p.bytes / p.stats.median_s for p in points] + [roof.get("bandwidth_bytes_per_s") or 0]
-    peaks = [p.flop / p.stats.median_s for p in points
-             if p.op == "gemm" and compute_dtype(p.dtype) == compute_dtype(dtype)]
-    peaks.append(roof.get("peak_flop_per_s") or 0)
+    fastest = fastest_gemm(points, compute_dtype(dtype))
+    peaks = [fastest[0] if fastest else 0, roof.get("peak_flop_per_s") or 0]
     return (max(bandwidths) or None), (max(peaks) or None)

@@ -125,7 +125,7 @@ def compare_format(baseline: dict[int, np.ndarray], quantized: dict[int, np.ndar
         for b in batches])
     # A percentile interval from a few noisy samples can miss its own estimate (a ratio of medians of 3 samples
     # is biased): it is widened to hold it, so no figure is printed outside its interval.
-    speedup_ci = [[min(float(np.quantile(column, 0.025)), float(s)), max(float(np.quantile(column, 0.975)), float(s))]
+    speedup_ci = [_holding([float(np.quantile(column, 0.025)), float(np.quantile(column, 0.975))], float(s))
                   for column, s in zip(replicated.T, speedup, strict=True)]
     crossings = np.array([crossing_batch(batches, row) for row in replicated])
     value = crossing_batch(batches, speedup)

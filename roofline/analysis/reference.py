@@ -156,7 +156,7 @@ def reference_peak(ceilings: Ceilings | dict[str, Any] | None, dtype: str,
     regime = SUSTAINED if recorded else NOT_RECORDED
     ceiling = PeakReference(float(value), regime, float(burst) if burst else None, details,
                             CEILINGS, float(value))
-    fastest = _fastest_gemm(points, dtype)
+    fastest = fastest_gemm(points, dtype)
     if fastest is None or fastest[0] <= value:
         return ceiling
     flop_per_s, point = fastest
@@ -169,7 +169,8 @@ def reference_peak(ceilings: Ceilings | dict[str, Any] | None, dtype: str,
                          OWN_POINT, float(value))
 
 
-def _fastest_gemm(points: Iterable[Point], dtype: str) -> tuple[float, Point] | None:
+def fastest_gemm(points: Iterable[Point], dtype: str) -> tuple[float, Point] | None:
+    """The fastest usable plain GEMM of exactly ``dtype`` (FLOP/s by its median) and the point, or None."""
     best: tuple[float, Point] | None = None
     for point in points:
         stats = point.stats

@@ -17,11 +17,9 @@ from roofline.fleet.plan_document import PLAN_HEADER, candidate_label, plan_rows
 from roofline.report import page  # noqa: E402
 from roofline.report.page import figure_pngs  # noqa: E402
 from roofline.report.plots import OKABE_ITO, _style  # noqa: E402
+from roofline.serving.report import CSS  # noqa: E402
 
 MARKERS = ("o", "s", "^", "D", "v", "P")  # curves that coincide stay told apart
-CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em}"
-       "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px}"
-       "img{max-width:100%;display:block;margin:1em 0}")
 
 
 def _curves(document: dict[str, Any]):

@@ -48,11 +48,6 @@ class Candidate:
     price_usd_per_gpu_hour: float | None
     link: KvLink | None = None
 
-    @property
-    def label(self) -> str:
-        p = self.profile
-        return f"{p.model['name']} on {self.sku or p.device.get('name') or 'its device'}, TP {p.tp}, {p.dtype}"
-
 
 @dataclass(frozen=True)
 class Target:

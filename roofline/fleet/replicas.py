@@ -106,9 +106,14 @@ def _aggregated(members: list[Member], router: Router, ordered: list[Request], p
                 overhead: EngineOverhead | None) -> FleetRun:
     where: dict[int, int] = {}
     for request in ordered:
-        for member in members:
-            member.run_until(request.arrival_s)
+        # A router that reads the replicas' state needs each advanced to the arrival; round robin reads none, and a
+        # replica's steps depend only on its own requests, so only the chosen one is advanced (the rest catch up
+        # at their next request or at the end): the same steps, without touching every replica per arrival.
+        if router.reads_state:
+            for member in members:
+                member.run_until(request.arrival_s)
         chosen = router.choose(members, request.arrival_s)
+        members[chosen].run_until(request.arrival_s)
         members[chosen].replica.add(request)
         where[request.id] = chosen
     runs = _finish(members, overhead)

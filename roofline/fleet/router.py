@@ -39,6 +39,11 @@ class Router:
         self.name, self.last = name, -1
         self._load = _loads(name)
 
+    @property
+    def reads_state(self) -> bool:
+        """Whether ``choose`` reads the replicas (round robin does not)."""
+        return self._load is not None
+
     def choose(self, replicas: Sequence[ReplicaState], time_s: float) -> int:
         count = len(replicas)
         if self._load is None:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofline.core.counting import DTYPES, KV_DTYPES, PLAIN_DTYPES, compute_dtype
+from roofline.core.counting import DTYPES, KV_DTYPES, PLAIN_DTYPES
 from roofline.core.errors import BadInputError
+from roofline.specs.models import stored_dtype
 
 SCHEMA_VERSION = 1
 KIND = "gpubench-step-profile"
@@ -284,7 +285,7 @@ class StepProfile:
     @property
     def head_dtype(self) -> str:
         """The dtype the LM head's weight is stored and timed in: a weight-only format leaves it in bf16."""
-        return self.lm_head_dtype or compute_dtype(self.dtype)
+        return self.lm_head_dtype or stored_dtype("lm_head", self.dtype)
 
     def to_dict(self) -> dict[str, Any]:
         return {

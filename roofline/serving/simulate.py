@@ -296,11 +296,6 @@ class Replica:
     def clock_s(self) -> float:
         return self.engine.clock_s
 
-    @property
-    def unfinished(self) -> int:
-        """Requests handed to this replica that have not finished."""
-        return len(self.engine.pending) - self.engine.finished_count
-
     def add(self, request: Request, first_token_s: float | None = None) -> None:
         """Hand the replica one more request, arriving no earlier than those it has.  With ``first_token_s`` the
         request was prefilled on another replica and arrives with its prompt's KV and first token."""
@@ -344,12 +339,6 @@ class Replica:
             sum(padded - s.request.prompt_tokens for s, _ in plan.chunks) if padded else 0,
             engine.kv_blocked, engine.preempted)
         return True
-
-    def run_until(self, time_s: float) -> None:
-        """Every step that starts before ``time_s`` (a request arriving then cannot join them)."""
-        while self.engine.clock_s < time_s and len(self.engine.pending) > self.engine.finished_count:
-            if not self.step():
-                return
 
     def finish(self) -> None:
         """Run until every request handed over has finished."""

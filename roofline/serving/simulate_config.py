@@ -173,8 +173,9 @@ class SimulateConfig:
         """The config of one command line (``options``: the values by field name as click parsed them, and
         ``profile_file``); ``given``: the fields typed on the command line."""
         values = dict(options)
+        split = parse_split(values.get("disaggregate"))
         config = cls(**{**values, "policies": (), "slo": None, "rates": (),  # every plain option first
-                        "disaggregate": parse_split(values.get("disaggregate"))})
+                        "disaggregate": split})
         building = given_among(given, MODEL_FLAGS)
         if config.profile_file and building:
             raise BadInputError(f"{spelled(MODEL_FLAGS, building)}: these build an --analytic profile, and "
@@ -187,7 +188,7 @@ class SimulateConfig:
         policies = tuple(parse_policy(p) for p in values.get("policies") or ())
         slo = Slo.parse(values["slo"]) if values.get("slo") else None
         return cls(**{**values, "policies": policies, "slo": slo, "rates": _parse_rates(values.get("rates")),
-                      "disaggregate": parse_split(values.get("disaggregate"))})
+                      "disaggregate": split})
 
 
 def _parse_rates(text: str | None) -> tuple[float, ...]:

@@ -137,14 +137,15 @@ def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
     try:
         match, memory, peaks, link = data["match"], data["memory"], data["peak_flop_per_s"], data["interconnect"]
         lo, hi = match["memory_gib"]
+        bandwidth, peak_flop_per_s = float(memory["bandwidth_bytes_per_s"]), _peaks(peaks)
         return GpuSpec(
             sku=sku,
             name=str(data["name"]),
             name_regex=str(match["name_regex"]),
             memory_gib_range=(float(lo), float(hi)),
             capacity_bytes=float(memory["capacity_bytes"]),
-            bandwidth_bytes_per_s=float(memory["bandwidth_bytes_per_s"]),
-            peak_flop_per_s=_peaks(peaks),
+            bandwidth_bytes_per_s=bandwidth,
+            peak_flop_per_s=peak_flop_per_s,
             bandwidth_source=str(memory["source"]),
             peak_source=str(peaks["source"]),
             interconnect=Interconnect(kind=str(link["kind"]), link_bytes_per_s=_positive(link["link_bytes_per_s"]),
@@ -153,7 +154,7 @@ def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
                                       latency_source=str(link["latency_source"])),
             reported_bytes=_positive(memory["reported_bytes"]),
             reported_source=str(memory["reported_source"]),
-            achievable=_achievable(data["achievable"], float(memory["bandwidth_bytes_per_s"]), _peaks(peaks)),
+            achievable=_achievable(data["achievable"], bandwidth, peak_flop_per_s),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecError(f"profile {sku}: malformed ({exc})") from None
