@@ -91,7 +91,7 @@ def test_a_replica_counts_what_a_running_step_has_not_finished_yet_and_what_arri
 
 def test_two_replicas_serve_well_over_the_capacity_of_one_under_the_same_slo():
     """The capacity search of ``simulate --slo``, on one and on two replicas of the same profile and workload (the
-    benchmark, scripts/bench_fleet.py, does it on Llama-3-8B: 2.03x)."""
+    benchmark, scripts/bench_fleet.py, does it on Llama-3-8B)."""
     profile, slo = token_linear_profile(0.01, 0.0002), Slo.parse("ttft_p90=0.05")
     requests = make_workload(150, "burst", "fixed:50", "exp:20:60", seed=0)
     capacity = {}
