@@ -89,7 +89,7 @@ def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates
                  layout=None) -> list[dict[str, Any]]:
     """Simulate each policy; with an SLO, also search its capacity; with rates, draw its curve.  With a fleet's
     ``layout`` every simulation is of the whole fleet (``roofline.fleet``): its capacity is the fleet's."""
-    from roofline.serving.capacity import rate_point, search_capacity
+    from roofline.serving.capacity import capacity_under, rate_point
     from roofline.serving.metrics import summarize
     from roofline.serving.simulate import simulate
     from roofline.serving.workload import with_arrivals
@@ -112,9 +112,7 @@ def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates
         for rate in rates:
             entry["rates"].append(rate_point(rate, run_at(with_arrivals(requests, f"poisson:{rate!r}", seed))))
         if slo is not None:
-            burst = run_at(with_arrivals(requests, "burst"))
-            saturated = summarize(burst, profile, mem_fraction)["requests_per_s"]
-            entry["capacity"] = search_capacity(requests, slo, run_at, saturated, seed, burst=burst)
+            entry["capacity"] = capacity_under(requests, slo, run_at, seed)
             entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]
         entries.append(entry)
     return entries

@@ -7,6 +7,7 @@ from typing import Any
 from roofline.analysis.formats import break_even_text, speedup_text
 from roofline.analysis.reference import marked_percent
 from roofline.core.units import percent, si
+from roofline.result.document import backend_tag
 
 
 def batch_text(row: dict[str, Any]) -> str:
@@ -82,8 +83,8 @@ FORMAT_COLUMNS = ("device", "SKU", "speed-up at the smallest batch (95% CI)", "b
 
 
 def format_title(group: dict[str, Any]) -> str:
-    tag = "" if group["backend"] in ("torch", "imported") else f" [{group['backend']}]"
-    return f"{group['format']} against {group['baseline']}, {group['n']}×{group['k']}{tag}: break-even batch"
+    return (f"{group['format']} against {group['baseline']}, {group['n']}×{group['k']}{backend_tag(group['backend'])}: "
+            "break-even batch")
 
 
 def format_cells(row: dict[str, Any]) -> list[str]:

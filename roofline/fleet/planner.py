@@ -23,9 +23,9 @@ from typing import Any
 from roofline.core.units import seconds, significant
 from roofline.fleet.handover import KvLink
 from roofline.fleet.replicas import FleetLayout, simulate_fleet
-from roofline.serving.capacity import CapacityResult, rate_point, search_capacity
+from roofline.serving.capacity import CapacityResult, capacity_under, rate_point
 from roofline.serving.latency import latencies
-from roofline.serving.metrics import Slo, summarize
+from roofline.serving.metrics import Slo
 from roofline.serving.policies import Policy
 from roofline.serving.profile_doc import StepProfile
 from roofline.serving.simulate import simulate
@@ -105,9 +105,7 @@ def one_replica_capacity(candidate: Candidate, policy: Policy, target: Target) -
     def run_at(workload):
         return simulate(profile, workload, policy, profile.engine_overhead, mem)
 
-    burst = run_at(with_arrivals(target.requests, "burst"))
-    saturated = summarize(burst, profile, mem)["requests_per_s"]
-    return search_capacity(target.requests, target.slo, run_at, saturated, target.seed, burst=burst)
+    return capacity_under(target.requests, target.slo, run_at, target.seed)
 
 
 class RateTrial:

@@ -14,7 +14,7 @@ from typing import Any
 from roofline.core.units import significant
 from roofline.serving.latency import latencies, percentile_s
 from roofline.serving.metrics import Slo
-from roofline.serving.simulate import SimulationRun
+from roofline.serving.simulate import SimulationError, SimulationRun
 from roofline.serving.workload import MAX_ARRIVAL_S, Request, with_arrivals
 
 RELATIVE_TOLERANCE = 0.02  # stop when the bracket is within 2% of the rate
@@ -50,6 +50,16 @@ def rate_point(rate: float, run: SimulationRun) -> dict[str, Any]:
     return {"rate_requests_per_s": rate, "tokens_per_s": tokens / run.makespan_s,
             "ttft_p90_s": percentile_s(lat["ttft"], 90), "tpot_p99_s": percentile_s(lat["tpot"], 99),
             "itl_p99_s": percentile_s(lat["itl"], 99), "e2e_p99_s": percentile_s(lat["e2e"], 99)}
+
+
+def capacity_under(requests: Sequence[Request], slo: Slo, run_at: Callable[[list[Request]], SimulationRun],
+                   seed: int = 0) -> CapacityResult:
+    """The capacity search as ``simulate --slo`` and ``plan`` run it: the same requests as a burst first, whose
+    saturated throughput is the first guess (and the answer when even the burst meets the SLO)."""
+    burst = run_at(with_arrivals(list(requests), "burst"))
+    if burst.makespan_s <= 0:
+        raise SimulationError("every step took no time: the profile's kernel times are all zero")
+    return search_capacity(requests, slo, run_at, len(burst.requests) / burst.makespan_s, seed, burst=burst)
 
 
 def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[list[Request]], SimulationRun],
