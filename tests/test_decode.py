@@ -8,7 +8,13 @@ from click.testing import CliRunner
 from microbench.cli.app import main
 from roofline.decode.step import DecodeSetup
 from roofline.specs.gpus import SpecError
-from roofline.specs.models import experts_touched, kv_bytes_per_token, layer_shapes, load_model, weight_bytes
+from roofline.specs.models import load_model
+from roofline.step.launches import StepModel
+from roofline.step.memory import kv_bytes_per_token, weight_bytes
+
+
+def shapes_of(model, tp=1):
+    return {lin.name: (lin.n, lin.k, lin.layers) for lin in StepModel.of(model, tp).linears}
 
 TINY = {"_name_or_path": "tiny-llama-test", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
         "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024, "hidden_act": "silu"}
@@ -16,41 +22,45 @@ TINY = {"_name_or_path": "tiny-llama-test", "num_hidden_layers": 2, "hidden_size
 
 def test_llama_2_70b_shapes_and_kv_by_hand():
     model = load_model("llama-2-70b")
-    shapes = {s.name: (s.n, s.k, s.count) for s in layer_shapes(model)}
-    assert shapes == {"qkv": (8192 + 2 * 1024, 8192, 80), "o": (8192, 8192, 80), "gate_up": (2 * 28672, 8192, 80),
-                      "down": (8192, 28672, 80), "lm_head": (32000, 8192, 1)}
-    assert kv_bytes_per_token(model, "fp16") == 320 * 1024  # 80 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes
-    assert weight_bytes(model, "fp16") == pytest.approx(137.4e9, rel=0.001)
+    assert shapes_of(model) == {"qkv_proj": (8192 + 2 * 1024, 8192, 80), "o_proj": (8192, 8192, 80),
+                                "gate_up_proj": (2 * 28672, 8192, 80), "down_proj": (8192, 28672, 80),
+                                "lm_head": (32000, 8192, 1)}
+    step = StepModel.of(model, dtype="fp16")
+    assert kv_bytes_per_token(step) == 320 * 1024  # 80 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes
+    assert weight_bytes(step) == pytest.approx(137.4e9, rel=0.001)
 
 
 def test_tensor_parallel_splits():
     model = load_model("llama-3-70b")
-    shapes = {s.name: (s.n, s.k) for s in layer_shapes(model, tp=4)}
-    assert shapes["qkv"] == ((64 + 16) * 128 // 4, 8192)  # column split
-    assert shapes["o"] == (8192, 64 * 128 // 4)  # row split
-    assert shapes["down"] == (8192, 28672 // 4)
+    shapes = {name: (n, k) for name, (n, k, _) in shapes_of(model, tp=4).items()}
+    assert shapes["qkv_proj"] == ((64 + 16) * 128 // 4, 8192)  # column split
+    assert shapes["o_proj"] == (8192, 64 * 128 // 4)  # row split
+    assert shapes["down_proj"] == (8192, 28672 // 4)
     assert shapes["lm_head"] == (128256 // 4, 8192)
-    assert kv_bytes_per_token(model, "bf16", tp=4) == 320 * 1024 // 4
+    assert kv_bytes_per_token(StepModel.of(model, 4)) == 320 * 1024 // 4
     with pytest.raises(SpecError, match="does not divide"):
-        layer_shapes(model, tp=3)
+        StepModel.of(model, 3)
 
 
 def test_mixture_of_experts_routing():
     model = load_model("mixtral-8x7b")
-    assert experts_touched(model, 1) == pytest.approx(2)
-    assert experts_touched(model, 1000) == pytest.approx(8, rel=1e-6)
-    setup = DecodeSetup(model, 1, 1024, "bf16", "bf16")
-    up = next(launch for launch in setup.launches(64) if launch.name == "gate_up")
-    assert up.batch == 16 and up.count == pytest.approx(32 * experts_touched(model, 64))
-    # Weights on the GPU hold every expert; batch 1 reads only two.
-    assert weight_bytes(model, "bf16") > 80e9
+    setup = DecodeSetup(StepModel.of(model, routing="uniform"), 1024)
+    up = next(launch for launch in setup.launches(64) if launch.name == "experts_gate_up_proj")
+    # 64 tokens × top-2 over 8 experts, uniform routing: E·(1 − (1 − k/E)^B) touched, every one of 8 here.
+    touched = 8 * (1 - (1 - 2 / 8) ** 64)
+    assert up.op == "grouped" and up.tokens == 64 and up.touched == pytest.approx(touched)
+    assert up.work.weight_bytes == pytest.approx(touched * 2 * 2 * 14336 * 4096)
+    one = next(launch for launch in setup.launches(1) if launch.name == "experts_gate_up_proj")
+    assert one.touched == pytest.approx(2)  # batch 1 reads two experts
+    # Weights on the GPU hold every expert.
+    assert weight_bytes(setup.step) > 80e9
 
 
 def test_every_shipped_model_loads():
     for model_id in ("llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b",
                      "qwen2.5-72b"):
         model = load_model(model_id)
-        assert model.source and layer_shapes(model)
+        assert model.source and shapes_of(model)
 
 
 def test_seed_arithmetic_from_the_analytic_model():

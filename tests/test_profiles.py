@@ -83,7 +83,9 @@ def test_every_sheet_has_the_memory_its_board_reports_and_achievable_ceilings_wi
         assert 0.6 * spec.bandwidth_bytes_per_s <= ach.bandwidth_bytes_per_s <= spec.bandwidth_bytes_per_s, sku
         assert set(ach.peak_flop_per_s) == set(spec.peak_flop_per_s), sku
         for dtype, peak in ach.peak_flop_per_s.items():
-            assert 0.6 * spec.peak_flop_per_s[dtype] <= peak <= spec.peak_flop_per_s[dtype], (sku, dtype)
+            # The one published FP4 measurement (torchao's NVFP4 matmul at 8192^3 on a B200) reaches 59.7%.
+            floor = 0.55 if dtype == "fp4" else 0.6
+            assert floor * spec.peak_flop_per_s[dtype] <= peak <= spec.peak_flop_per_s[dtype], (sku, dtype)
             assert ach.peak_basis[dtype].startswith(("measured", "derived")), (sku, dtype)
         assert ach.bandwidth_basis.startswith(("measured", "derived")) and ach.bandwidth_source and ach.peak_source
     assert load_gpu_spec("a100-sxm-80gb").reported_bytes == 81920 * 2**20  # nvidia-smi: 81920 MiB

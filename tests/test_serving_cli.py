@@ -100,14 +100,13 @@ def test_requests_longer_than_the_context_window_are_refused(tmp_path):
 
 @pytest.mark.parametrize("key", ["max_position_embeddings", "n_positions"])
 def test_an_hf_configs_context_window_refuses_longer_requests_as_a_model_file_does(tmp_path, key):
-    from microbench.serving.profile_plan import model_record
-    from roofline.specs.models import load_hf_config
+    from roofline.specs.hf_config import load_hf_config
 
     config = json.loads(open("tests/data/tiny-llama-config.json").read())
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**config, key: 16}))
     assert load_hf_config(path).max_positions == 16
-    assert model_record(load_hf_config(path))["max_positions"] == 16  # the measured profile keeps it too
+    assert load_hf_config(path).to_record()["max_positions"] == 16  # every profile keeps it
     run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--hf-config", str(path), "--policy", "paged",
                     "--requests", "3", "--prompt", "fixed:30", "--output", "fixed:4")
     assert run.exit_code == 2 and "a request of 34 tokens is longer than the 16-token context window" in run.output

@@ -24,6 +24,7 @@ from roofline.serving.step_cost import CostModel
 from roofline.serving.workload import make_workload
 from roofline.specs.gpus import load_gpu_spec
 from roofline.specs.models import load_model
+from roofline.step.launches import StepModel
 
 OLD_COMPOSITION = {"linear_s", "attention_s", "other_s", "overhead_s"}
 
@@ -41,7 +42,7 @@ def test_decode_70b_over_eight_h100s_shows_its_communication_share():
     run = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-70b",
                                     "--tp", "8", "--batch", "1,64"])
     assert run.exit_code == 0, run.output
-    assert "comm" in run.output and "all-reduces per layer over 8 GPUs (NVLink 4)" in run.output
+    assert "comm" in run.output and "160 all-reduces over 8 GPUs (NVLink 4)" in " ".join(run.output.split())
     document = json.loads(CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "h100-sxm", "--model",
                                                     "llama-3-70b", "--tp", "8", "--batch", "1", "--json"]).output)
     first = document["analytic"]["rows"][0]
@@ -53,11 +54,11 @@ def test_decode_70b_over_eight_h100s_shows_its_communication_share():
 
 def test_tp_1_decode_is_exactly_as_before():
     model, spec = load_model("llama-3-8b"), load_gpu_spec("h100-sxm")
-    setup = DecodeSetup(model, 1, 4096, "bf16", "bf16")
+    setup = DecodeSetup(StepModel.of(model), 4096)
     document = analytic_document(setup, spec, [1, 64], 0.9)
     time_fn = analytic_time(spec.bandwidth_bytes_per_s, spec.peak_flop_per_s)
     for row in document["rows"]:
-        kernels = sum(time_fn(*launch.key) * launch.count for launch in setup.launches(row["batch"]))
+        kernels = sum(time_fn(launch) * launch.count for launch in setup.launches(row["batch"]))
         assert row["step_time_s"] == kernels and row["comm_time_s"] == 0.0  # the kernels alone, to the bit
     assert document["comm"] is None
     run = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b"])

@@ -290,7 +290,7 @@ def test_graphs_mode_settings_are_what_the_installed_transformers_takes():
 
     from microbench.serving.engine.settings import continuous_config, static_generation_settings
     from microbench.serving.engine.transformers_engine import build_model
-    from roofline.specs.models import load_hf_config
+    from roofline.specs.hf_config import load_hf_config
 
     assert static_generation_settings(transformers, "eager") == {}
     graphs = static_generation_settings(transformers, "graphs")

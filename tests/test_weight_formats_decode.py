@@ -17,7 +17,13 @@ from microbench.decode.launches import needed_launches
 from roofline.decode.step import DecodeSetup
 from roofline.serving.profile_doc import ProfileDocError, StepProfile, load_profile
 from roofline.serving.step_cost import CostModel
-from roofline.specs.models import layer_shapes, load_model, weight_bytes
+from roofline.specs.models import load_model
+from roofline.step.launches import Batch, StepModel
+from roofline.step.memory import weight_bytes as step_weight_bytes
+
+
+def weight_bytes(model, dtype: str) -> int:
+    return step_weight_bytes(StepModel.of(model, dtype=dtype))
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -48,13 +54,14 @@ def test_llama_2_70b_weight_bytes_by_hand_in_each_format():
 
 def test_the_step_launches_the_linears_in_the_format_and_the_lm_head_and_attention_in_bf16():
     model = load_model("llama-3-8b")
-    setup = DecodeSetup(model, 1, 1024, "w4a16", "bf16")
+    setup = DecodeSetup(StepModel.of(model, dtype="w4a16"), 1024)
     dtypes = {launch.name: launch.dtype for launch in setup.launches(4)}
-    assert dtypes == {"qkv": "w4a16", "o": "w4a16", "gate_up": "w4a16", "down": "w4a16", "lm_head": "bf16",
-                      "attention": "bf16"}
+    assert dtypes == {"qkv_proj": "w4a16", "o_proj": "w4a16", "gate_up_proj": "w4a16", "down_proj": "w4a16",
+                      "lm_head": "bf16", "attention": "bf16"}
     # What the measured mode times: one point per distinct launch, each in its own dtype.
     assert {key[1] for key in needed_launches(setup, [1, 4])} == {"w4a16", "bf16"}
-    assert [s.weight_dtype("fp8") for s in layer_shapes(model)] == ["fp8"] * 5  # a plain dtype: everything in it
+    # a plain dtype: everything in it
+    assert [lin.dtype for lin in StepModel.of(model, dtype="fp8").linears] == ["fp8"] * 5
 
 
 def _decode(*args: str) -> dict:
@@ -86,7 +93,7 @@ def test_decode_analytic_cli_reports_the_weights_and_what_stays_bf16():
     text = " ".join(run.output.split())  # rich wraps the long lines
     assert "w4a16, embeddings and LM head bf16 (KV bf16)" in text
     assert "The weights take 36.9 GB per GPU (embeddings aside)" in text
-    assert "the embeddings and the LM head stay bf16, as AWQ/GPTQ checkpoints keep them" in text
+    assert "the embeddings, the LM head and a router stay bf16, as quantized checkpoints keep them" in text
 
 
 def test_an_explicit_kv_dtype_is_kept_beside_a_weight_only_format():
@@ -130,8 +137,8 @@ def test_profile_analytic_w8a16_validates_and_simulates(tmp_path):
     profile = load_profile(path)
     assert profile.memory["weight_bytes"] == weight_bytes(load_model("llama-3-8b"), "w8a16")
     # The step cost reads every matrix once per step: the same bytes the memory figure holds.
-    cost = CostModel(profile)
-    assert cost.linear_bytes_fixed + cost.head_bytes_fixed == profile.memory["weight_bytes"]
+    one = CostModel(profile).step.work(Batch.decode(1, 1))
+    assert one.linear.weight_bytes == profile.memory["weight_bytes"]
     run = CliRunner().invoke(main, ["simulate", str(path), "--requests", "20", "--no-report",
                                     "-o", str(tmp_path / "sim")])
     assert run.exit_code == 0, run.output

@@ -83,10 +83,14 @@ def main() -> None:
 @main.command()
 @_option("device", default="auto", show_default=True,
          help="auto | cpu | cuda | cuda:N | all (one process per GPU, one result each in the -o folder)")
-@_option("ops", multiple=True, help="gemv, gemm, bmm (repeatable or comma list) [all]")
+@_option("ops", multiple=True, help="gemv, gemm, bmm, grouped (repeatable or comma list) [all]")
 @_option("backends", multiple=True, help="torch, cupy (our kernels + cuBLAS via CuPy), or both: torch,cupy [torch]")
 @_option("dtypes", multiple=True, help="fp32, tf32, fp16, bf16, fp8 [GPU: bf16; CPU: fp32,bf16]")
-@_option("shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable)")
+@_option("shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable; grouped: one expert's)")
+@_option("experts", default=None, metavar="E", help="grouped: experts per --shape (with --topk)")
+@_option("topk", default=None, metavar="K", help="grouped: experts each token is routed to")
+@_option("routing", default="balanced", show_default=True, metavar="balanced|uniform|zipf:S",
+         help="grouped: how tokens spread over experts")
 @_option("batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
 @_option("budget_s", default=None, metavar="SECONDS", help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
 @_option("target_rel_ci", default=None, metavar="FRACTION",

@@ -33,7 +33,8 @@ def build_analytic_profile(config):
     from roofline.result.io import load_result
     from roofline.serving.analytic import analytic_profile
     from roofline.specs.gpus import load_gpu_spec
-    from roofline.specs.models import load_hf_config, load_model
+    from roofline.specs.hf_config import load_hf_config
+    from roofline.specs.models import load_model
 
     if bool(config.model) == bool(config.hf_config):
         raise PlanError("give one of --model NAME or --hf-config PATH")
@@ -48,7 +49,7 @@ def build_analytic_profile(config):
                             max_tokens=config.max_tokens, max_context=config.max_context,
                             gpu=load_gpu_spec(sku) if sku else None, result=result,
                             result_name=config.from_result.name if config.from_result else "", tool=tool, host=host,
-                            argv=tuple(sys.argv), ideal=config.ideal)
+                            argv=tuple(sys.argv), ideal=config.ideal, ep=config.ep, routing=config.routing)
 
 
 def write_analytic_profile(config) -> None:

@@ -16,6 +16,8 @@ from typing import Any
 from microbench.sweep.plan import PlanError, parse_batches
 from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.options import Option, check_dtypes, number_refusal, resolved_kv_dtype
+from roofline.step.parallel import Parallelism
+from roofline.step.routing import Routing
 
 # A decode table with more rows than this is no longer read; 4096 rows took 8.3 s here, a million over half an hour.
 MAX_DECODE_BATCHES = 4096
@@ -24,11 +26,16 @@ FLAGS: dict[str, Option] = {
     "model": Option(("--model",), help="model id from profiles/models (llama-3-70b, mixtral-8x7b, ...)"),
     "hf_config": Option(("--hf-config",), "path", help="a Hugging Face config.json on disk"),
     "tp": Option(("--tp",), "int", 1, show_default=True, help="tensor-parallel GPUs"),
+    "ep": Option(("--ep",), "int", 1, show_default=True,
+                 help="expert-parallel GPUs (a mixture of experts: experts split, attention data-parallel)"),
+    "routing": Option(("--routing",), default="balanced", show_default=True,
+                      help="how tokens spread over experts: balanced | uniform | zipf:S"),
     "context": Option(("--context",), "int", 4096, show_default=True, help="tokens in each sequence's KV cache"),
     "dtype": Option(("--dtype",), default="bf16", show_default=True,
-                    help=f"weights and activations: {' | '.join(DTYPES)} (w8a16/w4a16: the linears only)"),
+                    help=f"weights and activations: {' | '.join(DTYPES)} (quantized formats: the layers' linears)"),
     "kv_dtype": Option(("--kv-dtype",),
-                       help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [--dtype; bf16 for w8a16/w4a16]"),
+                       help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [what the linears write: bf16 for fp8 and "
+                            "the quantized formats]"),
     "batches": Option(("--batch",), default="1:1024:x2", show_default=True, help="batches: list and ranges"),
     "mem_fraction": Option(("--mem-fraction",), "number", 0.9, show_default=True, low=0, high=1,
                            help="share of device memory for weights + KV cache"),
@@ -47,6 +54,8 @@ class DecodeConfig:
     model: str | None = None
     hf_config: Path | None = None
     tp: int = 1
+    ep: int = 1
+    routing: str = "balanced"
     context: int = 4096
     dtype: str = "bf16"
     kv_dtype: str | None = None  # None: the dtype --dtype computes in (resolved_kv_dtype)
@@ -66,6 +75,8 @@ class DecodeConfig:
             raise PlanError("give one of --model NAME or --hf-config PATH")
         if self.context <= 0:
             raise PlanError(f"--context must be positive, got {self.context}")
+        Parallelism(self.tp, self.ep)  # positive, and EP a multiple of TP (one line each)
+        Routing.parse(self.routing)
         check_dtypes(self.dtype, self.kv_dtype)
         if not 0 < self.mem_fraction <= 1:
             raise PlanError("--mem-fraction must be in (0, 1]")

@@ -12,7 +12,9 @@ from microbench.timing.observer import SweepObserver
 from roofline.decode.document import analytic_document, measured_document, summary_lines
 from roofline.decode.step import DecodeSetup
 from roofline.specs.gpus import load_gpu_spec
-from roofline.specs.models import check_tp, load_hf_config, load_model, weights_note
+from roofline.specs.hf_config import load_hf_config
+from roofline.specs.models import load_model, weights_note
+from roofline.step.launches import StepModel
 
 
 def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManager[SweepObserver]] | None = None
@@ -25,13 +27,15 @@ def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManag
     else:
         assert config.hf_config is not None  # DecodeConfig.from_options requires one of the two
         profile = load_hf_config(config.hf_config)
-    check_tp(profile, config.tp)
+    step = StepModel.of(profile, config.tp, config.ep, config.dtype, config.resolved_kv_dtype, config.routing)
     tp, context, dtype, kv_dtype, sku = config.tp, config.context, config.dtype, config.resolved_kv_dtype, config.sku
     batch_list, mem_fraction = list(config.batches), config.mem_fraction
-    setup = DecodeSetup(profile, tp, context, dtype, kv_dtype)
-    document: dict[str, Any] = {"setup": {"model": profile.name, "model_id": profile.id, "tp": tp, "context": context,
+    setup = DecodeSetup(step, context)
+    document: dict[str, Any] = {"setup": {"model": profile.name, "model_id": profile.id, "tp": tp, "ep": config.ep,
+                                          "gpus": step.parallelism.gpus, "context": context,
                                           "dtype": dtype, "kv_dtype": kv_dtype, "batches": batch_list,
-                                          "model_source": profile.source, "weights": weights_note(dtype)}}
+                                          "model_source": profile.source, "weights": weights_note(dtype),
+                                          "moe": moe_words(step, context)}}
     if not config.analytic:
         document["measured"] = _measured(setup, batch_list, mem_fraction, config.from_result, config.device,
                                          config.budget_s, progress or _silent, config.sku)
@@ -40,6 +44,14 @@ def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManag
         document["analytic"] = analytic_document(setup, load_gpu_spec(sku), batch_list, mem_fraction)
     document["summary"] = summary_lines(document)
     return document
+
+
+def moe_words(step: StepModel, context: int) -> dict[str, Any] | None:
+    """What a mixture of experts changes, for the summary: parameters in all and active, and the weight bytes one
+    step reads at batch 1 and once every expert is touched."""
+    from roofline.decode.moe import moe_summary
+
+    return moe_summary(step, context)
 
 
 @contextmanager

@@ -21,12 +21,12 @@ from roofline.result.document import Result
 from roofline.result.sections import Device
 
 
-def needed_launches(setup: DecodeSetup, batches: list[int]) -> list[tuple[str, str, int, int, int]]:
-    keys = []
+def needed_launches(setup: DecodeSetup, batches: list[int]) -> list[tuple]:
+    """The sweep points that time every launch of the step at ``batches``, each once, in order."""
+    keys: list[tuple] = []
     for batch in batches:
         for launch in setup.launches(batch):
-            if launch.key not in keys:
-                keys.append(launch.key)
+            keys += [key for key in setup.point_keys(launch) if key not in keys]
     return keys
 
 

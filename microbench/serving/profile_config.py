@@ -51,6 +51,8 @@ class ProfileConfig:
     model: str | None = None
     hf_config: Path | None = None
     tp: int = 1
+    ep: int = 1
+    routing: str = "balanced"
     dtype: str | None = None  # None: not typed (measured: bf16 on a GPU, fp32 on the CPU; analytic: bf16)
     kv_dtype: str | None = None
     sku: str | None = None
@@ -84,6 +86,7 @@ class ProfileConfig:
     def plan(self) -> ProfilePlan:
         """The measured profile's plan (checked against the model when it is prepared)."""
         return ProfilePlan(model=self.model, hf_config=str(self.hf_config) if self.hf_config else None, tp=self.tp,
+                           ep=self.ep, routing=self.routing,
                            dtype=self.dtype, kv_dtype=self.kv_dtype, max_tokens=self.max_tokens,
                            max_context=self.max_context, max_batch=self.max_batch, attention=self.attention,
                            device=self.device, budget_s=self.budget_s, seed=self.seed, clock=self.clock)

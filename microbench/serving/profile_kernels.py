@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from microbench.timing.ops import random_tensor, seed_for, torch_dtype
 from roofline.core.counting import DTYPE_SIZES
 from roofline.core.errors import BadInputError
-from roofline.specs.models import ModelSpec
+from roofline.step.launches import Elementwise
 
 ATTENTION_KERNELS = ("sdpa", "bmm")
 ROPE_THETA = 10000.0
@@ -26,20 +26,32 @@ ROPE_THETA = 10000.0
 
 @dataclass(frozen=True)
 class AttentionShape:
-    """One layer's attention on one GPU: query heads, KV heads and head size after tensor parallelism."""
+    """One layer's attention on one GPU: query heads, KV heads and head size after tensor parallelism; for MLA
+    (``latent`` set) the latent and rope widths of its one cached vector per token."""
 
     heads: int
     kv_heads: int
     head_dim: int
+    latent: int | None = None
+    rope: int | None = None
 
     @property
     def group(self) -> int:
         return self.heads // self.kv_heads
 
+    @property
+    def mla(self) -> bool:
+        return self.latent is not None
+
+    @property
+    def cached_values(self) -> int:
+        """Values one token keeps in the cache of one layer on this GPU."""
+        return self.latent + (self.rope or 0) if self.latent is not None else 2 * self.kv_heads * self.head_dim
+
 
 def kv_bytes(shape: AttentionShape, batch: int, kv_len: int, dtype: str) -> int:
-    """Bytes of K and V that one launch reads."""
-    return 2 * batch * shape.kv_heads * kv_len * shape.head_dim * DTYPE_SIZES[dtype][0]
+    """Bytes of the cache (K and V, or MLA's latents) that one launch reads."""
+    return batch * kv_len * shape.cached_values * DTYPE_SIZES[dtype][0]
 
 
 class AttentionWorkload:
@@ -55,12 +67,21 @@ class AttentionWorkload:
         self.scale = 1.0 / math.sqrt(shape.head_dim)
         h, kvh, d = shape.heads, shape.kv_heads, shape.head_dim
         label = f"attn/{batch}/{q_len}/{kv_len}"
-        self.q = [random_tensor(torch, (batch, h, q_len, d), dtype, device, seed_for(seed, "q", label, i))
-                  for i in range(copies)]
-        self.k = [random_tensor(torch, (batch, kvh, kv_len, d), dtype, device, seed_for(seed, "k", label, i))
-                  for i in range(copies)]
-        self.v = [random_tensor(torch, (batch, kvh, kv_len, d), dtype, device, seed_for(seed, "v", label, i))
-                  for i in range(copies)]
+        if shape.mla:  # absorbed MLA: queries of latent + rope values per head over one shared latent cache
+            width = (shape.latent or 0) + (shape.rope or 0)
+            self.scale = 1.0 / math.sqrt(shape.head_dim)
+            self.q = [random_tensor(torch, (batch, h * q_len, width), dtype, device, seed_for(seed, "q", label, i))
+                      for i in range(copies)]
+            self.k = [random_tensor(torch, (batch, kv_len, width), dtype, device, seed_for(seed, "k", label, i))
+                      for i in range(copies)]
+            self.v = self.k  # V is the latent part of the same cache
+        else:
+            self.q = [random_tensor(torch, (batch, h, q_len, d), dtype, device, seed_for(seed, "q", label, i))
+                      for i in range(copies)]
+            self.k = [random_tensor(torch, (batch, kvh, kv_len, d), dtype, device, seed_for(seed, "k", label, i))
+                      for i in range(copies)]
+            self.v = [random_tensor(torch, (batch, kvh, kv_len, d), dtype, device, seed_for(seed, "v", label, i))
+                      for i in range(copies)]
         # A decode query sees every cached key; a whole prompt is plain causal; a chunk over a prefix sees
         # the prefix and the causal part of itself, which SDPA's is_causal (top-left aligned) cannot say.
         self.is_causal = q_len > 1 and q_len == kv_len
@@ -71,7 +92,9 @@ class AttentionWorkload:
         self.out = [None] * copies
 
     def launch(self, i: int) -> None:
-        if self.kernel == "sdpa" and self.mask is not None and self.shape.group > 1:
+        if self.shape.mla:
+            self.out[i] = self._mla(i)
+        elif self.kernel == "sdpa" and self.mask is not None and self.shape.group > 1:
             self.out[i] = self.torch.nn.functional.scaled_dot_product_attention(
                 self.q[i], self._repeated(self.k[i]), self._repeated(self.v[i]), attn_mask=self.mask)
         elif self.kernel == "sdpa":
@@ -100,36 +123,44 @@ class AttentionWorkload:
             scores = scores.view(b * s.kv_heads, g, q, c).masked_fill(~mask, float("-inf")).view_as(scores)
         return torch.bmm(torch.softmax(scores, dim=-1), self.v[i].reshape(b * s.kv_heads, c, d))
 
-    def flop(self) -> int:
-        """QK^T and PV: 4 · batch · heads · q_len · kv_len · head_dim (masked entries counted: the kernels
-        compute most of them)."""
-        return 4 * self.batch * self.shape.heads * self.q_len * self.kv_len * self.shape.head_dim
+    def _mla(self, i: int):
+        """DeepSeek's absorbed decode (FlashMLA's work): every head's query against the shared latent cache over
+        latent + rope values, softmax, then the weights times the cache's latent part; causal within a chunk."""
+        torch, s = self.torch, self.shape
+        b, h, q, c = self.batch, s.heads, self.q_len, self.kv_len
+        cache = self.k[i]
+        scores = torch.bmm(self.q[i], cache.transpose(1, 2)) * self.scale  # [b, h·q, c]
+        if self.mask is not None or self.is_causal:
+            mask = self.mask if self.mask is not None else torch.ones(q, c, dtype=torch.bool,
+                                                                       device=scores.device).tril()
+            scores = scores.view(b, h, q, c).masked_fill(~mask, float("-inf")).view_as(scores)
+        return torch.bmm(torch.softmax(scores, dim=-1), cache[:, :, : s.latent])
 
 
 class OtherWorkload:
     """The elementwise and reduction work of a whole step for ``tokens`` tokens (one launch = one step): per
     layer two RMSNorms, RoPE on q and k, the MLP activation, two residual adds; once, the final norm and greedy
-    sampling over the vocabulary.  ``shape`` is the model as one rank holds it (``roofline.specs.models.per_rank``)."""
+    sampling over the vocabulary.  ``shape``: what one GPU runs it over (``roofline.step.launches.Elementwise``)."""
 
-    def __init__(self, torch, shape: ModelSpec, tokens: int, dtype: str, device: str, copies: int, seed: int,
+    def __init__(self, torch, shape: Elementwise, tokens: int, dtype: str, device: str, copies: int, seed: int,
                  sample_rows: int | None = None):
         self.torch, self.shape, self.tokens, self.copies = torch, shape, tokens, copies
         # Greedy sampling reads the logits of the last position of each sequence only.
         self.rows = min(tokens, sample_rows or tokens)
         t, s = tokens, shape
-        mlp = (2 if s.gated_mlp else 1) * s.intermediate
+        mlp = (2 if s.gated else 1) * s.width
 
         def rand(name, dims, i):
             return random_tensor(torch, dims, dtype, device, seed_for(seed, name, f"other/{t}", i))
 
         self.x = [rand("x", (t, s.hidden), i) for i in range(copies)]
-        self.q = [rand("q", (t, s.heads, s.head_dim), i) for i in range(copies)]
-        self.k = [rand("k", (t, s.kv_heads, s.head_dim), i) for i in range(copies)]
+        self.q = [rand("q", (t, s.heads, s.rope_dim), i) for i in range(copies)]
+        self.k = [rand("k", (t, s.kv_heads, s.rope_dim), i) for i in range(copies)]
         self.mlp = [rand("mlp", (t, mlp), i) for i in range(copies)]
         self.logits = [rand("logits", (self.rows, s.vocab), i) for i in range(copies)]
         self.norm_weight = torch.ones(s.hidden, device=device, dtype=torch_dtype(torch, dtype))
         positions = torch.arange(t, device=device, dtype=torch.float32).unsqueeze(1)
-        inv = ROPE_THETA ** (-torch.arange(0, s.head_dim, 2, device=device, dtype=torch.float32) / s.head_dim)
+        inv = ROPE_THETA ** (-torch.arange(0, s.rope_dim, 2, device=device, dtype=torch.float32) / s.rope_dim)
         angles = torch.cat([positions * inv, positions * inv], dim=-1).unsqueeze(1)
         self.cos, self.sin = angles.cos().to(self.q[0].dtype), angles.sin().to(self.q[0].dtype)
         self.tokens_out = [None] * copies
@@ -145,7 +176,7 @@ class OtherWorkload:
             x = x + h
             h = f.rms_norm(x, (s.hidden,), self.norm_weight)
             a = self.mlp[i]
-            act = f.silu(a[:, : s.intermediate]) * a[:, s.intermediate:] if s.gated_mlp else f.gelu(a)
+            act = f.silu(a[:, : s.width]) * a[:, s.width:] if s.gated else f.gelu(a)
             x = x + h + act[:, :1]  # the residual; the activation's cost is paid whole above
         h = f.rms_norm(x, (s.hidden,), self.norm_weight)
         self.tokens_out[i] = torch.argmax(self.logits[i] + h[: self.rows, :1], dim=-1)

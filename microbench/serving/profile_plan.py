@@ -14,33 +14,16 @@ from typing import Any
 from microbench.serving.profile_kernels import ATTENTION_KERNELS, AttentionShape
 from microbench.sweep.plan import PlanError
 from roofline.core.options import check_dtypes
-from roofline.specs.models import ModelSpec, check_tp, layer_shapes, load_hf_config, load_model
+from roofline.specs.hf_config import load_hf_config
+from roofline.specs.models import ModelSpec, load_model
+from roofline.step.grids import power_grid, token_grid
+from roofline.step.launches import StepModel
 
 # Decode batches stop here unless --max-batch says otherwise: vLLM's default max_num_seqs.
 DEFAULT_MAX_BATCH = 256
 SMALLEST_CONTEXT = 16
 # Chunk sizes over a cached prefix: a coarser grid, the chunk table is 2-D.
 CHUNK_STEP = 4
-
-
-def token_grid(limit: int) -> list[int]:
-    """1, 2, 3, 4, 6, 8, 12, 16, ... up to ``limit`` (always included)."""
-    values, power = {1}, 1
-    while power <= limit:
-        values.update(v for v in (power, power * 3 // 2) if v <= limit)
-        power *= 2
-    values.add(limit)
-    return sorted(values)
-
-
-def power_grid(start: int, limit: int, step: int = 2) -> list[int]:
-    """start, start·step, ... up to ``limit`` (always included); just ``limit`` when it is below ``start``."""
-    values, value = set(), start
-    while value < limit:
-        values.add(value)
-        value *= step
-    values.add(limit)
-    return sorted(values)
 
 
 @dataclass(frozen=True)
@@ -50,6 +33,8 @@ class ProfilePlan:
     model: str | None
     hf_config: str | None
     tp: int = 1
+    ep: int = 1  # one GPU of an expert-parallel group: this device times its experts' share
+    routing: str = "balanced"
     dtype: str | None = None  # None: bf16 on a GPU, fp32 on the CPU (what transformers runs there)
     kv_dtype: str | None = None
     max_tokens: int = 8192
@@ -67,9 +52,7 @@ class ProfilePlan:
             raise PlanError("give one of --model NAME or --hf-config PATH")
         # one of model / hf_config is given (checked above)
         profile = load_model(self.model) if self.model else load_hf_config(Path(self.hf_config))  # pyright: ignore[reportArgumentType]
-        check_tp(profile, self.tp)
-        if profile.experts > 1:
-            raise PlanError(f"{profile.name} is a mixture of experts: the step profile has no routing yet")
+        StepModel.of(profile, self.tp, self.ep, self.dtype or "bf16", self.kv_dtype, self.routing)
         check_dtypes(self.dtype, self.kv_dtype)
         if "fp8" in (self.dtype, self.kv_dtype) or "tf32" in (self.dtype, self.kv_dtype):
             raise PlanError("a step profile runs in fp32, fp16 or bf16 (fp8/tf32 attention is not an engine path)")
@@ -87,6 +70,11 @@ class ProfilePlan:
     def resolved_dtype(self, kind: str) -> str:
         return self.dtype or ("bf16" if kind == "cuda" else "fp32")
 
+    def step_model(self, model: ModelSpec, kind: str) -> StepModel:
+        """What one GPU of the split runs, in the dtype measured on a device of ``kind``."""
+        dtype = self.resolved_dtype(kind)
+        return StepModel.of(model, self.tp, self.ep, dtype, self.kv_dtype, self.routing)
+
     def to_record(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -100,7 +88,7 @@ class ProfilePlan:
 
 @dataclass(frozen=True)
 class Item:
-    """One measurement: ``kind`` linear | decode | prefill | chunk | other, and its grid point."""
+    """One measurement: ``kind`` linear | grouped | decode | prefill | chunk | other, and its grid point."""
 
     kind: str
     name: str  # the linear's name; the kernel for attention
@@ -126,33 +114,28 @@ class Grids:
 def grids_for(plan: ProfilePlan) -> Grids:
     max_batch = min(plan.max_batch, plan.max_tokens)
     return Grids(
-        tokens=tuple(token_grid(plan.max_tokens)),
+        tokens=token_grid(plan.max_tokens),
         # Logits are computed for the last position of each sequence in a step only.
-        lm_head_tokens=tuple(token_grid(max_batch)),
-        batches=tuple(power_grid(1, max_batch)),
-        contexts=tuple(power_grid(SMALLEST_CONTEXT, plan.max_context)),
-        prompts=tuple(power_grid(SMALLEST_CONTEXT, min(plan.max_context, plan.max_tokens))),
-        chunks=tuple(power_grid(SMALLEST_CONTEXT, plan.max_tokens, CHUNK_STEP)),
-        prefixes=tuple(power_grid(SMALLEST_CONTEXT, plan.max_context, CHUNK_STEP)),
+        lm_head_tokens=token_grid(max_batch),
+        batches=power_grid(1, max_batch),
+        contexts=power_grid(SMALLEST_CONTEXT, plan.max_context),
+        prompts=power_grid(SMALLEST_CONTEXT, min(plan.max_context, plan.max_tokens)),
+        chunks=power_grid(SMALLEST_CONTEXT, plan.max_tokens, CHUNK_STEP),
+        prefixes=power_grid(SMALLEST_CONTEXT, plan.max_context, CHUNK_STEP),
     )
 
 
-LINEAR_NAMES = {"qkv": "qkv_proj", "o": "o_proj", "gate_up": "gate_up_proj", "up": "up_proj",
-                "down": "down_proj", "lm_head": "lm_head"}
-
-
-def linear_shapes(model: ModelSpec, tp: int) -> list[tuple[str, int, int]]:
-    """(name, N, K) of every distinct linear of the step, lm_head last."""
-    return [(LINEAR_NAMES[s.name], s.n, s.k) for s in layer_shapes(model, tp)]
-
-
 def plan_items(plan: ProfilePlan, model: ModelSpec) -> list[Item]:
-    """Every measurement, in the order they are taken (cheap, small ones first within a kind)."""
+    """Every measurement, in the order they are taken (cheap, small ones first within a kind): the step model's
+    linears (the LM head on its logits' grid) and grouped GEMMs, then attention and the other kernels."""
     grids = grids_for(plan)
+    step = plan.step_model(model, "cpu")  # names and shapes only: the same on every device
     items = []
-    for name, _, _ in linear_shapes(model, plan.tp):
-        grid = grids.lm_head_tokens if name == "lm_head" else grids.tokens
-        items += [Item("linear", name, t) for t in grid]
+    for linear in step.linears:
+        grid = grids.lm_head_tokens if linear.part == "head" else grids.tokens
+        items += [Item("linear", linear.name, t) for t in grid]
+    for grouped in step.grouped:
+        items += [Item("grouped", grouped.name, t) for t in grids.tokens]
     items += [Item("decode", plan.attention, b, c) for b in grids.batches for c in grids.contexts]
     items += [Item("prefill", plan.attention, p) for p in grids.prompts]
     items += [Item("chunk", plan.attention, c, p) for c in grids.chunks for p in grids.prefixes]
@@ -161,11 +144,8 @@ def plan_items(plan: ProfilePlan, model: ModelSpec) -> list[Item]:
 
 
 def attention_shape(model: ModelSpec, tp: int) -> AttentionShape:
+    """One GPU's attention: its heads; MLA's latent and rope widths (its cache is one latent per token)."""
+    if model.attention == "mla":
+        return AttentionShape(model.heads // tp, 1, model.head_dim, latent=model.kv_lora_rank,
+                              rope=model.qk_rope_head_dim)
     return AttentionShape(model.heads // tp, model.kv_heads // tp, model.head_dim)
-
-
-def model_record(model: ModelSpec) -> dict[str, Any]:
-    return {"name": model.name, "id": model.id, "layers": model.layers, "hidden": model.hidden, "heads": model.heads,
-            "kv_heads": model.kv_heads, "head_dim": model.head_dim, "intermediate": model.intermediate,
-            "vocab": model.vocab, "mlp": "gated" if model.gated_mlp else "plain",
-            "tied_embeddings": model.tied_embeddings, "max_positions": model.max_positions, "source": model.source}

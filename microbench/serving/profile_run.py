@@ -24,15 +24,7 @@ from microbench.device.discovery import resolve_device
 from microbench.device.provenance import host_info, tool_info
 from microbench.serving.allreduce import profile_comm_table
 from microbench.serving.profile_kernels import AttentionWorkload, OtherWorkload, kv_bytes
-from microbench.serving.profile_plan import (
-    Item,
-    ProfilePlan,
-    attention_shape,
-    grids_for,
-    linear_shapes,
-    model_record,
-    plan_items,
-)
+from microbench.serving.profile_plan import Item, ProfilePlan, attention_shape, grids_for, plan_items
 from microbench.sweep.config import SweepConfig
 from microbench.sweep.plan import PlanError, PointSpec
 from microbench.timing import ops
@@ -46,7 +38,8 @@ from roofline.core.options import resolved_kv_dtype
 from roofline.result.io import journal_entries, journal_path, write_output_file
 from roofline.result.journal import Journal
 from roofline.serving.profile_doc import CommTable, StepProfile, check_profile_output, save_profile
-from roofline.specs.models import kv_bytes_per_token, per_rank, stored_dtype, weight_bytes
+from roofline.step.launches import StepModel
+from roofline.step.memory import kv_bytes_per_token, weight_bytes
 
 # Seconds of sampling per item unless --budget: an 8B model's ~300 items on an H200 in a few minutes, a tiny
 # model's on two CPU cores in seconds.
@@ -110,7 +103,7 @@ def l2_policy_for(session, plan: ProfilePlan) -> str:
     """Cold weights only where the engine sees them cold: a model whose weights fit in the device's last
     cache (a tiny model on a CPU) reads them warm step after step, and so is measured warm."""
     model = plan.check()
-    weights = weight_bytes(model, plan.resolved_dtype(session.choice.kind), plan.tp)
+    weights = weight_bytes(plan.step_model(model, session.choice.kind))
     cache = session.cache_bytes or 0
     return "warm" if weights <= cache else "rotate"
 
@@ -168,26 +161,37 @@ def run_profile(run: ProfileRun, on_start: Callable[[int], None], on_item: Calla
     # The all-reduces between ranks are timed once all of this device's kernels are (not journalled: seconds).
     comm = profile_comm_table(run.plan.tp, session.choice.kind, session.device.get("sku"), model, dtype,
                               grids_for(run.plan).tokens)
-    profile = assemble_profile(run, model, dtype, comm)
+    profile = assemble_profile(run, model, dtype, comm, expert_exchange(run, model, session.device.get("sku")))
     save_profile(profile, run.output)
     partial_path(run.output).unlink(missing_ok=True)
     journal.remove()
     return profile
 
 
+def linear_spec(step: StepModel, item: Item) -> PointSpec:
+    """The sweep point that times a linear or grouped item: the step model's matrix in the dtype it is stored in
+    (a quantized format's LM head in bf16), a grouped one over this GPU's experts under the plan's routing."""
+    if item.kind == "grouped":
+        g = next(g for g in step.grouped if g.name == item.name)
+        return PointSpec("grouped", g.dtype, item.a, g.n, g.k, "torch", g.experts, min(g.topk, g.experts),
+                         step.routing.spelled)
+    linear = next(lin for lin in step.linears if lin.name == item.name)
+    return PointSpec("gemm", linear.dtype, item.a, linear.n, linear.k)
+
+
 def measure_item(session, plan: ProfilePlan, model, item: Item, dtype: str) -> dict[str, Any]:
     """Median and samples of one item; a kernel that cannot run here is bad input for this profile."""
-    if item.kind == "linear":
-        n, k = next((n, k) for name, n, k in linear_shapes(model, plan.tp) if name == item.name)
-        spec = PointSpec("gemm", stored_dtype(item.name, dtype), item.a, n, k)  # a weight-only format: lm_head bf16
-        if session.choice.kind == "cpu":
+    if item.kind in ("linear", "grouped"):
+        spec = linear_spec(plan.step_model(model, session.choice.kind), item)
+        if session.choice.kind == "cpu" and item.kind == "linear":
             return _measure_cpu_linear(session, spec, plan.clock)
         point = measure_point(session, spec)
         if not point.ok:
             raise PlanError(f"{item.name} at {item.a} tokens: {point.status}: {point.reason}")
         median_s = point.stats.median_s  # pyright: ignore[reportOptionalMemberAccess]  # an ok point has samples
         return {"time_s": median_s, "samples_s": list(point.samples_s), "timer": point.timer,
-                "stop_reason": point.stop_reason, "rel_err": (point.correctness or {}).get("rel_err")}
+                "stop_reason": point.stop_reason, "rel_err": (point.correctness or {}).get("rel_err"),
+                **({"kernel": point.kernel, "touched": point.touched} if item.kind == "grouped" else {})}
     # Attention and the other kernels run on activations: bf16 beside a weight-only format, unless --kv-dtype.
     workload = _build_workload(session, plan, model, item, resolved_kv_dtype(dtype, plan.kv_dtype))
     return _measure_workload(session, workload, plan.clock)
@@ -232,16 +236,18 @@ def _build_workload(session, plan: ProfilePlan, model, item: Item, dtype: str):
     torch, device = session.torch, session.choice.torch_name
     size = DTYPE_SIZES[dtype][0]
     if item.kind == "other":
-        shape = per_rank(model, plan.tp)
+        shape = plan.step_model(model, session.choice.kind).elementwise()
         rows = min(item.a, plan.max_batch)
-        per_copy = size * item.a * (3 * shape.hidden + (2 if shape.gated_mlp else 1) * shape.intermediate
-                                    + (shape.heads + shape.kv_heads) * shape.head_dim) + size * rows * shape.vocab
+        per_copy = size * item.a * (3 * shape.hidden + (2 if shape.gated else 1) * shape.width
+                                    + (shape.heads + shape.kv_heads) * shape.rope_dim) + size * rows * shape.vocab
         copies = _copies(session, per_copy, f"other work at {item.a} tokens")
         return OtherWorkload(torch, shape, item.a, dtype, device, copies, session.seed, sample_rows=rows)
     shape = attention_shape(model, plan.tp)
     batch, q_len, kv_len = {"decode": (item.a, 1, item.b), "prefill": (1, item.a, item.a),
                             "chunk": (1, item.a, item.a + item.b)}[item.kind]
     per_copy = kv_bytes(shape, batch, kv_len, dtype) + 2 * size * batch * shape.heads * q_len * shape.head_dim
+    if shape.mla:  # queries and outputs of latent (+ rope) values per head
+        per_copy = kv_bytes(shape, batch, kv_len, dtype) + size * batch * shape.heads * q_len * 2 * shape.cached_values
     if q_len > 1:  # the scores of one (query, key) block are materialised by the non-fused paths
         per_copy += 4 * shape.heads * q_len * kv_len
     copies = _copies(session, per_copy, f"{item.kind} attention {batch}×{q_len}×{kv_len}")
@@ -262,17 +268,38 @@ def _times(run: ProfileRun, kind: str, name: str, pairs) -> list[float]:
     return [run.measured[Item(kind, name, a, b).key]["time_s"] for a, b in pairs]
 
 
-def assemble_profile(run: ProfileRun, model, dtype: str, comm: CommTable | None = None) -> StepProfile:
-    """The profile document from the measured medians (``docs/serving.md``); ``comm``: the all-reduces' table."""
+def expert_exchange(run: ProfileRun, model, sku: str | None) -> CommTable | None:
+    """Expert parallelism's all-to-alls: one device times none between several, so the matched SKU's spec sheet
+    costs them (none matched: not counted)."""
+    if run.plan.ep <= 1 or not sku:
+        return None
+    from roofline.serving.analytic import comm_tables
+    from roofline.specs.gpus import load_gpu_spec
+
+    step = run.plan.step_model(model, run.session.choice.kind)
+    return comm_tables(step, load_gpu_spec(sku), grids_for(run.plan).tokens)[1]
+
+
+def assemble_profile(run: ProfileRun, model, dtype: str, comm: CommTable | None = None,
+                     exchange: CommTable | None = None) -> StepProfile:
+    """The profile document from the measured medians (``docs/serving.md``); ``comm``: the all-reduces' table,
+    ``exchange``: the all-to-alls'."""
     plan, session = run.plan, run.session
     grids = grids_for(plan)
-    kv_dtype = resolved_kv_dtype(dtype, plan.kv_dtype)
+    step = plan.step_model(model, session.choice.kind)
+    kv_dtype = step.cache_dtype
     linears = []
-    for name, n, k in linear_shapes(model, plan.tp):
-        tokens = grids.lm_head_tokens if name == "lm_head" else grids.tokens
-        linears.append({"name": name, "n": n, "k": k, "per_layer": 1, "tokens": list(tokens),
-                        "time_s": _times(run, "linear", name, [(t, 0) for t in tokens])})
+    for linear in step.linears:
+        tokens = grids.lm_head_tokens if linear.part == "head" else grids.tokens
+        table = {"name": linear.name, "n": linear.n, "k": linear.k, "per_layer": 1, "tokens": list(tokens),
+                 "time_s": _times(run, "linear", linear.name, [(t, 0) for t in tokens])}
+        linears.append(table if linear.layers == model.layers or linear.part == "head"
+                       else {**table, "layers": linear.layers})
     lm_head = linears.pop()
+    grouped = [{"name": g.name, "n": g.n, "k": g.k, "experts": g.experts, "topk": min(g.topk, g.experts),
+                "layers": g.layers, "tokens": list(grids.tokens),
+                "kernel": run.measured[Item("grouped", g.name, grids.tokens[-1]).key].get("kernel") or "",
+                "time_s": _times(run, "grouped", g.name, [(t, 0) for t in grids.tokens])} for g in step.grouped]
     kernel = plan.attention
     document = {
         "schema_version": 1, "kind": "gpubench-step-profile", "tool": tool_info(), "created_at": utc_now(),
@@ -280,15 +307,15 @@ def assemble_profile(run: ProfileRun, model, dtype: str, comm: CommTable | None 
         "basis": f"torch timers on {session.choice.kind} ({session.choice.torch_name}), "
                  f"{'cache-warm' if session.l2_policy == 'warm' else 'cold'} weights"
                  + (", thread CPU time" if plan.clock == "thread-cpu" else ""),
-        "model": {**model_record(model), "dtype_measured": dtype},
+        "model": {**model.to_record(), "dtype_measured": dtype},
         "tp": plan.tp, "dtype": dtype, "kv_dtype": kv_dtype,
-        "memory": {"device_bytes": session.total_memory_bytes(),
-                   "weight_bytes": weight_bytes(model, dtype, plan.tp),
-                   "kv_bytes_per_token": kv_bytes_per_token(model, kv_dtype, plan.tp)},
-        "roof": measured_roof(run, model, dtype),
+        "memory": {"device_bytes": session.total_memory_bytes(), "weight_bytes": weight_bytes(step),
+                   "kv_bytes_per_token": kv_bytes_per_token(step)},
+        "roof": measured_roof(run, step),
         "linears": linears,
         "lm_head": {**{key: lm_head[key] for key in ("n", "k", "tokens", "time_s")},
-                    "dtype": stored_dtype("lm_head", dtype)},
+                    "dtype": step.stored_dtype("head")},
+        **({"ep": plan.ep, "routing": step.routing.spelled, "grouped": grouped} if grouped else {}),
         "decode_attention": {"kernel": kernel, "batches": list(grids.batches), "contexts": list(grids.contexts),
                              "time_s": [_times(run, "decode", kernel, [(b, c) for c in grids.contexts])
                                         for b in grids.batches]},
@@ -300,18 +327,19 @@ def assemble_profile(run: ProfileRun, model, dtype: str, comm: CommTable | None 
         "other": {"tokens": list(grids.tokens), "time_s": _times(run, "other", "step", [(t, 0) for t in grids.tokens])},
         "engine_overhead": None,
         **({"comm": comm.to_dict()} if comm is not None else {}),
+        **({"all_to_all": exchange.to_dict()} if exchange is not None else {}),
     }
     return StepProfile.from_dict(document)
 
 
-def measured_roof(run: ProfileRun, model, dtype: str) -> dict[str, Any] | None:
+def measured_roof(run: ProfileRun, step: StepModel) -> dict[str, Any] | None:
     """What compute-bound is judged against: the best bandwidth and FLOP/s the step's own GEMMs reached."""
     best_bw = best_flop = 0.0
-    for name, n, k in linear_shapes(model, run.plan.tp):
+    for linear in step.linears:
         for key, entry in run.measured.items():
-            if key.startswith(f"linear/{name}/"):
+            if key.startswith(f"linear/{linear.name}/"):
                 tokens = int(key.split("/")[2])
-                work = count_work("gemm", stored_dtype(name, dtype), tokens, n, k)
+                work = count_work("gemm", linear.dtype, tokens, linear.n, linear.k)
                 best_bw = max(best_bw, work.bytes / entry["time_s"])
                 best_flop = max(best_flop, work.flop / entry["time_s"])
     if not best_bw or not best_flop:

@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from microbench.serving.engine.settings import CB_PAGE_TOKENS, cache_blocks
 from microbench.sweep.plan import PlanError
 from roofline.core.counting import DTYPE_SIZES, compute_dtype
-from roofline.specs.models import ModelSpec, kv_bytes_per_token
+from roofline.specs.models import ModelSpec
+from roofline.step.launches import StepModel
+from roofline.step.memory import kv_bytes_per_token
 
 MAX_REQUESTS = 100_000
 
@@ -39,7 +41,7 @@ def engine_bytes(model: ModelSpec, dtype: str, path: str, batch: int, budget_tok
     """What one engine path allocates that grows with its sizes: the KV cache, a step's activations and
     logits, and (continuous, SDPA) the attention mask of a step's tokens over the whole cache."""
     element = DTYPE_SIZES[compute_dtype(dtype)][0]
-    kv_per_token = kv_bytes_per_token(model, compute_dtype(dtype))
+    kv_per_token = kv_bytes_per_token(StepModel.of(model, dtype=dtype))
     if path == "static":
         cache_tokens, step_tokens, mask = batch * longest, batch * longest, 0
     else:

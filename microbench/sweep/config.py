@@ -25,6 +25,8 @@ from roofline.core.errors import BadInputError
 from roofline.core.options import check_seed
 
 TIMERS = ("graph", "eager")
+# No model routes over more experts per layer than this (Kimi K2: 384); a bigger number is a typo.
+MAX_EXPERTS = 4096
 L2_POLICIES = ("rotate", "warm")
 DEVICE_SYNTAX = re.compile(r"auto|cpu|cuda(?::\d+)?|all")
 
@@ -38,10 +40,12 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "telemetry_interval_s": ("--telemetry-interval",), "max_memory_bytes": ("--max-memory",),
     "output": ("-o", "--output"), "require_idle": ("--require-idle",), "report": ("--report",),
     "resume": ("--resume",), "force": ("--force",), "serial": ("--serial",),
+    "experts": ("--experts",), "topk": ("--topk",), "routing": ("--routing",),
 }
 # The plan-defining fields, stored in the result (settings.config) so --resume can rebuild the same sweep.
 PLAN_FIELDS = ("device", "ops", "backends", "dtypes", "shapes", "batches", "budget_s", "target_rel_ci", "seed",
-               "quick", "timer", "l2_policy", "with_ceilings", "telemetry", "telemetry_interval_s", "max_memory_bytes")
+               "quick", "timer", "l2_policy", "with_ceilings", "telemetry", "telemetry_interval_s", "max_memory_bytes",
+               "experts", "topk", "routing")
 # What a per-GPU child of --device all takes from its parent's record: the plan and how to run it.
 CHILD_FIELDS = PLAN_FIELDS + ("require_idle", "report")
 
@@ -58,7 +62,7 @@ def flag(field: str) -> str:
 @dataclass(frozen=True)
 class SweepConfig:
     device: str = "auto"
-    ops: tuple[str, ...] = ("gemv", "gemm", "bmm")
+    ops: tuple[str, ...] = ("gemv", "gemm", "bmm", "grouped")
     backends: tuple[str, ...] = ("torch",)
     dtypes: tuple[str, ...] | None = None
     shapes: tuple[tuple[int, int], ...] | None = None
@@ -81,6 +85,9 @@ class SweepConfig:
     resume: Path | None = None  # continue the plan recorded in this file (the plan fields are then its own)
     force: bool = False  # replace an existing output; with resume: resume over other device or settings
     serial: bool = False  # --device all: one GPU at a time
+    experts: int | None = None  # grouped: experts per --shape (None: the device's default expert sets)
+    topk: int | None = None
+    routing: str = "balanced"
 
     def __post_init__(self) -> None:
         if not DEVICE_SYNTAX.fullmatch(self.device.strip().lower()):
@@ -114,10 +121,41 @@ class SweepConfig:
             raise ConfigError("--max-memory must be a positive number of bytes")
         if self.force and self.resume is None and self.output is None:
             raise ConfigError("--force only goes with --resume or with -o FILE (to replace it)")
+        self._check_grouped()
         if self.serial and not self.all_devices:  # it would be silently ignored
             raise ConfigError("--serial only goes with --device all (it runs the GPUs one at a time)")
         if self.all_devices and self.output is not None and Path(self.output).suffix == ".json":
             raise ConfigError("--device all writes one result per GPU: give -o a folder, not a .json file")
+
+    def _check_grouped(self) -> None:
+        """--experts and --topk go together, with grouped among the ops; --shape then names one expert's matrix."""
+        if (self.experts is None) != (self.topk is None):
+            raise ConfigError("--experts and --topk go together (E experts, each token routed to K of them)")
+        if self.experts is not None and "grouped" not in self.ops:
+            raise ConfigError("--experts and --topk describe grouped points: add --op grouped")
+        if self.experts is not None and not self.shapes:
+            raise ConfigError("--experts needs --shape NxK (one expert's matrix)")
+        if self.experts is not None:
+            plan.ExpertSet(self.experts, self.topk, 1, 1)  # pyright: ignore[reportArgumentType]
+            if self.experts > MAX_EXPERTS:
+                raise ConfigError(f"--experts {self.experts}: more than {MAX_EXPERTS} experts per layer")
+        from roofline.step.routing import Routing
+
+        try:
+            Routing.parse(self.routing)
+        except BadInputError as exc:
+            raise ConfigError(f"--routing {self.routing}: {exc}") from None
+        if self.routing != "balanced" and "grouped" not in self.ops:
+            raise ConfigError("--routing spreads a grouped GEMM's tokens: add --op grouped")
+
+    def expert_sets(self, defaults: plan.Defaults) -> tuple[plan.ExpertSet, ...]:
+        """The grouped series' experts: --experts/--topk on each --shape, else the device's default sets (beside
+        --shape with no --experts, dense shapes only: no grouped series)."""
+        if "grouped" not in self.ops:
+            return ()
+        if self.experts is not None and self.topk is not None:
+            return tuple(plan.ExpertSet(self.experts, self.topk, n, k) for n, k in self.shapes or ())
+        return () if self.shapes else defaults.expert_sets
 
     @property
     def all_devices(self) -> bool:
@@ -249,7 +287,17 @@ def _record(text: str) -> dict[str, Any]:
     return record
 
 
-PARSERS = {"ops": _split, "backends": _split, "dtypes": _split, "shapes": _shapes, "batches": _batches,
-           "budget_s": _number, "target_rel_ci": _number, "telemetry_interval_s": _number,
-           "max_memory_bytes": parse_bytes,
+def _int_or_default(text, field):
+    if text is None:
+        return _DEFAULT
+    if isinstance(text, int):
+        return text
+    if not re.fullmatch(r"\s*\d+\s*", str(text)):
+        raise ConfigError(f"{flag(field)} {text!r} is not a positive integer")
+    return int(text)
+
+
+PARSERS = {"experts": _int_or_default, "topk": _int_or_default, "ops": _split, "backends": _split,
+           "dtypes": _split, "shapes": _shapes, "batches": _batches, "budget_s": _number,
+           "target_rel_ci": _number, "telemetry_interval_s": _number, "max_memory_bytes": parse_bytes,
            "output": lambda value, field: None if value is None else Path(value)}

@@ -22,12 +22,28 @@ BACKENDS = ("torch", "cupy")
 
 
 @dataclass(frozen=True)
+class ExpertSet:
+    """A grouped GEMM's experts: ``experts`` matrices of N×K, each token routed to ``topk`` of them."""
+
+    experts: int
+    topk: int
+    n: int
+    k: int
+
+    def __post_init__(self) -> None:
+        if not 0 < self.topk <= self.experts:
+            raise PlanError(f"--topk {self.topk} must be between 1 and --experts {self.experts}")
+
+
+@dataclass(frozen=True)
 class Defaults:
     dtypes: tuple[str, ...]
     shapes: tuple[tuple[int, int], ...]  # gemv and gemm weights, N×K
     bmm_shapes: tuple[tuple[int, int], ...]  # one sequence's matrix for bmm, N×K
     batches: tuple[int, ...]
     budget_s: float
+    # grouped: one coarse and one fine-grained mixture of experts (each token's share of the batch differs 16×)
+    expert_sets: tuple[ExpertSet, ...] = ()
     # The stopping rule's 95% CI target.  A GPU's samples spread well under 1%; a shared CPU's do not (the
     # committed 2-core default sweep: median half-width 2.4%, 90th percentile 6.7%), so ±1% on a CPU was a
     # promise three points in four broke at their budget.  ±5% is what a CPU point can meet in its budget.
@@ -44,6 +60,8 @@ GPU_DEFAULTS = Defaults(
     bmm_shapes=((4096, 1024),),
     batches=DEFAULT_BATCHES,
     budget_s=0.5,
+    # Mixtral 8x7B's experts (8 of 14336x4096, top-2) and Qwen3-30B-A3B's (128 of 768x2048, top-8).
+    expert_sets=(ExpertSet(8, 2, 14336, 4096), ExpertSet(128, 8, 768, 2048)),
 )
 CPU_DEFAULTS = Defaults(
     dtypes=("fp32", "bf16", "w8a16", "w4a16"),
@@ -53,13 +71,16 @@ CPU_DEFAULTS = Defaults(
     batches=DEFAULT_BATCHES,
     budget_s=0.5,
     target_rel_ci=0.05,
+    # Mixtral's routing (8 experts, top-2) on experts scaled down as the dense shape is.
+    expert_sets=(ExpertSet(8, 2, 1024, 512),),
 )
 CPU_QUICK = Defaults(
     dtypes=("fp32", "w4a16"), shapes=((1024, 2048),), bmm_shapes=((256, 128),), batches=QUICK_BATCHES, budget_s=0.15,
-    target_rel_ci=0.05,
+    target_rel_ci=0.05, expert_sets=(ExpertSet(8, 2, 512, 256),),
 )
 GPU_QUICK = Defaults(
-    dtypes=("bf16", "w4a16"), shapes=((4096, 14336),), bmm_shapes=((4096, 1024),), batches=QUICK_BATCHES, budget_s=0.2
+    dtypes=("bf16", "w4a16"), shapes=((4096, 14336),), bmm_shapes=((4096, 1024),), batches=QUICK_BATCHES, budget_s=0.2,
+    expert_sets=(ExpertSet(8, 2, 14336, 4096),),
 )
 
 
@@ -81,19 +102,29 @@ class PointSpec:
     n: int
     k: int
     backend: str = "torch"
+    # grouped: ``experts`` N×K matrices, each of the ``batch`` tokens routed to ``topk`` of them by ``routing``.
+    experts: int = 1
+    topk: int = 1
+    routing: str = "balanced"
 
     def __post_init__(self) -> None:
-        count_work(self.op, self.dtype, self.batch, self.n, self.k)
+        count_work(self.op, self.dtype, self.batch, self.n, self.k, self.experts, self.topk)
         if self.backend not in BACKENDS:
             raise PlanError(f"unknown backend {self.backend!r}; choose from {', '.join(BACKENDS)}")
 
     @property
-    def key(self) -> tuple[str, str, int, int, int, str]:
-        return (self.op, self.dtype, self.batch, self.n, self.k, self.backend)
+    def grouping(self) -> tuple:
+        return (self.experts, self.topk, self.routing) if self.op == "grouped" else ()
+
+    @property
+    def key(self) -> tuple:
+        """What ``Point.plan_key`` is for the point this spec plans."""
+        return (self.op, self.dtype, self.batch, self.n, self.k, self.backend) + self.grouping
 
     @property
     def label(self) -> str:
-        return f"{self.op} {self.dtype} {self.n}x{self.k} B={self.batch}{backend_tag(self.backend)}"
+        experts = f" {self.experts}e top-{self.topk} {self.routing}" if self.op == "grouped" else ""
+        return f"{self.op} {self.dtype} {self.n}x{self.k}{experts} B={self.batch}{backend_tag(self.backend)}"
 
 
 def parse_batches(text: str) -> list[int]:
@@ -163,13 +194,17 @@ def build_plan(
     bmm_shapes: list[tuple[int, int]],
     batches: list[int],
     backends: Sequence[str] = ("torch",),
+    expert_sets: Sequence[ExpertSet] = (),
+    routing: str = "balanced",
 ) -> list[PointSpec]:
     """Points grouped by (backend, shape, dtype, op) so one series' weights are allocated once, and every dtype
     of a shape is measured before the next shape: a sweep cut short still compares its formats on one shape.
 
     ``bmm`` stands for decode attention over each sequence's KV cache, which a weight format does not change:
     beside other ops a weight-only dtype's bmm is left out; asked for alone (``--op bmm``) it is planned and
-    recorded as unsupported, saying why."""
+    recorded as unsupported, saying why.  ``grouped`` runs each of ``expert_sets`` in the plain dtypes torch's grouped
+    GEMM takes (a quantized format's grouped kernel is not timed here; asked for alone it is recorded unsupported),
+    on the torch back end."""
     check_choices(ops, OPS, "op")
     check_choices(dtypes, DTYPES, "dtype")
     check_choices(list(backends), BACKENDS, "backend")
@@ -186,7 +221,17 @@ def build_plan(
                 for dtype in dtypes:
                     if set(ops) == {"bmm"} or not is_weight_only(dtype):
                         plan.extend(PointSpec("bmm", dtype, b, n, k, backend) for b in batches)
+    if "grouped" in ops and "torch" in backends:
+        for experts in expert_sets:
+            for dtype in dtypes:
+                if set(ops) == {"grouped"} or dtype in GROUPED_PLAIN:
+                    plan.extend(PointSpec("grouped", dtype, b, experts.n, experts.k, "torch", experts.experts,
+                                          experts.topk, routing) for b in batches)
     return plan
+
+
+# The dtypes a grouped series is planned in beside other ops (torch's grouped GEMM multiplies these directly).
+GROUPED_PLAIN = ("fp32", "fp16", "bf16")
 
 
 def smallest_need_bytes(spec: PointSpec) -> int:

@@ -72,6 +72,7 @@ def _plan_for(config: SweepConfig, kind: str) -> list[plan.PointSpec]:
     return plan.build_plan(
         list(config.ops), list(config.dtypes or defaults.dtypes), list(config.shapes or defaults.shapes),
         list(config.shapes or defaults.bmm_shapes), list(config.batches or defaults.batches), list(config.backends),
+        config.expert_sets(defaults), config.routing,
     )
 
 

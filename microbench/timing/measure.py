@@ -31,7 +31,7 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def make_timer(session: Session, workload: ops.Workload, eager: bool = False):
+def make_timer(session: Session, workload, eager: bool = False):
     """The workload's timer.  A workload that cannot be captured in a CUDA graph says so itself
     (``eager_only``, e.g. cuBLAS through CuPy, which refuses stream capture) and is timed eagerly on purpose."""
     if session.choice.kind == "cpu":
@@ -69,7 +69,14 @@ TORCH_KERNELS = {"gemv": "torch.mv", "gemm": "torch.matmul", "bmm": "torch.bmm"}
 
 
 def build_workload(session: Session, spec: plan.PointSpec, copies: int):
-    """The point's operands and launch: torch ops, or (``--backend cupy``) our kernels and cupy.matmul."""
+    """The point's operands and launch: torch ops, a grouped GEMM, or (``--backend cupy``) our kernels and
+    cupy.matmul."""
+    if spec.op == "grouped":
+        from microbench.timing.grouped import GroupedWorkload
+
+        session.weights.clear()  # a grouped point holds its experts itself
+        return GroupedWorkload(session.torch, spec, session.choice.torch_name, copies, session.seed,
+                               ops.random_tensor, ops.seed_for)
     if spec.backend == "cupy":
         from microbench.timing import cupy_backend
 
@@ -80,6 +87,12 @@ def build_workload(session: Session, spec: plan.PointSpec, copies: int):
 
 
 def _backend_problem(session: Session, spec: plan.PointSpec) -> str | None:
+    if spec.op == "grouped":
+        from microbench.timing.grouped import support_problem
+
+        if spec.backend != "torch":
+            return "grouped GEMMs are timed with torch's kernels only"
+        return support_problem(spec.dtype, spec.topk, spec.experts)
     if spec.backend != "cupy":
         return None
     from microbench.timing import cupy_backend
@@ -110,18 +123,20 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
     should_stop = session.stop.is_set if interruptible else None
     torch = session.torch
     base = {"op": spec.op, "dtype": spec.dtype, "batch": spec.batch, "n": spec.n, "k": spec.k,
-            "backend": spec.backend, "started_at": utc_now(), "attempt": attempt}
-    problem = ops.support_problem(spec, session.device) or _backend_problem(session, spec)
+            "backend": spec.backend, "started_at": utc_now(), "attempt": attempt, **_grouping(session, spec)}
+    problem = _backend_problem(session, spec) if spec.op == "grouped" else \
+        ops.support_problem(spec, session.device) or _backend_problem(session, spec)
     if problem:
         return Point(status="unsupported", reason=problem, finished_at=utc_now(), **base)
-    per_copy = ops.bytes_per_copy(spec)
+    per_copy = _bytes_per_copy(spec)
     if per_copy > session.free_memory_bytes():
         session.weights.clear()
         if per_copy > session.free_memory_bytes():  # predicted at plan time: do not even try
             return Point(status="skipped", finished_at=utc_now(), **base,
                          reason=f"needs {si_bytes(per_copy)}, the device can give "
                                 f"{si_bytes(session.free_memory_bytes())}")
-    work = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k)
+    work = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k, spec.experts, spec.topk,
+                          base.get("touched"))
     if session.l2_policy == "warm":
         copies = 1
     else:
@@ -160,6 +175,26 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
                  # Point takes the sampler dict and types it (document.py)
                  rotation_copies=copies, correctness=correctness, telemetry=telemetry, finished_at=utc_now(),  # pyright: ignore[reportArgumentType]
                  kernel=getattr(workload, "kernel", None) or _torch_kernel(spec, session.choice.kind), **base)
+
+
+def _grouping(session: Session, spec: plan.PointSpec) -> dict:
+    """A grouped point's routing and the experts it touched (drawn as its workload draws them), for its record."""
+    if spec.op != "grouped":
+        return {}
+    from microbench.timing.grouped import Assignment
+    from roofline.step.routing import Routing
+
+    assignment = Assignment.draw(Routing.parse(spec.routing), spec.experts, spec.topk, spec.batch,
+                                 ops.seed_for(session.seed, "routing", spec.label))
+    return {"experts": spec.experts, "topk": spec.topk, "routing": spec.routing, "touched": assignment.touched}
+
+
+def _bytes_per_copy(spec: plan.PointSpec) -> int:
+    if spec.op == "grouped":
+        from microbench.timing.grouped import bytes_per_copy
+
+        return bytes_per_copy(spec)
+    return ops.bytes_per_copy(spec)
 
 
 def _torch_kernel(spec: plan.PointSpec, device_kind: str) -> str:

@@ -22,6 +22,7 @@ from roofline.core.counting import critical_intensity_batch
 from roofline.core.roof import Roof
 from roofline.result.document import Point, Result
 from roofline.specs.gpus import SpecError, load_gpu_spec
+from roofline.step.routing import Routing
 
 __all__ = ["Roof", "SeriesFit", "analyse", "fit_one", "spec_profile"]
 
@@ -106,6 +107,8 @@ def fit_one(result: Result, points: list[Point], seed: int = 0) -> SeriesFit:
     spec, measured, extra = _roofs(result, first)
     base = {"op": first.op, "backend": first.backend, "dtype": first.dtype, "n": first.n, "k": first.k,
             "points_ok": len(usable), "batches": [p.batch for p in usable], **extra}
+    if first.op == "grouped":
+        base.update(experts=first.experts, topk=first.topk, routing=first.routing)
     if not usable:
         statuses = sorted({p.status if p.correct is not False else "wrong" for p in points if not p.superseded})
         reason = next((p.reason for p in points if p.reason), None)
@@ -164,10 +167,20 @@ def _fit_series(data: fit.SeriesData, usable: list[Point], base: dict[str, Any],
         return SeriesFit(status="lower-bound", **common, peak_flop_per_s_lower_bound=envelope.best_flop_per_s,
                          critical_batch_lower_bound=largest,
                          message=f"no measured batch is clearly compute-bound: B* > {largest}")
+    interval = list(intervals.get("critical_batch", (None, None)))
+    crossover = {"critical_batch": value, "critical_batch_ci95": interval}
+    if base["op"] == "grouped":  # the fit's B* is one expert's: say it, and the global batch it implies
+        crossover = {"critical_tokens_per_expert": value, "critical_tokens_per_expert_ci95": interval,
+                     "critical_batch": _global(base, value),
+                     "critical_batch_ci95": [_global(base, v) if v is not None else None for v in interval]}
     return SeriesFit(status="ok", message="", **common, peak_flop_per_s=envelope.peak_flop_per_s,
-                     ridge_flop_per_byte=envelope.ridge_flop_per_byte, critical_batch=value,
-                     critical_batch_ci95=list(intervals.get("critical_batch", (None, None))),
+                     ridge_flop_per_byte=envelope.ridge_flop_per_byte, **crossover,
                      peak_ci95=list(intervals.get("peak_flop_per_s", (None, None))))
+
+
+def _global(base: dict[str, Any], per_expert: float) -> float:
+    """The global token count at which the series' routing gives each touched expert ``per_expert`` tokens."""
+    return Routing.parse(base["routing"]).global_tokens(base["experts"], base["topk"], per_expert)
 
 
 def analyse(result: Result, seed: int = 0) -> dict[str, Any]:

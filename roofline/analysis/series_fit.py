@@ -41,6 +41,14 @@ class SeriesFit:
     set_aside: list[dict[str, Any]] = field(default_factory=list)  # [{"batch", "why"}]
     above_measured_ceiling: list[dict[str, Any]] = field(default_factory=list)  # [{"batch", "ceiling", "pct"}]
     points: list[dict[str, Any]] = field(default_factory=list)
+    # A grouped series (a mixture of experts' grouped GEMM): its experts, top-k and routing, and its crossover
+    # per expert (tokens one expert's GEMM needs to reach the ridge) beside ``critical_batch``, the global token
+    # count that gives each touched expert that many under the routing.
+    experts: int | None = None
+    topk: int | None = None
+    routing: str | None = None
+    critical_tokens_per_expert: float | None = None
+    critical_tokens_per_expert_ci95: list[float | None] = field(default_factory=lambda: [None, None])
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -88,7 +88,7 @@ def _rate_ci95(work: float, point: Point) -> tuple[float, float] | None:
 
 def summarize_series(result: Result) -> list[SeriesSummary]:
     rows = []
-    for (op, backend, dtype, n, k), points in group_series(result.points).items():
+    for (op, backend, dtype, n, k, *_), points in group_series(result.points).items():
         good = [p for p in points if p.usable]
         low = good[0] if good else None
         best = max(good, key=lambda p: p.flop / p.stats.median_s) if good else None

@@ -72,7 +72,7 @@ def incomplete_lines(result: Result, series: dict[tuple, list[Point]]) -> list[s
     for (op, *_), points in series.items():
         by_op.setdefault(op, set()).update(p.batch for p in points if not p.superseded)
     lines = []
-    for (op, backend, dtype, n, k), points in series.items():
+    for (op, backend, dtype, n, k, *_), points in series.items():
         if op == "gemv":
             continue
         expected = set(planned) if planned else by_op[op]

@@ -20,6 +20,7 @@ from roofline.analysis.reference import (
 from roofline.analysis.series_fit import SeriesFit
 from roofline.core.units import si
 from roofline.result.document import Result, backend_tag
+from roofline.step.routing import Routing
 
 MAX_NAMED = 6
 
@@ -37,9 +38,34 @@ def _knee_text(f: SeriesFit) -> str:
     return text + "."
 
 
+def series_name(f: SeriesFit) -> str:
+    """How a series is named in words: a grouped one by its experts, top-k and routing too."""
+    if f.op == "grouped":
+        return (f"grouped {f.dtype} {f.experts} experts of {f.n}x{f.k}, top-{f.topk}, {f.routing} routing"
+                f"{backend_tag(f.backend)}")
+    return f"{f.op} {f.dtype} {f.n}x{f.k}{backend_tag(f.backend)}"
+
+
+def _grouped_text(f: SeriesFit, series: str, device: str) -> str:
+    """A grouped series' crossover is its experts': tokens per expert, and the global batch that gives them."""
+    lo, hi = f.critical_tokens_per_expert_ci95
+    glo, ghi = f.critical_batch_ci95
+    routing = Routing.parse(f.routing or "balanced")
+    widest = max(f.batches)
+    seen = routing.tokens_per_expert(f.experts or 1, f.topk or 1, widest)
+    return (f"{series}: each expert turns compute-bound at ~{f.critical_tokens_per_expert:.0f} tokens "
+            f"(95% CI {_batch_text(lo)}–{_batch_text(hi) if hi else 'unbounded'}) on {device}: a global batch of "
+            f"~{f.critical_batch:.0f} tokens under {f.routing} routing (95% CI {_batch_text(glo)}–"
+            f"{_batch_text(ghi) if ghi else 'unbounded'}); at batch {widest} each touched expert sees ~{seen:.0f} "
+            f"tokens. Fitted roof ({f.roof_regime}): {si(f.bandwidth_bytes_per_s, 'B/s')}, "
+            f"{si(f.peak_flop_per_s, 'FLOP/s')}.")
+
+
 def _status_text(f: SeriesFit, series: str, device: str) -> str:
     """The answer in one short sentence (the series, where it turns compute-bound, on which device), then the
     details: what a reader at 100 columns needs first is the batch, not how it was fitted."""
+    if f.status == "ok" and f.op == "grouped":
+        return _grouped_text(f, series, device) + _knee_text(f)
     if f.status == "ok":
         lo, hi = f.critical_batch_ci95
         interval = f"95% CI {_batch_text(lo)}–{_batch_text(hi) if hi else 'unbounded'}"
@@ -122,8 +148,7 @@ def verdict_lines(result: Result, fits: list[SeriesFit], warnings: Sequence[str]
     for f in fits:
         if f.op == "gemv":
             continue
-        backend = backend_tag(f.backend)
-        text = _status_text(f, f"{f.op} {f.dtype} {f.n}x{f.k}{backend}", device)
+        text = _status_text(f, series_name(f), device)
         text += _aside_text(f) + _above_ceiling_text(result, f)
         single = gemv.get((f.dtype, f.n, f.k, f.backend))
         if f.op == "gemm" and single and single.bandwidth_bytes_per_s:

@@ -1,15 +1,21 @@
-"""FLOP and byte counts for every op and format, written down once.
+"""FLOP and byte counts for every op and format, written down once: the one place.
 
 GEMM ``Y[B,N] = X[B,K] · W[K,N]``: ``flop = 2·B·N·K``; ``bytes`` is the minimum traffic: each input
 read once, the output written once.  GEMV is B = 1.  ``bmm`` is G = B independent GEMVs (one matrix
 per sequence, as decode attention reads each sequence's own KV cache), so its intensity does not grow
-with the batch.
+with the batch.  ``grouped`` is a mixture of experts' grouped GEMM: T tokens, each routed to ``topk`` of
+``experts`` matrices; it reads the weights of the experts the routing touched, each token's activations once per
+expert it goes to, and writes one output row per (token, expert).  Attention (GQA and DeepSeek's latent MLA),
+the step's elementwise kernels and the collectives between GPUs are counted here too.
 
-Two kinds of dtype.  A *plain* dtype (fp32, tf32, fp16, bf16, fp8) stores weights, activations and output
-in one element type (fp8 writes bf16).  A *weight-only* format (w8a16, w4a16) stores the weights as
-integers with bf16 scales (and zeros), as AWQ/GPTQ checkpoints and their decode kernels do, and reads bf16
-activations and writes bf16 output: its weight bytes are N·K·bits/8 plus the scale and zero bytes of the
-layout the kernel reads, and its arithmetic runs on the bf16 units (``compute_dtype``).
+Three kinds of dtype.  A *plain* dtype (fp32, tf32, fp16, bf16, fp8) stores weights, activations and output
+in one element type (fp8 writes bf16; its one per-tensor scale is no traffic).  A *weight-only* format (w8a16,
+w4a16, mxfp4) stores the weights as integers or 4-bit floats with scales (and zeros), as AWQ/GPTQ checkpoints and
+gpt-oss's MXFP4 experts do, and reads bf16 activations and writes bf16 output: its weight bytes are N·K·bits/8 plus
+the scale and zero bytes of its layout, and its arithmetic runs on the bf16 units (``compute_dtype``).  A
+*block-scaled* format (fp8-block: DeepSeek-V3's fp8 with a scale per 128×128 weight block and per 1×128 activation
+group; nvfp4: Blackwell's 4-bit floats with an fp8 scale per 16 values) quantizes weights and activations and
+multiplies at its own precision's peak; bytes include every scale.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-OPS = ("gemv", "gemm", "bmm")
+OPS = ("gemv", "gemm", "bmm", "grouped")
 
 # Element sizes in bytes: (inputs, output).  fp8 matmuls write bf16, as torch._scaled_mm does here.
 DTYPE_SIZES: dict[str, tuple[int, int]] = {
@@ -34,7 +40,7 @@ PLAIN_DTYPES = tuple(DTYPE_SIZES)
 
 @dataclass(frozen=True)
 class WeightOnlyFormat:
-    """Integer weights with bf16 scales (and zeros), bf16 activations and output.
+    """Integer (or 4-bit float) weights with scales (and zeros), bf16 activations and output.
 
     ``group_size`` None: one scale per output channel (per row of the N×K weight); else one scale (and zero)
     per ``group_size`` consecutive weights along K of each row."""
@@ -47,49 +53,128 @@ class WeightOnlyFormat:
     activation_bytes: int = 2
     output_bytes: int = 2
     compute_dtype: str = "bf16"
+    element: str = "int"  # what a stored weight is: an integer, or a 4-bit float (MXFP4's e2m1)
 
     def groups_per_row(self, k: int) -> int:
         return 1 if self.group_size is None else math.ceil(k / self.group_size)
 
     def weight_bytes(self, n: int, k: int) -> int:
-        """The integers, packed, plus every scale and zero: what the kernel reads for one N×K weight."""
+        """The weights, packed, plus every scale and zero: what the kernel reads for one N×K weight."""
         packed = math.ceil(n * k * self.bits / 8)
         return packed + n * self.groups_per_row(k) * (self.scale_bytes + self.zero_bytes)
 
     def describe(self) -> str:
-        grouping = "one scale per output channel" if self.group_size is None else \
-            f"a bf16 scale and zero per {self.group_size} weights along K"
-        return f"int{self.bits} weights with {grouping}; bf16 activations and output"
+        stored = f"int{self.bits} weights" if self.element == "int" else f"{self.bits}-bit float weights (e2m1)"
+        if self.group_size is None:
+            grouping = "one scale per output channel"
+        elif self.zero_bytes:
+            grouping = f"a bf16 scale and zero per {self.group_size} weights along K"
+        else:
+            grouping = f"a {self.scale_bytes}-byte scale per {self.group_size} weights along K"
+        return f"{stored} with {grouping}; bf16 activations and output"
 
 
 # w8a16: int8 weights, one bf16 scale per output channel (torch._weight_int8pack_mm).
 # w4a16: int4 weights in groups of 128 along K, a bf16 scale and zero per group (torch's tinygemm layout,
 # torch._weight_int4pack_mm; AWQ/GPTQ use the same group size).
+# mxfp4: the OCP microscaling format gpt-oss ships its experts in: e2m1 values with one power-of-two (E8M0, one
+# byte) scale per 32 along K; on Hopper its kernels dequantize to bf16 and multiply there.
 WEIGHT_ONLY_FORMATS: dict[str, WeightOnlyFormat] = {
     "w8a16": WeightOnlyFormat("w8a16", bits=8, group_size=None, scale_bytes=2, zero_bytes=0),
     "w4a16": WeightOnlyFormat("w4a16", bits=4, group_size=128, scale_bytes=2, zero_bytes=2),
+    "mxfp4": WeightOnlyFormat("mxfp4", bits=4, group_size=32, scale_bytes=1, zero_bytes=0, element="float"),
 }
-DTYPES = PLAIN_DTYPES + tuple(WEIGHT_ONLY_FORMATS)
+
+
+@dataclass(frozen=True)
+class BlockScaledFormat:
+    """Weights and activations both quantized, each with scales: ``weight_block`` (n, k) weights share one scale of
+    ``weight_scale_bytes``; each row's activations carry one ``activation_scale_bytes`` scale per
+    ``activation_group`` values along K.  The output is bf16; the arithmetic runs at ``compute_dtype``'s peak."""
+
+    name: str
+    bits: int
+    weight_block: tuple[int, int]
+    weight_scale_bytes: int
+    activation_group: int
+    activation_scale_bytes: int
+    compute_dtype: str
+    output_bytes: int = 2
+
+    def weight_bytes(self, n: int, k: int) -> int:
+        blocks = math.ceil(n / self.weight_block[0]) * math.ceil(k / self.weight_block[1])
+        return math.ceil(n * k * self.bits / 8) + blocks * self.weight_scale_bytes
+
+    def activation_bytes(self, rows: int, k: int) -> int:
+        per_row = math.ceil(k * self.bits / 8) + math.ceil(k / self.activation_group) * self.activation_scale_bytes
+        return rows * per_row
+
+    def describe(self) -> str:
+        n, k = self.weight_block
+        return (f"{self.bits}-bit weights with a {self.weight_scale_bytes}-byte scale per {n}×{k} block, activations "
+                f"quantized per {self.activation_group} values; bf16 output; {self.compute_dtype} arithmetic")
+
+
+# fp8-block: DeepSeek-V3's checkpoints (quantization_config weight_block_size [128, 128]): e4m3 weights with an fp32
+# scale per 128×128 block, activations quantized on the fly per 1×128 group with an fp32 scale (DeepGEMM's layout).
+# nvfp4: NVIDIA's 4-bit float (e2m1) with an e4m3 scale per 16 values (and one fp32 per tensor, no traffic),
+# weights and activations alike, multiplied by Blackwell's FP4 tensor cores.
+BLOCK_SCALED_FORMATS: dict[str, BlockScaledFormat] = {
+    "fp8-block": BlockScaledFormat("fp8-block", bits=8, weight_block=(128, 128), weight_scale_bytes=4,
+                                   activation_group=128, activation_scale_bytes=4, compute_dtype="fp8"),
+    "nvfp4": BlockScaledFormat("nvfp4", bits=4, weight_block=(1, 16), weight_scale_bytes=1,
+                               activation_group=16, activation_scale_bytes=1, compute_dtype="fp4"),
+}
+DTYPES = PLAIN_DTYPES + tuple(WEIGHT_ONLY_FORMATS) + tuple(BLOCK_SCALED_FORMATS)
 # A KV cache holds activations: it is stored in a plain dtype whatever the weights are.
 KV_DTYPES = PLAIN_DTYPES
+# The precisions a spec sheet may give a peak for: the plain dtypes and the 4-bit tensor cores' fp4.
+PEAK_DTYPES = PLAIN_DTYPES + ("fp4",)
 
 
 def is_weight_only(dtype: str) -> bool:
     return dtype in WEIGHT_ONLY_FORMATS
 
 
+def is_block_scaled(dtype: str) -> bool:
+    return dtype in BLOCK_SCALED_FORMATS
+
+
 def compute_dtype(dtype: str) -> str:
-    """The dtype whose arithmetic units do the work: a weight-only format multiplies in bf16."""
-    fmt = WEIGHT_ONLY_FORMATS.get(dtype)
+    """The dtype whose arithmetic units do the work: a weight-only format multiplies in bf16, a block-scaled one at
+    its own precision (fp8, fp4)."""
+    fmt = WEIGHT_ONLY_FORMATS.get(dtype) or BLOCK_SCALED_FORMATS.get(dtype)
     return fmt.compute_dtype if fmt else dtype
 
 
 def io_sizes(dtype: str) -> tuple[int, int]:
-    """(activation, output) element sizes in bytes."""
+    """(activation, output) element sizes in bytes of the activations between kernels: a block-scaled format's
+    activations are stored bf16 and quantized inside the GEMM that reads them (``gemm_activation_bytes``)."""
     fmt = WEIGHT_ONLY_FORMATS.get(dtype)
     if fmt:
         return fmt.activation_bytes, fmt.output_bytes
+    if dtype in BLOCK_SCALED_FORMATS:
+        return 2, BLOCK_SCALED_FORMATS[dtype].output_bytes
     return DTYPE_SIZES[dtype]
+
+
+def activation_dtype(dtype: str) -> str:
+    """The plain dtype a step's activations (and so its K, V and queries) are written in when its linears are
+    ``dtype``: what the linears output (bf16 beside fp8, a weight-only or a block-scaled format)."""
+    if dtype in ("fp32", "tf32", "fp16"):
+        return "fp32" if dtype == "tf32" else dtype
+    return "bf16"
+
+
+def gemm_activation_bytes(dtype: str, rows: int, k: int) -> int:
+    """Bytes a GEMM in ``dtype`` reads for ``rows`` activation rows of length K (with a block-scaled format's
+    per-group scales)."""
+    fmt = BLOCK_SCALED_FORMATS.get(dtype)
+    return fmt.activation_bytes(rows, k) if fmt else io_sizes(dtype)[0] * rows * k
+
+
+def gemm_output_bytes(dtype: str, rows: int, n: int) -> int:
+    return io_sizes(dtype)[1] * rows * n
 
 
 # A tensor-parallel layer sums its partial outputs twice: after the attention's output projection and after the
@@ -101,6 +186,12 @@ def all_reduce_bytes(dtype: str, tokens: int, hidden: int) -> int:
     """Bytes one tensor-parallel all-reduce sums on each rank: ``tokens × hidden`` activations as the row-parallel
     linear writes them (``io_sizes``' output: bf16 beside fp8 and the weight-only formats)."""
     return io_sizes(dtype)[1] * tokens * hidden
+
+
+def all_to_all_bytes(dtype: str, tokens: int, topk: int, hidden: int) -> int:
+    """Bytes one expert-parallel all-to-all moves from one rank (dispatch or combine): each of its ``tokens`` hidden
+    vectors once per expert it is routed to, in the activations' dtype (bf16 beside the quantized formats)."""
+    return io_sizes(dtype)[1] * tokens * topk * hidden
 
 
 # A step's kernels besides its GEMMs, attention and all-reduces, per token and per transformer layer: two norms
@@ -115,9 +206,10 @@ RESIDUAL_ADDS_PER_LAYER = 2
 def other_kernel_bytes_per_token(dtype: str, hidden: int, heads: int, kv_heads: int, head_dim: int,
                                  intermediate: int, gated: bool, layers: int) -> int:
     """Bytes one token moves through the step's norms, residual adds, rotary embeddings and MLP activation on one
-    tensor-parallel rank (``heads``, ``kv_heads`` and ``intermediate`` as that rank holds them; the hidden vector is
-    whole on every rank), all ``layers`` and the final norm.  Activations in ``io_sizes``' output dtype (bf16 beside
-    fp8 and the weight-only formats).  Greedy sampling reads each sequence's logits, not each token's: not here."""
+    tensor-parallel rank (``heads``, ``kv_heads`` and ``intermediate`` as that rank holds them, ``intermediate`` the
+    width the activation runs over in an average layer; the hidden vector is whole on every rank), all ``layers``
+    and the final norm.  Activations in ``io_sizes``' output dtype (bf16 beside fp8 and the quantized formats).
+    Greedy sampling reads each sequence's logits, not each token's: not here."""
     size = io_sizes(dtype)[1]
     norm = 2 * hidden * size
     residual_add = 3 * hidden * size
@@ -129,7 +221,7 @@ def other_kernel_bytes_per_token(dtype: str, hidden: int, heads: int, kv_heads: 
 
 def matrix_weight_bytes(dtype: str, n: int, k: int) -> int:
     """Bytes one N×K weight matrix occupies (and a launch reads) in ``dtype``."""
-    fmt = WEIGHT_ONLY_FORMATS.get(dtype)
+    fmt = WEIGHT_ONLY_FORMATS.get(dtype) or BLOCK_SCALED_FORMATS.get(dtype)
     if fmt:
         return fmt.weight_bytes(n, k)
     return DTYPE_SIZES[dtype][0] * n * k
@@ -154,9 +246,24 @@ class Work:
     def intensity_flop_per_byte(self) -> float:
         return self.flop / self.bytes
 
+    def __add__(self, other: Work) -> Work:
+        return Work(self.flop + other.flop, self.bytes + other.bytes, self.weight_bytes + other.weight_bytes,
+                    self.activation_bytes + other.activation_bytes, self.output_bytes + other.output_bytes)
 
-def count_work(op: str, dtype: str, batch: int, n: int, k: int) -> Work:
-    """FLOP and minimum bytes of one launch of ``op`` at ``batch`` on an N×K weight."""
+    def times(self, count: float) -> Work:
+        """``count`` launches of this work (a fractional count: an expectation, e.g. experts touched)."""
+        return Work(self.flop * count, self.bytes * count, self.weight_bytes * count,  # pyright: ignore[reportArgumentType]
+                    self.activation_bytes * count, self.output_bytes * count)  # pyright: ignore[reportArgumentType]
+
+
+NO_WORK = Work(0, 0, 0, 0, 0)
+
+
+def count_work(op: str, dtype: str, batch: int, n: int, k: int, experts: int = 1, topk: int = 1,
+               touched: float | None = None) -> Work:
+    """FLOP and minimum bytes of one launch of ``op`` at ``batch`` on an N×K weight.  ``grouped``: ``batch`` tokens
+    each routed to ``topk`` of ``experts`` N×K matrices, of which ``touched`` (the routing's distinct experts; at
+    most ``experts``, at most ``batch · topk``) are read."""
     if op not in OPS:
         raise ValueError(f"unknown op {op!r}; expected one of {', '.join(OPS)}")
     _check_dtype(dtype)
@@ -164,31 +271,93 @@ def count_work(op: str, dtype: str, batch: int, n: int, k: int) -> Work:
         raise ValueError(f"batch, n and k must be positive, got batch={batch} n={n} k={k}")
     if op == "gemv" and batch != 1:
         raise ValueError("gemv is batch 1 by definition")
-    s_act, s_out = io_sizes(dtype)
+    if op == "grouped":
+        return grouped_work(dtype, batch, n, k, experts, topk, touched)
     # bmm: G = batch matrices of N×K, each multiplied by its own vector.
     weights = matrix_weight_bytes(dtype, n, k) * (batch if op == "bmm" else 1)
-    acts, outs = s_act * batch * k, s_out * batch * n
-    return Work(
-        flop=2 * batch * n * k,
-        bytes=weights + acts + outs,
-        weight_bytes=weights,
-        activation_bytes=acts,
-        output_bytes=outs,
-    )
+    acts, outs = gemm_activation_bytes(dtype, batch, k), gemm_output_bytes(dtype, batch, n)
+    return Work(flop=2 * batch * n * k, bytes=weights + acts + outs, weight_bytes=weights, activation_bytes=acts,
+                output_bytes=outs)
+
+
+def grouped_work(dtype: str, tokens: int, n: int, k: int, experts: int, topk: int, touched: float | None) -> Work:
+    """A grouped GEMM of ``tokens`` tokens over ``experts`` N×K experts, ``topk`` each: FLOP ``2·T·topk·N·K``; the
+    touched experts' weights, each token's activations once per assignment, one output row per assignment."""
+    if experts <= 0 or not 0 < topk <= experts:
+        raise ValueError(f"grouped needs 0 < topk <= experts, got experts={experts} topk={topk}")
+    assignments = tokens * topk
+    touched = min(experts, assignments) if touched is None else touched
+    if not 0 < touched <= min(experts, assignments):
+        raise ValueError(f"touched experts {touched} must be in (0, min(experts, tokens × topk)]")
+    weights = matrix_weight_bytes(dtype, n, k) * touched
+    acts, outs = gemm_activation_bytes(dtype, assignments, k), gemm_output_bytes(dtype, assignments, n)
+    return Work(flop=2 * assignments * n * k, bytes=weights + acts + outs,  # pyright: ignore[reportArgumentType]
+                weight_bytes=weights, activation_bytes=acts, output_bytes=outs)  # pyright: ignore[reportArgumentType]
+
+
+def attention_work(act_dtype: str, kv_dtype: str, heads: int, kv_heads: int, qk_dim: int, v_dim: int,
+                   queries: float, keys: float, query_keys: float) -> Work:
+    """One layer's attention on one GPU, flash-style: Q read and the output written once per query and head, K and
+    V read once per cached key and KV head (every query head of a GQA group reads the same K and V).  FLOP: QKᵀ and
+    PV, ``2·(qk_dim + v_dim)`` per (query head, key) pair attended (``query_keys``, the pairs a causal mask keeps).
+    The KV cache is the "weights" of this op: it is what grows with the context."""
+    s_act, s_kv = DTYPE_SIZES[act_dtype][0], DTYPE_SIZES[kv_dtype][0]
+    q_out = queries * heads * (qk_dim + v_dim) * s_act
+    kv = keys * kv_heads * (qk_dim + v_dim) * s_kv
+    flop = 2 * heads * (qk_dim + v_dim) * query_keys
+    return Work(flop=flop, bytes=q_out + kv, weight_bytes=kv, activation_bytes=q_out * qk_dim / (qk_dim + v_dim),  # pyright: ignore[reportArgumentType]
+                output_bytes=q_out * v_dim / (qk_dim + v_dim))  # pyright: ignore[reportArgumentType]
+
+
+def mla_attention_work(act_dtype: str, kv_dtype: str, heads: int, latent: int, rope: int, queries: float,
+                       keys: float, query_keys: float) -> Work:
+    """One layer of DeepSeek's multi-head latent attention in its absorbed decode form (FlashMLA): every query head
+    attends over the one latent cache (``latent + rope`` values per key, shared by all heads as one KV head is in
+    MQA), so its intensity is about 2 · heads · query tokens FLOP per byte.  QKᵀ over ``latent + rope`` dims, PV
+    over ``latent``; queries read as ``latent + rope`` values per head, outputs written as ``latent``."""
+    s_act, s_kv = DTYPE_SIZES[act_dtype][0], DTYPE_SIZES[kv_dtype][0]
+    q = queries * heads * (latent + rope) * s_act
+    out = queries * heads * latent * s_act
+    cache = keys * (latent + rope) * s_kv  # one latent per key: K and V are both read from it
+    flop = 2 * heads * ((latent + rope) + latent) * query_keys
+    return Work(flop=flop, bytes=q + out + cache, weight_bytes=cache, activation_bytes=q,  # pyright: ignore[reportArgumentType]
+                output_bytes=out)  # pyright: ignore[reportArgumentType]
+
+
+def attention_extent(decode_contexts: float, decodes: int, chunks, window: int | None = None
+                     ) -> tuple[float, float, float]:
+    """(queries, keys read, query-key pairs) of one step's attention: ``decodes`` sequences each decoding one token
+    over its cache (their contexts summing to ``decode_contexts``, the new token included), and prefill ``chunks``
+    of (tokens, cached prefix): each chunk reads its prefix and itself, causally within itself.  ``window``: a
+    sliding-window layer, where a query attends over the last ``window`` positions only (the decodes' keys are
+    reckoned from their contexts' sum: ``min(sum, decodes × window)``, exact when every context is past the window
+    or every one within it)."""
+    queries = decodes + sum(c for c, _ in chunks)
+    if window is None:
+        keys = decode_contexts + sum(c + prefix for c, prefix in chunks)
+        return queries, keys, decode_contexts + sum(c * (prefix + (c + 1) / 2) for c, prefix in chunks)
+    decode_keys = min(decode_contexts, decodes * window)
+    keys, pairs = decode_keys, decode_keys
+    for c, prefix in chunks:
+        within = max(0, min(c, window - prefix))  # queries whose whole history still fits in the window
+        pairs += within * prefix + within * (within + 1) / 2 + (c - within) * window
+        keys += c + min(prefix, window)
+    return queries, keys, pairs
 
 
 def critical_intensity_batch(dtype: str, n: int, k: int, ridge_flop_per_byte):
     """The (real-valued) GEMM batch B whose exact intensity equals ``ridge_flop_per_byte``.
 
-    Solves ``2BNK = R·(W + B·(s_act·K + s_out·N))`` for B, with W the weight's bytes in ``dtype``
-    (``matrix_weight_bytes``).  Returns ``inf`` when the intensity can never reach the ridge (its limit as
-    B grows is ``2NK / (s_act·K + s_out·N)``).  A float for a float ridge; an array for an array of them
-    (the fit's bootstrap replicates).
+    Solves ``2BNK = R·(W + B·(a·K + s_out·N))`` for B, with W the weight's bytes in ``dtype``
+    (``matrix_weight_bytes``) and ``a`` the bytes a GEMM reads per activation (a block-scaled format's scales
+    included).  Returns ``inf`` when the intensity can never reach the ridge (its limit as B grows is
+    ``2NK / (a·K + s_out·N)``).  A float for a float ridge; an array for an array of them (the fit's bootstrap
+    replicates).
     """
-    s_act, s_out = io_sizes(dtype)
+    per_row = gemm_activation_bytes(dtype, 1, k) + gemm_output_bytes(dtype, 1, n)
     weights = matrix_weight_bytes(dtype, n, k)
     ridge = np.asarray(ridge_flop_per_byte, dtype=float)
-    denominator = 2 * n * k - ridge * (s_act * k + s_out * n)
+    denominator = 2 * n * k - ridge * per_row
     with np.errstate(divide="ignore", invalid="ignore"):
         batch = np.where(denominator > 0, ridge * weights / denominator, np.inf)
     return float(batch) if batch.ndim == 0 else batch

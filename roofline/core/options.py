@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roofline.core.counting import DTYPES, KV_DTYPES, compute_dtype, is_weight_only
+from roofline.core.counting import DTYPES, KV_DTYPES, activation_dtype, is_weight_only
 from roofline.core.errors import BadInputError
 
 KINDS = ("text", "int", "float", "number", "path", "flag", "choice")
@@ -102,6 +102,6 @@ def check_dtypes(dtype: str | None, kv_dtype: str | None) -> None:
 
 
 def resolved_kv_dtype(dtype: str, kv_dtype: str | None) -> str:
-    """The KV cache's dtype: ``--kv-dtype``, else the dtype the step computes in (bf16 for a weight-only
-    format, whose activations, and so its K and V, are bf16)."""
-    return kv_dtype or compute_dtype(dtype)
+    """The KV cache's dtype: ``--kv-dtype``, else the dtype the key and value projections write (bf16 for fp8 and
+    every quantized format, whose linears write bf16: vLLM's ``kv_cache_dtype=auto``)."""
+    return kv_dtype or activation_dtype(dtype)

@@ -36,6 +36,15 @@ def ring_all_reduce_time_s(message_bytes: float, ranks: int, link_bytes_per_s: f
     return steps / ranks * message_bytes / link_bytes_per_s + steps * hop_latency_s
 
 
+def all_to_all_time_s(message_bytes: float, ranks: int, link_bytes_per_s: float, hop_latency_s: float) -> float:
+    """One all-to-all (an expert-parallel dispatch or combine) of ``message_bytes`` from each rank: the
+    ``(N-1)/N`` of it bound for other GPUs crosses this GPU's link (``BW``: one direction), the sends to every peer
+    at once over a switch, so one step's latency.  One rank sends nothing: 0."""
+    if ranks <= 1:
+        return 0.0
+    return (ranks - 1) / ranks * message_bytes / link_bytes_per_s + hop_latency_s
+
+
 def transfer_time_s(message_bytes: float, link_bytes_per_s: float, latency_s: float = 0.0) -> float:
     """One transfer of ``message_bytes`` over one link, one way: ``latency + bytes / BW``."""
     return latency_s + message_bytes / link_bytes_per_s

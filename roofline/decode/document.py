@@ -6,34 +6,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER
 from roofline.core.roof import ridge_flop_per_byte
 from roofline.core.units import seconds, si_bytes
+from roofline.decode.moe import experts_crossover, moe_words
 from roofline.decode.step import (
     DecodeSetup,
     analytic_time,
+    comm_time,
     kv_capacity,
     latency_knee,
+    measured_time,
     no_peak_note,
     ridge_crossing,
     rows_to_dicts,
     step_rows,
-    tp_comm_time,
 )
 from roofline.result.sections import Device
 from roofline.specs.gpus import GpuSpec, Interconnect
+from roofline.step.comm import collectives
 
 
 def comm_part(setup: DecodeSetup, interconnect: Interconnect | None, where: str) -> dict[str, Any] | None:
-    """What the step's all-reduces are costed on (``where``: whose spec sheet), or None at TP 1."""
-    if setup.tp <= 1:
+    """What the step's collectives are and what they are costed on (``where``: whose spec sheet); None on one GPU."""
+    kinds = collectives(setup.step, 1)
+    if not kinds:
         return None
-    return {"all_reduces_per_layer": TP_ALL_REDUCES_PER_LAYER, "ranks": setup.tp, "source": where,
-            "interconnect": interconnect.to_dict() if interconnect else None}
+    per_layer = {c.name: c.count / setup.model.layers for c in kinds}
+    return {"all_reduces_per_layer": per_layer.get("all_reduce", 0), "ranks": setup.step.parallelism.gpus,
+            "collectives": [{"kind": c.name, "ranks": c.ranks, "per_step": c.count} for c in kinds],
+            "source": where, "interconnect": interconnect.to_dict() if interconnect else None}
 
 
 def _comm_fn(setup: DecodeSetup, interconnect: Interconnect | None):
-    return tp_comm_time(setup, interconnect) if interconnect is not None and setup.tp > 1 else None
+    return comm_time(setup, interconnect) if interconnect is not None and setup.step.parallelism.gpus > 1 else None
 
 
 def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], mem_fraction: float
@@ -51,6 +56,7 @@ def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], 
             "rows": rows_to_dicts(rows), "kv": capacity,
             "comm": comm_part(setup, profile.interconnect, f"spec sheet {profile.sku}"),
             "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
+            "experts_crossover": experts_crossover(setup.step, ridge),
             "warnings": [] if peak else [no_peak_note(setup.dtype, profile.name)],
             "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
 
@@ -64,16 +70,18 @@ def measured_document(setup: DecodeSetup, batches: list[int], times: dict, bandw
     (the matched SKU's, or --gpu's); without one they are not counted, and a warning says so."""
     capacity = kv_capacity(setup, memory_bytes, mem_fraction)
     link = spec.interconnect if spec is not None else None
-    rows = step_rows(setup, batches, lambda *key: times[key], bandwidth, peak, capacity["max_batch"],
+    rows = step_rows(setup, batches, measured_time(setup, times), bandwidth, peak, capacity["max_batch"],
                      _comm_fn(setup, link))
     ridge = ridge_flop_per_byte(peak, bandwidth)
-    uncounted = [f"TP {setup.tp}: the all-reduces between GPUs are not counted (no spec sheet matched this "
-                 "device; --gpu SKU gives its interconnect)"] if setup.tp > 1 and link is None else []
+    uncounted = [f"{setup.step.parallelism.describe()}: the collectives between GPUs are not counted (no spec sheet "
+                 "matched this device; --gpu SKU gives its interconnect)"] \
+        if setup.step.parallelism.gpus > 1 and link is None else []
     return {"source": f"measured on {Device.from_dict(device).label}",
             "bandwidth_bytes_per_s": bandwidth, "peak_flop_per_s": peak,
             "rows": rows_to_dicts(rows), "kv": capacity,
             "comm": comm_part(setup, link, f"spec sheet {spec.sku}" if spec else "not counted"),
             "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
+            "experts_crossover": experts_crossover(setup.step, ridge),
             "warnings": list(warnings) + uncounted + _inversions(rows),
             "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
 
@@ -102,8 +110,10 @@ def _comm_words(part: dict[str, Any], first: dict[str, Any]) -> str:
     if not comm or not comm.get("interconnect"):
         return ""
     link = comm["interconnect"]
-    words = (f"; the {comm['all_reduces_per_layer']} all-reduces per layer over {comm['ranks']} GPUs "
-             f"({link['kind']}) take {seconds(first['comm_time_s'])}, {100 * first['comm_share']:.0f}% of the step")
+    kinds = " and ".join(f"{c['per_step']} {c['kind'].replace('_', '-')}s over {c['ranks']} GPUs"
+                         for c in comm.get("collectives") or [])
+    words = (f"; the step's {kinds} ({link['kind']}) take {seconds(first['comm_time_s'])}, "
+             f"{100 * first['comm_share']:.0f}% of the step")
     return words + (": communication binds the step" if first["comm_share"] >= 0.5 else "")
 
 
@@ -111,7 +121,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
     """The answer in words, for each of measured and analytic."""
     lines = []
     setup = document["setup"]
-    head = f"{setup['model']} (TP {setup['tp']}, context {setup['context']}, {setup['dtype']}, KV {setup['kv_dtype']})"
+    split = f"TP {setup['tp']}" + (f", EP {setup['ep']}" if setup.get("ep", 1) > 1 else "")
+    head = f"{setup['model']} ({split}, context {setup['context']}, {setup['dtype']}, KV {setup['kv_dtype']})"
     for key in ("measured", "analytic"):
         part = document.get(key)
         if not part:
@@ -146,6 +157,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         if part.get("knee_batch_1p10"):
             text += f"; time per token is 10% above batch 1 by batch {part['knee_batch_1p10']}"
         lines.append(text + ".")
+        if setup.get("moe"):
+            lines.append(f"{key}: {moe_words(setup['moe'], part.get('experts_crossover'))}")
         lines += [f"{key}: warning: {warning}." for warning in part.get("warnings") or []]
     if setup.get("weights"):
         lines.append(f"Weights: {setup['weights']}.")

@@ -78,6 +78,13 @@ class Point:
     attempt: int = 1
     superseded: bool = False
     kernel: str | None = None  # what ran: torch.matmul, cuBLAS via cupy.matmul, gpubench gemv_warp, ...
+    # A grouped GEMM (op "grouped"): ``experts`` N×K matrices, each of the ``batch`` tokens routed to ``topk`` of
+    # them by ``routing`` (balanced | uniform | zipf:S, seeded), of which ``touched`` got at least one token: the
+    # weights the launch really read.  None for every other op.
+    experts: int | None = None
+    topk: int | None = None
+    routing: str | None = None
+    touched: int | None = None
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -90,7 +97,15 @@ class Point:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, found {value!r}")
-        count_work(self.op, self.dtype, self.batch, self.n, self.k)  # raises on impossible combinations
+        grouped = (self.experts, self.topk, self.routing, self.touched)
+        if self.op == "grouped":
+            counts = (self.experts, self.topk, self.touched)
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in counts) or \
+                    not isinstance(self.routing, str):
+                raise ValueError("a grouped point needs integer experts, topk and touched, and a routing")
+        elif any(v is not None for v in grouped):
+            raise ValueError(f"experts, topk, routing and touched belong to grouped points, not {self.op}")
+        self.work  # noqa: B018 - raises on impossible combinations
         _positive_finite(self.samples_s, "samples_s")
         _positive_finite(self.warmup_samples_s, "warmup_samples_s")
         _positive_finite(self.eager_samples_s, "eager_samples_s")
@@ -119,6 +134,9 @@ class Point:
     # Derived once per point: a sweep saves (and so serialises every point) after each new point.
     @cached_property
     def work(self) -> Work:
+        if self.op == "grouped":
+            return count_work(self.op, self.dtype, self.batch, self.n, self.k, self.experts or 1, self.topk or 1,
+                              self.touched)
         return count_work(self.op, self.dtype, self.batch, self.n, self.k)
 
     @property
@@ -173,13 +191,23 @@ class Point:
         return (window[0], window[1]) if window else None
 
     @property
-    def plan_key(self) -> tuple[str, str, int, int, int, str]:
-        """Identifies the planned point: what --resume matches on."""
-        return (self.op, self.dtype, self.batch, self.n, self.k, self.backend)
+    def grouping(self) -> tuple:
+        """What a grouped point adds to its identity: (experts, topk, routing); () for every other op."""
+        return (self.experts, self.topk, self.routing) if self.op == "grouped" else ()
 
     @property
-    def series_key(self) -> tuple[str, str, str, int, int]:
-        return (self.op, self.backend, self.dtype, self.n, self.k)
+    def plan_key(self) -> tuple:
+        """Identifies the planned point: what --resume matches on."""
+        return (self.op, self.dtype, self.batch, self.n, self.k, self.backend) + self.grouping
+
+    @property
+    def launch_key(self) -> tuple:
+        """What a step model's launch is timed by (``roofline.step.launches.Launch.key``)."""
+        return (self.op, self.dtype, self.batch, self.n, self.k) + self.grouping[:2]
+
+    @property
+    def series_key(self) -> tuple:
+        return (self.op, self.backend, self.dtype, self.n, self.k) + self.grouping
 
     def to_dict(self) -> dict[str, Any]:
         stats = self.stats
@@ -219,6 +247,8 @@ class Point:
             "attempt": self.attempt,
             "superseded": self.superseded,
             "kernel": self.kernel,
+            **({"experts": self.experts, "topk": self.topk, "routing": self.routing, "touched": self.touched}
+               if self.op == "grouped" else {}),
         }
 
     @classmethod
@@ -247,6 +277,10 @@ class Point:
             attempt=d.get("attempt", 1),
             superseded=bool(d.get("superseded", False)),
             kernel=d.get("kernel"),
+            experts=d.get("experts"),
+            topk=d.get("topk"),
+            routing=d.get("routing"),
+            touched=d.get("touched"),
         )
         for key in ("flop", "bytes"):
             if key in d and d[key] != getattr(point, key):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from roofline.core.counting import DTYPES
+from roofline.core.counting import DTYPES, OPS
 from roofline.result.keys import JSON_TYPES, Key, Record, key
 from roofline.result.sections import SECTIONS, PointTelemetry, Telemetry
 
@@ -49,11 +49,12 @@ class PointDocument(Record):
     recomputed on load, never trusted)."""
 
     SECTION: ClassVar[str] = "points[]"
-    op: str | None = key("string", required=True, choices=("gemv", "gemm", "bmm"), doc="the op")
+    op: str | None = key("string", required=True, choices=OPS,
+                         doc="the op (grouped: a mixture of experts' grouped GEMM)")
     backend: str | None = key("string", required=True, doc="torch | cupy | imported")
     dtype: str | None = key("string", required=True, choices=DTYPES,
                              doc="a plain dtype or a weight-only format (w8a16, w4a16: int weights, bf16 in and out)")
-    batch: int | None = key("integer", required=True, doc="decode batch B (bmm: groups)")
+    batch: int | None = key("integer", required=True, doc="decode batch B (bmm: groups; grouped: tokens routed)")
     m: int | None = key("integer", doc="derived: rows of X (1 for gemv and bmm)")
     n: int | None = key("integer", required=True, doc="output features N")
     k: int | None = key("integer", required=True, doc="input features K")
@@ -84,6 +85,10 @@ class PointDocument(Record):
     attempt: int | None = key("integer", doc="1, or 2 for a point measured again")
     superseded: bool | None = key("boolean", doc="a first attempt replaced by a second (analyses skip it)")
     kernel: str | None = key("string", doc="what ran: torch.matmul, cuBLAS via cupy.matmul, ...")
+    experts: int | None = key("integer", doc="grouped: the experts, each an N×K matrix")
+    topk: int | None = key("integer", doc="grouped: experts each token is routed to")
+    routing: str | None = key("string", doc="grouped: balanced | uniform | zipf:S (seeded)")
+    touched: int | None = key("integer", doc="grouped: experts the routing gave a token (their weights are read)")
 
 
 @dataclass(frozen=True, kw_only=True)

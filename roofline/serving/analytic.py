@@ -6,20 +6,17 @@ kernel's bandwidth and mamf-finder's matmul FLOP/s, measured by others): the dat
 a profile on them is optimistic.  ``ideal=True`` (``--ideal``) takes the datasheet's peaks instead.  The KV capacity
 is sized from the memory the driver reports for the board (``reported_bytes``), not the datasheet's "80 GB".
 
-The step's other kernels (norms, residual adds, rotary embeddings, the MLP's activation) are elementwise: each
-token's bytes (``roofline.core.counting.other_kernel_bytes_per_token``) at the ceilings' bandwidth, the ``other``
-table.  Their launch latency, which dominates them at a few tokens, is not in it.
+What the step launches, and each launch's FLOP and bytes, is the step model's (``roofline.step``): its dense
+linears, its routed experts' grouped GEMMs (a mixture of experts, under the profile's routing), its attention
+(GQA or MLA) and its elementwise kernels (``StepModel.other_bytes_per_token``, the ``other`` table, their bytes at
+the ceilings' bandwidth; their launch latency, which dominates them at a few tokens, is not in it).  Each table
+entry is that launch's roofline time (``roofline.decode.step.analytic_time``: max(bytes/BW, FLOP/P)); in a quantized
+format the layers' linears are timed in it and the LM head in bf16, as the checkpoints store them.
 
-Tensor parallelism adds the ``comm`` table: one ring all-reduce of ``tokens × hidden`` activations per token count
-of the grid, costed on the spec sheet's interconnect (``Interconnect.all_reduce_time_s``), two per layer.  A sweep
-measures one GPU, never the links between several, so with ``--from`` the all-reduces take the matched SKU's sheet
-(none matched: no comm table).
-
-Linear layers use the project's roofline time (``roofline.decode.step.analytic_time``: max(bytes/BW, FLOP/P) per
-launch, with bytes and FLOP from ``roofline.core.counting``); in a weight-only format the layers' linears are timed
-in it and the LM head in bf16, as the checkpoints store them.  Attention kernels are not GEMMs, so their bytes and
-FLOP are counted here (flash-style: Q, K, V read once, the output written once) and put through the same
-max(bytes/BW, FLOP/P).
+Tensor parallelism adds the ``comm`` table (one ring all-reduce of a GPU's tokens' hidden vectors per token count,
+two per layer) and expert parallelism the ``all_to_all`` table (one dispatch or combine per token count, two per MoE
+layer), costed on the spec sheet's interconnect.  A sweep measures one GPU, never the links between several, so
+with ``--from`` they take the matched SKU's sheet (none matched: no comm tables).
 """
 
 from __future__ import annotations
@@ -27,42 +24,18 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from roofline.core.counting import (
-    DTYPE_SIZES,
-    TP_ALL_REDUCES_PER_LAYER,
-    all_reduce_bytes,
-    io_sizes,
-    other_kernel_bytes_per_token,
-)
+from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, all_to_all_bytes
 from roofline.core.options import check_dtypes
 from roofline.core.roof import Roof
 from roofline.decode.step import analytic_time
 from roofline.result.document import Result
-from roofline.serving.profile_doc import CommTable, LinearTable, StepProfile, Table1D, Table2D
+from roofline.serving.profile_doc import CommTable, GroupedTable, LinearTable, StepProfile, Table1D, Table2D
 from roofline.specs.gpus import GpuSpec, SpecError
-from roofline.specs.models import (
-    LayerShape,
-    ModelSpec,
-    check_tp,
-    kv_bytes_per_token,
-    layer_shapes,
-    per_rank,
-    weight_bytes,
-)
-
-LINEAR_NAMES = {"qkv": "qkv_proj", "o": "o_proj", "gate_up": "gate_up_proj", "up": "up_proj",
-                "down": "down_proj"}
-DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-DECODE_CONTEXTS = (1, 128, 512, 2048, 8192, 32768)
-
-
-def token_grid(maximum: int) -> tuple[int, ...]:
-    """1, 2, 3, 4, 6, 8, 12, … up to and including ``maximum``: 1.5× steps keep interpolation close."""
-    out, power = [], 1
-    while power <= maximum:
-        out += [power] + ([power * 3 // 2] if power >= 2 and power * 3 // 2 <= maximum else [])
-        power *= 2
-    return tuple(sorted(set(out + [maximum])))
+from roofline.specs.models import ModelSpec
+from roofline.step.comm import ALL_TO_ALLS_PER_MOE_LAYER
+from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
+from roofline.step.launches import Launch, StepModel
+from roofline.step.memory import kv_bytes_per_token, weight_bytes
 
 
 def spec_roof(gpu: GpuSpec, dtype: str) -> Roof:
@@ -130,34 +103,44 @@ def _basis(result_name: str, dtype: str, fitted: int, total: int, rest: str, she
     return f"fit of {result_name} ({fitted} of {total} layer shapes fitted; the rest on {where})"
 
 
-def _linear(name: str, n: int, k: int, dtype: str, roof: Roof, tokens: tuple[int, ...]) -> LinearTable:
-    time_fn = analytic_time(roof.bandwidth_bytes_per_s, {dtype: roof.peak_flop_per_s})
-    return LinearTable(name, n, k, 1, tokens, tuple(time_fn("gemm", dtype, t, n, k) for t in tokens))
+class Timer:
+    """Each launch's roofline time: a fitted roof for the (dtype, N, K) a sweep fitted, else the default roof."""
+
+    def __init__(self, default: Roof, fits: dict[str, dict[tuple[int, int], Roof]]):
+        self.default, self.fits = default, fits
+
+    def __call__(self, launch: Launch) -> float:
+        roof = self.fits.get(launch.dtype, {}).get((launch.n, launch.k), self.default)
+        return analytic_time(roof.bandwidth_bytes_per_s, {launch.dtype: roof.peak_flop_per_s})(launch)  # pyright: ignore[reportArgumentType]
+
+    def fitted(self, dtype: str, n: int, k: int) -> bool:
+        return (n, k) in self.fits.get(dtype, {})
 
 
-def _linear_tables(shapes: list[LayerShape], dtype: str, result: Result | None, series: list[dict[str, Any]],
-                   default: Roof, tokens: tuple[int, ...]) -> tuple[tuple[LinearTable, ...], LinearTable, int]:
-    """The layers' linears, the LM head (last of ``shapes``), and how many of them a fit of ``result`` timed.  In a
-    weight-only format the LM head is bf16: it takes the run's bf16 fits, not the format's."""
-    roofs = {dtype: fitted_roofs(series, default)}
-    head = shapes[-1]
-    head_dtype = head.weight_dtype(dtype)
-    if head_dtype not in roofs:
-        roofs[head_dtype] = fitted_roofs(_fit_series(result, head_dtype), default) if result is not None else {}
-    tables = [_linear(LINEAR_NAMES.get(s.name, s.name), s.n, s.k, s.weight_dtype(dtype),
-                      roofs[s.weight_dtype(dtype)].get((s.n, s.k), default), tokens) for s in shapes]
-    fitted = sum((s.n, s.k) in roofs[s.weight_dtype(dtype)] for s in shapes)
-    return tuple(tables[:-1]), tables[-1], fitted
+def _linear_tables(step: StepModel, timer: Timer, tokens: tuple[int, ...]) -> tuple[list[LinearTable], LinearTable]:
+    """The dense linears (each in the layers that have it) and the LM head (last), one time per token count."""
+    layers = step.model.layers
+    tables = []
+    for linear in step.linears:
+        times = tuple(timer(step.linear_launch(linear, t)) for t in tokens)
+        tables.append(LinearTable(linear.name, linear.n, linear.k, 1, tokens, times,
+                                  None if linear.layers == layers or linear.part == "head" else linear.layers))
+    return tables[:-1], tables[-1]
 
 
-def _attention_tables(model: ModelSpec, tp: int, dtype: str, kv_dtype: str, roof: Roof, tokens, contexts):
-    heads, kv_heads, hd = model.heads // tp, model.kv_heads // tp, model.head_dim
-    s, s_kv = io_sizes(dtype)[0], DTYPE_SIZES[kv_dtype][0]  # a weight-only format's activations are bf16
+def _grouped_tables(step: StepModel, timer: Timer, tokens: tuple[int, ...]) -> tuple[GroupedTable, ...]:
+    return tuple(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, "roofline", tokens,
+                              tuple(timer(step.grouped_launch(g, t)) for t in tokens)) for g in step.grouped)
 
-    def attn(queries: int, keys: int, query_keys: float) -> float:
-        flop = 4 * heads * hd * query_keys
-        nbytes = 2 * queries * heads * hd * s + 2 * keys * kv_heads * hd * s_kv
-        return roof.time_s(flop, nbytes)
+
+def _attention_tables(step: StepModel, roof: Roof, tokens, contexts):
+    """Per layer on one GPU: decode (batch × context), whole prompts, and chunks over a cached prefix."""
+    peak = {step.cache_dtype: roof.peak_flop_per_s}
+
+    def attn(queries: int, keys: float, pairs: float) -> float:
+        launch = Launch("attention", "attention", step.cache_dtype, queries, 0, 0, 1,
+                        step.attention_layer_work(queries, keys, pairs))
+        return analytic_time(roof.bandwidth_bytes_per_s, peak)(launch)  # pyright: ignore[reportArgumentType]
 
     decode = Table2D("roofline", "batches", "contexts", DECODE_BATCHES, contexts,
                      tuple(tuple(attn(b, b * c, b * c) for c in contexts) for b in DECODE_BATCHES))
@@ -169,35 +152,35 @@ def _attention_tables(model: ModelSpec, tp: int, dtype: str, kv_dtype: str, roof
     return decode, prefill, chunk
 
 
-def other_table(model: ModelSpec, tp: int, dtype: str, bandwidth_bytes_per_s: float, tokens: tuple[int, ...]
-                ) -> Table1D:
+def other_table(step: StepModel, bandwidth_bytes_per_s: float, tokens: tuple[int, ...]) -> Table1D:
     """The step's elementwise kernels, all layers, per token count: their bytes at ``bandwidth_bytes_per_s``."""
-    rank = per_rank(model, tp)
-    per_token = other_kernel_bytes_per_token(dtype, rank.hidden, rank.heads, rank.kv_heads, rank.head_dim,
-                                             rank.intermediate, rank.gated_mlp, rank.layers)
+    per_token = step.other_bytes_per_token()
     return Table1D("roofline", "tokens", tokens, tuple(per_token * t / bandwidth_bytes_per_s for t in tokens))
 
 
-def comm_table(model: ModelSpec, tp: int, dtype: str, gpu: GpuSpec, tokens: tuple[int, ...]) -> CommTable | None:
-    """One ring all-reduce per token count on ``gpu``'s interconnect; None at TP 1 (nothing to reduce)."""
-    if tp <= 1:
-        return None
-    link = gpu.interconnect
-    return CommTable(ranks=tp, per_layer=TP_ALL_REDUCES_PER_LAYER, measured=False,
-                     source=f"ring all-reduce on spec sheet {gpu.sku}: {link.describe()}", tokens=tokens,
-                     time_s=tuple(link.all_reduce_time_s(all_reduce_bytes(dtype, t, model.hidden), tp)
-                                  for t in tokens))
+def comm_tables(step: StepModel, gpu: GpuSpec, tokens: tuple[int, ...]) -> tuple[CommTable | None, CommTable | None]:
+    """The all-reduce (TP > 1) and all-to-all (EP > 1) tables on ``gpu``'s interconnect, per GPU token count."""
+    link, par, m = gpu.interconnect, step.parallelism, step.model
+    source = f"on spec sheet {gpu.sku}: {link.describe()}"
+    reduce = None if par.tp <= 1 else CommTable(
+        ranks=par.tp, per_layer=TP_ALL_REDUCES_PER_LAYER, measured=False, source=f"ring all-reduce {source}",
+        tokens=tokens, time_s=tuple(link.all_reduce_time_s(all_reduce_bytes(step.dtype, t, m.hidden), par.tp)
+                                    for t in tokens))
+    exchange = None if par.ep <= 1 else CommTable(
+        ranks=par.ep, per_layer=ALL_TO_ALLS_PER_MOE_LAYER, measured=False, source=f"all-to-all {source}",
+        tokens=tokens, time_s=tuple(link.all_to_all_time_s(all_to_all_bytes(step.dtype, t, m.experts_per_token,
+                                                                             m.hidden), par.ep) for t in tokens))
+    return reduce, exchange
 
 
 def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, max_tokens: int, max_context: int,
                      gpu: GpuSpec | None, result: Result | None = None, result_name: str = "",
                      tool: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
-                     argv: tuple[str, ...] = (), ideal: bool = False) -> StepProfile:
+                     argv: tuple[str, ...] = (), ideal: bool = False, ep: int = 1,
+                     routing: str = "balanced") -> StepProfile:
     """The step profile of ``model`` on a roofline: ``gpu``'s achievable ceilings (its spec sheet's with
     ``ideal``), or the fits of ``result``."""
-    check_tp(model, tp)
-    if model.experts > 1:
-        raise SpecError(f"{model.name} is a mixture of experts: the serving simulator models dense models only")
+    step = StepModel.of(model, tp, ep, dtype, kv_dtype, routing)
     if max_tokens < 2 or max_context < 2:
         raise SpecError("--max-tokens and --max-context must be at least 2")
     check_dtypes(dtype, kv_dtype)
@@ -211,35 +194,40 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
         raise SpecError("no memory bandwidth to put the profile's kernels on")
     tokens = token_grid(max_tokens)
     contexts = tuple(sorted({c for c in DECODE_CONTEXTS if c < max_context} | {max_context}))
-    shapes = layer_shapes(model, tp)
-    linears, lm_head, fitted = _linear_tables(shapes, dtype, result, series, default, tokens)
-    decode, prefill, chunk = _attention_tables(model, tp, dtype, kv_dtype, default, tokens, contexts)
+    timer = Timer(default, _fits(step, result, series, default))
+    linears, lm_head = _linear_tables(step, timer, tokens)
+    shapes = [(lin.dtype, lin.n, lin.k) for lin in step.linears]
+    fitted = sum(timer.fitted(*shape) for shape in shapes)
+    decode, prefill, chunk = _attention_tables(step, default, tokens, contexts)
     # A measured run's device says what its driver reported; a SKU's, what the driver reports for the board.
     device = dict(result.device) if result is not None else {"kind": "cuda", "name": gpu.name, "sku": gpu.sku,
                                                              "memory_bytes": int(gpu.reported_bytes)}
     memory_bytes = device.get("memory_bytes") or (gpu.reported_bytes if gpu else None)
     roof_basis = _basis(result_name, dtype, fitted, len(shapes), rest, sheet) if result is not None else sheet
     # Each table's basis: the linears and attention on the roofline named, the other kernels their bytes (the comm
-    # table names its link itself).
+    # tables name their link themselves).
     basis = f"{roof_basis}; other kernels: their bytes at {bandwidth / 1e12:.3g} TB/s"
+    reduce, exchange = comm_tables(step, gpu, tokens) if gpu else (None, None)
     return StepProfile(
-        source="analytic", basis=basis, model=model_dict(model), tp=tp, dtype=dtype, kv_dtype=kv_dtype,
-        lm_head_dtype=shapes[-1].weight_dtype(dtype),
+        source="analytic", basis=basis, model=model.to_record(), tp=tp, dtype=dtype, kv_dtype=step.cache_dtype,
+        lm_head_dtype=step.stored_dtype("head"),
         memory={"device_bytes": int(memory_bytes) if memory_bytes else None,
-                "weight_bytes": weight_bytes(model, dtype, tp), "kv_bytes_per_token": kv_bytes_per_token(model,
-                                                                                                         kv_dtype, tp)},
-        linears=linears, lm_head=lm_head, decode_attention=decode, prefill_attention=prefill, chunk_attention=chunk,
-        other=other_table(model, tp, dtype, bandwidth, tokens), engine_overhead=None,
-        comm=comm_table(model, tp, dtype, gpu, tokens) if gpu else None,
+                "weight_bytes": weight_bytes(step), "kv_bytes_per_token": kv_bytes_per_token(step)},
+        linears=tuple(linears), lm_head=lm_head, decode_attention=decode, prefill_attention=prefill,
+        chunk_attention=chunk, other=other_table(step, bandwidth, tokens), engine_overhead=None, comm=reduce,
+        grouped=_grouped_tables(step, timer, tokens), ep=ep, routing=step.routing.spelled, all_to_all=exchange,
         roof={"bandwidth_bytes_per_s": default.bandwidth_bytes_per_s, "peak_flop_per_s": default.peak_flop_per_s,
               "basis": roof_basis},
         tool=tool or {}, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         argv=argv, host=host or {}, device=device)
 
 
-def model_dict(model: ModelSpec) -> dict[str, Any]:
-    """The profile document's ``model`` object (the keys docs/serving.md names, plus id and source)."""
-    return {"name": model.name, "id": model.id, "layers": model.layers, "hidden": model.hidden, "heads": model.heads,
-            "kv_heads": model.kv_heads, "head_dim": model.head_dim, "intermediate": model.intermediate,
-            "vocab": model.vocab, "mlp": "gated" if model.gated_mlp else "plain", "experts": model.experts,
-            "tied_embeddings": model.tied_embeddings, "max_positions": model.max_positions, "source": model.source}
+def _fits(step: StepModel, result: Result | None, series: list[dict[str, Any]], default: Roof
+          ) -> dict[str, dict[tuple[int, int], Roof]]:
+    """The sweep's fitted roofs by dtype: the profile's own, and the LM head's (bf16 beside a quantized format)."""
+    if result is None:
+        return {}
+    fits = {step.dtype: fitted_roofs(series, default)}
+    for dtype in {lin.dtype for lin in step.linears} - set(fits):
+        fits[dtype] = fitted_roofs(_fit_series(result, dtype), default)
+    return fits

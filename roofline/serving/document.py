@@ -64,7 +64,8 @@ def profile_identity(profile: StepProfile, path: str | None) -> dict[str, Any]:
     """Which step profile a document was made from: its file (None: made from a spec sheet) and identity."""
     return {"path": path, "source": profile.source, "basis": profile.basis, "model": profile.model, "tp": profile.tp,
             "dtype": profile.dtype, "kv_dtype": profile.kv_dtype, "lm_head_dtype": profile.head_dtype,
-            "memory": profile.memory, "roof": profile.roof, "device": profile.device}
+            "memory": profile.memory, "roof": profile.roof, "device": profile.device,
+            **({"ep": profile.ep, "routing": profile.routing} if profile.grouped else {})}
 
 
 def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, profile_path: str | None,

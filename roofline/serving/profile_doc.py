@@ -86,7 +86,9 @@ def _one_of(value: Any, allowed: tuple[str, ...], what: str) -> None:
 
 @dataclass(frozen=True)
 class LinearTable:
-    """One linear layer (weight N×K), ``per_layer`` instances per transformer layer; time of ONE instance."""
+    """One linear layer (weight N×K), ``per_layer`` instances per transformer layer, in ``layers`` of the layers
+    (None: every layer; a mixture of experts' dense or routed layers are some of them); time of ONE instance against
+    the tokens one GPU runs it on."""
 
     name: str
     n: int
@@ -94,18 +96,50 @@ class LinearTable:
     per_layer: int
     tokens: tuple[int, ...]
     time_s: tuple[float, ...]
+    layers: int | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], what: str) -> LinearTable:
         tokens = _grid(d.get("tokens"), f"{what}.tokens")
+        layers = d.get("layers")
         return cls(name=str(d.get("name", what)), n=_positive_int(d.get("n"), f"{what}.n"),
                    k=_positive_int(d.get("k"), f"{what}.k"), per_layer=_positive_int(d.get("per_layer", 1),
                                                                                      f"{what}.per_layer"),
-                   tokens=tokens, time_s=_times(d.get("time_s"), len(tokens), f"{what}.time_s"))
+                   tokens=tokens, time_s=_times(d.get("time_s"), len(tokens), f"{what}.time_s"),
+                   layers=None if layers is None else _positive_int(layers, f"{what}.layers"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "n": self.n, "k": self.k, "per_layer": self.per_layer,
-                "tokens": list(self.tokens), "time_s": list(self.time_s)}
+        out = {"name": self.name, "n": self.n, "k": self.k, "per_layer": self.per_layer,
+               "tokens": list(self.tokens), "time_s": list(self.time_s)}
+        return {**out, "layers": self.layers} if self.layers is not None else out
+
+
+@dataclass(frozen=True)
+class GroupedTable:
+    """One MoE layer's routed experts on one GPU (``experts`` of N×K, top-``topk``), in ``layers`` layers: the time
+    of ONE grouped launch against the tokens the GPU's experts are given (routed by the profile's routing)."""
+
+    name: str
+    n: int
+    k: int
+    experts: int
+    topk: int
+    layers: int
+    kernel: str
+    tokens: tuple[int, ...]
+    time_s: tuple[float, ...]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], what: str) -> GroupedTable:
+        tokens = _grid(d.get("tokens"), f"{what}.tokens")
+        values = {key: _positive_int(d.get(key), f"{what}.{key}") for key in ("n", "k", "experts", "topk", "layers")}
+        return cls(name=str(d.get("name", what)), kernel=str(d.get("kernel", "")), tokens=tokens,
+                   time_s=_times(d.get("time_s"), len(tokens), f"{what}.time_s"), **values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "n": self.n, "k": self.k, "experts": self.experts, "topk": self.topk,
+                "layers": self.layers, "kernel": self.kernel, "tokens": list(self.tokens),
+                "time_s": list(self.time_s)}
 
 
 @dataclass(frozen=True)
@@ -164,14 +198,14 @@ class CommTable:
     time_s: tuple[float, ...]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CommTable:
-        tokens = _grid(d.get("tokens"), "comm.tokens")
+    def from_dict(cls, d: dict[str, Any], what: str = "comm") -> CommTable:
+        tokens = _grid(d.get("tokens"), f"{what}.tokens")
         if not isinstance(d.get("measured"), bool):
-            raise ProfileDocError("comm.measured must be true or false")
-        return cls(ranks=_positive_int(d.get("ranks"), "comm.ranks"),
-                   per_layer=_positive_int(d.get("per_layer"), "comm.per_layer"), measured=d["measured"],
+            raise ProfileDocError(f"{what}.measured must be true or false")
+        return cls(ranks=_positive_int(d.get("ranks"), f"{what}.ranks"),
+                   per_layer=_positive_int(d.get("per_layer"), f"{what}.per_layer"), measured=d["measured"],
                    source=str(d.get("source", "")), tokens=tokens,
-                   time_s=_times(d.get("time_s"), len(tokens), "comm.time_s"))
+                   time_s=_times(d.get("time_s"), len(tokens), f"{what}.time_s"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"ranks": self.ranks, "per_layer": self.per_layer, "measured": self.measured, "source": self.source,
@@ -245,6 +279,12 @@ class StepProfile:
     device: dict[str, Any] = field(default_factory=dict)
     lm_head_dtype: str | None = None  # None: the compute dtype of ``dtype`` (bf16 for a weight-only format)
     comm: CommTable | None = None  # None: no all-reduces costed (TP 1, or a profile written before they were)
+    # A mixture of experts: its routed experts' tables, how tokens spread over them, and with expert parallelism
+    # (``ep`` GPUs) the dispatch and combine all-to-alls (per MoE layer, one table of ONE all-to-all).
+    grouped: tuple[GroupedTable, ...] = ()
+    ep: int = 1
+    routing: str = "balanced"
+    all_to_all: CommTable | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -272,6 +312,16 @@ class StepProfile:
             raise ProfileDocError("linears must not be empty")
         if self.comm is not None and self.comm.ranks != self.tp:
             raise ProfileDocError(f"comm.ranks {self.comm.ranks} is not tp {self.tp}")
+        _positive_int(self.ep, "ep")
+        if self.all_to_all is not None and self.all_to_all.ranks != self.ep:
+            raise ProfileDocError(f"all_to_all.ranks {self.all_to_all.ranks} is not ep {self.ep}")
+        experts = self.model.get("experts", 1)
+        if (experts or 1) > 1 and not self.grouped:
+            raise ProfileDocError(f"model.experts is {experts} but the profile has no grouped (experts) tables")
+        try:
+            self.step_model()
+        except (BadInputError, ValueError, KeyError, TypeError) as exc:
+            raise ProfileDocError(f"the model and its split are not a step model ({exc})") from None
         if self.roof is not None:
             for key in ("bandwidth_bytes_per_s", "peak_flop_per_s"):
                 value = self.roof.get(key)
@@ -281,6 +331,14 @@ class StepProfile:
     @property
     def layers(self) -> int:
         return self.model["layers"]
+
+    def step_model(self):
+        """The step model this profile's tables time (``roofline.step``): the model, its split, formats, routing."""
+        from roofline.specs.models import ModelSpec
+        from roofline.step.launches import StepModel
+
+        return StepModel.of(ModelSpec.from_record(self.model), self.tp, self.ep, self.dtype, self.kv_dtype,
+                            self.routing)
 
     @property
     def head_dtype(self) -> str:
@@ -303,6 +361,10 @@ class StepProfile:
             "engine_overhead": self.engine_overhead.to_dict() if self.engine_overhead else None,
             # Only where all-reduces were costed: a TP 1 profile is the document it always was.
             **({"comm": self.comm.to_dict()} if self.comm is not None else {}),
+            # Only for a mixture of experts: a dense profile is the document it always was.
+            **({"ep": self.ep, "routing": self.routing, "grouped": [t.to_dict() for t in self.grouped]}
+               if self.grouped else {}),
+            **({"all_to_all": self.all_to_all.to_dict()} if self.all_to_all is not None else {}),
         }
 
     @classmethod
@@ -341,6 +403,10 @@ class StepProfile:
             argv=tuple(str(a) for a in d.get("argv") or ()), host=_object(d.get("host"), "host", optional=True),
             device=_object(d.get("device"), "device", optional=True), lm_head_dtype=d["lm_head"].get("dtype"),
             comm=CommTable.from_dict(_object(d["comm"], "comm")) if d.get("comm") is not None else None,
+            grouped=tuple(GroupedTable.from_dict(t, f"grouped[{i}]") for i, t in enumerate(d.get("grouped") or ())),
+            ep=d.get("ep", 1), routing=str(d.get("routing", "balanced")),
+            all_to_all=CommTable.from_dict(_object(d["all_to_all"], "all_to_all"), "all_to_all")
+            if d.get("all_to_all") is not None else None,
         )
 
 

@@ -211,6 +211,9 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
     dtype = p["dtype"] if head == p["dtype"] else f"{p['dtype']} (embeddings and LM head {head})"
     lines = [f"{p['model']['name']} on {p['device'].get('name') or p['basis']} ({p['source']}: {p['basis']}), "
              f"{dtype}, KV {p['kv_dtype']}, TP {p['tp']}."]
+    moe = _moe_sentence(p, document["runs"])
+    if moe:
+        lines.append(moe)
     if document.get("fleet"):
         lines.append(_fleet_sentence(document["fleet"], p["tp"]))
     for entry in document["runs"]:
@@ -223,6 +226,33 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
         if (entry.get("capacity") or {}).get("reason"):
             lines.append(f"{entry['policy']['policy']}: capacity: {entry['capacity']['reason']}")
     return lines
+
+
+# The context the bytes per token of a mixture's sentence are taken at (the weights dominate them at batch 1).
+MOE_WORDS_CONTEXT = 1024
+
+
+def _moe_sentence(profile: dict[str, Any], runs: list[dict[str, Any]]) -> str | None:
+    """What a mixture of experts changes, in words: parameters, bytes per token, the experts' crossover, and how
+    many tokens each touched expert saw at the first policy's mean decode batch."""
+    from roofline.decode.moe import experts_crossover, moe_summary, moe_words
+    from roofline.specs.models import ModelSpec
+    from roofline.step.launches import StepModel
+
+    model = ModelSpec.from_record(profile["model"])
+    if not model.is_moe:
+        return None
+    step = StepModel.of(model, profile["tp"], profile.get("ep", 1), profile["dtype"], profile["kv_dtype"],
+                        profile.get("routing", "balanced"))
+    roof = profile.get("roof") or {}
+    ridge = roof["peak_flop_per_s"] / roof["bandwidth_bytes_per_s"] if roof else None
+    text = moe_words(moe_summary(step, MOE_WORDS_CONTEXT), experts_crossover(step, ridge))  # pyright: ignore[reportArgumentType]
+    batch = runs[0]["summary"].get("decode_batch_mean") if runs else None
+    if batch:
+        seen = step.routing.tokens_per_expert(model.experts, model.experts_per_token, batch)
+        text = text[:-1] + (f"; at {runs[0]['policy']['policy']}'s mean decode batch of {batch:.0f} each touched "
+                            f"expert sees ~{seen:.1f} tokens.")
+    return text
 
 
 def _fleet_sentence(fleet: dict[str, Any], tp: int) -> str:

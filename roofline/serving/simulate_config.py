@@ -32,10 +32,14 @@ MODEL_FLAGS: dict[str, Option] = {
     "model": Option(("--model",), help="model id from profiles/models (llama-3-8b, opt-13b, ...)"),
     "hf_config": Option(("--hf-config",), "path", help="a config.json on disk"),
     "tp": Option(("--tp",), "int", 1, show_default=True, help="tensor-parallel GPUs"),
+    "ep": Option(("--ep",), "int", 1, show_default=True,
+                 help="expert-parallel GPUs (a mixture of experts: experts split, attention data-parallel)"),
+    "routing": Option(("--routing",), default="balanced", show_default=True,
+                      help="how tokens spread over experts: balanced | uniform | zipf:S"),
     "dtype": Option(("--dtype",), default="bf16", show_default=True,
-                    help=f"weights and activations: {' | '.join(DTYPES)} (w8a16/w4a16: the linears only)"),
-    "kv_dtype": Option(("--kv-dtype",), help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [--dtype; bf16 for "
-                       "w8a16/w4a16]"),
+                    help=f"weights and activations: {' | '.join(DTYPES)} (quantized formats: the layers' linears)"),
+    "kv_dtype": Option(("--kv-dtype",), help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [what the linears write: "
+                       "bf16 for fp8 and the quantized formats]"),
     "sku": Option(("--gpu",), help="SKU whose spec sheet the analytic profile uses (its achievable ceilings)"),
     "ideal": Option(("--ideal",), "flag", help="the datasheet's peak bandwidth and FLOP/s instead of the SKU's "
                     "achievable ceilings (measured by others)"),
@@ -104,6 +108,8 @@ class SimulateConfig:
     model: str | None = None
     hf_config: Path | None = None
     tp: int = 1
+    ep: int = 1
+    routing: str = "balanced"
     dtype: str = "bf16"
     kv_dtype: str | None = None
     sku: str | None = None

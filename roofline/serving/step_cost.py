@@ -6,7 +6,9 @@ times come from the profile's tables, interpolated piecewise-linearly in the tok
 ``docs/serving.md``); FLOP and bytes are counted from the shapes, as ``roofline.core.counting`` counts a GEMM, so
 MBU/MFU and the bound never depend on the times.  A tensor-parallel profile's all-reduces (its ``comm`` table) are
 their own part of the step, ``comm_s``: they move no HBM bytes the roofline counts.  ``CostModel`` holds what is
-fixed per profile, so a simulation of 10,000 requests stays fast.
+fixed per profile, so a simulation of 10,000 requests stays fast.  What a step launches, and its FLOP and bytes,
+is the profile's step model's (``roofline.step``): a mixture of experts' weight bytes grow with the experts a
+step's tokens touch, not affinely in its tokens.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
-from roofline.core.counting import DTYPE_SIZES, io_sizes, matrix_weight_bytes
+from roofline.core.counting import NO_WORK, attention_extent
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D, Table2D
+from roofline.step.launches import Batch
 
 
 @dataclass(frozen=True)
@@ -58,77 +62,108 @@ def interp2(table: Table2D, row: float, col: float) -> float:
 
 
 class CostModel:
-    """What one profile makes constant: the affine FLOP/byte counts of the linears and attention per token."""
+    """What one profile makes constant: its step model (``roofline.step``), whose launches give every step's FLOP
+    and bytes, and the summed linear table.  A step's work is counted by the step model once per distinct token
+    count (cached: a simulation meets few), attention's from its per-layer coefficients (linear in queries, keys and
+    query-key pairs), so a simulation of 10,000 requests stays fast."""
 
     def __init__(self, profile: StepProfile, overhead: EngineOverhead | None = None) -> None:
-        m, tp = profile.model, profile.tp
         self.profile, self.layers = profile, profile.layers
         self.overhead = overhead
-        s_in, s_out = io_sizes(profile.dtype)
-        kv_size = DTYPE_SIZES[profile.kv_dtype][0]
-        weights = [(t.n, t.k, t.per_layer * self.layers) for t in profile.linears]
-        head, head_dtype = profile.lm_head, profile.head_dtype
-        # Per step of T tokens a GEMM moves W + T·(s_in·K + s_out·N) bytes, W its weight's bytes in the dtype it is
-        # stored in (a weight-only format's linears, the LM head in bf16): affine in T.
-        self.linear_bytes_fixed = sum(matrix_weight_bytes(profile.dtype, n, k) * c for n, k, c in weights)
-        self.linear_bytes_per_token = sum((s_in * k + s_out * n) * c for n, k, c in weights)
-        self.linear_flop_per_token = 2 * sum(n * k * c for n, k, c in weights)
-        head_in, head_out = io_sizes(head_dtype)
-        self.head_bytes_fixed = matrix_weight_bytes(head_dtype, head.n, head.k)
-        self.head_bytes_per_token = head_in * head.k + head_out * head.n
-        self.head_flop_per_token = 2 * head.n * head.k
-        heads, kv_heads, hd = m["heads"] // tp, m["kv_heads"] // tp, m["head_dim"]
-        # Attention per layer: QK^T and PV are 2 FLOP per (query head, key, dim) each; K and V read once per
-        # sequence (every query head of a GQA group reads the same KV).
-        self.attn_flop_per_query_key = 4 * heads * hd * self.layers
-        self.kv_bytes_per_key = 2 * kv_heads * hd * kv_size * self.layers
-        self.q_bytes_per_query = 2 * heads * hd * s_in * self.layers  # Q read and output written
+        self.step = profile.step_model()
+        model = self.step.model
+        self.full_layers = model.layers - model.sliding_layers
+        self.sliding_layers, self.window = model.sliding_layers, model.sliding_window
+        # Attention's work is linear in (queries, keys, pairs): one layer's coefficient of each.
+        self.attention_per = [self.step.attention_layer_work(*unit) for unit in ((1, 0, 0), (0, 1, 0), (0, 0, 1))]
         # Linears on one token grid sum exactly into one table (a sum of piecewise-linear functions on a shared
         # grid is piecewise-linear on it): one interpolation per step instead of one per layer kind.
         grids = {t.tokens for t in profile.linears}
         self.linear_table = None
         if len(grids) == 1:
             grid = grids.pop()
-            self.linear_table = (grid, tuple(self.layers * sum(t.per_layer * t.time_s[i] for t in profile.linears)
-                                             for i in range(len(grid))))
+            self.linear_table = (grid, tuple(sum(t.per_layer * (t.layers or self.layers) * t.time_s[i]
+                                                 for t in profile.linears) for i in range(len(grid))))
         roof = profile.roof
         self.ridge = roof["peak_flop_per_s"] / roof["bandwidth_bytes_per_s"] if roof else None
 
+    @lru_cache(maxsize=65536)  # noqa: B019 - one CostModel per simulation; its token counts are few
+    def _linear_work(self, tokens: int, logits: int) -> tuple[float, float]:
+        work = sum((launch.total for launch in self.step.linear_launches(tokens, logits)), NO_WORK)
+        return work.flop, work.bytes
+
+    def _attention_work(self, batch: Batch) -> tuple[float, float]:
+        flop = nbytes = 0.0
+        for layers, window in ((self.full_layers, None), (self.sliding_layers, self.window)):
+            if not layers:
+                continue
+            extent = attention_extent(batch.context_sum, batch.decodes, batch.chunks, window)
+            flop += layers * sum(w.flop * x for w, x in zip(self.attention_per, extent, strict=True))
+            nbytes += layers * sum(w.bytes * x for w, x in zip(self.attention_per, extent, strict=True))
+        return flop, nbytes
+
     def cost(self, decodes: int, context_sum: int, chunks: Sequence[tuple[int, int]]) -> StepCost:
-        """A step of ``decodes`` sequences (their contexts summing to ``context_sum``) and prefill ``chunks``."""
-        p, layers = self.profile, self.layers
-        tokens = decodes + sum(c for c, _ in chunks)
-        logits = decodes + len(chunks)
-        linear_s = 0.0
-        if tokens and self.linear_table is not None:
-            linear_s = interp1(*self.linear_table, tokens)
-        elif tokens:
-            linear_s = layers * sum(t.per_layer * interp1(t.tokens, t.time_s, tokens) for t in p.linears)
-        if logits:
-            linear_s += interp1(p.lm_head.tokens, p.lm_head.time_s, logits)
-        attention_s = 0.0
-        if decodes:
-            attention_s = layers * interp2(p.decode_attention, decodes, context_sum / decodes)
-        for chunk, prefix in chunks:
-            attention_s += layers * self._prefill_attention_s(chunk, prefix)
+        """A step of ``decodes`` sequences (their contexts summing to ``context_sum``) and prefill ``chunks``: the
+        group's step, timed on its busiest GPU (its data-parallel share; its experts' share of the tokens)."""
+        p, step = self.profile, self.step
+        group = Batch(decodes, context_sum, tuple(chunks))
+        batch = step.rank_batch(group)
+        tokens, logits = step.rank_tokens(group.tokens), step.rank_tokens(group.logits)
+        linear_s = self._linear_s(tokens, logits) + self._grouped_s(step.grouped_tokens(group.tokens))
+        attention_s = self._attention_s(batch)
         other_s = interp1(p.other.grid, p.other.time_s, tokens) if p.other and tokens else 0.0
         comm_s = 0.0
         if p.comm is not None and tokens:  # every token's hidden vector, summed per_layer times in each layer
-            comm_s = layers * p.comm.per_layer * interp1(p.comm.tokens, p.comm.time_s, tokens)
-        queries_keys = context_sum + sum(c * (prefix + (c + 1) / 2) for c, prefix in chunks)
-        keys_read = context_sum + sum(c + prefix for c, prefix in chunks)
+            comm_s = self.layers * p.comm.per_layer * interp1(p.comm.tokens, p.comm.time_s, tokens)
+        if p.all_to_all is not None and group.tokens:
+            comm_s += step.model.routed_layers * p.all_to_all.per_layer * interp1(
+                p.all_to_all.tokens, p.all_to_all.time_s, tokens)
+        _, keys_read, _ = attention_extent(batch.context_sum, batch.decodes, batch.chunks)
         overhead_s = 0.0
         if self.overhead is not None:
             overhead_s = self.overhead.step_s(decodes + len(chunks), keys_read, bool(chunks))
-        flop = (self.linear_flop_per_token * tokens + self.head_flop_per_token * logits
-                + self.attn_flop_per_query_key * queries_keys)
-        nbytes = (self.linear_bytes_fixed + self.linear_bytes_per_token * tokens
-                  + (self.head_bytes_fixed + self.head_bytes_per_token * logits if logits else 0)
-                  + self.kv_bytes_per_key * keys_read + self.q_bytes_per_query * tokens)
+        linear_flop, linear_bytes = self._linear_work(group.tokens, group.logits) if group.tokens else (0.0, 0.0)
+        attention_flop, attention_bytes = self._attention_work(batch)
+        flop, nbytes = linear_flop + attention_flop, linear_bytes + attention_bytes
         return StepCost(time_s=linear_s + attention_s + other_s + overhead_s + comm_s, linear_s=linear_s,
                         attention_s=attention_s, other_s=other_s, overhead_s=overhead_s, comm_s=comm_s, flop=flop,
                         bytes=nbytes,
                         compute_bound=self.ridge is not None and flop >= self.ridge * nbytes)
+
+    def _linear_s(self, tokens: int, logits: int) -> float:
+        p, out = self.profile, 0.0
+        if tokens and self.linear_table is not None:
+            out = interp1(*self.linear_table, tokens)
+        elif tokens:
+            out = sum(t.per_layer * (t.layers or self.layers) * interp1(t.tokens, t.time_s, tokens)
+                      for t in p.linears)
+        if logits:
+            out += interp1(p.lm_head.tokens, p.lm_head.time_s, logits)
+        return out
+
+    def _grouped_s(self, tokens: int) -> float:
+        if not tokens:
+            return 0.0
+        return sum(t.layers * interp1(t.tokens, t.time_s, tokens) for t in self.profile.grouped)
+
+    def _attention_s(self, batch: Batch) -> float:
+        """Full layers from the tables as measured; sliding-window layers on the same tables over the window: a
+        decode at ``min(context, window)``, a prefill chunk scaled by the share of its query-key pairs the window
+        keeps."""
+        p, out = self.profile, 0.0
+        if batch.decodes:
+            mean = batch.context_sum / batch.decodes
+            out += self.full_layers * interp2(p.decode_attention, batch.decodes, mean)
+            if self.sliding_layers:
+                out += self.sliding_layers * interp2(p.decode_attention, batch.decodes, min(mean, self.window))
+        for chunk, prefix in batch.chunks:
+            whole = self._prefill_attention_s(chunk, prefix)
+            out += self.full_layers * whole
+            if self.sliding_layers:
+                _, _, pairs = attention_extent(0, 0, ((chunk, prefix),))
+                _, _, kept = attention_extent(0, 0, ((chunk, prefix),), self.window)
+                out += self.sliding_layers * whole * (kept / pairs if pairs else 0.0)
+        return out
 
     def _prefill_attention_s(self, chunk: int, prefix: int) -> float:
         p = self.profile
@@ -139,4 +174,3 @@ class CostModel:
             return interp2(p.chunk_attention, chunk, prefix)
         # No chunk table: the causal cost of the chunk's rows is the whole prompt's less the prefix's.
         return max(0.0, interp1(whole.grid, whole.time_s, prefix + chunk) - interp1(whole.grid, whole.time_s, prefix))
-

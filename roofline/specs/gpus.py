@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.core.counting import compute_dtype
-from roofline.core.roof import ring_all_reduce_time_s
+from roofline.core.roof import all_to_all_time_s, ring_all_reduce_time_s
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -51,6 +51,10 @@ class Interconnect:
     def all_reduce_time_s(self, message_bytes: float, ranks: int) -> float:
         """One ring all-reduce of ``message_bytes`` over ``ranks`` GPUs on this link (``roofline.core.roof``)."""
         return ring_all_reduce_time_s(message_bytes, ranks, self.link_bytes_per_s, self.hop_latency_s)
+
+    def all_to_all_time_s(self, message_bytes: float, ranks: int) -> float:
+        """One all-to-all over ``ranks`` GPUs sending ``message_bytes`` from each (``roofline.core.roof``)."""
+        return all_to_all_time_s(message_bytes, ranks, self.link_bytes_per_s, self.hop_latency_s)
 
     def describe(self) -> str:
         return (f"{self.kind}, {self.link_bytes_per_s / 1e9:.0f} GB/s each way, "

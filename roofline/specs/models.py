@@ -1,23 +1,21 @@
-"""Model specs (``profiles/models/<id>.toml`` or a Hugging Face ``config.json`` on disk) and the
-layer shapes one decode step reads, with tensor parallelism.
+"""Model specs: ``profiles/models/<id>.toml`` or a Hugging Face ``config.json`` on disk
+(``roofline.specs.hf_config``), dense or a mixture of experts, with GQA or DeepSeek's latent attention (MLA).
 
-Per layer, weights stored N×K as ``nn.Linear`` does: qkv (column split), o (row split), gate+up (column
-split), down (row split); once per step, lm_head (column split over the vocabulary).  Attention is a
-batched GEMV over each sequence's KV cache: per KV head, a context × head_dim matrix for K and one for V.
+What one step of such a model launches (its GEMMs, grouped GEMMs, attention, collectives) is the step model's
+(``roofline.step``); this module holds the model's facts and the one record a document keeps of them
+(``ModelSpec.to_record``/``from_record``).
 
-In a weight-only format (w8a16, w4a16) only the layers' linears are quantized: the embeddings and the LM head
-stay in the compute dtype (bf16), as AWQ/GPTQ checkpoints keep them (``LayerShape.weight_dtype``).
+In a weight-only format (w8a16, w4a16, mxfp4) or a block-scaled one (fp8-block, nvfp4) the embeddings and the LM
+head stay in bf16, as quantized checkpoints keep them (``stored_dtype``).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import sys
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
 
-from roofline.core.counting import DTYPE_SIZES, WEIGHT_ONLY_FORMATS, compute_dtype, matrix_weight_bytes
+from roofline.core.counting import BLOCK_SCALED_FORMATS, WEIGHT_ONLY_FORMATS, activation_dtype
 from roofline.specs.gpus import SpecError, profiles_dir
 
 if sys.version_info >= (3, 11):
@@ -38,24 +36,118 @@ class ModelSpec:
     intermediate: int
     vocab: int
     gated_mlp: bool = True
-    experts: int = 1
-    experts_per_token: int = 1
+    experts: int = 1  # routed experts per MoE layer (1: dense)
+    experts_per_token: int = 1  # top-k
     tied_embeddings: bool = False  # the engine side builds the same model (lm_head shares the embedding)
     max_positions: int | None = None  # the context window (OPT: 2048 learned positions); None: not recorded
     source: str = ""
+    # Mixture of experts: one routed expert's MLP width (None: ``intermediate``, as Mixtral's), the shared experts
+    # every token also runs (DeepSeek's n_shared_experts, Llama 4's one) and their width (None: an expert's), and how
+    # many layers route (None: all of them when experts > 1; the rest keep a dense MLP of ``intermediate``).
+    moe_intermediate: int | None = None
+    shared_experts: int = 0
+    shared_intermediate: int | None = None
+    moe_layers: int | None = None
+    # Attention: "gqa" (grouped-query, MHA and MQA its cases) or "mla" (DeepSeek's multi-head latent attention: a
+    # latent of kv_lora_rank values plus a shared rope key of qk_rope_head_dim per token; queries through a
+    # q_lora_rank bottleneck when given; head_dim is then qk_nope_head_dim + qk_rope_head_dim).
+    attention: str = "gqa"
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    # Local attention: ``sliding_layers`` of the layers attend over the last ``sliding_window`` tokens only.
+    sliding_window: int | None = None
+    sliding_layers: int = 0
+
+    POSITIVE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "experts",
+                "experts_per_token")
+    OPTIONAL_POSITIVE = ("max_positions", "moe_intermediate", "shared_intermediate", "q_lora_rank", "kv_lora_rank",
+                         "qk_rope_head_dim", "v_head_dim", "sliding_window")
 
     def __post_init__(self) -> None:
-        for name in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "experts",
-                     "experts_per_token"):
+        for name in self.POSITIVE:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise SpecError(f"model {self.id}: {name} must be a positive integer, got {value!r}")
+        for name in self.OPTIONAL_POSITIVE:
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+                raise SpecError(f"model {self.id}: {name} must be a positive integer, got {value!r}")
+        for name in ("shared_experts", "sliding_layers") + (("moe_layers",) if self.moe_layers is not None else ()):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise SpecError(f"model {self.id}: {name} must be a non-negative integer, got {value!r}")
         if self.heads % self.kv_heads:
             raise SpecError(f"model {self.id}: {self.heads} heads are not a multiple of {self.kv_heads} KV heads")
         if self.experts_per_token > self.experts:
             raise SpecError(f"model {self.id}: more experts per token than experts")
-        if self.max_positions is not None and (not isinstance(self.max_positions, int) or self.max_positions <= 0):
-            raise SpecError(f"model {self.id}: max_positions must be a positive integer, got {self.max_positions!r}")
+        if self.routed_layers > self.layers or self.sliding_layers > self.layers:
+            raise SpecError(f"model {self.id}: more MoE or sliding-window layers than layers")
+        if self.sliding_layers and self.sliding_window is None:
+            raise SpecError(f"model {self.id}: sliding-window layers without a sliding_window")
+        if self.attention not in ("gqa", "mla"):
+            raise SpecError(f"model {self.id}: attention must be gqa or mla, got {self.attention!r}")
+        if self.attention == "mla" and (self.kv_lora_rank is None or self.qk_rope_head_dim is None
+                                        or self.v_head_dim is None):
+            raise SpecError(f"model {self.id}: MLA needs kv_lora_rank, qk_rope_head_dim and v_head_dim")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 1
+
+    @property
+    def routed_layers(self) -> int:
+        """Layers whose MLP is routed experts."""
+        if not self.is_moe:
+            return 0
+        return self.layers if self.moe_layers is None else self.moe_layers
+
+    @property
+    def dense_layers(self) -> int:
+        """Layers whose MLP is dense (of ``intermediate``)."""
+        return self.layers - self.routed_layers
+
+    @property
+    def expert_intermediate(self) -> int:
+        return self.moe_intermediate or self.intermediate
+
+    @property
+    def shared_width(self) -> int:
+        """The shared experts' MLP width in all (0: none)."""
+        return self.shared_experts * (self.shared_intermediate or self.expert_intermediate)
+
+    @property
+    def kv_values_per_token(self) -> int:
+        """Values one token keeps in one layer's cache: K and V of every KV head, or MLA's latent and rope key."""
+        if self.attention == "mla":
+            return self.kv_lora_rank + self.qk_rope_head_dim  # pyright: ignore[reportOperatorIssue]
+        return 2 * self.kv_heads * self.head_dim
+
+    def to_record(self) -> dict[str, Any]:
+        """What a document keeps of the model (a step profile's ``model``): every field that shapes a step, so the
+        simulator rebuilds the same step model from it (``from_record``)."""
+        record = {"name": self.name, "id": self.id, "layers": self.layers, "hidden": self.hidden,
+                  "heads": self.heads, "kv_heads": self.kv_heads, "head_dim": self.head_dim,
+                  "intermediate": self.intermediate, "vocab": self.vocab, "mlp": self.mlp, "experts": self.experts,
+                  "experts_per_token": self.experts_per_token, "tied_embeddings": self.tied_embeddings,
+                  "max_positions": self.max_positions, "source": self.source, "attention": self.attention}
+        for name in RECORD_OPTIONAL:
+            value = getattr(self, name)
+            if value not in (None, 0):
+                record[name] = value
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ModelSpec:
+        """The model a document's record describes (a record of an older document has no MoE or MLA keys: dense)."""
+        fields = {k: record[k] for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate",
+                                          "vocab")}
+        extra = {k: record[k] for k in ("experts", "experts_per_token", "tied_embeddings", "max_positions",
+                                        "attention") + RECORD_OPTIONAL if record.get(k) is not None}
+        return cls(id=str(record.get("id") or record.get("name")), name=str(record.get("name")),
+                   gated_mlp=record.get("mlp", "gated") == "gated", source=str(record.get("source", "")),
+                   **fields, **extra)
 
     @property
     def mlp(self) -> str:
@@ -68,38 +160,30 @@ class ModelSpec:
         return self.heads // self.kv_heads
 
 
-# The matrices a weight-only format leaves unquantized: AWQ/GPTQ checkpoints quantize the layers' linears only and
-# keep the LM head (and the embedding, which is no GEMM of the step) in bf16.
-UNQUANTIZED = ("lm_head",)
+# The optional fields a record keeps only when set (a dense GQA model's record is the one it always was).
+RECORD_OPTIONAL = ("moe_intermediate", "shared_experts", "shared_intermediate", "moe_layers", "q_lora_rank",
+                   "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "sliding_window", "sliding_layers")
 
 
-@dataclass(frozen=True)
-class LayerShape:
-    """One GEMM of the decode step: ``count`` launches per step of an N×K weight."""
-
-    name: str
-    n: int
-    k: int
-    count: int  # per step: layers (× experts touched for MoE, filled in per batch)
-    expert: bool = False  # an MoE expert's matrix: batch and count depend on routing
-
-    def weight_dtype(self, dtype: str) -> str:
-        return stored_dtype(self.name, dtype)
+# The matrices a quantized format leaves unquantized: AWQ/GPTQ and fp8 checkpoints quantize the layers' linears only
+# and keep the LM head (and the embedding, which is no GEMM of the step) and a mixture's router in bf16.
+UNQUANTIZED = ("lm_head", "router")
 
 
 def stored_dtype(matrix: str, dtype: str) -> str:
-    """The dtype the matrix named ``matrix`` (qkv, ..., lm_head) is stored in when the model is in ``dtype``: a
-    weight-only format quantizes the layers' linears and leaves the LM head in its compute dtype (bf16)."""
-    return compute_dtype(dtype) if matrix in UNQUANTIZED else dtype
+    """The dtype the matrix named ``matrix`` (qkv_proj, ..., lm_head) is stored in when the model is in ``dtype``: a
+    quantized format (weight-only or block-scaled) leaves the LM head in the activations' dtype (bf16)."""
+    quantized = dtype in WEIGHT_ONLY_FORMATS or dtype in BLOCK_SCALED_FORMATS
+    return activation_dtype(dtype) if matrix in UNQUANTIZED and quantized else dtype
 
 
 def weights_note(dtype: str) -> str | None:
-    """What a weight-only format stores where, in words (None for a plain dtype: everything in it)."""
-    fmt = WEIGHT_ONLY_FORMATS.get(dtype)
+    """What a quantized format stores where, in words (None for a plain dtype: everything in it)."""
+    fmt = WEIGHT_ONLY_FORMATS.get(dtype) or BLOCK_SCALED_FORMATS.get(dtype)
     if fmt is None:
         return None
-    return (f"{dtype}: the layers' linears hold {fmt.describe()}; the embeddings and the LM head stay "
-            f"{fmt.compute_dtype}, as AWQ/GPTQ checkpoints keep them")
+    return (f"{dtype}: the layers' linears hold {fmt.describe()}; the embeddings, the LM head and a router stay "
+            f"bf16, as quantized checkpoints keep them")
 
 
 def load_model(model_id: str) -> ModelSpec:
@@ -113,132 +197,3 @@ def load_model(model_id: str) -> ModelSpec:
         return ModelSpec(id=model_id, **fields)
     except TypeError as exc:
         raise SpecError(f"model {model_id}: {exc}") from None
-
-
-# No real model has a dimension near this; a bigger one is a typo (1e308 layers) that would overflow the sums.
-MAX_DIMENSION = 1 << 31
-HF_INTEGERS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
-               "intermediate": "intermediate_size", "vocab": "vocab_size"}
-HF_OPTIONAL = {"kv_heads": ("num_key_value_heads",), "head_dim": ("head_dim",),
-               "experts": ("num_local_experts", "num_experts"), "experts_per_token": ("num_experts_per_tok",)}
-
-
-def _hf_integer(config: dict, key: str, model: str) -> int:
-    """A JSON integer, positive and plausible: 2.5 layers or "256" are refused, never truncated."""
-    value = config[key]
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < MAX_DIMENSION:
-        raise SpecError(f"model {model}: {key} must be a positive integer below {MAX_DIMENSION}, got {value!r}")
-    return value
-
-
-def _hf_fields(config: dict, model: str) -> dict:
-    fields = {name: _hf_integer(config, key, model) for name, key in HF_INTEGERS.items()}
-    for name, keys in HF_OPTIONAL.items():
-        key = next((k for k in keys if config.get(k) is not None), None)
-        if key is not None:
-            fields[name] = _hf_integer(config, key, model)
-    fields.setdefault("kv_heads", fields["heads"])
-    if "head_dim" not in fields:
-        if fields["hidden"] % fields["heads"]:
-            raise SpecError(f"model {model}: hidden_size {fields['hidden']} is not a multiple of "
-                               f"num_attention_heads {fields['heads']} (and no head_dim is given)")
-        fields["head_dim"] = fields["hidden"] // fields["heads"]
-    return fields
-
-
-# Where a config.json says how many positions the model takes: Llama, Mistral, OPT (max_position_embeddings), GPT-2
-# (n_positions), MPT (max_seq_len).  Absent: not limited (None), as a model file without max_positions.
-HF_MAX_POSITIONS = ("max_position_embeddings", "n_positions", "max_seq_len")
-
-
-def _hf_max_positions(config: dict, model: str) -> int | None:
-    key = next((k for k in HF_MAX_POSITIONS if config.get(k) is not None), None)
-    return None if key is None else _hf_integer(config, key, model)
-
-
-def load_hf_config(path: Path) -> ModelSpec:
-    """A model from a Hugging Face ``config.json`` on disk (never the network).
-
-    The model is named by the config itself (``_name_or_path``, else ``model_type``), else by the file:
-    a snapshot's parent folder is a hash or ``snapshots``, not a name.
-    """
-    try:
-        # utf-8-sig: a byte-order mark some editors write is not JSON, and json.loads refuses it
-        config = json.loads(Path(path).read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError) as exc:
-        raise SpecError(f"{path}: cannot read a config.json ({exc})") from None
-    if not isinstance(config, dict):
-        raise SpecError(f"{path}: not a config.json object")
-    name = str(config.get("_name_or_path") or config.get("model_type") or path)
-    model = name if name == str(path) else f"{name} ({path})"
-    try:
-        fields = _hf_fields(config, model)
-    except KeyError as exc:
-        raise SpecError(f"model {model}: config.json lacks {exc}") from None
-    return ModelSpec(
-        id=name, name=name, **fields, max_positions=_hf_max_positions(config, model),
-        gated_mlp=config.get("hidden_act", "silu") in ("silu", "swiglu", "gelu_pytorch_tanh") or
-        "gate_proj" in json.dumps(config),
-        tied_embeddings=bool(config.get("tie_word_embeddings", False)), source=str(path),
-    )
-
-
-def check_tp(model: ModelSpec, tp: int) -> None:
-    if tp <= 0:
-        raise SpecError("--tp must be a positive integer")
-    for what, value in (("attention heads", model.heads), ("KV heads", model.kv_heads),
-                        ("intermediate size", model.intermediate)):
-        if value % tp:
-            raise SpecError(f"--tp {tp} does not divide the {value} {what} of {model.name}")
-
-
-def per_rank(model: ModelSpec, tp: int) -> ModelSpec:
-    """The part of the model one of ``tp`` GPUs holds: heads, KV heads and the MLP split evenly, the
-    vocabulary rounded up (the last rank's lm_head shard may be padded)."""
-    check_tp(model, tp)
-    return replace(model, heads=model.heads // tp, kv_heads=model.kv_heads // tp,
-                   intermediate=model.intermediate // tp, vocab=math.ceil(model.vocab / tp))
-
-
-def layer_shapes(model: ModelSpec, tp: int = 1) -> list[LayerShape]:
-    """The GEMMs of one decode step on one of ``tp`` GPUs."""
-    check_tp(model, tp)
-    q_k_v = (model.heads + 2 * model.kv_heads) * model.head_dim // tp
-    mlp_in = (2 if model.gated_mlp else 1) * model.intermediate // tp
-    expert = model.experts > 1
-    return [
-        LayerShape("qkv", q_k_v, model.hidden, model.layers),
-        LayerShape("o", model.hidden, model.heads * model.head_dim // tp, model.layers),
-        LayerShape("gate_up" if model.gated_mlp else "up", mlp_in, model.hidden, model.layers, expert),
-        LayerShape("down", model.hidden, model.intermediate // tp, model.layers, expert),
-        LayerShape("lm_head", math.ceil(model.vocab / tp), model.hidden, 1),
-    ]
-
-
-def experts_touched(model: ModelSpec, batch: int) -> float:
-    """Expected distinct experts a batch routes to (uniform routing): E·(1 − (1 − k/E)^B)."""
-    if model.experts == 1:
-        return 1.0
-    return model.experts * (1 - (1 - model.experts_per_token / model.experts) ** batch)
-
-
-def tokens_per_expert(model: ModelSpec, batch: int) -> int:
-    """The batch one touched expert's GEMM sees, on average (at least one token)."""
-    if model.experts == 1:
-        return batch
-    return max(1, round(batch * model.experts_per_token / experts_touched(model, batch)))
-
-
-def kv_bytes_per_token(model: ModelSpec, kv_dtype: str, tp: int = 1) -> int:
-    """KV cache per token per sequence on one GPU: K and V, every layer, every KV head (Llama-2-70B fp16: 320 KiB)."""
-    return 2 * model.layers * (model.kv_heads // tp) * model.head_dim * DTYPE_SIZES[kv_dtype][0]
-
-
-def weight_bytes(model: ModelSpec, dtype: str, tp: int = 1) -> int:
-    """Bytes of weights on one GPU: all layers' matrices (all experts) and lm_head, each in the dtype it is
-    stored in (``LayerShape.weight_dtype``), with a weight-only format's scales and zeros; embeddings aside."""
-    total = 0
-    for shape in layer_shapes(model, tp):
-        matrices = model.experts if shape.expert else 1
-        total += matrix_weight_bytes(shape.weight_dtype(dtype), shape.n, shape.k) * shape.count * matrices
-    return total

@@ -39,6 +39,8 @@ class ProfileIdentity(Record):
     memory: Any = key("object", record=ProfileMemory, required=True, doc="the profile's memory")
     roof: Any = key("object", record=ProfileRoof, required=True, nullable=True, doc="the profile's roof")
     device: Any = key("object", record=SECTIONS["device"], required=True, doc="the profile's device")
+    ep: Any = key("integer", nullable=False, doc="a mixture of experts: the profile's expert-parallel GPUs")
+    routing: Any = key("string", nullable=False, doc="a mixture of experts: the profile's routing")
 
 
 @dataclass(frozen=True, kw_only=True)

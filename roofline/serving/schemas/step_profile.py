@@ -29,10 +29,24 @@ class ModelShape(Record):
     intermediate: Any = key("integer", required=True, doc="MLP intermediate size")
     vocab: Any = key("integer", required=True, doc="vocabulary size")
     mlp: Any = key("string", required=True, choices=("gated", "plain"), doc="gated (SwiGLU) or plain MLP")
-    experts: Any = key("integer", nullable=False, doc="experts (1: dense)")
+    experts: Any = key("integer", nullable=False, doc="routed experts per MoE layer (1: dense)")
+    experts_per_token: Any = key("integer", nullable=False, doc="experts each token is routed to (top-k)")
     tied_embeddings: Any = key("boolean", nullable=False, doc="the LM head shares the embedding's weights")
     max_positions: Any = key("integer", doc="longest sequence the model takes (null: not limited)")
     source: Any = key("string", doc="where the shapes come from")
+    attention: Any = key("string", nullable=False, choices=("gqa", "mla"),
+                         doc="grouped-query attention, or DeepSeek's multi-head latent attention (absent: gqa)")
+    moe_intermediate: Any = key("integer", nullable=False, doc="one routed expert's MLP width (absent: intermediate)")
+    shared_experts: Any = key("integer", nullable=False, doc="experts every token also runs (absent: none)")
+    shared_intermediate: Any = key("integer", nullable=False, doc="one shared expert's width (absent: an expert's)")
+    moe_layers: Any = key("integer", nullable=False,
+                          doc="layers that route (absent: every layer of a mixture; the rest are dense)")
+    q_lora_rank: Any = key("integer", nullable=False, doc="MLA: the queries' low rank (absent: none)")
+    kv_lora_rank: Any = key("integer", nullable=False, doc="MLA: the latent cached per token and layer")
+    qk_rope_head_dim: Any = key("integer", nullable=False, doc="MLA: the rope key cached beside the latent")
+    v_head_dim: Any = key("integer", nullable=False, doc="MLA: one head's value size")
+    sliding_window: Any = key("integer", nullable=False, doc="tokens a sliding-window layer attends over")
+    sliding_layers: Any = key("integer", nullable=False, doc="layers with sliding-window attention (absent: none)")
     dtype_measured: Any = key("string", nullable=False, doc="measured profile: the dtype its kernels ran in")
 
 
@@ -65,6 +79,24 @@ class LinearKernel(Record):
     per_layer: Any = key("integer", required=True, doc="instances per transformer layer")
     tokens: Any = key("array", items="integer", required=True, doc="token counts of the grid, increasing")
     time_s: Any = key("array", items="number", unit="s", required=True, doc="one instance's time per token count")
+    layers: Any = key("integer", nullable=False,
+                      doc="the layers that have it (absent: every layer; a mixture's dense MLP, router and shared "
+                          "experts are in some)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupedKernel(Record):
+    SECTION: ClassVar[str] = "grouped[]"
+    name: Any = key("string", required=True, doc="experts_gate_up_proj or experts_down_proj")
+    n: Any = key("integer", required=True, doc="output features N of one expert's weight")
+    k: Any = key("integer", required=True, doc="input features K of one expert's weight")
+    experts: Any = key("integer", required=True, doc="the experts one GPU holds")
+    topk: Any = key("integer", required=True,
+                    doc="experts each row is routed to among them (with expert parallelism 1: one dispatched row)")
+    layers: Any = key("integer", required=True, doc="the MoE layers")
+    kernel: Any = key("string", required=True, doc="what timed it (roofline: the analytic profile)")
+    tokens: Any = key("array", items="integer", required=True, doc="rows given to the GPU's experts, increasing")
+    time_s: Any = key("array", items="number", unit="s", required=True, doc="one grouped launch's time per row count")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,3 +225,10 @@ class StepProfileDocument(Record):
                                doc="engine time outside the kernels (null: none)")
     comm: Any = key("object", record=CommKernels, nullable=False,
                     doc="the tensor-parallel all-reduces (absent: none costed; TP 1 has none)")
+    ep: Any = key("integer", nullable=False, doc="a mixture of experts: expert-parallel GPUs (absent: dense)")
+    routing: Any = key("string", nullable=False, doc="a mixture of experts: balanced | uniform | zipf:S")
+    grouped: Any = key("array", items="object", item_record=GroupedKernel, nullable=False,
+                       doc="a mixture of experts: each MoE layer's routed experts (absent: dense)")
+    all_to_all: Any = key("object", record=CommKernels, nullable=False,
+                          doc="expert parallelism's dispatch and combine all-to-alls, per MoE layer (absent: EP 1); "
+                              "ranks is the profile's ep")

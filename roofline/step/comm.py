@@ -1,0 +1,51 @@
+"""What a step's collectives move between GPUs: tensor parallelism's all-reduces and expert parallelism's
+all-to-alls.  Their time is the interconnect's (``roofline.specs.gpus.Interconnect``); they move no HBM bytes the
+roofline counts, so a step reports them apart.
+
+- TP > 1: two ring all-reduces per layer (after the attention's output projection and after the MLP), each of
+  the rank's tokens' hidden vectors (Megatron-LM's row-parallel linears).
+- EP > 1: per MoE layer, a dispatch and a combine all-to-all, each of the rank's tokens' hidden vectors once per
+  expert they are routed to (DeepEP's and vLLM's all-to-all kernels; the share bound for the rank's own experts
+  stays on the GPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, all_to_all_bytes
+from roofline.specs.gpus import Interconnect
+from roofline.step.launches import StepModel
+
+ALL_TO_ALLS_PER_MOE_LAYER = 2  # dispatch and combine
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str  # all_reduce | all_to_all
+    ranks: int
+    count: int  # per step
+    message_bytes: int  # one collective's, from each rank
+
+    def time_s(self, link: Interconnect) -> float:
+        one = link.all_reduce_time_s(self.message_bytes, self.ranks) if self.name == "all_reduce" \
+            else link.all_to_all_time_s(self.message_bytes, self.ranks)
+        return self.count * one
+
+
+def collectives(step: StepModel, tokens: int) -> list[Collective]:
+    """The collectives of a step of ``tokens`` tokens (the group's), on one GPU."""
+    m, par = step.model, step.parallelism
+    out = []
+    if par.tp > 1 and tokens:
+        out.append(Collective("all_reduce", par.tp, TP_ALL_REDUCES_PER_LAYER * m.layers,
+                              all_reduce_bytes(step.dtype, step.rank_tokens(tokens), m.hidden)))
+    if par.ep > 1 and tokens:
+        out.append(Collective("all_to_all", par.ep, ALL_TO_ALLS_PER_MOE_LAYER * m.routed_layers,
+                              all_to_all_bytes(step.dtype, step.rank_tokens(tokens), m.experts_per_token,
+                                               m.hidden)))
+    return out
+
+
+def comm_time_s(step: StepModel, tokens: int, link: Interconnect) -> float:
+    return sum(c.time_s(link) for c in collectives(step, tokens))
