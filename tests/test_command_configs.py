@@ -246,3 +246,22 @@ def test_a_result_whose_samples_overflow_their_statistics_is_one_line_exit_2(tmp
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "samples_s must hold seconds per launch up to 3600, found 1e+308" in lines[0], lines
     assert "points[" in lines[0]
+
+
+@pytest.mark.parametrize("command", ["fit", "report", "compare"])
+def test_a_result_with_one_impossibly_short_sample_is_one_line_exit_2(tmp_path, committed_cpu_result, command):
+    """One 1e-300 s sample among real ones read as an infinite peak: no device moves 1e18 bytes or FLOP a
+    second, so the file is refused on load, naming the point and the rate."""
+    import json
+
+    document = json.loads(committed_cpu_result.read_text())
+    point = next(p for p in document["points"] if p.get("op") == "gemm" and len(p.get("samples_s") or ()) > 3)
+    point["samples_s"][0] = 1e-300
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(document))
+    args = [command, str(tampered)] + ([str(committed_cpu_result)] if command == "compare" else [])
+    result = CliRunner().invoke(main, args, prog_name="gpubench")
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "points[" in lines[0] and "samples_s holds 1e-300 s" in lines[0], lines
+    assert "past the 1e+18 no device reaches" in lines[0]

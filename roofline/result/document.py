@@ -31,14 +31,28 @@ def backend_tag(backend: str | None) -> str:
 # No launch of a microbenchmark lasts an hour; a larger sample is a damaged file, and its statistics (the mean
 # of a few 1e308 s samples) would overflow to inf far from where the number was read.
 MAX_SAMPLE_S = 3600.0
+# The floor, scaled to the launch: a sample so short that the point's FLOP or bytes (the minimum traffic: each
+# input read once, the output written once) would run faster than this per second is a unit slip, a broken timer
+# or a damaged file, not a measurement.  It is a hundred times any device's peak (B200: 8e12 B/s, 9e15 FP8
+# FLOP/s), so no cache or clock makes a real launch cross it, and it keeps every rate finite (one 1e-300 s sample
+# read as an infinite peak).  A fixed floor in seconds would pass 1e-9 s for a 1 GB weight.
+MAX_RATE_PER_S = 1e18
 
 
-def _positive_finite(values: list[float] | tuple[float, ...], what: str) -> None:
+def plausible_time(work: Work, time_s: float) -> bool:
+    """A finite positive time whose FLOP/s and bytes/s for ``work`` stay within ``MAX_RATE_PER_S``."""
+    return math.isfinite(time_s) and time_s > 0 and max(work.flop, work.bytes) / time_s <= MAX_RATE_PER_S
+
+
+def _positive_finite(values: list[float] | tuple[float, ...], what: str, work: Work) -> None:
     for v in values:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
             raise ValueError(f"{what} must hold finite positive numbers, found {v!r}")
         if v > MAX_SAMPLE_S:
             raise ValueError(f"{what} must hold seconds per launch up to {MAX_SAMPLE_S:g}, found {v!r}")
+        if not plausible_time(work, v):
+            raise ValueError(f"{what} holds {v!r} s: {max(work.flop, work.bytes) / v:.3g} FLOP or bytes per "
+                             f"second, past the {MAX_RATE_PER_S:g} no device reaches")
 
 
 # Point fields stored as given, each with the type it must have (the rest are checked in __post_init__).
@@ -90,10 +104,10 @@ class Point:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, found {value!r}")
-        count_work(self.op, self.dtype, self.batch, self.n, self.k)  # raises on impossible combinations
-        _positive_finite(self.samples_s, "samples_s")
-        _positive_finite(self.warmup_samples_s, "warmup_samples_s")
-        _positive_finite(self.eager_samples_s, "eager_samples_s")
+        work = count_work(self.op, self.dtype, self.batch, self.n, self.k)  # raises on impossible combinations
+        _positive_finite(self.samples_s, "samples_s", work)
+        _positive_finite(self.warmup_samples_s, "warmup_samples_s", work)
+        _positive_finite(self.eager_samples_s, "eager_samples_s", work)
         if self.status == "ok" and not self.samples_s:
             raise ValueError("an ok point needs samples")
         if self.status != "ok" and not self.reason:
