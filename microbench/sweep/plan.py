@@ -169,7 +169,7 @@ def build_plan(
 
     ``bmm`` stands for decode attention over each sequence's KV cache, which a weight format does not change:
     beside other ops a weight-only dtype's bmm is left out; asked for alone (``--op bmm``) it is planned and
-    recorded as unsupported, saying why."""
+    recorded as unsupported, saying why (a sweep with nothing else to run is refused when it is prepared)."""
     check_choices(ops, OPS, "op")
     check_choices(dtypes, DTYPES, "dtype")
     check_choices(list(backends), BACKENDS, "backend")

@@ -268,6 +268,23 @@ class Point:
         return point
 
 
+def _check_measured_once(points: tuple[Point, ...]) -> None:
+    """One measurement per planned point (``Point.plan_key``), besides first attempts marked ``superseded``.
+
+    A repeat is refused, not merged or dropped: two measurements of one point come from two runs (results
+    concatenated, a CSV pasted twice), and pooling them would count the batch twice in the fit's bootstrap and
+    narrow every interval, while keeping one would hide the other.  Which of the two stands is the user's call."""
+    first: dict[tuple, int] = {}
+    for index, point in enumerate(points):
+        if point.superseded:
+            continue
+        seen = first.setdefault(point.plan_key, index)
+        if seen != index:
+            raise ValueError(f"points[{index}] repeats points[{seen}] ({point.op} {point.dtype} {point.n}x{point.k} "
+                             f"B={point.batch}{backend_tag(point.backend)}): a point is measured once (a second "
+                             "attempt marks the first superseded)")
+
+
 @dataclass(frozen=True)
 class Result:
     """One run: who measured what, where, how, and every point.
@@ -299,6 +316,7 @@ class Result:
             object.__setattr__(self, name, record.from_dict(value))
         if not all(isinstance(p, Point) for p in self.points):
             raise ValueError("points must be Point objects")
+        _check_measured_once(self.points)
 
     def with_point(self, point: Point) -> Result:
         return replace(self, points=(*self.points, point))

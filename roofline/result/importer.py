@@ -3,7 +3,7 @@
 CSV, one row per sample, columns ``op,dtype,batch,n,k,time_s`` (extra columns are ignored).  Rows with a
 NaN, zero or negative time, or one so short that no device could reach the rate it implies, are dropped
 and counted; a point left with no valid sample is recorded as an
-``error`` point saying so, and the rest is still imported.
+``error`` point saying so, and the rest is still imported.  A file with no valid time at all is refused.
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ def read_samples(path: Path) -> tuple[dict[tuple, list[float]], dict[tuple, int]
 def import_csv(path: Path, device_name: str, sku: str | None = None, device_kind: str = "cuda",
                argv: tuple[str, ...] = ()) -> Result:
     samples, dropped = read_samples(Path(path))
+    if not any(samples.values()):  # a result of error points only: nothing to fit, and an exit 0 would hide it
+        raise CsvError(f"{path}: none of its {sum(dropped.values())} time(s) can be imported: every one is "
+                       f"{TOO_SHORT}")
     profile = load_gpu_spec(sku) if sku else match_gpu_spec(device_name, None)
     points = []
     warnings = []

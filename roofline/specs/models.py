@@ -192,6 +192,15 @@ def check_tp(model: ModelSpec, tp: int) -> None:
             raise SpecError(f"--tp {tp} does not divide the {value} {what} of {model.name}")
 
 
+def past_context_window(name: str, max_positions: int | None, tokens: int) -> str | None:
+    """Why one sequence of ``tokens`` cannot run on the model (``"longer than the 8192-token context window of
+    X"``), or None: it fits, or the model names no window.  The one rule for simulate's requests and decode's
+    --context."""
+    if max_positions and tokens > max_positions:
+        return f"longer than the {max_positions}-token context window of {name}"
+    return None
+
+
 def per_rank(model: ModelSpec, tp: int) -> ModelSpec:
     """The part of the model one of ``tp`` GPUs holds: heads, KV heads and the MLP split evenly, the
     vocabulary rounded up (the last rank's lm_head shard may be padded)."""
