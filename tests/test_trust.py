@@ -5,6 +5,7 @@ verdict."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -76,6 +77,9 @@ def test_compare_calls_no_difference_significant_against_a_run_on_a_busy_device(
     assert why.startswith("slower (+2546.0%), but loaded.json was measured on a busy device")
     assert why.endswith(": not significant")
     assert [row["busy_at_start"] for row in group["rows"]] == [None, "CPUs 97% busy before the start"]
+    units = {Path(u["file"]).name: u for u in json.loads(run.output)["fleet"]["units"]}
+    assert units["loaded.json"]["why"] == ["measured on a busy device (CPUs 97% busy before the start): its figures "
+                                           "read slower"] and units["quiet.json"]["why"] == []
     table = CliRunner().invoke(main, ["compare", str(a), str(b)]).output
     assert "7 inconclusive" in table and "B=64 slower" not in table and "B=64 inconclusive (slower" in table
 
