@@ -109,6 +109,25 @@ REFUSED = [
      "--gpu, --ideal and --from belong to --analytic"),
     (["profile", "--hf-config", TINY, "--ideal", "-o", "p.json"], "--gpu, --ideal and --from belong to --analytic"),
     (["profile", "--resume", "--hf-config", TINY, "-o", "p.json"], "--resume takes the plan from OUTPUT.partial"),
+    (["profile", "--resume", "--dtype", "fp32", "--tp", "2", "--max-tokens", "64", "-o", "p.json"],
+     "--resume takes the plan from OUTPUT.partial; do not also give --tp, --dtype, --max-tokens"),
+    (["profile", "--resume", "--kv-dtype", "fp32", "--max-context", "64", "--device", "cpu", "--max-batch", "4",
+      "--attention", "bmm", "--budget", "0.1", "--seed", "1", "--clock", "thread-cpu", "-o", "p.json"],
+     "do not also give --kv-dtype, --max-context, --device, --max-batch, --attention, --budget, --seed, --clock"),
+    (["simulate", *ANALYTIC, "--trace", "t.csv", "--requests", "500", "--arrivals", "poisson:5", "-o", "sim"],
+     "--requests, --arrivals: these draw a workload, and --trace t.csv is the workload; drop them"),
+    (["plan", "p.json", "--rate", "10", "--slo", "ttft_p90=1", "--trace", "t.csv", "--prompt", "fixed:8", "-o",
+      "out"], "--prompt: these draw a workload, and --trace t.csv is the workload; drop them"),
+    (["simulate", *ANALYTIC, "--slo", "ttft_p90=2,itl_p99=0.1,ttft_p90=1", "-o", "sim"],
+     "--slo 'ttft_p90=2,itl_p99=0.1,ttft_p90=1': ttft_p90 is given twice; give each objective once"),
+    (["plan", "p.json", "--rate", "10", "--slo", "ttft_p90=1,ttft_p90.0=2", "-o", "out"],
+     "ttft_p90 is given twice"),
+    (["plan", "p.json", "p.json", "--rate", "10", "--slo", "ttft_p90=1", "-o", "out"],
+     "p.json: given twice; give each candidate profile once"),
+    (["decode", "--model", "opt-13b", "--analytic", "--gpu", "a100-sxm-40gb", "--context", "4096"],
+     "--context 4096: longer than the 2048-token context window of OPT-13B"),
+    (["sweep", "--device", "cpu", "--dtype", "tf32", "--op", "gemm", "--shape", "256x256", "--batch", "1,2",
+      "--no-ceilings", "-o", "s.json"], "nothing in this sweep runs on"),
     (["profile", "--hf-config", TINY, "--seed", "-2", "-o", "p.json"], "--seed -2: give an integer, 0 or more"),
     (["profile", "--hf-config", TINY, "--budget", "inf", "-o", "p.json"], "--budget inf: give a finite number"),
     (["profile", "--hf-config", TINY, "--threads", "0", "-o", "p.json"], "--threads 0: give 1 to"),
@@ -246,3 +265,39 @@ def test_a_result_whose_samples_overflow_their_statistics_is_one_line_exit_2(tmp
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "samples_s must hold seconds per launch up to 3600, found 1e+308" in lines[0], lines
     assert "points[" in lines[0]
+
+
+def test_a_result_that_measures_one_point_twice_is_one_line_exit_2(tmp_path, committed_cpu_result):
+    """Two measurements of one point (a result pasted into another) would count the batch twice in the fit and
+    narrow its intervals: the file is refused on load, naming both."""
+    import json
+
+    document = json.loads(committed_cpu_result.read_text())
+    index = next(i for i, p in enumerate(document["points"]) if p.get("op") == "gemm")
+    document["points"].append(document["points"][index])
+    doubled = tmp_path / "doubled.json"
+    doubled.write_text(json.dumps(document))
+    result = CliRunner().invoke(main, ["fit", str(doubled)], prog_name="gpubench")
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    last = len(document["points"]) - 1
+    assert len(lines) == 1 and f"points[{last}] repeats points[{index}] (gemm " in lines[0], lines
+
+
+@pytest.mark.parametrize("command", ["fit", "report", "compare"])
+def test_a_result_with_one_impossibly_short_sample_is_one_line_exit_2(tmp_path, committed_cpu_result, command):
+    """One 1e-300 s sample among real ones read as an infinite peak: no device moves 1e18 bytes or FLOP a
+    second, so the file is refused on load, naming the point and the rate."""
+    import json
+
+    document = json.loads(committed_cpu_result.read_text())
+    point = next(p for p in document["points"] if p.get("op") == "gemm" and len(p.get("samples_s") or ()) > 3)
+    point["samples_s"][0] = 1e-300
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(document))
+    args = [command, str(tampered)] + ([str(committed_cpu_result)] if command == "compare" else [])
+    result = CliRunner().invoke(main, args, prog_name="gpubench")
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "points[" in lines[0] and "samples_s holds 1e-300 s" in lines[0], lines
+    assert "past the 1e+18 no device reaches" in lines[0]

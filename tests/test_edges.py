@@ -42,6 +42,16 @@ def test_import_of_an_impossibly_short_time_drops_it(tmp_path):
     assert "dropped 1" in result.output
 
 
+def test_an_import_none_of_whose_times_is_valid_writes_nothing(tmp_path):
+    csv = tmp_path / "bad.csv"
+    csv.write_text("op,dtype,batch,n,k,time_s\ngemm,bf16,1,4096,4096,0\ngemm,bf16,2,4096,4096,nan\n"
+                   "gemm,bf16,4,4096,4096,1e-300\n")
+    result = run("import", str(csv), "--device-name", "x", "-o", str(tmp_path / "r.json"))
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "none of its 3 time(s) can be imported" in result.output
+    assert not (tmp_path / "r.json").exists()
+
+
 @pytest.mark.parametrize("field, value", [("num_hidden_layers", 1e308), ("num_hidden_layers", 2.5),
                                           ("num_hidden_layers", 10**30), ("hidden_size", "256"),
                                           ("head_dim", 0), ("num_attention_heads", 3)])

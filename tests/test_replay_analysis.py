@@ -166,3 +166,30 @@ def test_a_cpu_sweeps_peak_bounds_its_own_points():
     assert result_peak(replace(result, points=fast_format), "w4a16") == result_peak(result, "bf16")
     # Without points (another result's ceilings, an old caller), the ceilings' own figure.
     assert reference_peak(result.ceilings, "fp32").basis == "ceilings"
+
+
+def test_a_lone_spike_the_fit_sets_aside_is_not_the_measured_peak(tmp_path):
+    """A sweep whose B=640 GEMM ran 1.5× faster than both its neighbours, once: the fit sets it aside as a lone
+    spike, so it is not the ceiling either.  The reference is the fastest point the fit keeps, and the spike is
+    flagged above it."""
+    from roofline.result.io import save_result
+    from tests.conftest import make_result
+    from tests.test_fit import synthetic_points
+
+    points = synthetic_points(3e12, 700e12, noise=0.01)
+    spike = next(i for i, p in enumerate(points) if p.batch == 640)
+    points[spike] = replace(points[spike], samples_s=tuple(t / 1.5 for t in points[spike].samples_s))
+    result = make_result(points, ceilings={"measured": {"bandwidth_bytes_per_s": 3.2e12,
+                                                         "peak_flop_per_s": {"bf16": 600e12}}})
+    analysis = analyse(result)
+    gemm = next(s for s in analysis["series"] if s["op"] == "gemm")
+    assert gemm["set_aside"][0]["batch"] == 640 and gemm["set_aside"][0]["why"].startswith("lone spike")
+    peak = result_peak(result, "bf16")
+    kept = [p for p in points if p.batch != 640]
+    assert peak.basis == "own point" and peak.details["batch"] != 640
+    assert peak.flop_per_s == pytest.approx(max(p.flop / p.stats.median_s for p in kept))
+    assert [a["batch"] for a in gemm["above_measured_ceiling"]] == [640]
+    path = tmp_path / "spike.json"
+    save_result(result, path)
+    run = CliRunner().invoke(main, ["fit", str(path)])
+    assert run.exit_code == 0 and "B=640, above the ceilings'" not in run.output, run.output

@@ -257,13 +257,13 @@ def test_simulate_refuses_an_unwritable_folder_before_simulating(tmp_path, monke
     assert run.exit_code == 2 and "cannot write there" in run.output and run.output.count("\n") == 1, run.output
 
 
-@pytest.mark.parametrize("workload", [["--prompt", "fixed:100000"], ["--trace", "TRACE"]])
+@pytest.mark.parametrize("workload", [["--requests", "5", "--prompt", "fixed:100000", "--output", "fixed:8"],
+                                      ["--trace", "TRACE"]])
 def test_requests_past_the_profiles_max_context_are_refused(tmp_path, workload):
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,99999999999999999999,8\n")
-    workload = [str(trace) if w == "TRACE" else w for w in workload] + ["--output", "fixed:8"]
-    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--requests", "5",
-                    *workload)
+    workload = [str(trace) if w == "TRACE" else w for w in workload]
+    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", *workload)
     assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
     assert "max context of 8192 tokens" in run.output and "--max-context" in run.output
     longest = "100008" if "fixed:100000" in workload else "100000000000000000007"

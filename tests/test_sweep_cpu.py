@@ -55,14 +55,18 @@ def test_quick_sweep_records_environment_and_ceilings(quick_sweep):
 
 
 def test_unsupported_dtypes_are_recorded_not_fatal(tmp_path):
+    """Beside a dtype the CPU runs, fp8 and tf32 points are recorded as unsupported, saying why; a sweep of them
+    alone measures nothing and is refused before it starts (tests/test_command_configs.py)."""
     output = tmp_path / "u.json"
-    result = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--dtype", "fp8,tf32", "--op", "gemm",
+    result = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--dtype", "fp8,tf32,fp32", "--op", "gemm",
                                        "--shape", "64x64", "--batch", "1,2", "--no-ceilings", "-o", str(output)],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     points = load_result(output).points
-    assert [p.status for p in points] == ["unsupported"] * 4
-    assert all("GPU" in p.reason or "CPU" in p.reason for p in points)
+    assert [(p.dtype, p.status) for p in points] == [(d, s) for d, s in (("fp8", "unsupported"),
+                                                                          ("tf32", "unsupported"), ("fp32", "ok"))
+                                                     for _ in (1, 2)]
+    assert all("GPU" in p.reason or "CPU" in p.reason for p in points if not p.ok)
 
 
 def test_fit_and_ceilings_on_the_real_cpu_sweep(quick_sweep):

@@ -123,11 +123,13 @@ def test_gemv_stands_in_at_batch_1_and_retried_or_wrong_points_are_left_out():
     points = [p for p in format_points({"w4a16": W4_RATIO}) if p.batch != 1]
     points += [make_point(op="gemv", dtype="bf16", batch=1, time_s=bf16_time(1)),
                make_point(op="gemv", dtype="w4a16", batch=1, time_s=bf16_time(1) * 0.25)]
-    # A first attempt that telemetry flagged (superseded), and a wrong result: neither is what the fit uses.
+    # A first attempt that telemetry flagged (superseded), and a wrong result (the only w4a16 point at B=24, where
+    # bf16 ran): neither is what the fit uses.
     points += [make_point(dtype="w4a16", batch=64, time_s=1e-6, superseded=True),
-               make_point(dtype="w4a16", batch=32, time_s=1e-6, correctness={"passed": False})]
+               make_point(dtype="bf16", batch=24, time_s=bf16_time(24)),
+               make_point(dtype="w4a16", batch=24, time_s=1e-6, correctness={"passed": False})]
     found = comparisons(points)["w4a16"]
-    assert found.batches[0] == 1 and found.speedup_batch1 == pytest.approx(4.0)
+    assert found.batches[0] == 1 and found.speedup_batch1 == pytest.approx(4.0) and 24 not in found.batches
     assert found.break_even_batch == pytest.approx(W4_BREAK_EVEN)
 
 

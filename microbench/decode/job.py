@@ -11,9 +11,9 @@ from microbench.decode.config import DecodeConfig
 from microbench.timing.observer import SweepObserver
 from roofline.decode.document import analytic_document, measured_document, summary_lines
 from roofline.decode.step import DecodeSetup
-from roofline.specs.gpus import load_gpu_spec
+from roofline.specs.gpus import SpecError, load_gpu_spec
 from roofline.specs.hf_config import load_hf_config
-from roofline.specs.models import load_model, weights_note
+from roofline.specs.models import load_model, past_context_window, weights_note
 from roofline.step.launches import StepModel
 
 
@@ -28,6 +28,9 @@ def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManag
         assert config.hf_config is not None  # DecodeConfig.from_options requires one of the two
         profile = load_hf_config(config.hf_config)
     step = StepModel.of(profile, config.tp, config.ep, config.dtype, config.resolved_kv_dtype, config.routing)
+    past = past_context_window(profile.name, profile.max_positions, config.context)
+    if past:  # a KV cache the model never holds: every attention time past it describes no real step
+        raise SpecError(f"--context {config.context}: {past}")
     tp, context, dtype, kv_dtype, sku = config.tp, config.context, config.dtype, config.resolved_kv_dtype, config.sku
     batch_list, mem_fraction = list(config.batches), config.mem_fraction
     setup = DecodeSetup(step, context)

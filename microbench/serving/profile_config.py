@@ -96,6 +96,10 @@ class ProfileConfig:
         """The config of one command line (``options`` by field name as click parsed them; ``given``: the
         fields typed on the command line)."""
         values = {key: value for key, value in options.items() if key in {f.name for f in fields(cls)}}
+        planned = given_among(given, [f.name for f in fields(ProfilePlan)])
+        if values.get("resume") and planned:  # each would be ignored: the plan is the partial file's own
+            raise PlanError("--resume takes the plan from OUTPUT.partial; do not also give "
+                            + spelled(FLAGS, planned))
         if values.get("analytic"):
             measuring = given_among(given, MEASURED_FLAGS)
             if measuring:

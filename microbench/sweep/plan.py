@@ -204,7 +204,7 @@ def build_plan(
     beside other ops a weight-only dtype's bmm is left out; asked for alone (``--op bmm``) it is planned and
     recorded as unsupported, saying why.  ``grouped`` runs each of ``expert_sets`` in the plain dtypes torch's grouped
     GEMM takes (a quantized format's grouped kernel is not timed here; asked for alone it is recorded unsupported),
-    on the torch back end."""
+    on the torch back end.  A sweep with nothing else to run is refused when it is prepared."""
     check_choices(ops, OPS, "op")
     check_choices(dtypes, DTYPES, "dtype")
     check_choices(list(backends), BACKENDS, "backend")

@@ -86,6 +86,7 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
 
     def fits(session: Session) -> None:  # before the busy check: bad input is refused before any warning
         points.extend(_plan_for(config, session.choice.kind))
+        _check_something_runs(points, session.device)
         plan.check_memory_cap(points, config.max_memory_bytes)
         _check_shapes_fit(points, session.device)
 
@@ -99,6 +100,16 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
     result = Result(tool=tool_info(), created_at=utc_now(), argv=tuple(config.argv), host=host_info(),  # pyright: ignore[reportArgumentType]
                     device=session.device, settings=settings, telemetry={"source": "none", "reason": "not started"})  # pyright: ignore[reportArgumentType]
     return PreparedSweep(session, points, result, output, config)
+
+
+def _check_something_runs(points: list[plan.PointSpec], device: dict[str, Any]) -> None:
+    """A plan none of whose points this device can run (``--dtype tf32`` on the CPU) would record only unsupported
+    points and exit 0 with nothing measured: bad input instead, saying why.  A plan with some such points runs
+    (``--op bmm`` beside a weight-only format is recorded as unsupported by design)."""
+    problems = [ops.support_problem(spec, device) for spec in points]
+    if points and all(problems):
+        reasons = "; ".join(dict.fromkeys(str(p) for p in problems))
+        raise plan.PlanError(f"nothing in this sweep runs on {device.get('name') or device['kind']}: {reasons}")
 
 
 def _check_shapes_fit(points: list[plan.PointSpec], device: dict[str, Any]) -> None:

@@ -73,6 +73,18 @@ class SeriesData:
         return np.array([rel_median_ci95_half_width(s) for s in self.samples_s])
 
 
+def series_data(points) -> SeriesData:
+    """The fit's numbers of one series' ok points (``roofline.result.document.Point``), in the order given."""
+    first = points[0]
+    return SeriesData(
+        dtype=first.dtype, n=first.n, k=first.k,
+        batches=np.array([p.batch for p in points]),
+        flop=np.array([p.flop for p in points], dtype=float),
+        bytes=np.array([p.bytes for p in points], dtype=float),
+        samples_s=tuple(np.array(p.samples_s) for p in points),
+    )
+
+
 @dataclass(frozen=True)
 class Envelope:
     bandwidth_bytes_per_s: float

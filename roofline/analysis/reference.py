@@ -12,7 +12,8 @@ is "not recorded (treated as sustained)".  A sweep's own GEMM points can run fas
 shape search missed the fastest kernel for the sweep's shape; on a CPU, whose one regime is noisy, the short
 peak run was slowed; on a GPU, the points ran at a higher clock): a ceiling its own points exceed is no
 ceiling, so the compute reference is the best of both, the ceilings' figure and the sweep's fastest GEMM point
-of that dtype, and it says which (``basis``, and the point in ``regime``).
+of that dtype among those its fit keeps (a lone spike the fit sets aside is no ceiling: it is flagged above the
+reference instead), and it says which (``basis``, and the point in ``regime``).
 
 Any other figure above its ceiling (a GEMV above the reference bandwidth, a point of another result) is never
 hidden or clipped: it is printed with ``over_ceiling_note``.
@@ -20,10 +21,12 @@ hidden or clipped: it is printed with ``over_ceiling_note``.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from roofline.analysis import fit
 from roofline.core.counting import compute_dtype
 from roofline.core.units import si
 from roofline.result.document import Point, Result
@@ -169,12 +172,37 @@ def reference_peak(ceilings: Ceilings | dict[str, Any] | None, dtype: str,
                          OWN_POINT, float(value))
 
 
-def fastest_gemm(points: Iterable[Point], dtype: str) -> tuple[float, Point] | None:
-    """The fastest usable plain GEMM of exactly ``dtype`` (FLOP/s by its median) and the point, or None."""
-    best: tuple[float, Point] | None = None
+def lone_spikes(points: Iterable[Point]) -> set[int]:
+    """The ``id`` of each point its series' fit leaves out as a lone spike (``fit.fit_envelope``'s ``excluded``:
+    faster than both its neighbours by ``fit.LONE_OUTLIER_RATIO``), from the same points in the same order as
+    ``roofline.analysis.series.fit_one`` gives it: its usable points by batch, three at least."""
+    series: dict[tuple, list[Point]] = defaultdict(list)
     for point in points:
+        if point.usable:
+            series[point.series_key].append(point)
+    spikes: set[int] = set()
+    for members in series.values():
+        if len(members) < fit.MIN_POINTS:
+            continue
+        members.sort(key=lambda p: p.batch)
+        data = fit.series_data(members)
+        envelope = fit.fit_envelope(data.flop, data.bytes, data.times_s, data.rel_spread)
+        spikes.update(id(members[i]) for i in envelope.excluded)
+    return spikes
+
+
+def fastest_gemm(points: Iterable[Point], dtype: str) -> tuple[float, Point] | None:
+    """The fastest usable plain GEMM of exactly ``dtype`` (FLOP/s by its median) and the point, or None.  A point
+    its fit sets aside as a lone spike is no ceiling (one fast sample set would lift the reference every other
+    point is read against): only the points the fit keeps are candidates.  A point above the fitted roof by more
+    than its spread is still one: the fit keeps it in its envelope, and it is a kernel that ran that fast."""
+    candidates = [p for p in points if p.op == "gemm" and p.dtype == dtype and p.usable and p.stats is not None
+                  and p.stats.median_s]
+    spikes = lone_spikes(candidates)
+    best: tuple[float, Point] | None = None
+    for point in candidates:
         stats = point.stats
-        if point.op != "gemm" or point.dtype != dtype or not point.usable or stats is None or not stats.median_s:
+        if id(point) in spikes or stats is None:
             continue
         flop_per_s = point.flop / stats.median_s
         if best is None or flop_per_s > best[0]:

@@ -38,17 +38,6 @@ def spec_profile(result: Result):
         return None, f"{exc}: no spec comparison"
 
 
-def _series_data(points: list[Point]) -> fit.SeriesData:
-    first = points[0]
-    return fit.SeriesData(
-        dtype=first.dtype, n=first.n, k=first.k,
-        batches=np.array([p.batch for p in points]),
-        flop=np.array([p.flop for p in points], dtype=float),
-        bytes=np.array([p.bytes for p in points], dtype=float),
-        samples_s=tuple(np.array(p.samples_s) for p in points),
-    )
-
-
 def _ratio(value: float, reference: float | None) -> float | None:
     return value / reference if reference else None
 
@@ -114,7 +103,7 @@ def fit_one(result: Result, points: list[Point], seed: int = 0) -> SeriesFit:
         reason = next((p.reason for p in points if p.reason), None)
         why = f" ({', '.join(statuses)}: {reason})" if reason else f" ({', '.join(statuses)})"
         return SeriesFit(status="insufficient", message="no ok points" + why, **base)
-    data = _series_data(usable)
+    data = fit.series_data(usable)
     if first.op == "gemv" or len(usable) < fit.MIN_POINTS:
         bandwidth = float(np.max(data.bytes / data.times_s))
         rows = _point_rows(usable, data, Roof(bandwidth, None), measured, spec)

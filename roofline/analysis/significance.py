@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -97,6 +97,18 @@ def _decide(ratio, effect, noise, significant, p, test, min_effect, words) -> Di
         return Difference("same", ratio, p, test, f"{size}, under the {100 * min_effect:.0f}% minimum effect")
     return Difference("inconclusive", ratio, p, test,
                       f"{size}, noise ±{100 * noise:.1f}%: not significant at the {100 * min_effect:.0f}% effect")
+
+
+def discounted_for_busy(difference: Difference, busy: str) -> Difference:
+    """``difference`` when one of the two runs was measured on a busy device (``busy`` says which and why): no
+    verdict.  Another process's load slows every sample of that run alike, so the test finds it significant
+    (a loaded 2-core machine read 3-4x slower than its quiet rerun: "slower, +2546%, significant"), yet it is
+    the load that differs, not the device.  The samples' own verdict and effect stay in ``why``."""
+    if difference.verdict == "inconclusive":
+        return replace(difference, why=f"{difference.why}; and {busy}")
+    verdict = "not known to be the same" if difference.verdict == "same" else "not significant"
+    return replace(difference, verdict="inconclusive",
+                   why=f"{difference.verdict} ({100 * (difference.ratio - 1):+.1f}%), but {busy}: {verdict}")
 
 
 def compare_intervals(baseline: float | None, baseline_ci: Sequence[float | None], other: float | None,

@@ -53,11 +53,18 @@ def point_noise_lines(points: list[Point], target_rel_ci: float) -> list[str]:
     return lines
 
 
-def busy_line(result: Result) -> str | None:
+def busy_why(result: Result) -> str | None:
+    """Why the device was busy when this result's run started (None: it was not, or nobody checked).  The one
+    test of a busy run: ``fit``'s first warning, ``compare``'s verdicts and an analytic profile's basis read it."""
     busy = result.settings.busy_at_start
     if busy is not None and busy.busy:
-        return f"measured on a busy device ({busy.why or 'reason not recorded'}): slower and noisier"
+        return busy.why or "reason not recorded"
     return None
+
+
+def busy_line(result: Result) -> str | None:
+    why = busy_why(result)
+    return f"measured on a busy device ({why}): slower and noisier" if why else None
 
 
 def target_rel_ci(result: Result) -> float:

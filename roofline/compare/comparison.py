@@ -3,7 +3,9 @@ for SKUs not measured, and fleet mode: units of one SKU whose GEMV bandwidth or 
 
 Every difference against the baseline says whether it is real (``roofline.analysis.significance``): each pair of
 matching points from their samples, and the fitted B*, bandwidth and peak from their bootstrap intervals:
-faster / slower / same / inconclusive.  Percentages of measured bandwidth are of each result's one
+faster / slower / same / inconclusive.  A run measured on a busy device (``roofline.analysis.trust``, the state
+``fit`` warns of first) decides nothing: every verdict against it is inconclusive, saying which run and why, and
+the samples' own verdict stays in the why.  Percentages of measured bandwidth are of each result's one
 reference bandwidth (``roofline.analysis.reference``), named.
 
 Weight-only formats: each result's speed-up over its own bf16 and its break-even batch, per format and layer
@@ -24,7 +26,8 @@ from typing import Any
 
 from roofline.analysis.reference import reference_bandwidth
 from roofline.analysis.series import analyse
-from roofline.analysis.significance import compare_intervals, compare_samples
+from roofline.analysis.significance import Difference, compare_intervals, compare_samples, discounted_for_busy
+from roofline.analysis.trust import busy_why
 from roofline.core.counting import compute_dtype, critical_intensity_batch
 from roofline.core.roof import ridge_flop_per_byte
 from roofline.result.document import Result
@@ -123,6 +126,7 @@ def unit_figures(item: Loaded, dtype: str, n: int, k: int) -> dict[str, Any] | N
         "file": item.file, "device": f"{item.result.device.name} [{Path(item.file).stem}]",
         "sku": item.result.device.sku,
         "uuid": item.result.device.uuid, "measured": True, "origin": item.result.origin,
+        "busy_at_start": busy_why(item.result),
         "reference_bandwidth_bytes_per_s": ref_bw, "reference_bandwidth_name": reference.name if reference else None,
         "pct_reference_bandwidth": 100 * gemv_bw / ref_bw if gemv_bw and ref_bw else None,
         "gemv_bytes_per_s": gemv_bw, "peak_flop_per_s": peak,
@@ -147,7 +151,7 @@ def spec_row(sku: str, dtype: str, n: int, k: int) -> dict[str, Any]:
     ridge = ridge_flop_per_byte(peak, profile.bandwidth_bytes_per_s)
     batch = critical_intensity_batch(dtype, n, k, ridge) if ridge else None
     return {"file": None, "device": f"{profile.name} (spec, not measured)", "sku": sku, "uuid": None,
-            "measured": False, "origin": "spec", "reference_bandwidth_bytes_per_s": None,
+            "measured": False, "origin": "spec", "busy_at_start": None, "reference_bandwidth_bytes_per_s": None,
             "reference_bandwidth_name": None, "pct_reference_bandwidth": None, "gemv_bandwidth_ci95": [None, None],
             "bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s, "bandwidth_ci95": [None, None],
             "peak_ci95": [None, None],
@@ -217,21 +221,35 @@ def _samples(item: Loaded, op: str, group: tuple[str, int, int]) -> dict[int, tu
             and p.n == n and p.k == k and p.backend in ("torch", "imported")}
 
 
+def busy_note(base: Loaded, item: Loaded) -> str | None:
+    """Which of the two runs was measured on a busy device, and why (``roofline.analysis.trust``), or None."""
+    busy = [f"{Path(x.file).name} was measured on a busy device ({why})"
+            for x, why in ((base, busy_why(base.result)), (item, busy_why(item.result))) if why]
+    return " and ".join(busy) or None
+
+
 def differences(base: Loaded, base_row: dict[str, Any], item: Loaded, row: dict[str, Any],
                 group: tuple[str, int, int]) -> dict[str, Any]:
-    """Each matching point (from the samples) and each fitted figure (from the intervals), decided."""
+    """Each matching point (from the samples) and each fitted figure (from the intervals), decided; none decided
+    where either run was measured on a busy device (``busy``: which, and why)."""
+    busy = busy_note(base, item)
+
+    def decided(difference: Difference | None) -> dict[str, Any] | None:
+        if difference is None:
+            return None
+        return (discounted_for_busy(difference, busy) if busy else difference).to_dict()
+
     a, b = _samples(base, "gemm", group), _samples(item, "gemm", group)
-    points = {batch: compare_samples(a[batch], b[batch]).to_dict() for batch in sorted(set(a) & set(b))}
+    points = {batch: decided(compare_samples(a[batch], b[batch])) for batch in sorted(set(a) & set(b))}
     gemv_a, gemv_b = _samples(base, "gemv", group), _samples(item, "gemv", group)
-    out: dict[str, Any] = {"points": points,
-                           "gemv": compare_samples(gemv_a[1], gemv_b[1]).to_dict() if 1 in gemv_a and 1 in gemv_b
+    out: dict[str, Any] = {"busy": busy, "points": points,
+                           "gemv": decided(compare_samples(gemv_a[1], gemv_b[1])) if 1 in gemv_a and 1 in gemv_b
                            else None}
     for key, interval, words in (("critical_batch", "critical_batch_ci95", ("higher", "lower")),
                                  ("bandwidth_bytes_per_s", "bandwidth_ci95", ("faster", "slower")),
                                  ("peak_flop_per_s", "peak_ci95", ("faster", "slower"))):
-        decided = compare_intervals(base_row.get(key), base_row.get(interval) or [None, None], row.get(key),
-                                    row.get(interval) or [None, None], words)
-        out[key] = decided.to_dict() if decided else None
+        out[key] = decided(compare_intervals(base_row.get(key), base_row.get(interval) or [None, None],
+                                             row.get(key), row.get(interval) or [None, None], words))
     counts: dict[str, int] = defaultdict(int)
     for value in points.values():
         counts[value["verdict"]] += 1
@@ -296,6 +314,9 @@ def fleet(loaded: list[Loaded], k: float = DEFAULT_K) -> dict[str, Any]:
         if throttled:
             units[item.file]["outlier"] = True
             units[item.file]["why"].append(f"{throttled} point(s) measured while throttled")
+        busy = busy_why(item.result)
+        if busy:  # said beside its figures: a loaded unit reads slow without being one
+            units[item.file]["why"].append(f"measured on a busy device ({busy}): its figures read slower")
     by_sku: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for unit in units.values():
         by_sku[unit["sku"]].append(unit)

@@ -58,7 +58,8 @@ def row_cells(row: dict[str, Any], ratios: dict[str, dict[int, float]], baseline
     else:
         speed = "–"
     decided = "baseline" if row["file"] == baseline else significance_cell((significance or {}).get(row["file"]))
-    return [row["device"], _reference_cell(row), _gemv_cell(row), percent(row["pct_spec_bandwidth"]),
+    device = row["device"] + (" (busy device)" if row.get("busy_at_start") else "")
+    return [device, _reference_cell(row), _gemv_cell(row), percent(row["pct_spec_bandwidth"]),
             si(row["peak_flop_per_s"], "FLOP/s"), percent(row["pct_spec_peak"]),
             "–" if row["ridge_flop_per_byte"] is None else f"{row['ridge_flop_per_byte']:.0f}", batch_text(row),
             speed, decided]
@@ -68,6 +69,8 @@ def difference_lines(group: dict[str, Any]) -> list[str]:
     """Every point and fitted figure that is not "same", with why: the table's counts, itemised."""
     lines = []
     for file, significance in group.get("significance_vs_baseline", {}).items():
+        if significance.get("busy"):
+            lines.append(f"{file}: {significance['busy']}: no difference from the baseline is called significant")
         for batch, value in significance["points"].items():
             if value["verdict"] != "same":
                 lines.append(f"{file}: B={batch} {value['verdict']} ({value['why']})")
@@ -112,7 +115,8 @@ def markdown(comparison: dict[str, Any], fleet: dict[str, Any] | None) -> str:
         out += [f"Baseline: `{comparison['baseline']}`. Speed = baseline time / this time at the same batch. "
                 "Each point: faster / slower / same / inconclusive from its samples (Mann-Whitney U, p < 0.01, or "
                 "non-overlapping 95% CIs with few samples) and a 5% minimum effect; B*, bandwidth and peak from "
-                "their 95% bootstrap intervals. % ref BW: of each result's own reference bandwidth.", ""]
+                "their 95% bootstrap intervals; inconclusive against a run measured on a busy device, whatever "
+                "the samples say. % ref BW: of each result's own reference bandwidth.", ""]
     for group in comparison["groups"]:
         out += [f"## {group['dtype']} {group['n']}x{group['k']}", "", "| " + " | ".join(COLUMNS) + " |",
                 "|" + "---|" * len(COLUMNS)]

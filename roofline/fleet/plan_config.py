@@ -22,6 +22,7 @@ from roofline.serving.simulate_config import (
     ROUTERS,
     check_kv_link,
     check_router,
+    refuse_drawn_beside_trace,
     refuse_static_split,
 )
 from roofline.serving.simulate_config import FLAGS as SIMULATE_FLAGS
@@ -80,6 +81,12 @@ class PlanConfig:
     def __post_init__(self) -> None:
         if not self.profile_files:
             raise BadInputError("give one step profile per candidate: gpubench plan PROFILE.json [PROFILE.json ...]")
+        named: dict[Path, int] = {}
+        for index, path in enumerate(self.profile_files):  # one candidate planned twice: two rows of one plan
+            first = named.setdefault(Path(path).resolve(), index)
+            if first != index:
+                again = "" if str(self.profile_files[first]) == str(path) else f" (as {self.profile_files[first]})"
+                raise BadInputError(f"{path}: given twice{again}; give each candidate profile once")
         if not self.rates:
             raise BadInputError("--rate: give the requests/s to plan for")
         if any(number_refusal(rate, low=0) for rate in self.rates):
@@ -118,9 +125,9 @@ class PlanConfig:
     @classmethod
     def from_options(cls, options: Mapping[str, Any], given: Collection[str] = ()) -> PlanConfig:
         """The config of one command line (``options``: the values by field name as click parsed them, and
-        ``profile_files``); ``given``: the fields typed on the command line (kept for the shape every command's
-        config has)."""
+        ``profile_files``); ``given``: the fields typed on the command line."""
         values = dict(options)
+        refuse_drawn_beside_trace(values.get("trace"), given, FLAGS)
         out_dir = values.get("out_dir")
         if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for plan.json and the report")

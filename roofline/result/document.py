@@ -31,14 +31,28 @@ def backend_tag(backend: str | None) -> str:
 # No launch of a microbenchmark lasts an hour; a larger sample is a damaged file, and its statistics (the mean
 # of a few 1e308 s samples) would overflow to inf far from where the number was read.
 MAX_SAMPLE_S = 3600.0
+# The floor, scaled to the launch: a sample so short that the point's FLOP or bytes (the minimum traffic: each
+# input read once, the output written once) would run faster than this per second is a unit slip, a broken timer
+# or a damaged file, not a measurement.  It is a hundred times any device's peak (B200: 8e12 B/s, 9e15 FP8
+# FLOP/s), so no cache or clock makes a real launch cross it, and it keeps every rate finite (one 1e-300 s sample
+# read as an infinite peak).  A fixed floor in seconds would pass 1e-9 s for a 1 GB weight.
+MAX_RATE_PER_S = 1e18
 
 
-def _positive_finite(values: list[float] | tuple[float, ...], what: str) -> None:
+def plausible_time(work: Work, time_s: float) -> bool:
+    """A finite positive time whose FLOP/s and bytes/s for ``work`` stay within ``MAX_RATE_PER_S``."""
+    return math.isfinite(time_s) and time_s > 0 and max(work.flop, work.bytes) / time_s <= MAX_RATE_PER_S
+
+
+def _positive_finite(values: list[float] | tuple[float, ...], what: str, work: Work) -> None:
     for v in values:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
             raise ValueError(f"{what} must hold finite positive numbers, found {v!r}")
         if v > MAX_SAMPLE_S:
             raise ValueError(f"{what} must hold seconds per launch up to {MAX_SAMPLE_S:g}, found {v!r}")
+        if not plausible_time(work, v):
+            raise ValueError(f"{what} holds {v!r} s: {max(work.flop, work.bytes) / v:.3g} FLOP or bytes per "
+                             f"second, past the {MAX_RATE_PER_S:g} no device reaches")
 
 
 # Point fields stored as given, each with the type it must have (the rest are checked in __post_init__).
@@ -105,10 +119,10 @@ class Point:
                 raise ValueError("a grouped point needs integer experts, topk and touched, and a routing")
         elif any(v is not None for v in grouped):
             raise ValueError(f"experts, topk, routing and touched belong to grouped points, not {self.op}")
-        self.work  # noqa: B018 - raises on impossible combinations
-        _positive_finite(self.samples_s, "samples_s")
-        _positive_finite(self.warmup_samples_s, "warmup_samples_s")
-        _positive_finite(self.eager_samples_s, "eager_samples_s")
+        work = self.work  # raises on impossible combinations
+        _positive_finite(self.samples_s, "samples_s", work)
+        _positive_finite(self.warmup_samples_s, "warmup_samples_s", work)
+        _positive_finite(self.eager_samples_s, "eager_samples_s", work)
         if self.status == "ok" and not self.samples_s:
             raise ValueError("an ok point needs samples")
         if self.status != "ok" and not self.reason:
@@ -288,6 +302,23 @@ class Point:
         return point
 
 
+def _check_measured_once(points: tuple[Point, ...]) -> None:
+    """One measurement per planned point (``Point.plan_key``), besides first attempts marked ``superseded``.
+
+    A repeat is refused, not merged or dropped: two measurements of one point come from two runs (results
+    concatenated, a CSV pasted twice), and pooling them would count the batch twice in the fit's bootstrap and
+    narrow every interval, while keeping one would hide the other.  Which of the two stands is the user's call."""
+    first: dict[tuple, int] = {}
+    for index, point in enumerate(points):
+        if point.superseded:
+            continue
+        seen = first.setdefault(point.plan_key, index)
+        if seen != index:
+            raise ValueError(f"points[{index}] repeats points[{seen}] ({point.op} {point.dtype} {point.n}x{point.k} "
+                             f"B={point.batch}{backend_tag(point.backend)}): a point is measured once (a second "
+                             "attempt marks the first superseded)")
+
+
 @dataclass(frozen=True)
 class Result:
     """One run: who measured what, where, how, and every point.
@@ -319,6 +350,7 @@ class Result:
             object.__setattr__(self, name, record.from_dict(value))
         if not all(isinstance(p, Point) for p in self.points):
             raise ValueError("points must be Point objects")
+        _check_measured_once(self.points)
 
     def with_point(self, point: Point) -> Result:
         return replace(self, points=(*self.points, point))

@@ -3,7 +3,7 @@
 CSV, one row per sample, columns ``op,dtype,batch,n,k,time_s`` (extra columns are ignored).  Rows with a
 NaN, zero or negative time, or one so short that no device could reach the rate it implies, are dropped
 and counted; a point left with no valid sample is recorded as an
-``error`` point saying so, and the rest is still imported.
+``error`` point saying so, and the rest is still imported.  A file with no valid time at all is refused.
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ from typing import Any
 
 from roofline.core.counting import count_work
 from roofline.core.errors import BadInputError
-from roofline.result.document import Point, Result
+from roofline.result.document import Point, Result, plausible_time
 from roofline.specs.gpus import load_gpu_spec, match_gpu_spec
 
 COLUMNS = ("op", "dtype", "batch", "n", "k", "time_s")
-# A time implying more FLOP/s or bytes/s than this is a unit slip or corruption, not a measurement: it is
-# a hundred times any device's peak (B200: 8e12 B/s, 9e15 FP8 FLOP/s), and 1e-300 s would overflow to inf.
-MAX_RATE_PER_S = 1e18
 TOO_SHORT = "NaN, zero or negative, or too short to be real"
 
 
@@ -47,14 +44,14 @@ def _parse_row(row: dict[str, str | None], where: str) -> tuple[tuple, float]:
 
 
 def _plausible(key: tuple, time_s: float) -> bool:
-    """A finite positive time whose FLOP/s and bytes/s a device could reach (1e-300 s overflows them to inf)."""
+    """A time a device could take (``document.plausible_time``: the rule every loaded sample meets)."""
     if not (math.isfinite(time_s) and time_s > 0):
         return False
     try:
         work = count_work(*key)
     except ValueError:
         return True  # an impossible point: the Point built from it says why, naming the line's values
-    return max(work.flop, work.bytes) / time_s <= MAX_RATE_PER_S
+    return plausible_time(work, time_s)
 
 
 def read_samples(path: Path) -> tuple[dict[tuple, list[float]], dict[tuple, int]]:
@@ -86,6 +83,9 @@ def read_samples(path: Path) -> tuple[dict[tuple, list[float]], dict[tuple, int]
 def import_csv(path: Path, device_name: str, sku: str | None = None, device_kind: str = "cuda",
                argv: tuple[str, ...] = ()) -> Result:
     samples, dropped = read_samples(Path(path))
+    if not any(samples.values()):  # a result of error points only: nothing to fit, and an exit 0 would hide it
+        raise CsvError(f"{path}: none of its {sum(dropped.values())} time(s) can be imported: every one is "
+                       f"{TOO_SHORT}")
     profile = load_gpu_spec(sku) if sku else match_gpu_spec(device_name, None)
     points = []
     warnings = []

@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from roofline.analysis.trust import busy_why
 from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, all_to_all_bytes
 from roofline.core.options import check_dtypes
 from roofline.core.roof import Roof
@@ -92,15 +93,17 @@ def result_roof(result: Result, dtype: str, spec: Roof | None, series: list[dict
     return Roof(bandwidth or spec.bandwidth_bytes_per_s, peak or spec.peak_flop_per_s), "spec"
 
 
-def _basis(result_name: str, dtype: str, fitted: int, total: int, rest: str, sheet: str) -> str:
+def _basis(result_name: str, dtype: str, fitted: int, total: int, rest: str, sheet: str, busy: str | None) -> str:
     """The label says what the tables really used: a profile none of whose tables is a fit is not a 'fit of'.
-    ``sheet``: what the matched SKU's ceilings are (``sku_roof``'s label)."""
-    if fitted == total:
-        return f"fit of {result_name}"
-    where = {"ceilings": "its ceilings", "best fit": f"its best {dtype} fit", "spec": sheet}[rest]
+    ``sheet``: what the matched SKU's ceilings are (``sku_roof``'s label); ``busy``: why the result's device was
+    busy (``roofline.analysis.trust.busy_why``), said wherever its figures were used: they run slower than the
+    device does quiet, and every time simulated on them is as slow."""
     if fitted == 0 and rest == "spec":
         return f"{sheet} ({result_name} fits no {dtype} GEMM)"
-    return f"fit of {result_name} ({fitted} of {total} layer shapes fitted; the rest on {where})"
+    where = {"ceilings": "its ceilings", "best fit": f"its best {dtype} fit", "spec": sheet}[rest]
+    basis = f"fit of {result_name}" + ("" if fitted == total else
+                                       f" ({fitted} of {total} layer shapes fitted; the rest on {where})")
+    return basis + (f", measured on a busy device ({busy}): slower than the device runs quiet" if busy else "")
 
 
 class Timer:
@@ -203,7 +206,8 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
     device = dict(result.device) if result is not None else {"kind": "cuda", "name": gpu.name, "sku": gpu.sku,
                                                              "memory_bytes": int(gpu.reported_bytes)}
     memory_bytes = device.get("memory_bytes") or (gpu.reported_bytes if gpu else None)
-    roof_basis = _basis(result_name, dtype, fitted, len(shapes), rest, sheet) if result is not None else sheet
+    roof_basis = (_basis(result_name, dtype, fitted, len(shapes), rest, sheet, busy_why(result))
+                  if result is not None else sheet)
     # Each table's basis: the linears and attention on the roofline named, the other kernels their bytes (the comm
     # tables name their link themselves).
     basis = f"{roof_basis}; other kernels: their bytes at {bandwidth / 1e12:.3g} TB/s"

@@ -44,6 +44,11 @@ class Slo:
             if not valid:
                 raise BadInputError(f"--slo {text!r}: give metric_pNN=SECONDS, metric one of {', '.join(SLO_METRICS)}"
                                  " (e.g. ttft_p90=2,itl_p99=0.05)")
+            # One limit per objective: a second would silently replace the first (ttft_p90 and ttft_p90.0 too).
+            same = next((given for given in limits if given.partition("_p")[0] == metric
+                         and float(given.partition("_p")[2]) == float(pct)), None)
+            if same is not None:
+                raise BadInputError(f"--slo {text!r}: {same} is given twice; give each objective once")
             limits[key] = seconds
         return cls(limits)
 

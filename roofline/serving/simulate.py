@@ -23,6 +23,7 @@ from roofline.serving.profile_doc import EngineOverhead, StepProfile
 from roofline.serving.step_cost import CostModel
 from roofline.serving.step_log import StepLog
 from roofline.serving.workload import Request
+from roofline.specs.models import past_context_window
 
 KV_WATERMARK = 0.01  # vLLM keeps 1% of the blocks free at admission, so running sequences can grow
 
@@ -257,10 +258,10 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
     largest context, or larger than the whole KV cache); the policy's KV blocks (None: it keeps no block cache)."""
     if not requests:
         raise SimulationError("no requests to simulate")
-    window, longest = profile.model.get("max_positions"), max(r.prompt_tokens + r.output_tokens for r in requests)
-    if window and longest > window:
-        raise SimulationError(f"a request of {longest} tokens is longer than the {window}-token context window of "
-                              f"{profile.model['name']}")
+    longest = max(r.prompt_tokens + r.output_tokens for r in requests)
+    past = past_context_window(profile.model["name"], profile.model.get("max_positions"), longest)
+    if past:
+        raise SimulationError(f"a request of {longest} tokens is {past}")
     # The decode table's last context is as far as the profile measured (or computed) attention: past it the
     # step cost is a straight-line guess that grows without bound (a 10^20-token trace row read as MFU 10^17 %).
     limit = profile.decode_attention.cols[-1]

@@ -93,6 +93,8 @@ FLAGS: dict[str, Option] = {
     "as_json": Option(("--json",), "flag", help="print the per-policy summaries as JSON"),
 }
 DEFAULT_POLICIES = ("continuous",)
+# The options that draw a workload: a --trace is the workload, so beside it they would be silently ignored.
+DRAWN_WORKLOAD = ("requests", "arrivals", "prompt", "output_lengths")
 # The largest fleet simulated or planned: 4096 replicas is past any one deployment, and each replica is an engine
 # held in memory and stepped in Python.
 MAX_REPLICAS = 4096
@@ -189,12 +191,22 @@ class SimulateConfig:
         out_dir = config.out_dir
         if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
+        refuse_drawn_beside_trace(config.trace, given, FLAGS)
         if "replicas" in given and "disaggregate" in given:
             raise BadInputError("give --replicas N or --disaggregate P:D (P + D replicas), not both")
         policies = tuple(parse_policy(p) for p in values.get("policies") or ())
         slo = Slo.parse(values["slo"]) if values.get("slo") else None
         return cls(**{**values, "policies": policies, "slo": slo, "rates": _parse_rates(values.get("rates")),
                       "disaggregate": split})
+
+
+def refuse_drawn_beside_trace(trace: Path | None, given: Collection[str], table: Mapping[str, Option]) -> None:
+    """A trace gives every request's arrival and lengths: the options that draw a workload, typed beside it, are
+    refused, naming them (simulate's and plan's rule)."""
+    drawn = given_among(given, [name for name in DRAWN_WORKLOAD if name in table])
+    if trace is not None and drawn:
+        raise BadInputError(f"{spelled(table, drawn)}: these draw a workload, and --trace {trace} is the "
+                            "workload; drop them")
 
 
 def _parse_rates(text: str | None) -> tuple[float, ...]:

@@ -197,3 +197,12 @@ def load_model(model_id: str) -> ModelSpec:
         return ModelSpec(id=model_id, **fields)
     except TypeError as exc:
         raise SpecError(f"model {model_id}: {exc}") from None
+
+
+def past_context_window(name: str, max_positions: int | None, tokens: int) -> str | None:
+    """Why one sequence of ``tokens`` cannot run on the model (``"longer than the 8192-token context window of
+    X"``), or None: it fits, or the model names no window.  The one rule for simulate's requests and decode's
+    --context."""
+    if max_positions and tokens > max_positions:
+        return f"longer than the {max_positions}-token context window of {name}"
+    return None
