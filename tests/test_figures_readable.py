@@ -4,6 +4,7 @@ not run into each other, log axes that keep labelled ticks over any span."""
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import matplotlib
@@ -130,3 +131,21 @@ def test_latency_and_itl_tick_labels_do_not_overlap_and_say_their_unit():
             assert len(labels) >= 2, [label.get_text() for label in labels]
             _assert_apart(labels)
             assert all(label.get_text().endswith(("s", "ms", "µs")) for label in labels)
+
+
+def test_the_decode_figure_labels_tokens_per_s_as_plain_numbers_that_do_not_overlap(tmp_path):
+    from click.testing import CliRunner
+
+    from microbench.cli.app import main
+    from roofline.decode.plot import decode_figure
+
+    run = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b",
+                                    "-o", str(tmp_path / "d")])
+    assert run.exit_code == 0, run.output
+    document = json.loads((tmp_path / "d" / "decode.json").read_text(encoding="utf-8"))
+    figure = decode_figure(document)
+    figure.canvas.draw()
+    labels = _labelled_ticks(figure.axes[0].yaxis)
+    assert len(labels) >= 2
+    _assert_apart(labels)
+    assert all(label.get_text().replace(".", "").isdigit() for label in labels), [t.get_text() for t in labels]

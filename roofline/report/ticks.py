@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from matplotlib.ticker import FuncFormatter, Locator, MaxNLocator, NullFormatter
 
-from roofline.core.units import seconds
+from roofline.core.units import seconds, significant
 
 # Multipliers of each power, sparsest first: the locator takes the densest that fits.
 LADDERS = {10: ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0)),
@@ -86,6 +86,11 @@ def speedup_text(value: float, _position: object = None) -> str:
         return f"{value:.3g}×"
     inverse = 1 / value
     return f"1/{inverse:.0f}×" if abs(inverse - round(inverse)) < 1e-6 * inverse and inverse >= 4 else f"{value:.3g}×"
+
+
+def number_text(value: float, _position: object = None) -> str:
+    """A plain number to three significant digits: 300, 2000, 0.5 (no 3×10^2)."""
+    return significant(value)
 
 
 def seconds_text(value: float, _position: object = None) -> str:

@@ -112,6 +112,7 @@ def _timeline_figure(document: dict[str, Any]):
     bottom.set_xlabel("simulated time (s)")
     top.set_title("Batch, KV occupancy and roofline utilisation over time")
     top.legend(fontsize=8)
+    fig.tight_layout()
     return fig
 
 
