@@ -149,3 +149,12 @@ def test_the_decode_figure_labels_tokens_per_s_as_plain_numbers_that_do_not_over
     assert len(labels) >= 2
     _assert_apart(labels)
     assert all(label.get_text().replace(".", "").isdigit() for label in labels), [t.get_text() for t in labels]
+
+
+def test_a_table_cell_keeps_each_figure_with_its_unit_on_one_line():
+    from roofline.report import page
+
+    blocks: list[page.Block] = [page.Table(("peak", "cliffs"), (("100 GFLOP/s", "264, 520, 584"),))]
+    text = page.html_page("t", "", blocks, {})
+    assert "<td>100&nbsp;GFLOP/s</td>" in text and "<td>264, 520, 584</td>" in text  # lists may still wrap
+    assert "| 100 GFLOP/s | 264, 520, 584 |" in page.markdown("t", blocks, {})

@@ -230,9 +230,7 @@ def write_report(result: Result, folder: Path) -> dict[str, Any]:
 
 CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#111}"
        "table{border-collapse:collapse;font-size:14px}td,th{border:1px solid #bbb;padding:3px 8px;text-align:right}"
-       # A figure and its unit stay on one line ("100 GFLOP/s"); the last column (flags) may wrap.
-       "td:first-child,th:first-child{text-align:left}td:not(:last-child){white-space:nowrap}"
-       "img{max-width:100%;display:block;margin:1em 0}"
+       "td:first-child,th:first-child{text-align:left}img{max-width:100%;display:block;margin:1em 0}"
        ".warn li{color:#8a4b00}")
 
 
