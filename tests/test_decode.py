@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
+from roofline.decode.document import summary_lines
 from roofline.decode.step import DecodeSetup
 from roofline.specs.gpus import SpecError
 from roofline.specs.models import load_model
@@ -126,6 +127,20 @@ def test_measured_decode_on_the_cpu_with_a_small_model(measured_decode):
     assert document["measured"]["kv"]["max_batch"] > 16
     assert (folder / "decode.png").stat().st_size > 10_000
     assert "measured on" in printed and "tokens/s" in printed
+
+
+def test_a_decode_measured_on_the_cpu_never_says_per_gpu(measured_decode):
+    """The weights are a CPU's to hold: the measured part says which device it ran on, and the answer counts the
+    weights on it, per TP rank at TP > 1, never "per GPU"; the spec sheet's side is a GPU's and says so."""
+    folder, printed = measured_decode
+    document = json.loads((folder / "decode.json").read_text())
+    assert document["measured"]["device_kind"] == "cpu"
+    assert "per GPU" not in " ".join(document["summary"]) and "per GPU" not in printed
+    assert "The weights take " in " ".join(document["summary"])
+    split = {**document, "setup": {**document["setup"], "tp": 2}}
+    assert "per TP rank (embeddings aside)" in summary_lines(split)[0]
+    on_a_gpu = {**document, "measured": {**document["measured"], "device_kind": "cuda"}}
+    assert "per GPU (embeddings aside)" in summary_lines(on_a_gpu)[0]
 
 
 def test_decode_from_a_sweep_result(tmp_path):

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from serving_helpers import constant_profile, token_linear_profile
 
 from microbench.cli.app import main
+from roofline.core.units import seconds
 from roofline.fleet.handover import KvLink
 from roofline.fleet.planner import smallest_meeting, usd_per_million_output_tokens
 from roofline.fleet.replicas import FleetLayout, Member, simulate_fleet
@@ -237,6 +238,28 @@ def test_plan_answers_gpus_per_candidate_and_rate_never_fewer_at_the_higher_rate
     assert "$/M tokens" in output and "Llama 3 8B, h100-sxm, TP 2, bf16" in output
     for name in ("report.html", "report.md", "gpus_rate.png", "cost_rate.png"):
         assert (out / name).stat().st_size > 0, name
+
+
+def test_the_plan_table_shows_the_percentile_of_the_metric_the_slo_names(candidates, tmp_path):
+    """A plan held to a TPOT SLO shows TPOT P99 beside its limit, not another metric's tail (an ITL P99 above
+    the TPOT limit read as a violation); the workload and the SLO are words, not a Python dict."""
+    out = tmp_path / "p"
+    run = CliRunner().invoke(main, ["plan", candidates[0], "--rate", "5", "--slo", "tpot_p99=0.05", "--requests", "30",
+                                    "--policy", "paged", "-o", str(out)], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    document = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    assert schema_errors("plan", document) == []
+    point = document["candidates"][0]["plans"][0]["aggregated"][0]
+    assert point["met"] and point["slo_s"] == {"tpot_p99": point["tpot_p99_s"]} and point["tpot_p99_s"] <= 0.05
+    report = (out / "report.md").read_text(encoding="utf-8")
+    header = next(line for line in report.splitlines() if line.startswith("| candidate |"))
+    assert header.endswith("| TPOT p99 (≤ 50 ms) |") and "ITL" not in header and "TTFT" not in header
+    row = next(line for line in report.splitlines() if line.startswith("| Llama 3 8B"))
+    assert row.endswith(f"| {seconds(point['tpot_p99_s'])} |")
+    assert "TPOT p99 (≤ 50 ms)" in run.output and "ITL p99" not in run.output
+    assert "{" not in report and "SLO TPOT p99 ≤ 50 ms." in report
+    assert "Workload: 30 requests; prompts 512 tokens each; outputs exponential, mean 128 tokens, capped at 512; " \
+        "seed 0, at each rate as Poisson arrivals" in report
 
 
 def test_plan_reports_an_slo_no_fleet_meets_as_not_met_and_exits_0(candidates, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
+from microbench.cli.engine import item_reporter
 from microbench.serving.profile_plan import ProfilePlan, grids_for, plan_items, power_grid, token_grid
 from microbench.serving.profile_run import partial_path, prepare_profile, run_profile
 from microbench.sweep.plan import PlanError
@@ -53,6 +54,26 @@ def test_plan_has_one_item_per_kernel_and_grid_point():
     assert kinds.count("linear") == 4 * 6 + 2
     assert (kinds.count("decode"), kinds.count("prefill"), kinds.count("chunk"), kinds.count("other")) == (4, 1, 2, 6)
     assert len({item.key for item in items}) == len(items)
+
+
+def test_each_item_kind_is_labelled_by_what_it_measures():
+    """The progress bar names each kernel as it is ("linear o_proj T=12"), not through a sweep point's fields
+    ("linear o_proj 12288x0 B=-")."""
+    items = plan_items(tiny_plan(), tiny_plan().check())
+    described: list[str] = []
+    report = item_reporter(SweepObserver(on_item=described.append))
+    for item in items:
+        report(item, {"time_s": 1.5e-3})
+    first = {}
+    for item, text in zip(items, described, strict=True):
+        first.setdefault((item.kind, item.name if item.kind == "linear" else ""), text)
+    assert first[("linear", "o_proj")] == "linear o_proj T=1  1.5 ms"
+    assert first[("linear", "lm_head")] == "linear lm_head T=1  1.5 ms"
+    assert first[("decode", "")] == "decode attention B=1 ctx=16  1.5 ms"
+    assert first[("prefill", "")] == "prefill attention T=8  1.5 ms"
+    assert first[("chunk", "")] == "chunk attention T=8 prefix=16  1.5 ms"
+    assert first[("other", "")] == "other kernels T=1  1.5 ms"
+    assert not [text for text in described if "B=-" in text or "x0" in text]
 
 
 @pytest.mark.parametrize("extra, message", [

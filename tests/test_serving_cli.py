@@ -368,9 +368,13 @@ def test_goodput_under_an_slo_is_printed_and_in_the_report(tmp_path):
     share = summary["slo"]["goodput_requests_per_s"] / summary["requests_per_s"]
     assert "goodput req/s" in run.output and "meet SLO" in run.output
     sentence = f"continuous: goodput {significant(summary['slo']['goodput_requests_per_s'])} req/s: {share:.0%} of " \
-               "the requests meet every limit (ttft_p90 ≤ 1 s, itl_p99 ≤ 1 s)."
+               "the requests meet every limit (TTFT p90 ≤ 1 s, ITL p99 ≤ 1 s)."
     assert sentence in run.output
     report = (tmp_path / "sim" / "report.md").read_text()
     assert sentence in report and "| goodput req/s | meet SLO |" in report
+    # Two tables that each fit a page (seventeen columns in one ran off it), the policy first in both.
+    assert report.count("| policy | ") == 2 and "| policy | batch mean/max |" in report
+    # The workload in words, as a reader would say it (it was printed as a Python dict).
+    assert "Workload: 40 requests, Poisson arrivals at 50 requests/s; prompts " in report and "{'" not in report
     plain = _simulate(tmp_path / "plain", *TINY, "--requests", "5", "--no-report")
     assert plain.exit_code == 0 and "goodput req/s" not in plain.output  # no SLO, no goodput columns

@@ -56,7 +56,7 @@ def measure_profile_command(config) -> None:
             with terminal_observer() as observer:
                 run = prepare_profile(config.plan(), output, observer, argv=tuple(sys.argv), resume=config.resume)
                 with stop_on_signals(run.session.stop, observer.on_notice):
-                    profile = run_profile(run, observer.on_start, _item_reporter(observer))
+                    profile = run_profile(run, observer.on_start, item_reporter(observer))
     except (Interrupted, Abandon) as exc:
         stderr.print(f"gpubench: interrupted; what was measured is saved in {partial_path(Path(output))}")
         stderr.print(f"resume with: gpubench profile --resume -o {output} (the plan is read from the partial file)")
@@ -73,14 +73,13 @@ def _profile_saved(output) -> str:
     return f"what was measured is saved in {partial}; free space and run gpubench profile --resume -o {output}"
 
 
-def _item_reporter(observer):
-    """Progress through the sweep observer's bar: one tick per kernel measured (a kernel's time has no interval
-    here, so the bar prints it to the default digits)."""
-    from types import SimpleNamespace
+def item_reporter(observer):
+    """Progress through the observer's bar: one tick per kernel measured, named by what it is ("linear o_proj
+    T=12", "decode attention B=4 ctx=512") with its median (no interval here: the default digits)."""
+    from roofline.core.units import seconds
 
     def on_item(item, measured):
-        observer.on_point(SimpleNamespace(op=item.kind, dtype=item.name, n=item.a, k=item.b, batch="-", ok=True,
-                                          stats=SimpleNamespace(median_s=measured["time_s"], ci95_s=(None, None))))
+        observer.on_item(f"{item.label}  {seconds(measured['time_s'])}")
 
     return on_item
 
@@ -121,7 +120,7 @@ def run_validate_command(config) -> None:
     with bad_input(), writing_to(folder=out_dir, unfinished=unfinished):
         with terminal_observer() as observer:
             observer.on_phase = lambda message: stderr.print(message)
-            document = run_validate(config, out_dir, observer, _item_reporter(observer), argv=tuple(sys.argv))
+            document = run_validate(config, out_dir, observer, item_reporter(observer), argv=tuple(sys.argv))
         write_output_file(out_dir / "validate.json", json.dumps(document, indent=1, allow_nan=False) + "\n")
         calibrated = calibrated_profiles(document, out_dir)
         for path, profile in calibrated.items():

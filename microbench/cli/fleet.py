@@ -56,7 +56,7 @@ def load_candidates(config):
 
 def run_plan(config) -> None:
     """Plan a checked config, print the table (or JSON) and write the folder (held by ``writing_to``)."""
-    from roofline.fleet.plan_document import PLAN_HEADER, plan_document, plan_rows, plan_sentences
+    from roofline.fleet.plan_document import plan_document, plan_header, plan_rows, plan_sentences
     from roofline.fleet.planner import Target, plan_policy
     from roofline.report.page import page_files
     from roofline.serving.profile_doc import save_json_atomic
@@ -77,7 +77,7 @@ def run_plan(config) -> None:
         if config.as_json:
             click.echo(json.dumps(document["candidates"], indent=1, allow_nan=False))
         else:
-            print_columns(PLAN_HEADER, plan_rows(document))
+            print_columns(plan_header(document), plan_rows(document))
             for line in plan_sentences(document):
                 click.echo(line)
         earlier_page = page_files(folder)

@@ -93,21 +93,24 @@ def terminal_observer():
         progress.start()  # only now: a run that stops earlier leaves no empty progress line behind
         task["id"] = progress.add_task("measuring", total=total)
 
+    def on_item(description: str) -> None:
+        progress.update(task["id"], advance=1, description=escape(description))
+
     def on_point(point) -> None:
         detail = f"{point.op} {point.dtype} {point.n}x{point.k} B={point.batch}"
         if point.ok:
             median = point.stats.median_s
             detail += f"  {seconds(median, interval_digits(median, *point.stats.ci95_s))}"
         else:
-            progress.console.print(f"[yellow]{detail}: {point.status}: {point.reason}[/]")
-        progress.update(task["id"], advance=1, description=detail)
+            progress.console.print(f"[yellow]{escape(detail)}: {point.status}: {escape(point.reason or '')}[/]")
+        on_item(detail)
 
     def on_phase(name: str) -> None:
         if name == "ceilings":
             stderr.print("measuring ceilings: copy and read bandwidth, matmul peak ...")
 
     observer = SweepObserver(on_notice=lambda m: stderr.print(f"[bold]{escape(m)}[/]"), on_start=on_start,
-                             on_point=on_point, on_phase=on_phase)
+                             on_point=on_point, on_phase=on_phase, on_item=on_item)
     try:
         yield observer
     finally:

@@ -99,6 +99,20 @@ class Item:
     def key(self) -> str:
         return f"{self.kind}/{self.name}/{self.a}/{self.b}"
 
+    @property
+    def label(self) -> str:
+        """What the item measures, as a progress line names it: "linear o_proj T=12", "decode attention B=4
+        ctx=512" (T: tokens in the step)."""
+        if self.kind == "linear":
+            return f"linear {self.name} T={self.a}"
+        if self.kind == "decode":
+            return f"decode attention B={self.a} ctx={self.b}"
+        if self.kind == "prefill":
+            return f"prefill attention T={self.a}"
+        if self.kind == "chunk":
+            return f"chunk attention T={self.a} prefix={self.b}"
+        return f"{self.kind} kernels T={self.a}"  # other: the norms, activations, sampling of a step
+
 
 @dataclass(frozen=True)
 class Grids:

@@ -21,6 +21,8 @@ class SweepObserver:
     on_start: Callable[[int], None] = lambda total: None
     on_point: Callable[[Point], None] = lambda point: None
     on_phase: Callable[[str], None] = lambda name: None
+    # A measurement that is not a sweep point (a profile's kernel), in words: one tick of the bar.
+    on_item: Callable[[str], None] = lambda description: None
 
 
 class Interrupted(Exception):

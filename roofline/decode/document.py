@@ -76,7 +76,8 @@ def measured_document(setup: DecodeSetup, batches: list[int], times: dict, bandw
     uncounted = [f"{setup.step.parallelism.describe()}: the collectives between GPUs are not counted (no spec sheet "
                  "matched this device; --gpu SKU gives its interconnect)"] \
         if setup.step.parallelism.gpus > 1 and link is None else []
-    return {"source": f"measured on {Device.from_dict(device).label}",
+    measured_on = Device.from_dict(device)
+    return {"source": f"measured on {measured_on.label}", "device_kind": measured_on.kind,
             "bandwidth_bytes_per_s": bandwidth, "peak_flop_per_s": peak,
             "rows": rows_to_dicts(rows), "kv": capacity,
             "comm": comm_part(setup, link, f"spec sheet {spec.sku}" if spec else "not counted"),
@@ -117,6 +118,14 @@ def _comm_words(part: dict[str, Any], first: dict[str, Any]) -> str:
     return words + (": communication binds the step" if first["comm_share"] >= 0.5 else "")
 
 
+def _per_device(part: dict[str, Any], tp: int) -> str:
+    """Whose memory the weights are counted in: a GPU's (the spec sheet's, or a GPU measured), else the device's:
+    a CPU has no GPU to speak of, and at TP 1 holds them all."""
+    if part.get("device_kind", "cuda") == "cuda":  # the analytic side is a GPU's spec sheet
+        return " per GPU"
+    return " per TP rank" if tp > 1 else ""
+
+
 def summary_lines(document: dict[str, Any]) -> list[str]:
     """The answer in words, for each of measured and analytic."""
     lines = []
@@ -149,7 +158,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
             if crossing["context_limit"]:
                 text += f"; past context {crossing['context_limit']} it stays memory-bound at every batch"
         kv = part["kv"]
-        text += f". The weights take {si_bytes(kv['weight_bytes'])} per GPU (embeddings aside)"
+        text += f". The weights take {si_bytes(kv['weight_bytes'])}{_per_device(part, setup['tp'])} (embeddings aside)"
         if kv["fits"] is False:
             text += " and do not fit in memory at this TP"
         elif kv["max_batch"]:  # 0: the CLI says why (the context), exit 2

@@ -13,6 +13,7 @@ def decode_figure(document: dict[str, Any]):
     import matplotlib.pyplot as plt
 
     from roofline.report.plots import OKABE_ITO, batch_axes
+    from roofline.report.ticks import number_text, readable_log_axis
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for index, key in enumerate(("measured", "analytic")):
@@ -38,6 +39,7 @@ def decode_figure(document: dict[str, Any]):
         if crossing:
             right.axvline(crossing, color=OKABE_ITO[3 + index], lw=1, label=f"turns compute-bound ({key})")
     batch_axes(left, right, "batch (sequences)", "tokens/s (all sequences)", "time per output token (ms)")
+    readable_log_axis(left.yaxis, number_text)  # 300, 1000, 3000: not 3×10^2 beside 4×10^2
     setup = document["setup"]
     fig.suptitle(f"Decode: {setup['model']}, TP {setup['tp']}, context {setup['context']}, {setup['dtype']}")
     left.legend(fontsize=7)

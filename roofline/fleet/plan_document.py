@@ -9,6 +9,7 @@ from typing import Any
 from roofline.core.units import seconds, significant
 from roofline.fleet.planner import Candidate, Target
 from roofline.serving.document import profile_identity
+from roofline.serving.metrics import limit_name
 from roofline.serving.schemas.plan import PLAN_KIND, PLAN_VERSION
 
 
@@ -36,12 +37,28 @@ def candidate_label(candidate: dict[str, Any]) -> str:
     return f"{p['model']['name']}, {where}, TP {p['tp']}, {p['dtype']}"
 
 
-PLAN_HEADER = ("candidate", "policy", "layout", "req/s", "replicas", "GPUs", "tok/s/GPU", "$/M tokens", "TTFT p90",
-               "ITL p99")
+PLAN_HEADER = ("candidate", "policy", "layout", "req/s", "replicas", "GPUs", "tok/s/GPU", "$/M tokens")
+
+
+def plan_header(document: dict[str, Any]) -> tuple[str, ...]:
+    """The table's columns: the plan, then each SLO limit's metric at its percentile, beside its limit (a TPOT SLO
+    shows TPOT p99, never another metric's tail that the plan was not held to)."""
+    return PLAN_HEADER + tuple(f"{limit_name(key)} (≤ {seconds(limit)})" for key, limit in document["slo"].items())
+
+
+def _slo_values(point: dict[str, Any], document: dict[str, Any]) -> tuple[str, ...]:
+    """Each SLO limit's value for the fleet found; a document written before ``slo_s`` has the fixed tails
+    (``ttft_p90_s`` ...), which stand in where one is the limit's own."""
+    values = point.get("slo_s") or {}
+    cells = []
+    for key in document["slo"]:
+        value = values.get(key, point.get(f"{key}_s"))
+        cells.append("–" if value is None or not point["met"] else seconds(value))
+    return tuple(cells)
 
 
 def plan_rows(document: dict[str, Any]) -> list[tuple[str, ...]]:
-    """One row per candidate, policy, layout and rate."""
+    """One row per candidate, policy, layout and rate, in ``plan_header``'s columns."""
     rows = []
     for candidate in document["candidates"]:
         label = candidate_label(candidate)
@@ -55,10 +72,13 @@ def plan_rows(document: dict[str, Any]) -> list[tuple[str, ...]]:
                                  significant(point["rate_requests_per_s"]), replicas,
                                  str(point["gpus"]) if point["met"] else f"> {document['max_gpus']}",
                                  _number(point["tokens_per_s_per_gpu"]),
-                                 _number(point["usd_per_million_output_tokens"]),
-                                 "–" if point["ttft_p90_s"] is None else seconds(point["ttft_p90_s"]),
-                                 "–" if point["itl_p99_s"] is None else seconds(point["itl_p99_s"])))
+                                 _number(point["usd_per_million_output_tokens"]), *_slo_values(point, document)))
     return rows
+
+
+def slo_text(document: dict[str, Any]) -> str:
+    """The SLO in words: "TPOT p99 ≤ 50 ms, TTFT p90 ≤ 2 s"."""
+    return ", ".join(f"{limit_name(key)} ≤ {seconds(limit)}" for key, limit in document["slo"].items())
 
 
 def _number(value: float | None) -> str:

@@ -13,11 +13,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from roofline.fleet.plan_document import PLAN_HEADER, candidate_label, plan_rows, plan_sentences  # noqa: E402
+from roofline.fleet.plan_document import (  # noqa: E402
+    candidate_label,
+    plan_header,
+    plan_rows,
+    plan_sentences,
+    slo_text,
+)
 from roofline.report import page  # noqa: E402
 from roofline.report.page import figure_pngs  # noqa: E402
 from roofline.report.plots import OKABE_ITO, _style  # noqa: E402
 from roofline.serving.report import CSS  # noqa: E402
+from roofline.serving.workload import describe_workload  # noqa: E402
 
 MARKERS = ("o", "s", "^", "D", "v", "P")  # curves that coincide stay told apart
 
@@ -59,9 +66,8 @@ def _figure(document: dict[str, Any], key: str, ylabel: str, title: str):
 
 def render_figures(document: dict[str, Any]) -> dict[str, bytes]:
     _style()
-    slo = ", ".join(f"{name} ≤ {limit:g} s" for name, limit in document["slo"].items())
     return figure_pngs({
-        "gpus_rate": _figure(document, "gpus", "GPUs needed", f"GPUs that meet {slo}, against the rate"),
+        "gpus_rate": _figure(document, "gpus", "GPUs needed", f"GPUs that meet {slo_text(document)}, against the rate"),
         "cost_rate": _figure(document, "usd_per_million_output_tokens", "USD per million output tokens",
                              "What a million output tokens cost at each rate (the prices given)")})[0]
 
@@ -69,12 +75,11 @@ def render_figures(document: dict[str, Any]) -> dict[str, bytes]:
 def write_report(document: dict[str, Any], folder: Path) -> None:
     """The report's files, each through ``write_output_file`` (a link or FIFO in the folder is refused)."""
     images = render_figures(document)
-    workload = document["workload"]
+    setting = (f"Workload: {describe_workload(document['workload'])}, at each rate as Poisson arrivals; router "
+               f"{document['router']}; SLO {slo_text(document)}.")
     blocks: list[page.Block] = [
         page.Heading("Answer"), page.Bullets(tuple(plan_sentences(document))),
-        page.Heading("Plans"), page.Table(PLAN_HEADER, tuple(plan_rows(document))),
-        page.Paragraph(f"Workload: `{workload}`, router {document['router']}, SLO `{document['slo']}`",
-                       f"Workload: <code>{html.escape(str(workload))}</code>, router {document['router']}, SLO "
-                       f"<code>{html.escape(str(document['slo']))}</code>"),
+        page.Heading("Plans"), page.Table(plan_header(document), tuple(plan_rows(document))),
+        page.Paragraph(setting, html.escape(setting)),
         page.Images()]
     page.write_page(folder, "gpubench plan", CSS, blocks, images)

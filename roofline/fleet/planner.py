@@ -126,7 +126,9 @@ class RateTrial:
                 FleetLayout(router=t.router, split=(replicas, decode), link=c.link)
             run = simulate_fleet(c.profile, self.workload, self.policy, layout, c.profile.engine_overhead,
                                  t.mem_fraction)
-            self.tried[key] = (t.slo.met(latencies(run.requests)), rate_point(self.rate, run))
+            checks = t.slo.check(latencies(run.requests))
+            figures = {**rate_point(self.rate, run), "slo_s": {k: check["value_s"] for k, check in checks.items()}}
+            self.tried[key] = (all(check["met"] for check in checks.values()), figures)
         return self.tried[key][0]
 
     def point(self, replicas: int | None, decode: int | None = None, split: bool = False) -> dict[str, Any]:
@@ -140,11 +142,12 @@ class RateTrial:
                                "decode_replicas": decode if split else None, "gpus": gpus, "tokens_per_s": None,
                                "tokens_per_s_per_gpu": None, "usd_per_million_output_tokens": None,
                                "ttft_p90_s": None, "tpot_p99_s": None, "itl_p99_s": None, "e2e_p99_s": None,
-                               "sentence": f"the SLO is not met up to {t.max_gpus} GPUs at "
+                               "slo_s": None, "sentence": f"the SLO is not met up to {t.max_gpus} GPUs at "
                                            f"{significant(self.rate)} requests/s", "warnings": []}
         if replicas is not None and size is not None and gpus is not None:
             figures = self.tried[(replicas, decode)][1]
-            out.update({k: figures[k] for k in ("tokens_per_s", "ttft_p90_s", "tpot_p99_s", "itl_p99_s", "e2e_p99_s")})
+            out.update({k: figures[k] for k in ("tokens_per_s", "ttft_p90_s", "tpot_p99_s", "itl_p99_s", "e2e_p99_s",
+                                                "slo_s")})
             out["tokens_per_s_per_gpu"] = figures["tokens_per_s"] / gpus
             if c.price_usd_per_gpu_hour is not None:
                 out["usd_per_million_output_tokens"] = usd_per_million_output_tokens(

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from matplotlib.ticker import LogLocator
 
 from roofline.analysis.formats import BEYOND, NEVER, break_even_text
 from roofline.report.plots import MARKERS, OKABE_ITO, _style, batch_axes
+from roofline.report.ticks import readable_log_axis, speedup_text
 from roofline.result.document import Result, backend_tag
 
 
@@ -51,9 +51,9 @@ def _speedup_panel(ax, comparisons: list[dict[str, Any]], colours: dict[str, tup
     ax.text(0.01, 1.0, " 1× = as fast as bf16", transform=ax.get_yaxis_transform(), fontsize=7, color="0.3",
             va="bottom")
     ax.set_yscale("log", base=2)
-    # Powers of two and the halfway ticks between them (0.75×, 1.5×, 3×): a speed-up reads off the axis.
-    ax.yaxis.set_major_locator(LogLocator(base=2, subs=(1.0, 1.5)))
-    ax.yaxis.set_major_formatter("{x:g}×")
+    # Powers of two and, where there is room, the halfway ticks between them (0.75×, 1.5×, 3×): a speed-up reads
+    # off the axis; over many octaves every second or third power, never none.
+    readable_log_axis(ax.yaxis, speedup_text, base=2)
     ax.legend(fontsize=7)
 
 

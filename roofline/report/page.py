@@ -95,7 +95,7 @@ def html_page(title: str, css: str, blocks: list[Block], images: dict[str, bytes
             parts.append(f"<ul{css_class}>" + "".join(f"<li>{esc(line)}</li>" for line in block.lines) + "</ul>")
         elif isinstance(block, Table):
             parts.append("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in block.header) + "</tr>")
-            parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in block.rows]
+            parts += ["<tr>" + "".join(f"<td>{_unbroken(esc(c))}</td>" for c in row) + "</tr>" for row in block.rows]
             parts.append("</table>")
         elif isinstance(block, Paragraph):
             parts.append(f"<p>{block.html}</p>")
@@ -104,6 +104,15 @@ def html_page(title: str, css: str, blocks: list[Block], images: dict[str, bytes
                       for name, data in images.items()]
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+# A number and the unit after it ("100 GFLOP/s", "2.7 TB/s", "21.5 ms"): one line in a table cell, which may
+# still wrap between figures ("264, 520, 584").
+_NUMBER_AND_UNIT = re.compile(r"(\d) (?=[A-Za-zµ%])")
+
+
+def _unbroken(cell: str) -> str:
+    return _NUMBER_AND_UNIT.sub("\\1&nbsp;", cell)
 
 
 def write_page(folder: Path, title: str, css: str, blocks: list[Block], images: dict[str, bytes]) -> None:

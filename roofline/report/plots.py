@@ -5,6 +5,7 @@ figure and returns it, or None with nothing to draw.  Colour-blind-safe (Okabe-I
 from __future__ import annotations
 
 import functools
+import textwrap
 from typing import Any
 
 import matplotlib
@@ -147,9 +148,26 @@ def roofline_figure(result: Result, analysis: dict[str, Any], dtype: str):
     if labelled and labelled.get("roof_regime"):
         ax.text(0.01, 0.99, f"fitted ridges (stars): {labelled['roof_regime']}", transform=ax.transAxes,
                 fontsize=7, va="top", color="0.3")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    _legend_below(fig, ax)
     return fig
+
+
+# Characters per line of a legend entry below a roofline: two columns of them fit the figure's width.
+LEGEND_WRAP_CHARS = 70
+
+
+def _legend_below(fig, ax) -> None:
+    """The legend under the axes, in two columns, long labels wrapped: inside the axes it hid the points
+    it sat on (the GEMV and bmm points at the lowest intensities), and a label naming where the roof came
+    from ran off the figure.  The figure grows by the legend's rows, so the plot keeps its size."""
+    handles, labels = ax.get_legend_handles_labels()
+    wrapped = [textwrap.fill(label, LEGEND_WRAP_CHARS) for label in labels]
+    columns = 2 if len(wrapped) > 1 else 1
+    rows = sum(max(label.count("\n") + 1 for label in wrapped[i::columns]) for i in range(columns)) / columns
+    fig.set_size_inches(fig.get_figwidth(), fig.get_figheight() + 0.16 * max(rows, len(wrapped) / columns))
+    ax.legend(handles, wrapped, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=columns,
+              frameon=False)
+    fig.tight_layout()
 
 
 def _model_time(s: dict[str, Any], batches: np.ndarray) -> np.ndarray | None:

@@ -23,6 +23,12 @@ from roofline.serving.simulate import SimulationError, SimulationRun, kv_blocks_
 SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
 
 
+def limit_name(key: str) -> str:
+    """An SLO limit's key as a table names it: ``tpot_p99`` -> "TPOT p99", ``e2e_p90`` -> "e2e p90"."""
+    metric, _, pct = key.partition("_p")
+    return f"{metric if metric == 'e2e' else metric.upper()} p{pct}" if pct else key
+
+
 @dataclass(frozen=True)
 class Slo:
     """Latency objectives in seconds, keyed ``<metric>_p<percentile>`` (``ttft_p90``, ``tpot_p99``, …)."""

@@ -20,8 +20,11 @@ from roofline.core.units import seconds, significant  # noqa: E402
 from roofline.report import page  # noqa: E402
 from roofline.report.page import figure_pngs  # noqa: E402
 from roofline.report.plots import OKABE_ITO, _style  # noqa: E402
+from roofline.report.ticks import readable_log_axis, seconds_text  # noqa: E402
 from roofline.serving.latency import latencies, pooled_inter_token_latencies_s  # noqa: E402
+from roofline.serving.metrics import limit_name  # noqa: E402
 from roofline.serving.simulate import SimulationRun  # noqa: E402
+from roofline.serving.workload import describe_workload  # noqa: E402
 
 
 def _s(value: float | None) -> str:
@@ -85,8 +88,9 @@ def _rates_figure(document: dict[str, Any]):
         plt.close(fig)
         return None
     ax.set_xlabel("throughput (output tokens/s)")
-    ax.set_ylabel("TTFT P90 (s)")
+    ax.set_ylabel("TTFT P90")
     ax.set_yscale("log")
+    readable_log_axis(ax.yaxis, seconds_text)
     ax.set_title("Throughput against latency over arrival rates")
     ax.legend()
     return fig
@@ -108,10 +112,11 @@ def _timeline_figure(document: dict[str, Any]):
     bottom.set_xlabel("simulated time (s)")
     top.set_title("Batch, KV occupancy and roofline utilisation over time")
     top.legend(fontsize=8)
+    fig.tight_layout()
     return fig
 
 
-def _latency_figure(runs: list[SimulationRun]):
+def latency_figure(runs: list[SimulationRun]):
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
     for i, run in enumerate(runs):
         lat = latencies(run.requests)
@@ -119,9 +124,10 @@ def _latency_figure(runs: list[SimulationRun]):
             values = np.sort(lat[key])
             if len(values):
                 ax.plot(values, np.linspace(0, 1, len(values)), color=OKABE_ITO[i % 8], label=run.policy["policy"])
-    for ax, name in zip(axes, ("TTFT (s)", "time per output token (s)", "end-to-end latency (s)"), strict=True):
+    for ax, name in zip(axes, ("TTFT", "time per output token", "end-to-end latency"), strict=True):
         ax.set_xlabel(name)
         ax.set_xscale("log")
+        readable_log_axis(ax.xaxis, seconds_text)  # units on the ticks: 20 ms, 1 s
     axes[0].set_ylabel("share of requests")
     axes[0].legend(fontsize=8)
     fig.suptitle("Latency distributions (CDF)")
@@ -143,7 +149,7 @@ def _itl_curve(gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ordered[index], (index + 1) / n, (n - index) / n
 
 
-def _itl_figure(runs: list[SimulationRun]):
+def itl_figure(runs: list[SimulationRun]):
     """Every gap between consecutive tokens, pooled per policy: the CDF, and the tail on log-log axes with P99
     marked, where a prefill that stalls the running decodes shows as a shelf at the prefill step's length."""
     fig, (cdf, tail) = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -162,8 +168,9 @@ def _itl_figure(runs: list[SimulationRun]):
         plt.close(fig)
         return None
     for ax in (cdf, tail):
-        ax.set_xlabel("inter-token latency (s)")
+        ax.set_xlabel("inter-token latency")
         ax.set_xscale("log")
+        readable_log_axis(ax.xaxis, seconds_text)
     cdf.set_ylabel("share of gaps at or below")
     tail.set_ylabel("share of gaps at or above (o: P99)")
     tail.set_yscale("log")
@@ -192,7 +199,7 @@ def _composition_figure(document: dict[str, Any]):
 def render_figures(document: dict[str, Any], runs: list[SimulationRun]) -> dict[str, bytes]:
     _style()
     figures = {"throughput_latency": _rates_figure(document), "timeline": _timeline_figure(document),
-               "latency": _latency_figure(runs), "itl": _itl_figure(runs),
+               "latency": latency_figure(runs), "itl": itl_figure(runs),
                "composition": _composition_figure(document)}
     return figure_pngs(figures)[0]
 
@@ -200,7 +207,7 @@ def render_figures(document: dict[str, Any], runs: list[SimulationRun]) -> dict[
 def _goodput_sentence(summary: dict[str, Any]) -> str:
     slo = summary["slo"]
     rate, share = _goodput(summary)
-    limits = ", ".join(f"{name} ≤ {_s(limit)}" for name, limit in slo["limits_s"].items())
+    limits = ", ".join(f"{limit_name(name)} ≤ {_s(limit)}" for name, limit in slo["limits_s"].items())
     return f"goodput {rate} req/s: {share} of the requests meet every limit ({limits})."
 
 
@@ -297,20 +304,30 @@ def replica_rows(fleet: dict[str, Any]) -> tuple[tuple[str, ...], ...]:
 
 
 CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em}"
-       "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px}"
-       "img{max-width:100%;display:block;margin:1em 0}")
+       "table{border-collapse:collapse;font-size:13px;margin:0.5em 0}td,th{border:1px solid #bbb;padding:3px 6px}"
+       "td{white-space:nowrap}img{max-width:100%;display:block;margin:1em 0}")
+# The policy table's second half starts here: seventeen columns side by side ran off a 1280-pixel page.
+SECOND_HALF_FROM = "batch mean/max"
+
+
+def policy_tables(document: dict[str, Any]) -> list[page.Block]:
+    """``summary_table`` as two tables that each fit a page, the policy first in both: throughput and latency,
+    then batch, memory, roofline, goodput and capacity."""
+    header, rows = summary_table(document)
+    cut = header.index(SECOND_HALF_FROM)
+    return [page.Table(tuple(header[:cut]), tuple(tuple(row[:cut]) for row in rows)),
+            page.Table((header[0], *header[cut:]), tuple((row[0], *row[cut:]) for row in rows))]
 
 
 def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Path) -> None:
     """The report's files, each through ``write_output_file``: a link or FIFO in the folder is refused, not
     replaced."""
     images = render_figures(document, runs)
-    header, rows = summary_table(document)
-    workload = document["workload"]
+    workload = describe_workload(document["workload"])
     blocks: list[page.Block] = [
         page.Heading("Verdict"), page.Bullets(tuple(verdict_lines(document))),
-        page.Heading("Policies"), page.Table(tuple(header), tuple(map(tuple, rows))),
-        page.Paragraph(f"Workload: `{workload}`", f"Workload: <code>{html.escape(str(workload))}</code>")]
+        page.Heading("Policies"), *policy_tables(document),
+        page.Paragraph(f"Workload: {workload}.", f"Workload: {html.escape(workload)}.")]
     for entry in document["runs"]:
         if entry.get("fleet"):
             blocks += [page.Heading(f"Replicas under {entry['policy']['policy']}"),

@@ -12,6 +12,7 @@ import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -199,3 +200,41 @@ def load_trace(path: str | Path) -> list[Request]:
         raise WorkloadError(f"{path}: trace has no requests")
     out.sort(key=lambda r: (r.arrival_s, r.id))
     return [replace(r, id=i) for i, r in enumerate(out)]
+
+
+def describe_lengths(spec: str) -> str:
+    """A length spec in words: ``exp:128:512`` -> "exponential, mean 128 tokens, capped at 512"."""
+    kind, *parts = str(spec).strip().split(":")
+    shapes = {("fixed", 1): "{} tokens each", ("uniform", 2): "uniform from {} to {} tokens",
+              ("exp", 1): "exponential, mean {} tokens", ("exp", 2): "exponential, mean {} tokens, capped at {}",
+              ("lognormal", 2): "log-normal, median {} tokens, sigma {}",
+              ("lognormal", 3): "log-normal, median {} tokens, sigma {}, capped at {}"}
+    shape = shapes.get((kind, len(parts)))
+    return shape.format(*parts) if shape else str(spec)  # a spec this version does not know: as written
+
+
+def describe_arrivals(spec: str) -> str:
+    """``burst`` -> "all arriving at once (a burst)"; ``poisson:4`` -> "Poisson arrivals at 4 requests/s"."""
+    kind, *parts = str(spec).strip().split(":")
+    if kind == "burst" and not parts:
+        return "all arriving at once (a burst)"
+    if kind == "poisson" and len(parts) == 1:
+        return f"Poisson arrivals at {parts[0]} requests/s"
+    return f"arrivals {spec}"
+
+
+def describe_workload(workload: dict[str, Any]) -> str:
+    """The workload record of a simulation or plan document in words, for a report (a plan's has no arrivals:
+    it sweeps the rate)."""
+    if workload.get("trace"):
+        return f"requests replayed from the trace {workload['trace']}"
+    parts = [f"{workload['requests']:,} requests" if "requests" in workload else "requests"]
+    if workload.get("arrivals"):
+        parts[0] += f", {describe_arrivals(workload['arrivals'])}"
+    if workload.get("prompt"):
+        parts.append(f"prompts {describe_lengths(workload['prompt'])}")
+    if workload.get("output"):
+        parts.append(f"outputs {describe_lengths(workload['output'])}")
+    if workload.get("seed") is not None:
+        parts.append(f"seed {workload['seed']}")
+    return "; ".join(parts)

@@ -48,6 +48,8 @@ class PlanPoint(Record):
     tpot_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="TPOT P99")
     itl_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="ITL P99")
     e2e_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="end-to-end P99")
+    slo_s: Any = key("object", values="number", unit="s", nullable=True,
+                     doc="each --slo limit's metric at its percentile, as checked (null: not met)")
     sentence: Any = key("string", required=True, doc="the answer in words (not met: up to how many GPUs)")
     warnings: Any = key("array", items="string", required=True, doc="what makes the answer less sure")
     tried: Any = key("array", items="object", item_record=FleetTried, required=True,
