@@ -171,3 +171,49 @@ def test_expected_touched_and_its_inverse():
         tokens = routing.global_tokens(128, 8, 40.0)
         assert routing.tokens_per_expert(128, 8, tokens) == pytest.approx(40.0, rel=1e-6)
     assert math.isinf(balanced.global_tokens(8, 2, float("inf")))
+
+
+def test_block_scaled_and_4_bit_formats_count_their_scales():
+    from roofline.core.counting import gemm_activation_bytes
+
+    # fp8-block: a byte a weight and an fp32 scale per 128x128 block; activations a byte each and an fp32 per 128
+    assert matrix_weight_bytes("fp8-block", 7168, 2048) == 7168 * 2048 + (7168 // 128) * (2048 // 128) * 4
+    assert gemm_activation_bytes("fp8-block", 3, 2048) == 3 * (2048 + 16 * 4)
+    # nvfp4: half a byte a value and an e4m3 scale per 16, weights and activations alike
+    assert matrix_weight_bytes("nvfp4", 64, 4096) == 64 * 4096 // 2 + 64 * 256
+    assert gemm_activation_bytes("nvfp4", 2, 4096) == 2 * (2048 + 256)
+    # mxfp4: half a byte a value and a one-byte power-of-two scale per 32, bf16 activations
+    assert matrix_weight_bytes("mxfp4", 64, 4096) == 64 * 2048 + 64 * 128
+    assert gemm_activation_bytes("mxfp4", 2, 4096) == 2 * 4096 * 2
+
+
+def test_a_format_without_a_peak_on_the_sku_is_timed_by_its_bytes(tmp_path):
+    from click.testing import CliRunner
+
+    from microbench.cli.app import main
+
+    def decode(gpu):
+        run = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", gpu, "--model", "llama-3-8b", "--dtype",
+                                        "nvfp4", "--batch", "1,4096", "--context", "128", "--json"])
+        assert run.exit_code == 0, run.output
+        return json.loads(run.output[: run.output.rindex("}") + 1])["analytic"]
+
+    b200, h200 = decode("b200"), decode("h200-sxm")
+    assert b200["peak_flop_per_s"] == 9e15 and b200["crossing"] is not None
+    assert h200["peak_flop_per_s"] is None and h200["crossing"] is None
+    assert any("no peak for fp4" in w for w in h200["warnings"])
+
+
+def test_a_cpu_sweep_of_a_block_scaled_format_says_the_cpu_has_no_kernel(tmp_path):
+    from click.testing import CliRunner
+
+    from microbench.cli.app import main
+    from roofline.result.io import load_result
+
+    path = tmp_path / "r.json"
+    run = CliRunner().invoke(main, ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32,fp8-block,mxfp4",
+                                    "--shape", "256x256", "--batch", "1", "--budget", "0.02", "--no-ceilings", "-o",
+                                    str(path)])
+    assert run.exit_code == 0, run.output
+    reasons = {p.dtype: p.reason for p in load_result(path).points if p.status == "unsupported"}
+    assert "the CPU has no kernel" in reasons["fp8-block"] and "counted analytically" in reasons["mxfp4"]

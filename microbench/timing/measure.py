@@ -14,7 +14,7 @@ import datetime as dt
 from dataclasses import replace
 
 from microbench.sweep import plan
-from microbench.timing import ops, weight_only
+from microbench.timing import block_scaled, ops, weight_only
 from microbench.timing.adaptive import Stopped, StoppingRule, measure
 from microbench.timing.session import Session
 from microbench.timing.timers import CpuTimer, CudaEagerTimer, CudaGraphTimer
@@ -198,6 +198,8 @@ def _bytes_per_copy(spec: plan.PointSpec) -> int:
 
 
 def _torch_kernel(spec: plan.PointSpec, device_kind: str) -> str:
+    if spec.dtype == "fp8-block":
+        return block_scaled.KERNEL
     if is_weight_only(spec.dtype):
         return weight_only.kernel_name(spec.dtype, device_kind)
     return "torch._scaled_mm" if spec.dtype == "fp8" else TORCH_KERNELS[spec.op]

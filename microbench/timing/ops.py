@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from microbench.sweep.plan import PointSpec
-from microbench.timing import weight_only
+from microbench.timing import block_scaled, weight_only
 from roofline.core.counting import count_work, is_weight_only
 from roofline.core.units import si_bytes
 
@@ -28,7 +28,8 @@ CHECK_ROWS = 16
 CHECK_COLS = 64
 CHECK_GROUPS = 8
 # Weight-only formats: bf16 activations and output against the exact dequantized weights (measured ~2e-3).
-TOLERANCES = {"fp32": 1e-4, "tf32": 2e-3, "fp16": 5e-3, "bf16": 1e-2, "fp8": 1e-2, "w8a16": 1e-2, "w4a16": 1e-2}
+TOLERANCES = {"fp32": 1e-4, "tf32": 2e-3, "fp16": 5e-3, "bf16": 1e-2, "fp8": 1e-2, "w8a16": 1e-2, "w4a16": 1e-2,
+              "fp8-block": 1e-2}
 
 
 class OutOfMemory(MemoryError):
@@ -52,7 +53,7 @@ def matmul_precision(torch, tf32: bool):
 
 def torch_dtype(torch, dtype: str):
     """The element type of a point's activations (and, for plain dtypes, its weights)."""
-    if is_weight_only(dtype):
+    if is_weight_only(dtype) or block_scaled.is_block_scaled(dtype):  # activations in, outputs out: bf16
         return torch.bfloat16
     return {
         "fp32": torch.float32,
@@ -65,6 +66,8 @@ def torch_dtype(torch, dtype: str):
 
 def support_problem(spec: PointSpec, device: dict[str, Any]) -> str | None:
     """Why this device cannot run the point, or None."""
+    if block_scaled.is_block_scaled(spec.dtype):
+        return block_scaled.support_problem(spec.dtype, spec.op, spec.n, spec.k, device)
     if is_weight_only(spec.dtype):
         return weight_only.support_problem(spec.dtype, spec.op, spec.n, spec.k, device)
     if spec.dtype == "tf32" and device["kind"] != "cuda":
@@ -117,7 +120,7 @@ class Workload:
     def launch(self, i: int) -> None:
         torch, op = self.torch, self.spec.op
         w, x, y = self.weights[i], self.inputs[i], self.outputs[i]
-        if isinstance(w, weight_only.QuantizedWeight):
+        if isinstance(w, weight_only.QuantizedWeight | block_scaled.BlockScaledWeight):
             self.outputs[i] = w.matmul(torch, x)  # no out= form: the op allocates its output
         elif self.spec.dtype == "fp8":
             one = self._unit_scale
@@ -143,7 +146,7 @@ class Workload:
         y = self.outputs[0]
         y.fill_(float("nan"))
         self.launch(0)
-        y = self.outputs[0]
+        y = self.outputs[0][: spec.batch]  # a block-scaled GEMM ran on rows padded to a multiple of 4
         written = bool(torch.isfinite(y).all().item())
         generator = torch.Generator().manual_seed(seed)
         w, x = self.weights[0], self.inputs[0]
@@ -156,12 +159,13 @@ class Workload:
             )
             got = _f64(y[groups, 0, :][:, cols])
         else:
-            x2 = x.reshape(-1, spec.k)
+            x2 = block_scaled.dequantized_input_f64(x, spec.batch) if isinstance(x, tuple) else x.reshape(-1, spec.k)
             rows = torch.randperm(x2.shape[0], generator=generator)[: min(CHECK_ROWS, x2.shape[0])]
             rows = rows.to(w.device)
-            w_rows = w.dequantized_rows_f64(torch, cols) if isinstance(w, weight_only.QuantizedWeight) \
+            w_rows = w.dequantized_rows_f64(torch, cols) \
+                if isinstance(w, weight_only.QuantizedWeight | block_scaled.BlockScaledWeight) \
                 else _f64(_take(torch, w, cols))
-            ref = _f64(_take(torch, x2, rows)) @ w_rows.T
+            ref = _f64(_take(torch, x2, rows.to(x2.device))) @ w_rows.T
             got = _f64(y.reshape(-1, spec.n)[rows][:, cols])
         norm = float(torch.linalg.vector_norm(ref))
         rel_err = float(torch.linalg.vector_norm(got - ref)) / norm if norm > 0 else float("inf")
@@ -192,7 +196,8 @@ def _take(torch, tensor, index):
 def operand_shapes(spec: PointSpec) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(weight, input, output) tensor shapes of one copy."""
     b, n, k = spec.batch, spec.n, spec.k
-    if spec.op == "gemv" and spec.dtype != "fp8" and not is_weight_only(spec.dtype):
+    if spec.op == "gemv" and spec.dtype != "fp8" and not is_weight_only(spec.dtype) \
+            and not block_scaled.is_block_scaled(spec.dtype):
         return (n, k), (k,), (n,)
     if spec.op == "gemv":  # torch._scaled_mm and the weight-only ops are 2-D only: a GEMV is their M = 1 case
         return (n, k), (1, k), (1, n)
@@ -222,7 +227,11 @@ class WeightCache:
             return self.weights
         self.clear()
         shape = operand_shapes(spec)[0]
-        if is_weight_only(spec.dtype):
+        if spec.dtype == "fp8-block":
+            weights = [block_scaled.make_weight(torch, spec.n, spec.k, device,
+                                                seed_for(seed, "w", spec.dtype, shape, i))
+                       for i in range(copies)]
+        elif is_weight_only(spec.dtype):
             weights = [weight_only.make_weight(torch, spec.dtype, spec.n, spec.k, device,
                                                seed_for(seed, "w", spec.dtype, shape, i), keep_integers=i == 0)
                        for i in range(copies)]
@@ -253,7 +262,12 @@ def build_workload(torch, spec: PointSpec, device: str, copies: int, seed: int, 
     weights = cache.get(torch, spec, copies, device, seed)
     # The input seed leaves the back end out: every back end multiplies the same x (a cross-check).
     label = dataclasses.replace(spec, backend="torch").label
-    inputs = [random_tensor(torch, x_shape, spec.dtype, device, seed_for(seed, "x", label, i)) for i in range(copies)]
+    if spec.dtype == "fp8-block":
+        inputs = [block_scaled.make_input(torch, spec.batch, spec.k, device, seed_for(seed, "x", label, i))
+                  for i in range(copies)]
+    else:
+        inputs = [random_tensor(torch, x_shape, spec.dtype, device, seed_for(seed, "x", label, i))
+                  for i in range(copies)]
     out_dtype = torch.bfloat16 if spec.dtype == "fp8" else torch_dtype(torch, spec.dtype)  # weight-only: bf16
     outputs = [torch.empty(y_shape, device=device, dtype=out_dtype) for _ in range(copies)]
     return Workload(torch, spec, weights, inputs, outputs, copies)

@@ -1,0 +1,37 @@
+"""GPU tests of the mixture-of-experts and block-scaled paths: run with ``pytest -m gpu`` on a CUDA host (an H100 or
+H200 for fp8-block); skipped elsewhere, saying why.  Never faked."""
+
+from __future__ import annotations
+
+import pytest
+
+from microbench.sweep.plan import PointSpec
+from tests.conftest import requires_gpu
+from tests.test_gpu import cuda_session
+
+pytestmark = [pytest.mark.gpu, requires_gpu]
+
+
+@pytest.mark.parametrize("routing", ["balanced", "zipf:1.2"])
+def test_a_grouped_gemm_of_qwen3_experts_is_correct_and_reads_only_its_touched_experts(routing):
+    from microbench.timing.measure import measure_point
+
+    session = cuda_session()
+    point = measure_point(session, PointSpec("grouped", "bf16", 64, 768, 2048, "torch", 128, 8, routing))
+    assert point.ok and point.correct, point.reason
+    assert point.kernel in ("torch.nn.functional.grouped_mm", "torch._grouped_mm", "torch.matmul per expert")
+    assert point.touched <= min(128, 64 * 8)
+    # it reads at most the touched experts' weights and its rows: its time is at least those bytes at 8 TB/s
+    assert point.stats.median_s >= point.bytes / 8e12
+
+
+def test_fp8_block_runs_where_torch_has_the_kernel_and_says_why_elsewhere():
+    from microbench.timing.measure import measure_point
+
+    session = cuda_session()
+    point = measure_point(session, PointSpec("gemm", "fp8-block", 16, 7168, 2048))
+    if session.device["compute_capability"] == "9.0":
+        assert point.ok and point.correct, point.reason
+        assert point.kernel.startswith("torch._scaled_mm blockwise")
+    else:
+        assert point.status == "unsupported" and "9.0" in point.reason
