@@ -20,8 +20,12 @@ from roofline.decode.step import (
     step_rows,
     tp_comm_time,
 )
+from roofline.result.folders import FolderKind
 from roofline.result.sections import Device
 from roofline.specs.gpus import GpuSpec, Interconnect
+
+# What ``gpubench decode -o`` writes (decode.json names no kind: it is known by its keys).
+DECODE_FOLDER = FolderKind("decode", "decode.json", keys=("setup", "summary"), files=("decode.png",))
 
 
 def comm_part(setup: DecodeSetup, interconnect: Interconnect | None, where: str) -> dict[str, Any] | None:
