@@ -22,10 +22,11 @@ step sweep 240 python3 -m microbench.cli sweep --device "$DEVICE" --backend "$BA
   -o "$OUT/sweep.json"
 # bf16, w8a16 and w4a16 on Llama-3-8B's down_proj (the CPU's default shape on a dry run), in one result so its
 # report has the format figure and each format's break-even batch; kept inside report.tar.gz with its report.
-mkdir -p "$OUT/report/formats"
+# Each report folder is written whole into a new path (the sweep's report first, then the formats' and decode's
+# inside it), so the formats result is measured beside sweep.json and moved into its report folder at the end.
 if [ "$DEVICE" = cpu ]; then FORMAT_SHAPE=2048x4096; else FORMAT_SHAPE=4096x14336; fi
 step formats 150 python3 -m microbench.cli sweep --device "$DEVICE" --dtype bf16,w8a16,w4a16 --op gemv,gemm \
-  --shape "$FORMAT_SHAPE" --no-ceilings -o "$OUT/report/formats/formats.json"
+  --shape "$FORMAT_SHAPE" --no-ceilings -o "$OUT/formats.json"
 merge_ceilings() {  # the sweeps skipped their own ceilings to save time; give them the ones just measured
   [ -f "$OUT/ceilings.json" ] && [ -f "$1" ] || return 0
   python3 - "$OUT/ceilings.json" "$1" <<'PY' >>"$LOG" 2>&1
@@ -37,12 +38,12 @@ print(f"{sys.argv[2]}: ceilings merged from ceilings.json")
 PY
 }
 merge_ceilings "$OUT/sweep.json"
-merge_ceilings "$OUT/report/formats/formats.json"
+merge_ceilings "$OUT/formats.json"
 if [ -f "$OUT/sweep.json" ]; then
   step report 60 python3 -m microbench.cli report "$OUT/sweep.json" -o "$OUT/report"
 fi
-if [ -f "$OUT/report/formats/formats.json" ]; then
-  step fmt-report 60 python3 -m microbench.cli report "$OUT/report/formats/formats.json" -o "$OUT/report/formats"
+if [ -f "$OUT/formats.json" ]; then
+  step fmt-report 60 python3 -m microbench.cli report "$OUT/formats.json" -o "$OUT/report/formats"
 fi
 if [ "$DEVICE" = cpu ]; then DECODE_MODEL=(--hf-config tests/data/tiny-llama-config.json --dtype fp32); \
 else DECODE_MODEL=(--model llama-3-8b); fi
@@ -88,7 +89,7 @@ if (out / "sweep.json").exists():
         print(f"{row.op:4s} {row.dtype:4s} {row.n}x{row.k}: ok {row.points_ok}/{row.points_total} "
               f"B={row.low_batch} {si(row.low_batch_bytes_per_s, 'B/s')} ({percent(row.pct_of_measured_bandwidth)} meas, "
               f"{percent(row.pct_of_spec_bandwidth)} spec); best {si(row.peak_flop_per_s, 'FLOP/s')} @B={row.peak_batch}")
-formats = out / "report" / "formats" / "formats.json"
+formats = out / "formats.json"
 if formats.exists():
     from roofline.analysis.series import analyse
     for line in analyse(load_result(formats))["verdict"]:
@@ -106,7 +107,9 @@ if [ -f "$OUT/serving/serving_check.log" ]; then
     "$OUT/serving/serving_check.log" | tail -36
 fi
 } 2>&1 | tee "$OUT/summary.txt"
-# The report and serving folders are archived as one file each, so OUTDIR stays a few files.
+# The report and serving folders are archived as one file each, so OUTDIR stays a few files; the formats result
+# goes into the archive beside its report.
+if [ -f "$OUT/formats.json" ]; then mkdir -p "$OUT/report/formats" && mv "$OUT/formats.json" "$OUT/report/formats/"; fi
 [ -d "$OUT/report" ] && tar -C "$OUT" -czf "$OUT/report.tar.gz" report && rm -rf "$OUT/report"
 [ -d "$OUT/serving" ] && tar -C "$OUT" -czf "$OUT/serving.tar.gz" serving && rm -rf "$OUT/serving"
 rm -f "$STEPS"

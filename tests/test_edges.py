@@ -299,3 +299,74 @@ def test_a_step_profile_given_as_a_result_is_named_for_what_it_is(tmp_path, comm
     result = run(*command, str(profile), *(["-o", str(tmp_path / "out")] if command == ["report"] else []))
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert "a step profile (gpubench profile; give it to gpubench simulate), not a sweep result" in result.output
+
+
+# --- -o names the filesystem cannot hold, and an input given as its own output ------------------------------------
+
+TINY_CONFIG = str(Path(__file__).parent / "data" / "tiny-llama-config.json")
+
+
+def _writing_commands(tmp_path: Path) -> dict[str, list[str]]:
+    """Every command that writes, its inputs made in ``tmp_path``, without its ``-o``."""
+    csv = tmp_path / "in.csv"
+    csv.write_text("op,dtype,batch,n,k,time_s\ngemm,bf16,1,4096,4096,2e-5\n")
+    profile = tmp_path / "p.json"
+    assert run("profile", "--analytic", "--gpu", "h100-sxm", "--hf-config", TINY_CONFIG, "-o", str(profile)
+               ).exit_code == 0
+    result_file = _result(tmp_path)
+    return {"sweep": ["sweep", "--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "64x64", "--batch",
+                      "1", "--budget", "0.02", "--no-ceilings"],
+            "ceilings": ["ceilings", "--device", "cpu", "--dtype", "fp32", "--quick", "--budget", "0.01"],
+            "import": ["import", str(csv), "--device-name", "x"],
+            "profile": ["profile", "--hf-config", TINY_CONFIG, "--device", "cpu"],
+            "profile-analytic": ["profile", "--analytic", "--gpu", "h100-sxm", "--hf-config", TINY_CONFIG],
+            "validate": ["validate", "--hf-config", TINY_CONFIG, "--device", "cpu"],
+            "decode": ["decode", "--analytic", "--gpu", "h100-sxm", "--hf-config", TINY_CONFIG, "--batch", "1"],
+            "simulate": ["simulate", "--analytic", "--gpu", "h100-sxm", "--hf-config", TINY_CONFIG, "--requests", "3"],
+            "plan": ["plan", str(profile), "--rate", "1", "--slo", "ttft_p90=2", "--requests", "10"],
+            "report": ["report", str(result_file)], "compare": ["compare", str(result_file)]}
+
+
+# 256 bytes: more than any name (File name too long, a traceback, in every command); 255: a folder that ran
+# without its lock (<name>.lock could not be made); 246: the measured profile's <name>.partial overflowed.
+LONG_NAMES = [(command, 256) for command in ("sweep", "ceilings", "import", "profile", "profile-analytic",
+                                             "validate", "decode", "simulate", "plan", "report", "compare")]
+LONG_NAMES += [("simulate", 255), ("profile", 246)]
+
+
+@pytest.mark.parametrize("command, length", LONG_NAMES, ids=[f"{c}-{n}" for c, n in LONG_NAMES])
+def test_an_output_name_too_long_for_the_filesystem_is_one_line_before_anything_runs(tmp_path, command, length):
+    args = _writing_commands(tmp_path)[command]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    out = tmp_path / ("x" * (length - 5) + ".json")
+    result = run(*args, "-o", str(out))
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output, result.output
+    assert f"its name is {length} bytes; give one of at most 223" in result.output, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_folder_name_too_long_inside_the_output_path_is_one_line(tmp_path):
+    out = tmp_path / ("d" * 300) / "sim"
+    result = run("simulate", "--analytic", "--gpu", "h100-sxm", "--hf-config", TINY_CONFIG, "--requests", "3",
+                 "-o", str(out))
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "is 300 bytes, more than the 255 a name can have here" in result.output, result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_longest_name_taken_is_written(tmp_path):
+    out = tmp_path / ("x" * 218 + ".json")  # 223 bytes: room for <name>.partial.journal and the temp files
+    result = run("profile", "--analytic", "--gpu", "h100-sxm", "--hf-config", TINY_CONFIG, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["kind"] == "gpubench-step-profile"
+
+
+def test_import_refuses_to_write_over_the_csv_it_reads(tmp_path):
+    csv = tmp_path / "data.csv"
+    csv.write_text("op,dtype,batch,n,k,time_s\ngemm,bf16,1,4096,4096,2e-5\n")
+    for output in (csv, tmp_path / "." / "data.csv"):
+        result = run("import", str(csv), "--device-name", "x", "--force", "-o", str(output))
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert f"-o {output} is the CSV being imported" in result.output, result.output
+    assert csv.read_text() == "op,dtype,batch,n,k,time_s\ngemm,bf16,1,4096,4096,2e-5\n"

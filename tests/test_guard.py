@@ -122,29 +122,35 @@ def test_a_signal_mid_simulate_exits_128_plus_it_and_leaves_no_folder(tmp_path, 
 # SIGINT only: the guard answers both signals in one place (simulate above takes both for real; validate and
 # the fleet sweep below take SIGTERM), and each measured decode costs seconds.
 @pytest.mark.parametrize("signum, code, name", SIGNALS[:1])
-def test_a_signal_mid_measured_decode_removes_the_folder_it_made(tmp_path, signum, code, name):
+def test_a_signal_mid_measured_decode_leaves_no_folder(tmp_path, signum, code, name):
     out = tmp_path / "decode"
     code_seen, err = _signalled(["decode", "--hf-config", str(TINY), "--context", "128", "--batch", "1,4,16,64",
                                  "--device", "cpu", "--dtype", "fp32", "--budget", "2", "-o", str(out)],
                                 tmp_path, signum, lock_path(out), after_s=2.0)
     assert code_seen == code, err
-    assert f"gpubench: interrupted by {name}; removed the unfinished {out}; nothing was kept" in err, err
-    assert not out.exists()
+    assert f"gpubench: interrupted by {name}; nothing was written\n" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no folder, no staging folder, no lock
 
 
-def test_a_signal_mid_validate_removes_its_unfinished_profile_and_keeps_an_existing_folder(tmp_path):
-    """The profile validate measures lives in memory until its last pass: the partial file on disk is only
-    the plan, nothing to resume, so it goes; a folder that was there before stays, as it was."""
+def test_a_signal_mid_validate_removes_its_staging_folder_and_leaves_an_existing_folder_as_it_was(tmp_path):
+    """validate measures its profile into the staging folder (the partial file there is only the plan: the
+    passes' times live in memory until the end, nothing to resume); a signal removes it whole, and the folder
+    given, there before, is as it was."""
     out = tmp_path / "val"
     out.mkdir()
-    (out / "notes.txt").write_text("mine\n")
-    code_seen, err = _signalled(["validate", "--hf-config", str(TINY), "--device", "cpu", "--requests", "4",
-                                 "--calibration-requests", "4", "--prompt", "fixed:4", "--output", "uniform:2:6",
-                                 "--repeats", "2", "--profile-budget", "2", "-o", str(out)],
-                                tmp_path, signal.SIGTERM, out / "profile.json.partial")
-    assert code_seen == 143, err
-    assert f"removed the unfinished {out / 'profile.json.partial'}" in err, err
-    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    process = _start(["validate", "--hf-config", str(TINY), "--device", "cpu", "--requests", "4",
+                      "--calibration-requests", "4", "--prompt", "fixed:4", "--output", "uniform:2:6", "--repeats",
+                      "2", "--profile-budget", "2", "-o", str(out)], tmp_path)
+    try:
+        _wait_for(tmp_path / f".val.partial-{process.pid}" / "profile.json.partial", process)  # its staging
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err
+    assert f"gpubench: interrupted by SIGTERM; nothing was written ({out} is as it was)" in err, err
+    assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["val"]
 
 
 def test_a_refused_decode_leaves_no_folder(tmp_path):
@@ -211,10 +217,9 @@ def test_simulate_on_a_full_disk_is_one_line_and_leaves_no_folder(full_disk):
     result = subprocess.run([sys.executable, "-m", "microbench.cli", *SIMULATE, "--requests", "2000", "-o", str(out)],
                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert result.returncode == 2, result.stderr
-    assert result.stderr == (f"gpubench: error: no space left on the filesystem at {disk}: {out} was not written "
-                             f"(removed the unfinished {out}; nothing was kept); free space and run the command "
-                             "again\n")
-    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+    assert result.stderr == (f"gpubench: error: no space left on the filesystem at {disk}: {out} was not written; "
+                             "free space and run the command again\n")
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]  # nor its staging folder
 
 
 def _no_space():
@@ -271,8 +276,9 @@ def test_a_full_disk_is_one_line_for_every_command(tmp_path, monkeypatch, comman
     assert not out.exists()
 
 
-def test_simulate_removes_the_report_of_an_earlier_run_it_does_not_rewrite(tmp_path):
-    """--no-report over an old folder must not leave the old report.md beside the new simulation.json."""
+def test_simulate_replaces_an_earlier_simulation_whole_and_keeps_what_a_person_added(tmp_path):
+    """--no-report over an old folder must not leave the old report.md beside the new simulation.json; a file
+    the user put there (report.md does not show it) is carried into the new folder."""
     out = tmp_path / "sim"
     first = CliRunner().invoke(main, [*SIMULATE[:-1], "--requests", "5", "-o", str(out)])
     assert first.exit_code == 0, first.output
@@ -282,7 +288,8 @@ def test_simulate_removes_the_report_of_an_earlier_run_it_does_not_rewrite(tmp_p
     again = CliRunner().invoke(main, [*SIMULATE, "--requests", "5", "-o", str(out)])
     assert again.exit_code == 0, again.output
     assert sorted(p.name for p in out.iterdir()) == ["notes.png", "requests.csv", "simulation.json"]
-    assert f"removed the earlier report in {out} that this run did not rewrite: " in again.output
+    assert (out / "notes.png").read_bytes() == b"mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sim"]  # no staging or old folder beside it
 
 
 def test_sigterm_to_a_fleet_sweep_reaches_its_children_and_keeps_what_they_saved(tmp_path):
@@ -325,3 +332,86 @@ def test_a_read_only_command_ends_on_a_signal_with_its_code_too(tmp_path):
         run = CliRunner().invoke(app.main, ["fit", str(result_file)])
     assert run.exit_code == 130, run.output
     assert "gpubench: interrupted by SIGINT; nothing was written" in run.output
+
+
+# --- an output folder is always one run's ------------------------------------------------------------------------
+
+DECODE = ["decode", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b"]
+PLAN = ["--slo", "ttft_p90=2", "--requests", "20"]
+# Each folder command twice into one folder: the first run, then a second that differs from it.
+FOLDER_RUNS = {
+    "simulate": ([*SIMULATE[:-1], "--requests", "5"], [*SIMULATE[:-1], "--requests", "7"]),
+    "plan": (["plan", "{profile}", "--rate", "1", *PLAN], ["plan", "{profile}", "--rate", "2", *PLAN]),
+    "decode": ([*DECODE, "--batch", "1,2"], [*DECODE, "--batch", "1,4"]),
+    "report": (["report", "{first}"], ["report", "{second}"]),
+    "compare": (["compare", "{first}"], ["compare", "{second}"]),
+}
+# The signal for every command; a full disk and an I/O error take the same path out, shown on two.
+STOPS = [(command, "signal") for command in FOLDER_RUNS] + [
+    (command, how) for command in ("plan", "decode") for how in ("full disk", "I/O error")]
+
+
+def _inputs(tmp_path: Path) -> dict[str, Path]:
+    """A step profile for plan and two small results (the second slower) for report and compare."""
+    from roofline.result.io import save_result
+    from tests.conftest import make_point, make_result
+
+    profile = tmp_path / "p.json"
+    made = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", "h100-sxm", "--hf-config", str(TINY),
+                                     "-o", str(profile)])
+    assert made.exit_code == 0, made.output
+    inputs = {"profile": profile}
+    for name, time_s in (("first", 2e-5), ("second", 3e-5)):
+        inputs[name] = tmp_path / f"{name}.json"
+        save_result(make_result([make_point("gemv", "bf16", 1, 4096, 4096, time_s),
+                                 make_point("gemm", "bf16", 8, 4096, 4096, time_s * 1.05)]), inputs[name])
+    return inputs
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def _second_write_fails(monkeypatch, how: str) -> None:
+    """The second file the run saves fails as ``how`` says: a real SIGINT to this process, a full disk, or an
+    I/O error; the first was written (into the output folder itself, before it was written whole)."""
+    import errno
+
+    from roofline.result import io
+
+    real_write, calls = io._atomic_write, []
+
+    def write(path, data):
+        calls.append(path)
+        if len(calls) == 2:
+            if how == "signal":
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler raises before this ends
+            raise OSError(errno.ENOSPC if how == "full disk" else errno.EIO, os.strerror(errno.ENOSPC if how ==
+                          "full disk" else errno.EIO), str(path))
+        real_write(path, data)
+
+    monkeypatch.setattr(io, "_atomic_write", write)
+
+
+@pytest.mark.parametrize("command, how", STOPS)
+def test_a_run_that_stops_while_writing_leaves_the_earlier_folder_as_it_was(tmp_path, monkeypatch, command, how):
+    """A second run into a folder, stopped after its first file was saved: the folder is still wholly the first
+    run's (it held the new simulation.json beside the old report, and said 'nothing was written')."""
+    inputs = _inputs(tmp_path)
+    out = tmp_path / "out"
+    first, second = ([arg.format(**inputs) for arg in run] + ["-o", str(out)] for run in FOLDER_RUNS[command])
+    assert CliRunner().invoke(main, first).exit_code == 0
+    before, beside = _files(out), sorted(p.name for p in tmp_path.iterdir())
+    _second_write_fails(monkeypatch, how)
+    result = CliRunner().invoke(main, second)
+    assert result.exit_code == (130 if how == "signal" else 2), result.output
+    assert _files(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == beside  # no staging folder left beside it
+    if how == "signal":
+        assert f"gpubench: interrupted by SIGINT; nothing was written ({out} is as it was)\n" in result.output
+    else:
+        said = result.output.strip().splitlines()[-1]
+        assert said.startswith("gpubench: error: ") and "Traceback" not in result.output, result.output
+        assert (f"{out} was not written ({out} is as it was); free space" in said if how == "full disk" else
+                f"{out}: cannot write there (Input/output error) ({out} is as it was)" in said), said

@@ -1,9 +1,11 @@
 """What is at ``-o`` is never clobbered: only a regular file is ever replaced (or a new path written); a FIFO,
 a symlink, a device node or a directory is refused with exit 2 and left as it was.  Every command with
-``-o`` goes through the same check, and ``sweep -o`` over a finished result needs ``--force``."""
+``-o`` goes through the same check, and ``sweep -o`` over a finished result needs ``--force``.  An output folder
+is replaced whole, and only when it is new, empty or the same command's earlier output."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -163,3 +165,107 @@ def test_a_report_never_writes_through_a_link_or_into_a_fifo_inside_its_folder(t
     assert result.exit_code == 2, result.output
     assert "only replaces regular files" in result.output and result.output.count("\n") == 1, result.output
     _unchanged(inside, before, tmp_path)
+
+
+# --- an output folder is written whole: only a new or empty folder, or the same command's earlier output ----------
+
+TINY_CONFIG = str(Path(__file__).resolve().parent / "data" / "tiny-llama-config.json")
+SIMULATE = ["simulate", "--analytic", "--gpu", "h100-sxm", "--hf-config", TINY_CONFIG, "--requests", "3"]
+
+
+def _folder_commands(tmp_path: Path) -> dict[str, list[str]]:
+    """Every command that writes a folder, with its inputs made in ``tmp_path``, without its ``-o``."""
+    profile = tmp_path / "p.json"
+    made = run("profile", "--analytic", "--gpu", "h100-sxm", "--hf-config", TINY_CONFIG, "-o", str(profile))
+    assert made.exit_code == 0, made.output
+    result_file = _saved_result(tmp_path)
+    return {"simulate": SIMULATE,
+            "plan": ["plan", str(profile), "--rate", "1", "--slo", "ttft_p90=2", "--requests", "10"],
+            "decode": ["decode", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--batch", "1,2"],
+            "report": ["report", str(result_file)], "compare": ["compare", str(result_file)],
+            "validate": ["validate", "--hf-config", TINY_CONFIG, "--device", "cpu"]}
+
+
+FOLDER_COMMANDS = ["simulate", "plan", "decode", "report", "compare", "validate"]
+
+
+@pytest.mark.parametrize("command", FOLDER_COMMANDS)
+def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path, command):
+    """The command would replace its folder whole: a folder of the user's files is refused before anything runs,
+    not written into (nor, as a whole, replaced)."""
+    args = _folder_commands(tmp_path)[command]
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    result = run(*args, "-o", str(folder))
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output, result.output
+    assert (f"{folder}: holds files (notes.txt) and is not a gpubench {command} output" in result.output
+            and "give a new or empty folder" in result.output), result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def test_plan_into_a_simulations_folder_is_refused_and_keeps_its_figures(tmp_path):
+    """plan there wrote plan.json into the simulation's folder and removed the simulation's figures as an
+    earlier report of its own."""
+    commands = _folder_commands(tmp_path)
+    sim = tmp_path / "sim"
+    assert run(*commands["simulate"], "-o", str(sim)).exit_code == 0
+    before = {p.name: p.read_bytes() for p in sim.iterdir()}
+    assert any(name.endswith(".png") for name in before)
+    result = run(*commands["plan"], "-o", str(sim))
+    assert result.exit_code == 2 and "is not a gpubench plan output (no plan.json of one)" in result.output
+    assert {p.name: p.read_bytes() for p in sim.iterdir()} == before
+
+
+@pytest.mark.parametrize("command", ["simulate", "plan", "decode", "report", "compare"])
+def test_an_empty_o_is_the_current_folder_and_is_refused(tmp_path, monkeypatch, command):
+    """``-o ""`` wrote into the folder the user was in (a plan there removed a simulation's figures)."""
+    args = _folder_commands(tmp_path)[command]
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for empty in ("", "."):
+        result = run(*args, "-o", empty)
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert "is the folder you are in" in result.output, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_an_earlier_run_of_the_same_command_is_replaced_whole(tmp_path):
+    """The same command's folder is replaced: nothing of the earlier run stays beside the new one's files."""
+    out = tmp_path / "out"
+    first = run("decode", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--batch", "1,2", "-o", str(out))
+    assert first.exit_code == 0, first.output
+    again = run("decode", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--batch", "1,4", "-o", str(out))
+    assert again.exit_code == 0, again.output
+    assert sorted(p.name for p in out.iterdir()) == ["decode.json", "decode.png"]
+    assert [row["batch"] for row in json.loads((out / "decode.json").read_text())["analytic"]["rows"]] == [1, 4]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no lock, staging or old folder left
+
+
+def test_sweep_report_into_a_folder_of_other_files_is_refused_before_measuring(tmp_path):
+    output = tmp_path / "r.json"
+    folder = tmp_path / "r-report"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    result = run(*TINY_SWEEP, "--report", "-o", str(output))
+    assert result.exit_code == 2 and "is not a gpubench report output" in result.output, result.output
+    assert not output.exists() and sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def test_a_staging_folder_left_by_a_killed_run_goes_with_the_next_run(tmp_path):
+    """A run killed with SIGKILL cannot remove its staging folder; the next run into the same folder does (its
+    process is gone), and leaves a live run's alone."""
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = tmp_path / f".out.partial-{dead.pid}"
+    left.mkdir()
+    (left / "decode.json").write_text("{}")
+    live = tmp_path / f".out.partial-{os.getppid()}"  # the test runner's parent: alive, and never this run
+    live.mkdir()
+    result = run("decode", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--batch", "1,2",
+                 "-o", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "out"]

@@ -8,6 +8,7 @@ disk), 128 + the signal's number when SIGINT or SIGTERM stops a run (``microbenc
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -23,11 +24,11 @@ from microbench.cli.edges import (
     refuse_what_cannot_run,
     write_outputs,
 )
-from microbench.cli.guard import writing_to
+from microbench.cli.guard import writing_folder, writing_to
 from microbench.decode.config import FLAGS as DECODE_FLAGS
 from microbench.sweep.config import FLAGS, L2_POLICIES, TIMERS
 from roofline.compare.config import FLAGS as COMPARE_FLAGS
-from roofline.result.io import ResultError, check_output
+from roofline.result.io import ResultError
 
 
 def _measure(ctx: click.Context, job, config, interrupted: str, resumable: bool = False):
@@ -128,11 +129,34 @@ def sweep(ctx, **options) -> None:
     from microbench.cli.render import print_sweep_summary
     from microbench.sweep.loop import sweep_job
 
-    with writing_to(config.resume or config.output, kept_on_full_disk=_points_saved):
+    named = config.resume or config.output
+    if config.report and named is not None:  # a folder the report may not replace is refused before measuring
+        _check_report_folder(named)
+    with writing_to(named, kept_on_full_disk=_points_saved):
         done = _measure(ctx, sweep_job, config, "everything measured is saved in {output}", resumable=True)
     print_sweep_summary(done.result, done.output)
-    if done.report_folder is not None:
-        click.echo(f"report: {done.report_folder / 'report.html'}")
+    if config.report and done.output is not None:
+        _report_beside(done.result, done.output)
+
+
+def _check_report_folder(result_file: Path) -> None:
+    from roofline.report.result_report import REPORT_FOLDER, default_report_dir
+    from roofline.result.folders import check_output_folder
+
+    with bad_input():
+        check_output_folder(default_report_dir(result_file), REPORT_FOLDER)
+
+
+def _report_beside(result, result_file: Path) -> None:
+    """``sweep --report``: the report folder next to the result (``<name>-report/``), written whole like
+    ``gpubench report``'s; a signal while it is written leaves the saved result and says how to write it."""
+    from roofline.report.result_report import REPORT_FOLDER, default_report_dir, write_report
+
+    folder = default_report_dir(result_file)
+    kept = f"{result_file} is saved; its report was not written (gpubench report {result_file} writes it)"
+    with bad_input(), writing_folder(folder, REPORT_FOLDER, kept) as staging:
+        write_report(result, staging)
+    click.echo(f"report: {folder / 'report.html'}")
 
 
 def _points_saved(result_file: Path) -> str:
@@ -217,17 +241,12 @@ def fit(result_file, as_json, output_format) -> None:
               help="report folder [beside the result: <name>-report/]")
 def report(result_file, output) -> None:
     """Write report.html (self-contained), report.md with PNGs, and analysis.json for a result."""
-    from roofline.report.result_report import default_report_dir, write_report
+    from roofline.report.result_report import REPORT_FOLDER, default_report_dir, write_report
     from roofline.result.io import load_result
 
     folder = output or default_report_dir(Path(result_file))
-    try:
-        with bad_input(), writing_to(folder=folder):
-            result = load_result(result_file)
-            check_output(folder, folder=True)
-            write_report(result, folder)
-    except OSError as exc:
-        raise BadInput(f"{folder}: cannot write the report ({exc.strerror or exc})") from None
+    with bad_input(), writing_folder(folder, REPORT_FOLDER) as staging:
+        write_report(load_result(result_file), staging)
     click.echo(f"report: {folder / 'report.html'} (and report.md, analysis.json, PNGs)")
 
 
@@ -245,6 +264,8 @@ def import_(csv_file, output, device_name, sku, device_kind, force) -> None:
 
     with bad_input(), writing_to(output):
         check_output(output, overwrite=force, resumable=False)
+        if output.exists() and csv_file.exists() and os.path.samefile(output, csv_file):
+            raise BadInput(f"-o {output} is the CSV being imported; give another file for the result")
         result = import_csv(csv_file, device_name, sku, device_kind, argv=tuple(sys.argv))
         save_result(result, output)
     ok = sum(p.ok for p in result.points)
@@ -267,27 +288,31 @@ def decode(ctx, **options) -> None:
 
 
 def run_decode_command(config) -> None:
-    with writing_to(folder=config.output):
-        _decode_into(config, config.output)
+    from roofline.decode.document import DECODE_FOLDER
+
+    output = config.output
+    with writing_to(folder=output, kind=DECODE_FOLDER) as staging:
+        document = _decode_into(config, staging)
+    if output is not None:
+        click.echo(f"saved {output / 'decode.json'} and {output / 'decode.png'}", err=config.as_json)
+    # After the numbers are shown and saved: a model that cannot run is still exit 2.
+    refuse_what_cannot_run(document, config.tp, config.context, config.mem_fraction)
 
 
-def _decode_into(config, output: Path | None) -> None:
+def _decode_into(config, staging: Path | None) -> dict:
+    """Measure (or compute) the step, print it, and write decode.json and decode.png into ``staging``."""
     from microbench.cli.render import print_decode, terminal_observer
     from microbench.decode.job import run_decode
 
     with bad_input():
-        if output is not None:
-            check_output(output, folder=True)
         document = run_decode(config, progress=terminal_observer)
-    as_json = config.as_json
-    _show(document, as_json, print_decode)
-    if output is not None:
+    _show(document, config.as_json, print_decode)
+    if staging is not None:
         from roofline.decode.plot import decode_figure
 
-        write_outputs(output, {"decode.json": json.dumps(document, indent=1, allow_nan=False) + "\n",
-                                "decode.png": decode_figure(document)})
-        click.echo(f"saved {output / 'decode.json'} and {output / 'decode.png'}", err=as_json)
-    refuse_what_cannot_run(document, config.tp, config.context, config.mem_fraction)
+        write_outputs(staging, {"decode.json": json.dumps(document, indent=1, allow_nan=False) + "\n",
+                                 "decode.png": decode_figure(document)})
+    return document
 
 
 @main.command()
@@ -304,17 +329,20 @@ def compare(ctx, **options) -> None:
 
 
 def run_compare(config) -> None:
-    with writing_to(folder=config.output):
-        _compare_into(config)
+    from roofline.compare.view import COMPARE_FOLDER
+
+    with writing_to(folder=config.output, kind=COMPARE_FOLDER) as staging:
+        units = _compare_into(config, staging)
+    if config.fail_on_outlier and any(unit["outlier"] for unit in units["units"]):
+        raise SystemExit(1)
 
 
-def _compare_into(config) -> None:
+def _compare_into(config, staging: Path | None) -> dict:
+    """Compare, print, and write the comparison into ``staging``; return the fleet's units."""
     from roofline.compare.comparison import collect, compare_results, fleet
     from roofline.compare.view import markdown, overlay_figures
 
     with bad_input():
-        if config.output is not None:
-            check_output(config.output, folder=True)
         loaded, skipped = collect(list(config.inputs))
         if not loaded:
             raise ResultError("no usable result among the inputs: " + "; ".join(skipped))
@@ -331,13 +359,12 @@ def _compare_into(config) -> None:
         from microbench.cli.render import print_compare
 
         print_compare(comparison, units)
-    if config.output is not None:
+    if staging is not None:
         files = {"compare.md": markdown(comparison, units),
                  "compare.json": json.dumps(document, indent=1, allow_nan=False, default=str) + "\n"}
         files.update((f"{name}.png", figure) for name, figure in overlay_figures(comparison).items())
-        write_outputs(config.output, files)
-    if config.fail_on_outlier and any(unit["outlier"] for unit in units["units"]):
-        raise SystemExit(1)
+        write_outputs(staging, files)
+    return units
 
 
 @main.command()

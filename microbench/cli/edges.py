@@ -117,7 +117,8 @@ def given(ctx: click.Context) -> set[str]:
 
 
 def write_outputs(folder: Path, files: dict) -> None:
-    """Write an output folder's files (text, or matplotlib figures as PNG); an OS error is one line, exit 2."""
+    """Write an output folder's files (text, or matplotlib figures as PNG) into ``folder``, the staging folder
+    ``microbench.cli.guard.writing_to`` holds (which says an OS error, a full disk too, in one line)."""
     import io
 
     import matplotlib.pyplot as plt
@@ -134,10 +135,6 @@ def write_outputs(folder: Path, files: dict) -> None:
             write_output_file(folder / name, content)
     except ResultError as exc:
         raise BadInput(str(exc)) from None
-    except OSError as exc:
-        if exc.errno in NO_SPACE:
-            raise
-        raise BadInput(f"{folder}: cannot write there ({exc.strerror or exc})") from None
 
 
 def refuse_what_cannot_run(document: dict, tp: int, context: int, mem_fraction: float) -> None:

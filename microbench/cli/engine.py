@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from microbench.cli.edges import bad_input, declare, given
-from microbench.cli.guard import writing_to
+from microbench.cli.guard import writing_folder, writing_to
 from microbench.serving.profile_config import FLAGS as PROFILE_FLAGS
 from microbench.serving.validate_options import FLAGS as VALIDATE_FLAGS
 
@@ -106,25 +106,27 @@ def validate(ctx, **options) -> None:
 
 
 def run_validate_command(config) -> None:
-    """Validate a checked config (``run_validate`` checks the files and the device before measuring), print
-    the comparison, write validate.json and each path's calibrated profile, and apply ``--fail-above``."""
+    """Validate a checked config (``writing_folder`` checks the folder, ``run_validate`` the inputs and the device,
+    both before measuring), print the comparison, write validate.json and each path's calibrated profile into the
+    folder, whole, and apply ``--fail-above``."""
     from microbench.cli.render import stderr, terminal_observer
-    from microbench.serving.validate_calibrated import calibrated_profiles
+    from microbench.serving.validate_calibrated import VALIDATE_FOLDER, calibrated_profiles
     from microbench.serving.validate_run import run_validate
     from roofline.result.io import write_output_file
     from roofline.serving.profile_doc import save_profile
 
     out_dir = config.out_dir
-    # A signal mid-run leaves no profile worth resuming: the passes' times live in memory until the end.
-    unfinished = [out_dir / "profile.json.partial", out_dir / "profile.json.partial.journal"]
-    with bad_input(), writing_to(folder=out_dir, unfinished=unfinished):
+    # Written whole: a signal mid-run removes the staging folder, the profile's partial file with it (the passes'
+    # times live in memory until the end: nothing there to resume).
+    with bad_input(), writing_folder(out_dir, VALIDATE_FOLDER) as staging:
         with terminal_observer() as observer:
             observer.on_phase = lambda message: stderr.print(message)
-            document = run_validate(config, out_dir, observer, item_reporter(observer), argv=tuple(sys.argv))
-        write_output_file(out_dir / "validate.json", json.dumps(document, indent=1, allow_nan=False) + "\n")
-        calibrated = calibrated_profiles(document, out_dir)
+            document = run_validate(config, out_dir, observer, item_reporter(observer), argv=tuple(sys.argv),
+                                    written_in=staging)
+        write_output_file(staging / "validate.json", json.dumps(document, indent=1, allow_nan=False) + "\n")
+        calibrated = calibrated_profiles(document, out_dir, written_in=staging)
         for path, profile in calibrated.items():
-            save_profile(profile, path)
+            save_profile(profile, staging / path.name)
     _print_validation(document)
     click.echo(f"saved {out_dir / 'validate.json'}")
     for path in calibrated:

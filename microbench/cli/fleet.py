@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 
 from microbench.cli.edges import BadInput, bad_input, declare, given
-from microbench.cli.guard import writing_to
-from microbench.cli.serving import load_workload, output_folder, print_columns, remove_stale_page, tool_and_host
+from microbench.cli.guard import writing_folder
+from microbench.cli.serving import load_workload, print_columns, tool_and_host
 from roofline.fleet.plan_config import FLAGS
 
 
@@ -55,23 +55,21 @@ def load_candidates(config):
 
 
 def run_plan(config) -> None:
-    """Plan a checked config, print the table (or JSON) and write the folder (held by ``writing_to``)."""
-    from roofline.fleet.plan_document import plan_document, plan_header, plan_rows, plan_sentences
+    """Plan a checked config, print the table (or JSON) and write the folder whole (``writing_folder``)."""
+    from roofline.fleet.plan_document import PLAN_FOLDER, plan_document, plan_header, plan_rows, plan_sentences
     from roofline.fleet.planner import Target, plan_policy
-    from roofline.report.page import page_files
     from roofline.serving.profile_doc import save_json_atomic
     from roofline.serving.workload import check_fits_in_memory
 
     folder = config.out_dir or Path("results") / f"plan-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
-    with bad_input(), writing_to(folder=folder):
+    with bad_input(), writing_folder(folder, PLAN_FOLDER) as staging:
         candidates = load_candidates(config)
         requests, workload = load_workload(config.trace, config.requests, "burst", config.prompt,
                                            config.output_lengths, config.seed)
         check_fits_in_memory(requests, 1)
         target = Target(requests, config.slo, config.rates, config.router, config.max_gpus, config.mem_fraction,
                         config.seed, config.disaggregate)
-        with output_folder(folder, ("plan.json",)):
-            plans = [[plan_policy(c, policy, target) for policy in config.policy_list] for c in candidates]
+        plans = [[plan_policy(c, policy, target) for policy in config.policy_list] for c in candidates]
         tool, host = tool_and_host()
         document = plan_document(candidates, plans, target, workload, config.price_of, tool, host, tuple(sys.argv))
         if config.as_json:
@@ -80,12 +78,10 @@ def run_plan(config) -> None:
             print_columns(plan_header(document), plan_rows(document))
             for line in plan_sentences(document):
                 click.echo(line)
-        earlier_page = page_files(folder)
-        save_json_atomic(document, folder / "plan.json")
+        save_json_atomic(document, staging / "plan.json")
         if not config.no_report:
             from roofline.fleet.plan_report import write_report
 
-            write_report(document, folder)
-        remove_stale_page(folder, earlier_page - page_files(folder) if not config.no_report else earlier_page)
+            write_report(document, staging)
     click.echo(f"saved {folder / 'plan.json'}" + ("" if config.no_report else " and the report"),
                err=config.as_json)

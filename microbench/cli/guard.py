@@ -1,15 +1,22 @@
-"""What every writing command holds while it runs: its output to itself, and one answer to a signal.
+"""What every writing command holds while it runs: its output to itself, written whole, and one answer to a signal.
 
-``writing_to`` is the one helper.  It takes an exclusive ``flock`` on ``<output>.lock`` beside each output
+``writing_to`` is the one helper.  It checks each output's name first (``check_output_name``: a name too long
+for the filesystem is one line, exit 2) and takes an exclusive ``flock`` on ``<output>.lock`` beside each output
 before anything is written there: a second run given the same ``-o`` is refused (exit 2, naming the pid and
 command line of the run that holds it) instead of interleaving its saves with the first's.  The kernel drops
 the lock when the process ends, however it ends (a crash or SIGKILL too), so a stale lock file never blocks.
 
+An output folder is written whole (``roofline.result.folders``): the command writes into a staging folder
+beside it, and the folder at ``-o`` is replaced by renames only once every file is written, so it always holds
+one run's files.  An existing folder is replaced only when it is empty or an earlier output of the same
+command; anything else is refused before the run starts.
+
 It also answers SIGINT and SIGTERM for the parts of a command that have no handler of their own (the sweep,
 the ceilings and the measured profile install theirs while they measure, and save what was measured): the run
-stops, an output folder this run created and did not finish is removed, files named as unfinished are
-removed, one line says so, and the exit status is 128 + the signal's number (130, 143).  A folder it created
-and left empty (a refusal) is removed too, so a refused command leaves nothing behind.
+stops, the staging folder is removed (the folder at ``-o`` is as it was), one line says so, and the exit
+status is 128 + the signal's number (130, 143).  A signal that comes while the finished folder is being put in
+place waits for the renames.  Folders above an output that a run made and left empty (a refusal) are removed
+too, so a refused command leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -17,17 +24,19 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from microbench.cli.edges import NO_SPACE, BadInput
 from microbench.timing.interrupt import signal_handlers
+from roofline.result.folders import FolderKind, check_output_folder, discard_staging, open_staging, replace_folder
+from roofline.result.io import ResultError, check_output_name
 
 
 class Stopped(BaseException):
@@ -116,20 +125,16 @@ def _stop_on_signals() -> Iterator[None]:
         yield
 
 
-def _remove_unfinished(new_folders: list[Path], unfinished: Sequence[Path]) -> str:
-    """Remove the output folders this run created (everything in them is this run's) and the unfinished
-    files; say what was removed."""
-    removed = [folder for folder in new_folders if folder.is_dir() and not folder.is_symlink()]
-    for folder in removed:
-        shutil.rmtree(folder, ignore_errors=True)
-    files = [path for path in unfinished if path.is_file() or path.is_symlink()]
-    for path in files:
-        path.unlink(missing_ok=True)
-    # A file inside a removed folder went with it: name the folder alone.
-    named = removed + [path for path in files if not any(folder in path.parents for folder in removed)]
-    if not named:
-        return "nothing was written"
-    return "removed the unfinished " + ", ".join(map(str, named)) + "; nothing was kept"
+@contextlib.contextmanager
+def _signals_held() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM wait while a folder is put in place (a few renames, never left half done); the signals
+    that came are listed, for the caller to answer once it is."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    with signal_handlers(lambda signum, frame: caught.append(signum)):
+        yield caught
 
 
 def _filesystem_of(path: Path) -> Path:
@@ -143,17 +148,14 @@ def _filesystem_of(path: Path) -> Path:
     return path
 
 
-def _no_space_line(exc: OSError, given: list[Path], new_folders: list[Path],
-                   kept: Callable[[Path], str] | None) -> str:
+def _no_space_line(exc: OSError, given: list[Path], kept: Callable[[Path], str] | None, untouched: str) -> str:
     """One line for a full disk: which filesystem, what is saved, and what to run once space is freed."""
     failed = Path(exc.filename) if isinstance(exc.filename, str) else (given[0] if given else Path("."))
     head = f"no space left on the filesystem at {_filesystem_of(failed)}"
     if kept is not None:
         return f"{head}: {kept(failed)}"
-    removed = _remove_unfinished(new_folders, ())
-    removed = "" if removed == "nothing was written" else f" ({removed})"
     what = given[0] if given else "the output"
-    return f"{head}: {what} was not written{removed}; free space and run the command again"
+    return f"{head}: {what} was not written{untouched}; free space and run the command again"
 
 
 def _remove_empty(folders: list[Path]) -> None:
@@ -162,36 +164,103 @@ def _remove_empty(folders: list[Path]) -> None:
             folder.rmdir()  # only when empty: what a finished or refused run wrote there stays
 
 
+def _checked(check: Callable[[], Path | None]) -> Path | None:
+    """A check of ``roofline.result`` (a name, a folder) as the CLI's one line, exit 2."""
+    try:
+        return check()
+    except ResultError as exc:
+        raise BadInput(str(exc)) from None
+
+
+@dataclass
+class _Staged:
+    """Where a run's output folder is being written, and whether it was put in place."""
+
+    staging: Path | None = None
+    done: bool = False
+
+    def holds(self, exc: OSError) -> bool:
+        """Whether ``exc`` is about a file of the staging folder (writing the output, not reading an input)."""
+        name = exc.filename if isinstance(exc.filename, str) else None
+        return self.staging is not None and name is not None and Path(name).is_relative_to(self.staging)
+
+
 @contextlib.contextmanager
-def writing_to(*outputs: Path | None, folder: Path | None = None, unfinished: Sequence[Path] = (),
+def _staged(folder: Path | None, kind: FolderKind | None, state: _Staged) -> Iterator[Path | None]:
+    """The staging folder of ``folder`` while the body writes it; put in place at the end (``state.done``),
+    removed on any exception.  None without a folder."""
+    if folder is None:
+        yield None
+        return
+    if kind is None:
+        raise TypeError("an output folder is written whole: give its FolderKind")
+    _checked(lambda: check_output_folder(folder, kind))
+    try:
+        staging = state.staging = _checked(lambda: open_staging(folder))
+        assert staging is not None
+        yield staging
+        with _signals_held() as caught:
+            replace_folder(staging, folder, kind)
+    except BaseException:
+        if state.staging is not None:
+            discard_staging(state.staging)
+        raise
+    state.done = True
+    if caught:  # answered now that the folder is whole
+        raise Stopped(caught[0])
+
+
+@contextlib.contextmanager
+def writing_to(*outputs: Path | None, folder: Path | None = None, kind: FolderKind | None = None,
                kept_on_full_disk: Callable[[Path], str] | None = None,
-               kept_on_signal: str | None = None) -> Iterator[None]:
-    """Hold ``outputs`` (files; None ones are skipped) and the output ``folder`` for the run: locked against
-    other runs; on SIGINT/SIGTERM ``folder``, when this run created it, is removed with the ``unfinished``
-    files (exit 128 + signal).  A full disk (or quota) is one line, exit 2: ``kept_on_full_disk(file that
-    failed)`` says what is saved and how to continue; without it the run's new folder is removed and the line
-    says to run again.  ``kept_on_signal``: what a run that saves as it goes kept (nothing is then removed).
-    Folders created and left empty are removed on any exit."""
+               kept_on_signal: str | None = None) -> Iterator[Path | None]:
+    """Hold ``outputs`` (files; None ones are skipped) and the output ``folder`` for the run, locked against
+    other runs, each name checked first (``check_output_name``).
+
+    ``folder`` is written whole (``roofline.result.folders``): checked against ``kind`` (new, empty, or an
+    earlier output of the same command), the body writes into the staging folder this yields (None without a
+    folder), and only when the body ends normally is it put at ``folder``.  An exception, SIGINT/SIGTERM (exit
+    128 + signal) or a full disk removes the staging folder and leaves ``folder`` as it was, and says so.
+    A full disk (or quota) is one line, exit 2: ``kept_on_full_disk(file that failed)`` says what is saved and
+    how to continue; without it the line says to run again.  ``kept_on_signal``: what a run that saves as it
+    goes kept.  Folders above the outputs created and left empty are removed on any exit."""
+    folder = Path(folder) if folder is not None else None
     given = [Path(output) for output in (*outputs, folder) if output is not None]
-    created = [made for output in given for made in _missing_folders(output)]
-    new_folders = [Path(folder)] if folder is not None and Path(folder) in created else []
+    for output in given:
+        _checked(lambda output=output: check_output_name(output))
+    created = [made for output in given for made in _missing_folders(output) if made != folder]
+    untouched = f" ({folder} is as it was)" if folder is not None and os.path.lexists(folder) else ""
+    state = _Staged()
     locks: list[tuple[Path, int]] = []
     try:
         for output in given:
             handle = _take_lock(output)
             if handle is not None:
                 locks.append((output, handle))
-        with _stop_on_signals():
-            yield
+        with _stop_on_signals(), _staged(folder, kind, state) as staging:
+            yield staging
     except Stopped as stop:
-        what = kept_on_signal or _remove_unfinished(new_folders, unfinished)
+        what = kept_on_signal or (f"{folder} was written whole before it stopped" if state.done else
+                                  f"nothing was written{untouched}")
         click.echo(f"gpubench: interrupted by {signal.Signals(stop.signum).name}; {what}", err=True)
         raise SystemExit(128 + stop.signum) from None
     except OSError as exc:
-        if exc.errno not in NO_SPACE:
-            raise
-        raise BadInput(_no_space_line(exc, given, new_folders, kept_on_full_disk)) from None
+        if exc.errno in NO_SPACE:
+            raise BadInput(_no_space_line(exc, given, kept_on_full_disk, untouched)) from None
+        if state.holds(exc):  # the output could not be written (a failing disk, a read-only remount)
+            raise BadInput(f"{folder}: cannot write there ({exc.strerror or exc}){untouched}") from None
+        raise
     finally:
         for output, handle in locks:
             _release_lock(output, handle)
         _remove_empty(created)
+
+
+@contextlib.contextmanager
+def writing_folder(folder: Path, kind: FolderKind, kept: str | None = None) -> Iterator[Path]:
+    """``writing_to`` of an output folder that is always given: yields the staging folder to write into.
+    ``kept``: what an earlier step saved, said instead when a signal or a full disk stops the folder."""
+    with writing_to(folder=folder, kind=kind, kept_on_signal=kept,
+                    kept_on_full_disk=None if kept is None else lambda failed: kept) as staging:
+        assert staging is not None  # writing_to yields one for every folder
+        yield staging

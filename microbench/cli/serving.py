@@ -5,7 +5,6 @@ build the config, call ``roofline.serving``, print.  Never imports torch.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import sys
@@ -15,7 +14,7 @@ from typing import Any
 import click
 
 from microbench.cli.edges import bad_input, declare, given
-from microbench.cli.guard import writing_to
+from microbench.cli.guard import writing_folder, writing_to
 from roofline.serving.simulate_config import FLAGS, MODEL_FLAGS
 
 
@@ -119,34 +118,6 @@ def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates
     return entries
 
 
-@contextlib.contextmanager
-def output_folder(folder: Path, names: tuple[str, ...] = ("simulation.json", "requests.csv")):
-    """Check the output folder and its files ``names`` before simulating (a link, /sys or /proc must not lose
-    the run); a folder this check created is removed again when the simulation then refuses the input."""
-    from roofline.result.io import check_output
-
-    created = not folder.exists() and not folder.is_symlink()
-    check_output(folder, folder=True)
-    try:
-        for name in names:
-            check_output(folder / name)
-        yield
-    except BaseException:
-        if created and folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
-        raise
-
-
-def remove_stale_page(folder: Path, stale: set[str]) -> None:
-    """An earlier run's report files this run did not write again: left, they would describe another
-    simulation beside this one's simulation.json (``--no-report`` over an old folder)."""
-    for name in sorted(stale):
-        (folder / name).unlink(missing_ok=True)
-    if stale:
-        click.echo(f"removed the earlier report in {folder} that this run did not rewrite: {', '.join(sorted(stale))}",
-                   err=True)
-
-
 def _print_table(document: dict[str, Any]) -> None:
     """The policies' table, then the verdict."""
     from roofline.serving.report import summary_table, verdict_lines
@@ -184,16 +155,23 @@ def simulate(ctx, **options) -> None:
 
 
 def run_simulate(config) -> None:
-    """Simulate a checked config, print the table (or JSON), and write the folder (held by ``writing_to``)."""
+    """Simulate a checked config, print the table (or JSON), and write the folder whole (``writing_to``: the
+    default folder, named from the profile, is held from when it is named)."""
+    from roofline.serving.document import SIMULATION_FOLDER
     from roofline.serving.profile_doc import load_profile
 
-    with bad_input(), writing_to(folder=config.out_dir):
+    with bad_input(), writing_to(folder=config.out_dir, kind=SIMULATION_FOLDER) as given_staging:
         step_profile = load_profile(config.profile_file) if config.profile_file else build_analytic_profile(config)
-        folder = config.out_dir or Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
-                                                      f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
-        # The default folder is named only now, from the profile: held from here (a given -o is held already).
-        with writing_to(folder=folder) if config.out_dir is None else contextlib.nullcontext():
-            _simulate_into(config, step_profile, folder)
+        if given_staging is not None:
+            folder = config.out_dir
+            _simulate_into(config, step_profile, given_staging)
+        else:  # the default folder is named only now, from the profile: held and staged from here
+            folder = Path("results") / (f"sim-{step_profile.model.get('id') or 'model'}-"
+                                        f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}")
+            with writing_folder(folder, SIMULATION_FOLDER) as staging:
+                _simulate_into(config, step_profile, staging)
+    click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if config.no_report else " and the report"),
+               err=config.as_json)
 
 
 def fleet_layout(config, profile):
@@ -208,7 +186,7 @@ def fleet_layout(config, profile):
 
 
 def _simulate_into(config, step_profile, folder: Path) -> None:
-    from roofline.report.page import page_files
+    """Simulate, print, and write the run's files into ``folder`` (the staging folder of the output)."""
     from roofline.serving.document import save_simulation, simulation_document, write_requests_csv
     from roofline.serving.workload import check_fits_in_memory
 
@@ -218,9 +196,8 @@ def _simulate_into(config, step_profile, folder: Path) -> None:
     check_fits_in_memory(requests, len(config.policy_list))
     overhead = _overhead(step_profile, config.overhead_given)
     layout = fleet_layout(config, step_profile) if config.fleet else None
-    with output_folder(folder):
-        entries = run_policies(step_profile, requests, config.policy_list, overhead, mem_fraction, config.slo,
-                               list(config.rates), seed, layout)
+    entries = run_policies(step_profile, requests, config.policy_list, overhead, mem_fraction, config.slo,
+                           list(config.rates), seed, layout)
     tool, host = tool_and_host()
     fleet = None
     if layout is not None:
@@ -235,13 +212,9 @@ def _simulate_into(config, step_profile, folder: Path) -> None:
     else:
         _print_table(document)
     runs = [e["run"] for e in entries]
-    earlier_page = page_files(folder)
     save_simulation(document, folder / "simulation.json")
     write_requests_csv(runs, folder / "requests.csv", [run.placement for run in runs] if fleet else None)
     if not config.no_report:
         from roofline.serving.report import write_report
 
         write_report(document, runs, folder)
-    remove_stale_page(folder, earlier_page - page_files(folder) if not config.no_report else earlier_page)
-    click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if config.no_report else " and the report"),
-               err=config.as_json)

@@ -11,7 +11,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from roofline.result.folders import FolderKind
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
+from roofline.serving.schemas.validation import VALIDATION_KIND
 
 PATHS = ("static", "continuous")
 
@@ -19,6 +21,13 @@ PATHS = ("static", "continuous")
 def calibrated_name(path: str) -> str:
     """The file of one path's calibrated profile in the output folder."""
     return f"calibrated-{path}.json"
+
+
+# What ``gpubench validate -o`` writes: validate.json, the profile it measured (and, while measuring, that
+# profile's partial file and journal) and each path's calibrated profile.
+VALIDATE_FOLDER = FolderKind("validate", "validate.json", kind=VALIDATION_KIND,
+                             files=("profile.json", "profile.json.partial", "profile.json.partial.journal",
+                                    *(calibrated_name(path) for path in PATHS)))
 
 
 def overhead_source(document: dict[str, Any], validation: Path, path: str) -> dict[str, Any]:
@@ -44,9 +53,14 @@ def calibrated_profile(profile: StepProfile, document: dict[str, Any], validatio
                    basis=f"{profile.basis}; engine overhead calibrated on the {path} path by gpubench validate")
 
 
-def calibrated_profiles(document: dict[str, Any], folder: Path) -> dict[Path, StepProfile]:
-    """Each path's calibrated profile by the file it goes to, from the profile validate.json names."""
-    profile = load_profile(document["profile"]["path"])
+def calibrated_profiles(document: dict[str, Any], folder: Path, written_in: Path | None = None
+                        ) -> dict[Path, StepProfile]:
+    """Each path's calibrated profile by the file it goes to in ``folder``, from the profile validate.json
+    names.  ``written_in``: where the files of ``folder`` are until it is put in place (its staging folder), so
+    a profile measured into ``folder`` is read from there."""
+    named = Path(document["profile"]["path"])
+    here = written_in / named.name if written_in is not None and named.parent == folder else named
+    profile = load_profile(here)
     validation = folder / "validate.json"
     return {folder / calibrated_name(path): calibrated_profile(profile, document, validation, path)
             for path in PATHS if path in document["calibration"]}

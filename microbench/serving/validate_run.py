@@ -28,7 +28,6 @@ from microbench.serving.validate_profile import ProfilePasses, given_profile, pr
 from microbench.serving.validate_sizes import check_engine_fits
 from microbench.timing.measure import utc_now
 from microbench.timing.observer import SweepObserver
-from roofline.result.io import check_output
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
 from roofline.serving.simulate import simulate
 from roofline.serving.workload import make_workload
@@ -192,8 +191,7 @@ def calibrate(profile: StepProfile, requests, policies: dict[str, Callable[[int]
 
 @dataclass(frozen=True)
 class Prepared:
-    """What ``prepare`` checked and resolved: nothing in it was measured, and nothing was written but the
-    output folder."""
+    """What ``prepare`` checked and resolved: nothing in it was measured, and nothing was written."""
 
     workloads: dict[str, list]
     choice: Any  # devices.DeviceChoice
@@ -203,9 +201,9 @@ class Prepared:
     engine_mode: str  # --engine-mode, or the device's default
 
 
-def prepare(setup: ValidateConfig, folder: Path) -> Prepared:
-    """Every check that reads the user's input (options, workloads, device, model or profile, transformers,
-    the output folder and its files), in that order, before torch runs anything."""
+def prepare(setup: ValidateConfig) -> Prepared:
+    """Every check that reads the user's input (options, workloads, device, model or profile, transformers), in
+    that order, before torch runs anything (the output folder was checked before: ``VALIDATE_FOLDER``)."""
     from microbench.serving.engine import transformers_engine as te
 
     setup.check()
@@ -225,25 +223,15 @@ def prepare(setup: ValidateConfig, folder: Path) -> Prepared:
         model, dtype = plan.check(), plan.resolved_dtype(choice.kind)
     check_engine_fits(setup, model, dtype, everything, choice.kind, choice.index)
     te.transformers_module()  # fail before measuring anything when the package is missing
-    check_out_dir(folder, measures_profile=plan is not None)
     return Prepared(workloads, choice, timing, profile, plan, mode)
 
 
-def check_out_dir(folder: Path, measures_profile: bool) -> None:
-    """The folder, and each file validate writes in it: a regular file, a FIFO, a link or an unwritable place
-    given as the folder fails here in one line, not in mkdir or a rename after the engine ran."""
-    from microbench.serving.validate_calibrated import PATHS, calibrated_name
-
-    check_output(folder, folder=True)
-    calibrated = tuple(calibrated_name(path) for path in PATHS)
-    for name in ("validate.json", *calibrated) + (("profile.json",) if measures_profile else ()):
-        check_output(folder / name)
-
-
 def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, on_item: Callable,
-                 argv: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Everything, in the order of the module docstring; returns the validation document."""
-    ready = prepare(setup, folder)
+                 argv: tuple[str, ...] = (), written_in: Path | None = None) -> dict[str, Any]:
+    """Everything, in the order of the module docstring; returns the validation document.  ``folder``: the output
+    folder the document names; ``written_in``: where its files are written until it is put in place (the
+    staging folder of ``roofline.result.folders``; ``folder`` itself by default)."""
+    ready = prepare(setup)
     setup = replace(setup, engine_mode=ready.engine_mode)  # recorded in setup as it ran
     import torch
 
@@ -259,8 +247,8 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
         profile, passes, profile_path = ready.profile, None, setup.profile
         model, dtype = model_from_profile(profile), profile.dtype
     else:
-        passes = ProfilePasses(ready.plan, folder, observer, on_item, setup.repeats)
-        model, dtype, profile_path = passes.model, passes.dtype, passes.path
+        passes = ProfilePasses(ready.plan, written_in or folder, observer, on_item, setup.repeats)
+        model, dtype, profile_path = passes.model, passes.dtype, folder / passes.path.name
     everything = workloads["workload"] + workloads["calibration"]
     longest = max(r.prompt_tokens + r.output_tokens for r in everything)
     lm = te.build_model(torch, model, dtype, device, longest + 16, setup.seed)

@@ -131,13 +131,13 @@ CEILING_DTYPES = {"cuda": ("fp32", "tf32", "fp16", "bf16", "fp8"), "cpu": ("fp32
 class SweepDone:
     result: Result
     output: Path | None
-    report_folder: Path | None = None
 
 
 def sweep_job(config: SweepConfig, observer: SweepObserver) -> SweepDone:
     """``gpubench sweep`` on one device: a new plan, or the rest of a recorded one (``config.resume``); the
-    ceilings first (unless turned off or already there), each point saved as it comes, and the report beside
-    the result at the end when asked.  A signal ends it with ``Interrupted`` naming where the points are."""
+    ceilings first (unless turned off or already there), each point saved as it comes (the report ``--report``
+    asks for is the CLI's, written beside the result once it is saved).  A signal ends it with ``Interrupted``
+    naming where the points are."""
     if config.resume is not None:
         prepared = prepare_resume(config, observer)
         observer.on_notice(f"resuming {config.resume}: {len(prepared.points)} point(s) left")
@@ -150,11 +150,7 @@ def sweep_job(config: SweepConfig, observer: SweepObserver) -> SweepDone:
         dtypes = sorted({p.dtype for p in prepared.points} or set(prepared.config.dtypes or ()))
         ceilings = ceilings_step(prepared.config, dtypes)
     result = _run_stoppable(prepared, observer, ceilings)
-    if not config.report or prepared.output is None:  # --report needs a saved result to write beside
-        return SweepDone(result, prepared.output)
-    from roofline.report.result_report import write_report_beside
-
-    return SweepDone(result, prepared.output, write_report_beside(result, prepared.output))
+    return SweepDone(result, prepared.output)
 
 
 def ceilings_job(config: SweepConfig, observer: SweepObserver) -> Result:

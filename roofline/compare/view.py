@@ -8,6 +8,11 @@ from roofline.analysis.formats import break_even_text, speedup_text
 from roofline.analysis.reference import marked_percent
 from roofline.core.units import percent, si
 from roofline.result.document import backend_tag
+from roofline.result.folders import FolderKind
+
+# What ``gpubench compare -o`` writes: compare.json (known by its keys), compare.md and a figure per group.
+COMPARE_FOLDER = FolderKind("compare", "compare.json", keys=("comparison", "fleet"), files=("compare.md",),
+                            patterns=("compare_*.png",))
 
 
 def batch_text(row: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from roofline.core.counting import DTYPES, KV_DTYPES, activation_dtype, is_weight_only
 from roofline.core.errors import BadInputError
+from roofline.core.units import significant
 
 KINDS = ("text", "int", "float", "number", "path", "flag", "choice")
 
@@ -70,9 +71,9 @@ def number_refusal(value: float, low: float | None = None, high: float | None = 
     if not math.isfinite(value):
         return "give a finite number"
     if low is not None and value <= low:
-        return f"must be more than {low:g}"
+        return f"must be more than {significant(low)}"
     if high is not None and (value >= high if below_high else value > high):
-        return f"must be {'below' if below_high else 'at most'} {high:g}"
+        return f"must be {'below' if below_high else 'at most'} {significant(high)}"
     return None
 
 

@@ -21,9 +21,13 @@ from roofline.decode.step import (
     rows_to_dicts,
     step_rows,
 )
+from roofline.result.folders import FolderKind
 from roofline.result.sections import Device
 from roofline.specs.gpus import GpuSpec, Interconnect
 from roofline.step.comm import collectives
+
+# What ``gpubench decode -o`` writes (decode.json names no kind: it is known by its keys).
+DECODE_FOLDER = FolderKind("decode", "decode.json", keys=("setup", "summary"), files=("decode.png",))
 
 
 def comm_part(setup: DecodeSetup, interconnect: Interconnect | None, where: str) -> dict[str, Any] | None:

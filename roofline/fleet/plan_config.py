@@ -6,21 +6,22 @@ policies, the router and the KV link are simulate's own rows and rules (``roofli
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from roofline.core.errors import BadInputError
-from roofline.core.options import Option, check_seed, number_refusal
+from roofline.core.options import Option, check_seed
 from roofline.serving.metrics import Slo
 from roofline.serving.policies import Policy, parse_policy
 from roofline.serving.simulate_config import (
     DEFAULT_POLICIES,
-    MAX_RATES,
     MAX_REPLICAS,
     ROUTERS,
     check_kv_link,
+    check_rates,
     check_router,
     refuse_drawn_beside_trace,
     refuse_static_split,
@@ -89,10 +90,7 @@ class PlanConfig:
                 raise BadInputError(f"{path}: given twice{again}; give each candidate profile once")
         if not self.rates:
             raise BadInputError("--rate: give the requests/s to plan for")
-        if any(number_refusal(rate, low=0) for rate in self.rates):
-            raise BadInputError("--rate must be positive")
-        if len(self.rates) > MAX_RATES:
-            raise BadInputError(f"--rate: {len(self.rates)} rates, more than {MAX_RATES}")
+        check_rates(self.rates, "--rate")
         if self.slo is None:
             raise BadInputError("--slo: a plan meets latency objectives; give them (e.g. ttft_p90=2,itl_p99=0.05)")
         check_seed(self.seed)
@@ -129,7 +127,7 @@ class PlanConfig:
         values = dict(options)
         refuse_drawn_beside_trace(values.get("trace"), given, FLAGS)
         out_dir = values.get("out_dir")
-        if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):  # never raises
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for plan.json and the report")
         return cls(**{**values, "profile_files": tuple(values.get("profile_files") or ()),
                       "rates": parse_rates(values.get("rates")),

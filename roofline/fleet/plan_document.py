@@ -8,10 +8,14 @@ from typing import Any
 
 from roofline.core.units import seconds, significant
 from roofline.fleet.planner import Candidate, Target
+from roofline.report.page import PAGE_FILES, page_files
+from roofline.result.folders import FolderKind
 from roofline.serving.document import profile_identity
 from roofline.serving.metrics import limit_name
 from roofline.serving.schemas.plan import PLAN_KIND, PLAN_VERSION
 
+# What ``gpubench plan -o`` writes: an earlier plan's folder is replaced whole by the next one's.
+PLAN_FOLDER = FolderKind("plan", "plan.json", kind=PLAN_KIND, files=PAGE_FILES, page=page_files)
 
 def plan_document(candidates: list[Candidate], plans: list[list[dict[str, Any]]], target: Target,
                   workload: dict[str, Any], prices: dict[str, float], tool: dict[str, Any], host: dict[str, Any],

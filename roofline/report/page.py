@@ -125,6 +125,8 @@ def write_page(folder: Path, title: str, css: str, blocks: list[Block], images: 
     write_output_file(folder / "report.html", html_page(title, css, blocks, images))
 
 
+# The page's own files; the PNGs beside them are named by the figures report.md shows.
+PAGE_FILES = ("report.md", "report.html")
 # An image report.md shows from its own folder: a bare file name, never a path out of the folder.
 _IMAGE_REFERENCE = re.compile(r"!\[[^\]]*\]\(([^)/\\]+\.png)\)")
 

@@ -14,13 +14,17 @@ from roofline.core.stats import quantile
 from roofline.core.units import seconds
 from roofline.report import page, plots
 from roofline.report.format_plot import format_figures
-from roofline.report.page import figure_pngs
+from roofline.report.page import PAGE_FILES, figure_pngs, page_files
 from roofline.report.tables import formats_table, reference_lines, series_table
 from roofline.result.document import Result, backend_tag
+from roofline.result.folders import FolderKind
 from roofline.result.io import write_output_file
 
 # A sample this short is within ~1% of the timers' resolution (events ~0.5 µs, perf_counter ~0.1 µs).
 NOISE_FLOOR_SAMPLE_S = 50e-6
+# What ``gpubench report`` and ``sweep --report`` write: analysis.json (the fit, known by its keys) and the page.
+REPORT_FOLDER = FolderKind("report", "analysis.json", keys=("series", "verdict"), files=PAGE_FILES,
+                           page=page_files)
 
 
 def default_report_dir(result_path: Path) -> Path:
@@ -232,10 +236,3 @@ CSS = ("body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;p
        "table{border-collapse:collapse;font-size:14px}td,th{border:1px solid #bbb;padding:3px 8px;text-align:right}"
        "td:first-child,th:first-child{text-align:left}img{max-width:100%;display:block;margin:1em 0}"
        ".warn li{color:#8a4b00}")
-
-
-def write_report_beside(result: Result, result_path: Path) -> Path:
-    """``sweep --report``: the report folder next to the result file (``<name>-report/``); returns the folder."""
-    folder = default_report_dir(result_path)
-    write_report(result, folder)
-    return folder

@@ -183,7 +183,7 @@ def _journal_line(line: bytes, source: str, number: int) -> dict[str, Any]:
 def check_journal(path: str | os.PathLike) -> None:
     """The journal beside ``path`` may be written: absent, or a regular file that is a gpubench journal."""
     journal = journal_path(path)
-    _refuse_special(journal)
+    refuse_special(journal)
     if journal.exists():
         with open(journal, "rb") as stream:
             first = stream.readline(4096)
@@ -204,7 +204,7 @@ def save_result(result: Result, path: str | os.PathLike) -> None:
     """Write atomically: temp file in the same folder, fsync, rename over the target (a regular file only)."""
     path = Path(path)
     text = result_to_json(result)
-    _refuse_special(path)
+    refuse_special(path)
     _atomic_write(path, text.encode("utf-8"))
 
 
@@ -237,7 +237,7 @@ def _umask() -> int:
     return mask
 
 
-def _refuse_special(path: Path) -> None:
+def refuse_special(path: Path) -> None:
     """Only a regular file may be replaced: a rename over /dev/null, a FIFO or a symlink would destroy it."""
     try:
         mode = os.lstat(path).st_mode
@@ -253,21 +253,72 @@ def _refuse_special(path: Path) -> None:
         raise ResultError(f"{path}: is a device, FIFO or socket; gpubench only replaces regular files")
 
 
+# What gpubench adds to an output's name for the files beside it: the longest is an atomic save of the profile's
+# partial file, ``.<name>.partial.XXXXXXXX.tmp`` (22 bytes more); the staging folder adds 17, ``.lock`` 5.
+NAME_HEADROOM_BYTES = 32
+# POSIX NAME_MAX and PATH_MAX on Linux, where the filesystem does not say (pathconf).
+DEFAULT_NAME_MAX, DEFAULT_PATH_MAX = 255, 4096
+
+
+def _shown(path: Path) -> str:
+    """``path`` with each very long part shortened, for a one-line message."""
+    parts = [p if len(p) <= 40 else f"{p[:16]}…{p[-8:]}" for p in str(path).split(os.sep)]
+    return os.sep.join(parts)
+
+
+def _limits(absolute: str) -> tuple[int, int]:
+    """NAME_MAX and PATH_MAX of the filesystem the nearest existing folder above ``absolute`` is on."""
+    folder = absolute
+    while not os.path.isdir(folder) and folder != os.path.dirname(folder):
+        folder = os.path.dirname(folder)
+    limits = []
+    for name, default in (("PC_NAME_MAX", DEFAULT_NAME_MAX), ("PC_PATH_MAX", DEFAULT_PATH_MAX)):
+        try:
+            limits.append(os.pathconf(folder, name))
+        except (OSError, ValueError):
+            limits.append(default)
+    return limits[0], limits[1]
+
+
+def check_output_name(path: str | os.PathLike) -> None:
+    """``path`` fits the filesystem: each folder name in it within NAME_MAX bytes, its own name within NAME_MAX
+    less ``NAME_HEADROOM_BYTES`` (the names gpubench makes beside it), the whole within PATH_MAX."""
+    absolute = os.path.abspath(path)
+    name_max, path_max = _limits(absolute)
+    parts = [part for part in absolute.split(os.sep) if part]
+    for part in parts[:-1]:
+        if len(os.fsencode(part)) > name_max:
+            raise ResultError(f"{_shown(Path(path))}: the folder name {_shown(Path(part))} is "
+                              f"{len(os.fsencode(part))} bytes, more than the {name_max} a name can have here")
+    own = len(os.fsencode(parts[-1])) if parts else 0
+    if own > name_max - NAME_HEADROOM_BYTES:
+        raise ResultError(f"{_shown(Path(path))}: its name is {own} bytes; give one of at most "
+                          f"{name_max - NAME_HEADROOM_BYTES} (gpubench keeps files named after it beside it, "
+                          f"such as <name>.lock, in the {name_max} bytes a name can have here)")
+    if len(os.fsencode(absolute)) + NAME_HEADROOM_BYTES >= path_max:
+        raise ResultError(f"{_shown(Path(path))}: the path is {len(os.fsencode(absolute))} bytes, too long for "
+                          f"the {path_max} a path can have here with gpubench's files beside it")
+
+
 def check_output(path: str | os.PathLike, overwrite: bool = True, folder: bool = False,
                  resumable: bool = True) -> None:
-    """The one check every ``-o`` goes through, before anything is measured or written.
+    """The one check every ``-o`` goes through, before anything is measured or written; its name first, within
+    the filesystem's limits (``check_output_name``).
 
-    A file output may be a new path or (with ``overwrite``) a regular file; a folder output must be a new
-    path or a directory.  Either way its folder must be writable: the probe creates and removes a file.
-    ``resumable``: the refusal of an existing file also names ``--resume`` (a sweep's output can be resumed).
+    A file output may be a new path or (with ``overwrite``) a regular file.  ``folder``: a folder that collects
+    files as they are saved (``sweep --device all``) must be a new path or a directory; a folder written whole
+    (simulate, report, ...) goes through ``roofline.result.folders.check_output_folder`` instead.  Either way its
+    folder must be writable: the probe creates and removes a file.  ``resumable``: the refusal of an existing
+    file also names ``--resume`` (a sweep's output can be resumed).
     """
     path = Path(path)
+    check_output_name(path)
     if folder:
         if path.is_symlink() or (path.exists() and not path.is_dir()):
             raise ResultError(f"{path}: exists and is not a folder; give a folder for the output files")
         where = path
     else:
-        _refuse_special(path)
+        refuse_special(path)
         check_journal(path)
         if path.exists() and not overwrite:
             raise ResultError(f"{path}: already exists; --force replaces it"
@@ -284,5 +335,5 @@ def check_output(path: str | os.PathLike, overwrite: bool = True, folder: bool =
 
 def write_output_file(path: Path, data: str | bytes) -> None:
     """One file of an output folder (compare.md, decode.png): atomic, and never over a special file."""
-    _refuse_special(path)
+    refuse_special(path)
     _atomic_write(path, data.encode("utf-8") if isinstance(data, str) else data)

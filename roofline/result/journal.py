@@ -29,9 +29,9 @@ from roofline.result.document import Point, Result
 from roofline.result.io import (
     JOURNAL_KIND,
     _atomic_write,
-    _refuse_special,
     check_journal,
     journal_path,
+    refuse_special,
     result_to_json,
     save_result,
 )
@@ -52,7 +52,7 @@ class Journal:
 
     def start(self, document: bytes, kind: str = JOURNAL_KIND) -> None:
         """A new, empty journal for ``document`` (written already); an older journal there is replaced."""
-        _refuse_special(self.path)
+        refuse_special(self.path)
         header = json.dumps({"kind": kind, "document_sha256": hashlib.sha256(document).hexdigest()}) + "\n"
         _atomic_write(self.path, header.encode("utf-8"))
         self.on_write(self.path, len(header))

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from roofline.report.page import PAGE_FILES, page_files
+from roofline.result.folders import FolderKind
 from roofline.result.io import write_output_file
 from roofline.serving.metrics import step_arrays
 from roofline.serving.profile_doc import StepProfile, save_json_atomic
@@ -25,6 +27,9 @@ from roofline.serving.simulate import SimulationRun
 SCHEMA_VERSION = 1
 KIND = "gpubench-simulation"
 TIMELINE_BINS = 200
+# What ``gpubench simulate -o`` writes: an earlier simulation's folder is replaced whole by the next one's.
+SIMULATION_FOLDER = FolderKind("simulate", "simulation.json", kind=KIND, files=("requests.csv", *PAGE_FILES),
+                               page=page_files)
 
 
 def timeline(run: SimulationRun, profile: StepProfile, kv_capacity_tokens: int | None) -> dict[str, list[float]]:

@@ -9,6 +9,7 @@ is checked when it is read; every option on its own, and against the others, is 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,14 @@ MAX_REPLICAS = 4096
 # A latency curve reads well with a dozen rates; each is a whole simulation of every policy, so a hundred is
 # already long, and a thousand a typo.
 MAX_RATES = 100
+# The fastest arrivals simulated or planned for: a request every nanosecond.  No network delivers requests faster
+# (a 400 Gb/s Ethernet port, IEEE 802.3bs, carries 50 bytes a nanosecond, less than one request's headers), and
+# every serving step takes microseconds; past it a rate is a typo, and 1e308 overflowed the figures' axes.
+MAX_RATE_PER_S = 1e9
+# The fastest KV link taken: 1,000,000 Gb/s (125 TB/s), over a hundred times the fastest GPU link on a spec sheet
+# here (fifth-generation NVLink, 900 GB/s one way: profiles/gpus/b200.toml).  Past it no link exists, and 1e306
+# Gb/s overflowed to inf, which JSON cannot hold.
+MAX_KV_LINK_GBPS = 1e6
 
 
 @dataclass(frozen=True)
@@ -153,11 +162,7 @@ class SimulateConfig:
         for term, value in self.overhead_given.items():  # EngineOverhead's own bound, worded with the flag
             if not math.isfinite(value) or not 0 <= value <= MAX_KERNEL_S:
                 raise BadInputError(f"{FLAGS[term].spelled} {value:g}: give seconds from 0 to {MAX_KERNEL_S:g}")
-        if any(number_refusal(rate, low=0) for rate in self.rates):
-            raise BadInputError("--rates must be positive")
-        if len(self.rates) > MAX_RATES:
-            raise BadInputError(f"--rates: {len(self.rates)} rates, more than {MAX_RATES} (each is one more "
-                                "simulation of every policy)")
+        check_rates(self.rates, "--rates")
         if not self.trace:  # a trace's own length is counted as it is read
             check_request_count(self.requests)
         check_fleet(self.replicas, self.router, self.disaggregate, self.kv_link_gbps, self.policy_list)
@@ -189,7 +194,7 @@ class SimulateConfig:
             raise BadInputError(f"{spelled(MODEL_FLAGS, building)}: these build an --analytic profile, and "
                                 f"{config.profile_file} already fixes the model and its shapes; drop them")
         out_dir = config.out_dir
-        if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):  # never raises
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
         refuse_drawn_beside_trace(config.trace, given, FLAGS)
         if "replicas" in given and "disaggregate" in given:
@@ -265,6 +270,21 @@ def refuse_static_split(policies: list[Policy]) -> None:
 
 
 def check_kv_link(gbps: float) -> None:
-    why = number_refusal(gbps, low=0)
+    """``--kv-link-gbps``: a positive number of Gb/s, at most ``MAX_KV_LINK_GBPS``."""
+    why = number_refusal(gbps, low=0, high=MAX_KV_LINK_GBPS)
     if why:
-        raise BadInputError(f"--kv-link-gbps {gbps:g}: {why}")
+        raise BadInputError(f"--kv-link-gbps {gbps:g}: {why} Gb/s (over a hundred times the fastest GPU link)"
+                            if why.startswith("must be at most") else f"--kv-link-gbps {gbps:g}: {why}")
+
+
+def check_rates(rates: tuple[float, ...], flag: str) -> None:
+    """Request rates (simulate's ``--rates``, plan's ``--rate``): positive requests/s, at most ``MAX_RATE_PER_S``
+    (a request a nanosecond), and at most ``MAX_RATES`` of them (each is a simulation of every policy)."""
+    for rate in rates:
+        why = number_refusal(rate, low=0, high=MAX_RATE_PER_S)
+        if why:
+            unit = " requests/s (a request every nanosecond)" if why.startswith("must be at most") else ""
+            raise BadInputError(f"{flag} {rate:g}: {why}{unit}")
+    if len(rates) > MAX_RATES:
+        raise BadInputError(f"{flag}: {len(rates)} rates, more than {MAX_RATES} (each is one more simulation of "
+                            "every policy)")
