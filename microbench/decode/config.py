@@ -18,6 +18,7 @@ from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.options import Option, check_dtypes, number_refusal, resolved_kv_dtype
 from roofline.step.parallel import Parallelism
 from roofline.step.routing import Routing
+from roofline.step.speculative import parse_spec_decode
 
 # A decode table with more rows than this is no longer read; 4096 rows took 8.3 s here, a million over half an hour.
 MAX_DECODE_BATCHES = 4096
@@ -31,6 +32,9 @@ FLAGS: dict[str, Option] = {
     "routing": Option(("--routing",), default="balanced", show_default=True,
                       help="how tokens spread over experts: balanced | uniform | zipf:S"),
     "context": Option(("--context",), "int", 4096, show_default=True, help="tokens in each sequence's KV cache"),
+    "spec_decode": Option(("--spec-decode",), metavar="draft=K,accept=DIST",
+                          help="speculative decoding: K draft tokens, accept=geometric:P or hist:p0/../pK "
+                               "[,drafter=mtp|MODEL]"),
     "dtype": Option(("--dtype",), default="bf16", show_default=True,
                     help=f"weights and activations: {' | '.join(DTYPES)} (quantized formats: the layers' linears)"),
     "kv_dtype": Option(("--kv-dtype",),
@@ -56,6 +60,7 @@ class DecodeConfig:
     tp: int = 1
     ep: int = 1
     routing: str = "balanced"
+    spec_decode: str | None = None
     context: int = 4096
     dtype: str = "bf16"
     kv_dtype: str | None = None  # None: the dtype --dtype computes in (resolved_kv_dtype)
@@ -77,6 +82,7 @@ class DecodeConfig:
             raise PlanError(f"--context must be positive, got {self.context}")
         Parallelism(self.tp, self.ep)  # positive, and EP a multiple of TP (one line each)
         Routing.parse(self.routing)
+        parse_spec_decode(self.spec_decode)
         check_dtypes(self.dtype, self.kv_dtype)
         if not 0 < self.mem_fraction <= 1:
             raise PlanError("--mem-fraction must be in (0, 1]")

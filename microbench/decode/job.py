@@ -15,6 +15,7 @@ from roofline.specs.gpus import SpecError, load_gpu_spec
 from roofline.specs.hf_config import load_hf_config
 from roofline.specs.models import load_model, past_context_window, weights_note
 from roofline.step.launches import StepModel
+from roofline.step.speculative import parse_spec_decode
 
 
 def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManager[SweepObserver]] | None = None
@@ -33,12 +34,14 @@ def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManag
         raise SpecError(f"--context {config.context}: {past}")
     tp, context, dtype, kv_dtype, sku = config.tp, config.context, config.dtype, config.resolved_kv_dtype, config.sku
     batch_list, mem_fraction = list(config.batches), config.mem_fraction
-    setup = DecodeSetup(step, context)
+    spec = parse_spec_decode(config.spec_decode)
+    setup = DecodeSetup(step, context, spec)
     document: dict[str, Any] = {"setup": {"model": profile.name, "model_id": profile.id, "tp": tp, "ep": config.ep,
                                           "gpus": step.parallelism.gpus, "context": context,
                                           "dtype": dtype, "kv_dtype": kv_dtype, "batches": batch_list,
                                           "model_source": profile.source, "weights": weights_note(dtype),
-                                          "moe": moe_words(step, context)}}
+                                          "moe": moe_words(step, context),
+                                          **({"speculation": spec.to_dict()} if spec else {})}}
     if not config.analytic:
         document["measured"] = _measured(setup, batch_list, mem_fraction, config.from_result, config.device,
                                          config.budget_s, progress or _silent, config.sku)

@@ -324,25 +324,28 @@ def mla_attention_work(act_dtype: str, kv_dtype: str, heads: int, latent: int, r
                 output_bytes=out)  # pyright: ignore[reportArgumentType]
 
 
-def attention_extent(decode_contexts: float, decodes: int, chunks, window: int | None = None
+def attention_extent(decode_contexts: float, decodes: int, chunks, window: int | None = None, queries: int = 1
                      ) -> tuple[float, float, float]:
-    """(queries, keys read, query-key pairs) of one step's attention: ``decodes`` sequences each decoding one token
-    over its cache (their contexts summing to ``decode_contexts``, the new token included), and prefill ``chunks``
-    of (tokens, cached prefix): each chunk reads its prefix and itself, causally within itself.  ``window``: a
-    sliding-window layer, where a query attends over the last ``window`` positions only (the decodes' keys are
-    reckoned from their contexts' sum: ``min(sum, decodes × window)``, exact when every context is past the window
-    or every one within it)."""
-    queries = decodes + sum(c for c, _ in chunks)
+    """(queries, keys read, query-key pairs) of one step's attention: ``decodes`` sequences each decoding ``queries``
+    tokens (1; a speculative verification's K + 1) over its cache (their contexts summing to ``decode_contexts``, the
+    new tokens included: the q new tokens attend causally among themselves), and prefill ``chunks`` of (tokens,
+    cached prefix): each chunk reads its prefix and itself, causally within itself.  ``window``: a sliding-window
+    layer, where a query attends over the last ``window`` positions only (the decodes' keys are reckoned from their
+    contexts' sum: ``min(sum, decodes × window)``, exact when every context is past the window or every one within
+    it)."""
+    causal = decodes * queries * (queries - 1) / 2  # the later of a sequence's new tokens see more of them
+    total = decodes * queries + sum(c for c, _ in chunks)
     if window is None:
         keys = decode_contexts + sum(c + prefix for c, prefix in chunks)
-        return queries, keys, decode_contexts + sum(c * (prefix + (c + 1) / 2) for c, prefix in chunks)
+        pairs = queries * decode_contexts - causal + sum(c * (prefix + (c + 1) / 2) for c, prefix in chunks)
+        return total, keys, pairs
     decode_keys = min(decode_contexts, decodes * window)
-    keys, pairs = decode_keys, decode_keys
+    keys, pairs = decode_keys, queries * decode_keys - causal
     for c, prefix in chunks:
         within = max(0, min(c, window - prefix))  # queries whose whole history still fits in the window
         pairs += within * prefix + within * (within + 1) / 2 + (c - within) * window
         keys += c + min(prefix, window)
-    return queries, keys, pairs
+    return total, keys, pairs
 
 
 def critical_intensity_batch(dtype: str, n: int, k: int, ridge_flop_per_byte):

@@ -60,6 +60,7 @@ def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], 
             "rows": rows_to_dicts(rows), "kv": capacity,
             "comm": comm_part(setup, profile.interconnect, f"spec sheet {profile.sku}"),
             "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
+            **_without_speculation(setup, ridge, batches),
             "experts_crossover": experts_crossover(setup.step, ridge),
             "warnings": [] if peak else [no_peak_note(setup.dtype, profile.name)],
             "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
@@ -86,9 +87,25 @@ def measured_document(setup: DecodeSetup, batches: list[int], times: dict, bandw
             "rows": rows_to_dicts(rows), "kv": capacity,
             "comm": comm_part(setup, link, f"spec sheet {spec.sku}" if spec else "not counted"),
             "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
+            **_without_speculation(setup, ridge, batches),
             "experts_crossover": experts_crossover(setup.step, ridge),
             "warnings": list(warnings) + uncounted + _inversions(rows),
             "knee_batch_1p10": latency_knee(rows, 1.10), "knee_batch_1p25": latency_knee(rows, 1.25)}
+
+
+def _without_speculation(setup: DecodeSetup, ridge: float | None, batches: list[int]) -> dict[str, Any]:
+    """Beside a speculative step's crossover, the plain step's: speculation moves it to about 1/(K+1)."""
+    if setup.spec is None:
+        return {}
+    return {"crossing_without_speculation": ridge_crossing(setup.without_speculation(), ridge, batches)
+            if ridge else None}
+
+
+def _crossing_batch(crossing: dict[str, Any]) -> str:
+    if crossing["never"]:
+        return "never (attention keeps it memory-bound)"
+    batch = crossing["crossover_batch"] or crossing.get("crossover_batch_beyond_list")
+    return f"batch {batch}"
 
 
 def _inversions(rows) -> list[str]:
@@ -170,6 +187,11 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         if part.get("knee_batch_1p10"):
             text += f"; time per token is 10% above batch 1 by batch {part['knee_batch_1p10']}"
         lines.append(text + ".")
+        if setup.get("speculation") and crossing and part.get("crossing_without_speculation"):
+            spec = setup["speculation"]
+            lines.append(f"{key}: with {spec['draft']} draft tokens ({spec['tokens_per_step']:.2f} tokens per sequence "
+                         f"per step) the step turns compute-bound at {_crossing_batch(crossing)}; without "
+                         f"speculation at {_crossing_batch(part['crossing_without_speculation'])}.")
         if setup.get("moe"):
             lines.append(f"{key}: {moe_words(setup['moe'], part.get('experts_crossover'))}")
         lines += [f"{key}: warning: {warning}." for warning in part.get("warnings") or []]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from roofline.core.counting import compute_dtype
@@ -24,6 +25,7 @@ from roofline.specs.gpus import Interconnect, SpecError
 from roofline.step.comm import comm_time_s
 from roofline.step.launches import Batch, Launch, StepModel
 from roofline.step.memory import kv_capacity as step_kv_capacity
+from roofline.step.speculative import SpecDecode, drafter_step
 
 TimeFn = Callable[[Launch], float]  # seconds of ONE launch
 CommFn = Callable[[int], float]  # seconds of one step's collectives at a batch
@@ -35,8 +37,12 @@ ATTENTION_PROXIES_PER_LAYER = 2
 
 @dataclass(frozen=True)
 class DecodeSetup:
+    """A decode step at ``context``; with ``spec`` a speculative one: the verification of K + 1 tokens per sequence
+    by the target and the drafter's K steps (``roofline.step.speculative``)."""
+
     step: StepModel
     context: int
+    spec: SpecDecode | None = None
 
     @property
     def model(self):
@@ -50,16 +56,42 @@ class DecodeSetup:
     def tp(self) -> int:
         return self.step.parallelism.tp
 
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens one sequence gains per step: 1, or the accepted drafts plus one."""
+        return self.spec.tokens_per_step if self.spec else 1.0
+
     def batch(self, batch: int) -> Batch:
-        return Batch.decode(batch, self.context)
+        return Batch.decode(batch, self.context, self.spec.queries if self.spec else 1)
+
+    @cached_property
+    def drafter(self) -> StepModel | None:
+        return drafter_step(self.step, self.spec) if self.spec else None
+
+    def draft_launches(self, batch: int) -> list[Launch]:
+        """The drafter's K decode steps of ``batch`` sequences (its launches, each ``K`` times as many)."""
+        if self.drafter is None or self.spec is None:
+            return []
+        return [replace(launch, name=f"draft {launch.name}", count=launch.count * self.spec.draft)
+                for launch in self.drafter.launches(Batch.decode(batch, self.context))]
 
     def launches(self, batch: int) -> list[Launch]:
-        return self.step.launches(self.batch(batch))
+        return self.step.launches(self.batch(batch)) + self.draft_launches(batch)
 
     def work(self, batch: int) -> tuple[float, float, float]:
-        """(bytes, linear FLOP, attention FLOP) of one step at ``batch`` on one GPU."""
+        """(bytes, linear FLOP, attention FLOP) of one step at ``batch`` on one GPU (a speculative one's drafts
+        included)."""
         work = self.step.work(self.batch(batch))
-        return work.total.bytes, work.linear.flop, work.attention.flop
+        total, linear, attention = work.total.bytes, work.linear.flop, work.attention.flop
+        if self.drafter is not None and self.spec is not None:
+            draft = self.drafter.work(Batch.decode(batch, self.context))
+            total += self.spec.draft * draft.total.bytes
+            linear += self.spec.draft * draft.linear.flop
+            attention += self.spec.draft * draft.attention.flop
+        return total, linear, attention
+
+    def without_speculation(self) -> DecodeSetup:
+        return replace(self, spec=None)
 
     def intensity(self, batch: int) -> float:
         total_bytes, linear, attention = self.work(batch)
@@ -73,6 +105,8 @@ class DecodeSetup:
         ``sequences × KV heads`` matrices of ``context × head_dim`` for QKᵀ and another for PV (the sweep's ``bmm``,
         one vector per matrix: a GQA group's queries share each matrix, which this proxy reads once)."""
         m = self.model
+        if launch.name.startswith("draft "):
+            raise SpecError("a measured decode times the target's launches only: give --analytic with --spec-decode")
         if launch.op != "attention":
             raise SpecError(f"{m.name}'s {launch.op.replace('_', ' ')} has no sweep point to time it: measure it with "
                             "gpubench profile, or give --analytic")
@@ -175,10 +209,11 @@ def step_rows(setup: DecodeSetup, batches: list[int], time_fn: TimeFn, bandwidth
         total_bytes, linear, attention_flop = setup.work(batch)
         flop = linear + attention_flop
         intensity = flop / total_bytes
+        gained = setup.tokens_per_step
         rows.append(StepRow(
             batch=batch, step_time_s=step, attention_time_s=attention, comm_time_s=comm, comm_share=comm / step,
-            tokens_per_s=batch / step,
-            tokens_per_s_per_sequence=1 / step, bytes=total_bytes, flop=flop, linear_flop=linear,
+            tokens_per_s=batch * gained / step,
+            tokens_per_s_per_sequence=gained / step, bytes=total_bytes, flop=flop, linear_flop=linear,
             intensity_flop_per_byte=intensity,
             mbu=total_bytes / step / bandwidth if bandwidth else None,
             mfu=flop / step / peak if peak else None,

@@ -48,25 +48,28 @@ from roofline.step.routing import BALANCED, Routing
 
 @dataclass(frozen=True)
 class Batch:
-    """One step's composition: ``decodes`` sequences decoding one token each over caches whose lengths sum to
-    ``context_sum`` (the new token included), and prefill ``chunks`` of (tokens, cached prefix)."""
+    """One step's composition: ``decodes`` sequences decoding ``queries`` tokens each (1; a speculative
+    verification's K + 1) over caches whose lengths sum to ``context_sum`` (the new tokens included), and prefill
+    ``chunks`` of (tokens, cached prefix)."""
 
     decodes: int = 0
     context_sum: float = 0
     chunks: tuple[tuple[int, int], ...] = ()
+    queries: int = 1
 
     @property
     def tokens(self) -> int:
-        return self.decodes + sum(c for c, _ in self.chunks)
+        return self.decodes * self.queries + sum(c for c, _ in self.chunks)
 
     @property
     def logits(self) -> int:
-        """Rows of the LM head: one per sequence in the step (a chunk's last position)."""
-        return self.decodes + len(self.chunks)
+        """Rows of the LM head: one per decoded token (a verification checks each draft) and per chunk (its last
+        position)."""
+        return self.decodes * self.queries + len(self.chunks)
 
     @classmethod
-    def decode(cls, batch: int, context: int) -> Batch:
-        return cls(batch, batch * context)
+    def decode(cls, batch: int, context: int, queries: int = 1) -> Batch:
+        return cls(batch, batch * context, (), queries)
 
 
 @dataclass(frozen=True)
@@ -291,7 +294,7 @@ class StepModel:
             return batch
         decodes = math.ceil(batch.decodes / share)
         return Batch(decodes, batch.context_sum * decodes / batch.decodes if batch.decodes else 0,
-                     batch.chunks[: math.ceil(len(batch.chunks) / share)])
+                     batch.chunks[: math.ceil(len(batch.chunks) / share)], batch.queries)
 
     def attention_launches(self, batch: Batch) -> list[Launch]:
         """One launch per layer over this GPU's share of the batch; sliding-window layers apart."""
@@ -308,7 +311,7 @@ class StepModel:
         return out
 
     def _attention_launch(self, batch: Batch, layers: int, window: int | None) -> Launch:
-        queries, keys, pairs = attention_extent(batch.context_sum, batch.decodes, batch.chunks, window)
+        queries, keys, pairs = attention_extent(batch.context_sum, batch.decodes, batch.chunks, window, batch.queries)
         work = self.attention_layer_work(queries, keys, pairs)
         op = "mla_attention" if self.model.attention == "mla" else "attention"
         name = "attention" if window is None else "sliding_attention"
