@@ -156,6 +156,24 @@ def test_a_capacity_search_whose_slo_always_holds_stops_at_a_bounded_rate():
     assert result.capacity_requests_per_s == max(rates) and "capacity ≥ 40 requests/s" in result.reason
 
 
+def test_a_capacity_search_whose_slo_never_holds_stops_before_the_arrivals_run_past_the_workload_limit():
+    """Dividing the rate by 4 while the SLO fails once reached rates whose arrivals span past 10^9 s, which the
+    workload refuses: the search stops above them and says no rate meets the SLO (every step takes 1 s, so a
+    TTFT of 0.5 s is never met)."""
+    from roofline.serving.capacity import LOWEST_RATE_PER_REQUEST, search_capacity
+    from roofline.serving.metrics import Slo
+
+    requests = make_workload(5, "burst", "fixed:16", "fixed:4", seed=0)
+
+    def run_at(workload):
+        return simulate(constant_profile(), workload, "continuous")
+
+    result = search_capacity(requests, Slo.parse("ttft_p90=0.5"), run_at, start_rate=1.0)
+    rates = [p["rate_requests_per_s"] for p in result.tried]
+    assert result.capacity_requests_per_s is None and result.reason.startswith("no rate down to")
+    assert min(rates) >= LOWEST_RATE_PER_REQUEST * 5 and not any(p["met"] for p in result.tried)
+
+
 def test_the_step_log_gives_back_each_field_as_logged_and_joins_logs_without_copying_them():
     """Steps are stored as doubles, column by column: a record read back has its integers, booleans and a missing
     block count as they were, and two runs' logs read as one, in order."""

@@ -14,7 +14,14 @@ import click
 
 from microbench.cli.edges import BadInput, bad_input, declare, given
 from microbench.cli.guard import writing_to
-from microbench.cli.serving import load_workload, output_folder, print_columns, remove_stale_page, tool_and_host
+from microbench.cli.serving import (
+    load_workload,
+    output_folder,
+    print_columns,
+    probe_line,
+    remove_stale_page,
+    tool_and_host,
+)
 from roofline.fleet.plan_config import FLAGS
 
 
@@ -54,6 +61,13 @@ def load_candidates(config):
     return candidates
 
 
+def _progress(subject: str):
+    """A line to stderr for each simulation of the plan's searches, so a long plan is visibly alive."""
+    def report(probe) -> None:
+        click.echo(probe_line(subject, probe), err=True)
+    return report
+
+
 def run_plan(config) -> None:
     """Plan a checked config, print the table (or JSON) and write the folder (held by ``writing_to``)."""
     from roofline.fleet.plan_document import PLAN_HEADER, plan_document, plan_rows, plan_sentences
@@ -71,7 +85,8 @@ def run_plan(config) -> None:
         target = Target(requests, config.slo, config.rates, config.router, config.max_gpus, config.mem_fraction,
                         config.seed, config.disaggregate)
         with output_folder(folder, ("plan.json",)):
-            plans = [[plan_policy(c, policy, target) for policy in config.policy_list] for c in candidates]
+            plans = [[plan_policy(c, policy, target, _progress(f"{c.path.name}, {policy.text}"))
+                      for policy in config.policy_list] for c in candidates]
         tool, host = tool_and_host()
         document = plan_document(candidates, plans, target, workload, config.price_of, tool, host, tuple(sys.argv))
         if config.as_json:
