@@ -74,6 +74,23 @@ def test_paged_preempts_the_latest_sequence_and_recomputes_it():
     assert summary["binding_limit"] == "kv-cache"
 
 
+@pytest.mark.parametrize("policy", ["paged:block=1", "chunked:budget=1000:block=1"])
+@pytest.mark.parametrize("second_prompt, admitted", [(98, True), (99, False)])
+def test_admission_leaves_1_percent_of_the_kv_blocks_free_while_a_sequence_runs(policy, second_prompt, admitted):
+    """200 blocks of one token: the watermark is 2 blocks (vLLM's 1%).  A's 100-token prompt is admitted into the
+    idle engine; B, arriving with it, is admitted in the same step only if 2 blocks stay free after it: 98
+    tokens leave 2, 99 would leave 1 and wait for A to finish."""
+    profile = constant_profile(device_bytes=201, weight_bytes=1, kv_bytes_per_token=1)
+    requests = [Request(0, 0.0, 100, 50), Request(1, 0.0, second_prompt, 2)]
+    run = simulate(profile, requests, policy, mem_fraction=1.0)
+    assert run.kv_blocks_total == 200
+    first = run.steps[0]
+    assert (first.prefill_tokens, first.kv_blocks_used, first.kv_blocked) == \
+        ((100 + second_prompt, 100 + second_prompt, False) if admitted else (100, 100, True))
+    b = run.requests[1]
+    assert b.first_token_s == (1.0 if admitted else 51.0)  # else after A's 50 steps: prefill, then 49 decodes
+
+
 def test_chunked_splits_a_prompt_into_budget_sized_chunks_over_its_prefix():
     run = simulate(constant_profile(device_bytes=10**6), [Request(0, 0.0, 10, 2)], "chunked:budget=4")
     assert [(s.decodes, s.prefill_tokens) for s in run.steps] == [(0, 4), (0, 4), (0, 2), (1, 0)]
