@@ -76,6 +76,22 @@ def test_each_router_picks_by_its_own_rule_and_ties_go_to_the_next_in_turn():
         Router("fastest")
 
 
+@pytest.mark.parametrize("name, load", [("least-loaded", lambda n: Load(n, 0)), ("shortest-queue", lambda n: Load(0, n))])
+def test_equal_busy_loads_go_to_the_first_tied_replica_after_the_one_chosen_last(name, load):
+    """Not only idle replicas tie: among replicas of one request each, the first after the last choice wins, so
+    a fleet of equal loads is also taken in turn."""
+    router, busy = Router(name), [load(2), load(1), load(1), load(1)]
+    assert [router.choose(busy, 0.0) for _ in range(4)] == [1, 2, 3, 1]
+
+
+def test_a_tiny_fleet_takes_equally_loaded_replicas_in_turn():
+    """Three replicas, every step 1 s: requests 0-2 arrive at 0 (one each), 3-5 at 0.5, when each replica is
+    still running its first: every load ties at 1, then the untouched ones tie at 1 below 2."""
+    requests = [Request(i, 0.0 if i < 3 else 0.5, 4, 3) for i in range(6)]
+    run = simulate_fleet(constant_profile(), requests, "continuous", FleetLayout(3, "least-loaded"))
+    assert [replica for replica, _ in run.placement] == [0, 1, 2, 0, 1, 2]
+
+
 def test_a_replica_counts_what_a_running_step_has_not_finished_yet_and_what_arrived_since():
     """Every step costs 1 s: B (one token) finishes at the end of the first step, at t = 1."""
     member = Member(Replica(constant_profile(), parse_policy("continuous"), None, None))
