@@ -267,6 +267,25 @@ def test_the_step_log_holds_the_cost_the_simulator_computed_for_each_step_and_th
                                         (0, 63, 4, False, 0, 0, 0)]
 
 
+def test_each_decode_step_reads_the_kv_of_every_token_so_far_and_its_own_by_hand():
+    """Llama-3-8B in bf16 keeps 131,072 B of KV a token (32 layers x 8 KV heads x 128 dims x K and V x 2 bytes).
+    A lone 100-token prompt's i-th decode attends to 100 + i keys (the prompt, the tokens since, its own): the
+    step's bytes and FLOP past a decode of no keys are (100 + i) x 131,072 B and (100 + i) x 4 x 32 heads x 128
+    x 32 layers."""
+    from roofline.serving.analytic import analytic_profile
+    from roofline.serving.step_cost import CostModel
+    from roofline.specs.gpus import load_gpu_spec
+    from roofline.specs.models import load_model
+
+    profile = analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=512,
+                               max_context=512, gpu=load_gpu_spec("h100-sxm"))
+    run = simulate(profile, [Request(0, 0.0, 100, 4)], "continuous")
+    no_keys = CostModel(profile).cost(1, 0, [])
+    decodes = [s for s in run.steps if s.decodes]
+    assert [s.bytes - no_keys.bytes for s in decodes] == [(100 + i) * 131_072 for i in (1, 2, 3)]
+    assert [s.flop - no_keys.flop for s in decodes] == [(100 + i) * 4 * 32 * 128 * 32 for i in (1, 2, 3)]
+
+
 def test_the_step_log_gives_back_each_field_as_logged_and_joins_logs_without_copying_them():
     """Steps are stored as doubles, column by column: a record read back has its integers, booleans and a missing
     block count as they were, and two runs' logs read as one, in order."""
