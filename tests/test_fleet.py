@@ -76,7 +76,8 @@ def test_each_router_picks_by_its_own_rule_and_ties_go_to_the_next_in_turn():
         Router("fastest")
 
 
-@pytest.mark.parametrize("name, load", [("least-loaded", lambda n: Load(n, 0)), ("shortest-queue", lambda n: Load(0, n))])
+@pytest.mark.parametrize("name, load", [("least-loaded", lambda n: Load(n, 0)),
+                                        ("shortest-queue", lambda n: Load(0, n))])
 def test_equal_busy_loads_go_to_the_first_tied_replica_after_the_one_chosen_last(name, load):
     """Not only idle replicas tie: among replicas of one request each, the first after the last choice wins, so
     a fleet of equal loads is also taken in turn."""

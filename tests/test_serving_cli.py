@@ -308,8 +308,8 @@ def test_an_slo_below_one_requests_own_latency_is_answered_without_searching_rat
 
 
 def test_the_capacity_search_prints_a_line_to_stderr_for_each_simulation_as_it_ends(tmp_path):
-    run = _simulate(tmp_path, *ANALYTIC, "--requests", "30", "--policy", "paged", "--slo", "ttft_p90=0.5,tpot_p99=0.004",
-                    "--no-report")
+    run = _simulate(tmp_path, *ANALYTIC, "--requests", "30", "--policy", "paged",
+                    "--slo", "ttft_p90=0.5,tpot_p99=0.004", "--no-report")
     assert run.exit_code == 0, run.output
     tried = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["capacity"]["tried"]
     assert len(tried) >= 5
