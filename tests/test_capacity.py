@@ -86,8 +86,7 @@ def test_past_the_simulated_prompt_lengths_the_unloaded_bound_stays_below_each_r
         assert len(bound[kind]) == len(truth[kind]), kind
         assert np.all(np.sort(bound[kind]) <= np.sort(truth[kind]) * (1 + 1e-12)), kind
     assert bound["ttft"].sum() < truth["ttft"].sum()  # prompts between the simulated lengths are rounded down
-    for rate in (1.0, 30.0, "burst"):
-        arrivals = rate if rate == "burst" else f"poisson:{rate}"
+    for arrivals in ("poisson:1", "poisson:30", "burst"):
         loaded = latencies(_run_at(with_arrivals(requests, arrivals)).requests)
         for kind in ("ttft", "tpot", "e2e", "itl"):
             for percentile in (50, 90, 99):
