@@ -30,10 +30,10 @@ import time
 
 from roofline.fleet.replicas import FleetLayout, simulate_fleet
 from roofline.serving.analytic import analytic_profile
-from roofline.serving.capacity import search_capacity
+from roofline.serving.capacity import capacity_under
 from roofline.serving.metrics import Slo, summarize
 from roofline.serving.simulate_config import ROUTERS
-from roofline.serving.workload import make_workload, with_arrivals
+from roofline.serving.workload import make_workload
 from roofline.specs.gpus import load_gpu_spec
 from roofline.specs.models import load_model
 
@@ -78,12 +78,10 @@ def capacity() -> None:
     found = {}
     for replicas in (1, 2):
         def run_at(workload, replicas=replicas):
-            return simulate_fleet(profile, workload, "paged", FleetLayout(replicas, ROUTERS[0]))
+            return simulate_fleet(profile, workload, "paged", FleetLayout(replicas, ROUTERS[0]), log_steps=False)
 
         start = time.perf_counter()
-        burst = run_at(with_arrivals(requests, "burst"))
-        saturated = summarize(burst, profile, 0.9)["requests_per_s"]
-        result = search_capacity(requests, slo, run_at, saturated, burst=burst)
+        result = capacity_under(requests, slo, run_at)
         found[replicas] = result.capacity_requests_per_s
         print(f"{replicas} replica(s): capacity {result.capacity_requests_per_s:.1f} requests/s under {SLO} "
               f"({len(result.tried)} rates tried, {time.perf_counter() - start:.1f} s)", flush=True)

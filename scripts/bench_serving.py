@@ -12,10 +12,10 @@ import os
 import time
 
 from roofline.serving.analytic import analytic_profile
-from roofline.serving.capacity import search_capacity
+from roofline.serving.capacity import capacity_under
 from roofline.serving.metrics import Slo, summarize
 from roofline.serving.simulate import simulate
-from roofline.serving.workload import make_workload, with_arrivals
+from roofline.serving.workload import make_workload
 from roofline.specs.gpus import load_gpu_spec
 from roofline.specs.models import load_model
 
@@ -40,13 +40,12 @@ def main() -> None:
     slo = Slo.parse("ttft_p90=1,tpot_p99=0.05")
 
     def run_at(batch):
-        return simulate(profile, batch, "paged")
+        return simulate(profile, batch, "paged", log_steps=False)
 
     start = time.perf_counter()
-    saturated = summarize(run_at(with_arrivals(workload, "burst")), profile, 0.9)["requests_per_s"]
-    result = search_capacity(workload, slo, run_at, saturated)
+    result = capacity_under(workload, slo, run_at)
     elapsed = time.perf_counter() - start
-    print(f"capacity search: 1,000 requests, paged, {len(result.tried) + 1} simulations: {elapsed:.2f} s "
+    print(f"capacity search: 1,000 requests, paged, {len(result.tried) + 2} simulations: {elapsed:.2f} s "
           f"-> {result.capacity_requests_per_s:.3g} requests/s under {slo.limits_s}")
 
 

@@ -77,6 +77,17 @@ def test_fleet_flags_a_deliberately_slowed_unit(cpu_result, tmp_path):
     assert loose.exit_code == 0
 
 
+def test_fleet_outliers_are_counted_in_robust_sd_of_1_4826_mads_by_hand():
+    """Six units at 98, 99, 100, 101, 102 and 110: median 100.5, distances 2.5, 1.5, 0.5, 0.5, 1.5 and 9.5, MAD 1.5,
+    so one robust sd is 1.4826 x 1.5 = 2.22 and 110 is 9.5 / 2.22 = 4.3 of them out (past k = 3)."""
+    from roofline.compare.comparison import _robust_flags
+
+    values = {"a": 98.0, "b": 99.0, "c": 100.0, "d": 101.0, "e": 102.0, "f": 110.0}
+    assert _robust_flags(values, 3.0) == {"f": "+4.3 robust sd from the median 100.5"}
+    assert set(_robust_flags(values, 0.6)) == {"a", "b", "e", "f"}  # 1.5 / 2.22 = 0.67 robust sd: past 0.6
+    assert set(_robust_flags(values, 0.7)) == {"a", "f"}  # not past 0.7; 2.5 / 2.22 = 1.1 is
+
+
 def test_fleet_bad_inputs(cpu_result, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -31,6 +31,25 @@ def test_llama_2_70b_shapes_and_kv_by_hand():
     assert weight_bytes(step) == pytest.approx(137.4e9, rel=0.001)
 
 
+@pytest.mark.parametrize("tp", [1, 2])
+def test_decode_at_context_l_reads_l_tokens_of_kv_per_sequence_by_hand(tp):
+    """Llama-3-8B: 32 layers x 8 KV heads x 128 dims x (K, V) x 2 bytes = 131,072 B of KV a token (half a GPU's at
+    TP 2).  A decode step of 4 sequences at a context of 1000 tokens reads 4 x 1000 x 131,072 B of KV cache, and
+    its attention does 4 FLOP per query head, key and dim (QK^T and PV): 4 x 32 x 128 x 1000 x 32 layers a
+    sequence; a sequence's KV at that context is 1000 x 131,072 B."""
+    from roofline.decode.step import kv_capacity
+
+    setup = DecodeSetup(StepModel.of(load_model("llama-3-8b"), tp), 1000)
+    per_token = 131_072 // tp
+    assert kv_bytes_per_token(setup.step) == per_token
+    attention = [launch for launch in setup.launches(4) if launch.name == "attention"]
+    assert len(attention) == 1
+    launch = attention[0]
+    assert launch.work.weight_bytes * launch.count == 4 * 1000 * per_token  # the KV cache is attention's "weights"
+    assert setup.work(4)[2] == 4 * (4 * (32 // tp) * 128 * 1000 * 32)
+    assert kv_capacity(setup, None, 0.9)["kv_bytes_per_sequence"] == 1000 * per_token
+
+
 def test_tensor_parallel_splits():
     model = load_model("llama-3-70b")
     shapes = {name: (n, k) for name, (n, k, _) in shapes_of(model, tp=4).items()}

@@ -20,14 +20,14 @@ from roofline.fleet.planner import smallest_meeting, usd_per_million_output_toke
 from roofline.fleet.replicas import FleetLayout, Member, simulate_fleet
 from roofline.fleet.router import Router
 from roofline.fleet.summary import fleet_section
-from roofline.serving.capacity import search_capacity
+from roofline.serving.capacity import capacity_under
 from roofline.serving.metrics import Slo, summarize
 from roofline.serving.policies import parse_policy
 from roofline.serving.report import replica_rows
 from roofline.serving.simulate import Replica, simulate
 from roofline.serving.simulate_config import ROUTERS
 from roofline.serving.step_log import FIELDS
-from roofline.serving.workload import Request, make_workload, with_arrivals
+from roofline.serving.workload import Request, make_workload
 
 
 def schema_errors(name, document):
@@ -77,6 +77,23 @@ def test_each_router_picks_by_its_own_rule_and_ties_go_to_the_next_in_turn():
         Router("fastest")
 
 
+@pytest.mark.parametrize("name, load", [("least-loaded", lambda n: Load(n, 0)),
+                                        ("shortest-queue", lambda n: Load(0, n))])
+def test_equal_busy_loads_go_to_the_first_tied_replica_after_the_one_chosen_last(name, load):
+    """Not only idle replicas tie: among replicas of one request each, the first after the last choice wins, so
+    a fleet of equal loads is also taken in turn."""
+    router, busy = Router(name), [load(2), load(1), load(1), load(1)]
+    assert [router.choose(busy, 0.0) for _ in range(4)] == [1, 2, 3, 1]
+
+
+def test_a_tiny_fleet_takes_equally_loaded_replicas_in_turn():
+    """Three replicas, every step 1 s: requests 0-2 arrive at 0 (one each), 3-5 at 0.5, when each replica is
+    still running its first: every load ties at 1, then the untouched ones tie at 1 below 2."""
+    requests = [Request(i, 0.0 if i < 3 else 0.5, 4, 3) for i in range(6)]
+    run = simulate_fleet(constant_profile(), requests, "continuous", FleetLayout(3, "least-loaded"))
+    assert [replica for replica, _ in run.placement] == [0, 1, 2, 0, 1, 2]
+
+
 def test_a_replica_counts_what_a_running_step_has_not_finished_yet_and_what_arrived_since():
     """Every step costs 1 s: B (one token) finishes at the end of the first step, at t = 1."""
     member = Member(Replica(constant_profile(), parse_policy("continuous"), None, None))
@@ -100,8 +117,7 @@ def test_two_replicas_serve_well_over_the_capacity_of_one_under_the_same_slo():
         def run_at(workload, replicas=replicas):
             return simulate_fleet(profile, workload, "continuous:max-batch=16", FleetLayout(replicas, "least-loaded"))
 
-        burst = run_at(with_arrivals(requests, "burst"))
-        found = search_capacity(requests, slo, run_at, summarize(burst, profile, 0.9)["requests_per_s"], burst=burst)
+        found = capacity_under(requests, slo, run_at)
         assert not found.lower_bound
         capacity[replicas] = found.capacity_requests_per_s
     assert capacity[2] >= 1.8 * capacity[1]
@@ -263,13 +279,23 @@ def test_the_plan_table_shows_the_percentile_of_the_metric_the_slo_names(candida
 
 
 def test_plan_reports_an_slo_no_fleet_meets_as_not_met_and_exits_0(candidates, tmp_path):
-    run = CliRunner().invoke(main, ["plan", candidates[0], "--rate", "5", "--slo", "ttft_p90=0.000001",
-                                    "--requests", "5", "--max-gpus", "4", "--no-report", "-o", str(tmp_path / "p")])
+    """20 requests at 5000/s: each alone meets the 12 ms TTFT (10 ms), but two replicas do not (the fleet is
+    simulated at the bound and found short); a limit under a request's own prefill is answered without a fleet."""
+    run = CliRunner().invoke(main, ["plan", candidates[0], "--rate", "5000", "--slo", "ttft_p90=0.012",
+                                    "--requests", "20", "--max-gpus", "2", "--no-report", "-o", str(tmp_path / "p")])
     assert run.exit_code == 0, run.output
-    assert "the SLO is not met up to 4 GPUs at 5 requests/s" in run.output
+    assert "the SLO is not met up to 2 GPUs at 5000 requests/s" in run.stdout
+    assert "h200.json, continuous: 2 replicas behind round-robin at 5000 requests/s missed (TTFT p90 " in run.stderr
     point = json.loads((tmp_path / "p" / "plan.json").read_text())["candidates"][0]["plans"][0]["aggregated"][0]
     assert (point["met"], point["replicas"], point["gpus"]) == (False, None, None)
-    assert point["tried"] == [{"replicas": 4, "prefill_replicas": None, "decode_replicas": None, "met": False}]
+    assert point["tried"] == [{"replicas": 2, "prefill_replicas": None, "decode_replicas": None, "met": False}]
+    run = CliRunner().invoke(main, ["plan", candidates[0], "--rate", "5", "--slo", "ttft_p90=0.000001",
+                                    "--requests", "5", "--max-gpus", "4", "--no-report", "-o", str(tmp_path / "q")])
+    assert run.exit_code == 0, run.output
+    assert "no fleet meets the SLO at 5 requests/s: even served alone" in run.output
+    assert "(TTFT p90 10 ms > 1 µs)" in run.output
+    point = json.loads((tmp_path / "q" / "plan.json").read_text())["candidates"][0]["plans"][0]["aggregated"][0]
+    assert (point["met"], point["replicas"], point["tried"]) == (False, None, [])
 
 
 def test_plan_refuses_a_price_for_a_sku_no_candidate_runs_on(candidates, tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
-from roofline.core.units import significant
+from roofline.core.units import seconds, significant
 from roofline.serving.profile_doc import load_profile
 
 ANALYTIC = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b"]
@@ -282,15 +282,43 @@ def test_an_slo_a_burst_already_meets_gives_the_burst_rate_as_a_lower_bound(tmp_
     assert "e+" not in run.output and "≥15.4" in run.output
 
 
-def test_an_slo_no_rate_meets_stops_the_search_before_the_arrivals_run_past_the_workload_limit(tmp_path):
-    """Dividing the rate by 4 while the SLO fails once reached rates whose arrivals span past 10^9 s, which the
-    workload refuses: the search now stops above them and says no rate meets the SLO."""
+def test_an_slo_below_one_requests_own_latency_is_answered_without_searching_rates(tmp_path):
+    """A TTFT limit of 1 µs is missed by every request served alone (its own prefill takes ms): no rate can meet it,
+    so the answer comes from one lone request's simulation, not from replaying the workload at ever lower rates,
+    and a line on stderr says why as it is found."""
+    from roofline.serving.analytic import analytic_profile
+    from roofline.serving.simulate import simulate
+    from roofline.serving.workload import Request
+    from roofline.specs.gpus import load_gpu_spec
+    from roofline.specs.models import load_model
+
     run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--requests", "5",
                     "--prompt", "fixed:16", "--output", "fixed:4", "--slo", "ttft_p90=0.000001", "--no-report")
     assert run.exit_code == 0, run.output
     capacity = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["capacity"]
-    assert capacity["capacity_requests_per_s"] is None and capacity["reason"].startswith("no rate down to")
-    assert min(p["rate_requests_per_s"] for p in capacity["tried"]) >= 5 * 100 / 1e9
+    assert capacity["capacity_requests_per_s"] is None and capacity["tried"] == []
+    profile = analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=8192,
+                               max_context=8192, gpu=load_gpu_spec("h100-sxm"))
+    alone = simulate(profile, [Request(0, 0.0, 16, 4)], "continuous").requests[0].ttft_s
+    line = f"capacity of continuous: every request served alone missed (TTFT p90 {seconds(alone)} > 1 µs)"
+    assert line in run.stderr
+    assert capacity["reason"] == ("no rate meets the SLO: even served alone, with no other request queued or "
+                                  f"batched beside them, the requests miss it (TTFT p90 {seconds(alone)} > 1 µs)")
+
+
+def test_the_capacity_search_prints_a_line_to_stderr_for_each_simulation_as_it_ends(tmp_path):
+    run = _simulate(tmp_path, *ANALYTIC, "--requests", "30", "--policy", "paged",
+                    "--slo", "ttft_p90=0.5,tpot_p99=0.004", "--no-report")
+    assert run.exit_code == 0, run.output
+    tried = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["capacity"]["tried"]
+    assert len(tried) >= 5
+    lines = [line for line in run.stderr.splitlines() if line.startswith("capacity of paged: ")]
+    assert "capacity of paged" not in run.stdout and len(lines) == 2 + len(tried)
+    assert lines[0].startswith("capacity of paged: every request served alone met (TTFT p90 10 ms ≤ 500 ms, TPOT p99 ")
+    assert lines[1].startswith("capacity of paged: a burst of them all (") and " missed (TTFT p90 " in lines[1]
+    said = sorted(line.split(" (")[0] for line in lines[2:])
+    assert said == sorted(f"capacity of paged: {significant(p['rate_requests_per_s'])} requests/s "
+                          f"{'met' if p['met'] else 'missed'}" for p in tried)
 
 
 def test_the_tiny_models_table_reads_in_significant_digits_with_units(tmp_path):

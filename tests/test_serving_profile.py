@@ -105,6 +105,31 @@ def test_step_counts_match_the_gemm_counts(llama_h200):
     assert cost.flop == linear_flop + attention_flop
 
 
+def test_a_prefill_chunk_attends_to_its_prefix_and_causally_within_itself_by_hand(llama_h200):
+    """A chunk of 4 prompt tokens over a 10-token prefix: its i-th token attends to the prefix and the chunk's
+    first i tokens, 11 + 12 + 13 + 14 = 50 keys in all (not 4 x 10 + 4 x 4 / 2 = 48), each 4 FLOP per head and
+    dim (QK^T and PV) over 32 heads x 128 dims x 32 layers; the step's one logit is the LM head's."""
+    cost = CostModel(llama_h200).cost(0, 0, [(4, 10)])
+    linear_flop = sum(32 * count_work("gemm", "bf16", 4, t.n, t.k).flop for t in llama_h200.linears)
+    linear_flop += count_work("gemm", "bf16", 1, llama_h200.lm_head.n, llama_h200.lm_head.k).flop
+    assert cost.flop == linear_flop + 50 * 4 * 32 * 128 * 32
+
+
+def test_the_analytic_chunk_table_times_the_chunks_attention_by_hand(llama_h200):
+    """The table's entry for 512 tokens over a 2048-token prefix, one layer: 512 x 2048 + 512 x 513 / 2 query-keys
+    at 4 FLOP per head and dim (32 heads x 128 dims); Q read and output written (512 x 32 x 128 x 2 B each), K and
+    V of 2048 + 512 tokens read once (8 KV heads x 128 dims x 2 B each); on the roofline, whichever takes longer."""
+    table = llama_h200.chunk_attention
+    assert table is not None
+    row, col = table.rows.index(512), table.cols.index(2048)
+    flop = 4 * 32 * 128 * (512 * 2048 + 512 * 513 / 2)
+    nbytes = 2 * 512 * 32 * 128 * 2 + 2 * (2048 + 512) * 8 * 128 * 2
+    roof = llama_h200.roof
+    assert table.time_s[row][col] == pytest.approx(max(flop / roof["peak_flop_per_s"],
+                                                       nbytes / roof["bandwidth_bytes_per_s"]), rel=1e-12)
+    assert flop / roof["peak_flop_per_s"] > nbytes / roof["bandwidth_bytes_per_s"]  # compute-bound: FLOP decide
+
+
 def test_decode_memory_bound_prefill_compute_bound_and_overhead(llama_h200):
     decode = CostModel(llama_h200).cost(16, 16 * 1024, [])
     prefill = CostModel(llama_h200).cost(0, 0, [(2048, 0)])

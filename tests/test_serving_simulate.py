@@ -74,6 +74,23 @@ def test_paged_preempts_the_latest_sequence_and_recomputes_it():
     assert summary["binding_limit"] == "kv-cache"
 
 
+@pytest.mark.parametrize("policy", ["paged:block=1", "chunked:budget=1000:block=1"])
+@pytest.mark.parametrize("second_prompt, admitted", [(98, True), (99, False)])
+def test_admission_leaves_1_percent_of_the_kv_blocks_free_while_a_sequence_runs(policy, second_prompt, admitted):
+    """200 blocks of one token: the watermark is 2 blocks (vLLM's 1%).  A's 100-token prompt is admitted into the
+    idle engine; B, arriving with it, is admitted in the same step only if 2 blocks stay free after it: 98
+    tokens leave 2, 99 would leave 1 and wait for A to finish."""
+    profile = constant_profile(device_bytes=201, weight_bytes=1, kv_bytes_per_token=1)
+    requests = [Request(0, 0.0, 100, 50), Request(1, 0.0, second_prompt, 2)]
+    run = simulate(profile, requests, policy, mem_fraction=1.0)
+    assert run.kv_blocks_total == 200
+    first = run.steps[0]
+    assert (first.prefill_tokens, first.kv_blocks_used, first.kv_blocked) == \
+        ((100 + second_prompt, 100 + second_prompt, False) if admitted else (100, 100, True))
+    b = run.requests[1]
+    assert b.first_token_s == (1.0 if admitted else 51.0)  # else after A's 50 steps: prefill, then 49 decodes
+
+
 def test_chunked_splits_a_prompt_into_budget_sized_chunks_over_its_prefix():
     run = simulate(constant_profile(device_bytes=10**6), [Request(0, 0.0, 10, 2)], "chunked:budget=4")
     assert [(s.decodes, s.prefill_tokens) for s in run.steps] == [(0, 4), (0, 4), (0, 2), (1, 0)]
@@ -154,6 +171,119 @@ def test_a_capacity_search_whose_slo_always_holds_stops_at_a_bounded_rate():
     rates = [p["rate_requests_per_s"] for p in result.tried]
     assert max(rates) <= RATE_LIMIT_OVER_BURST * 10.0 and result.lower_bound
     assert result.capacity_requests_per_s == max(rates) and "capacity ≥ 40 requests/s" in result.reason
+
+
+def test_a_capacity_search_whose_slo_never_holds_stops_before_the_arrivals_run_past_the_workload_limit():
+    """Dividing the rate by 4 while the SLO fails once reached rates whose arrivals span past 10^9 s, which the
+    workload refuses: the search stops above them and says no rate meets the SLO (every step takes 1 s, so a
+    TTFT of 0.5 s is never met)."""
+    from roofline.serving.capacity import LOWEST_RATE_PER_REQUEST, search_capacity
+    from roofline.serving.metrics import Slo
+
+    requests = make_workload(5, "burst", "fixed:16", "fixed:4", seed=0)
+
+    def run_at(workload):
+        return simulate(constant_profile(), workload, "continuous")
+
+    result = search_capacity(requests, Slo.parse("ttft_p90=0.5"), run_at, start_rate=1.0)
+    rates = [p["rate_requests_per_s"] for p in result.tried]
+    assert result.capacity_requests_per_s is None and result.reason.startswith("no rate down to")
+    assert min(rates) >= LOWEST_RATE_PER_REQUEST * 5 and not any(p["met"] for p in result.tried)
+
+
+def test_the_step_log_gives_back_by_name_what_each_step_was_logged_with_and_takes_it_only_by_name():
+    """Every field a different number, passed by name and read back by name: a column stored in another's place
+    reads as the other's number (reading back through the log's own field order would not see it)."""
+    import numpy as np
+
+    from roofline.serving.step_cost import StepCost
+    from roofline.serving.step_log import FIELDS, StepLog
+
+    cost = StepCost(time_s=1.5, linear_s=2.5, attention_s=3.5, other_s=4.5, overhead_s=5.5, comm_s=6.5, flop=7.5,
+                    bytes=8.5, compute_bound=True)
+    state = {"start_s": 9.5, "decodes": 10, "prefill_tokens": 11, "sequences": 12, "waiting": 13, "kv_tokens": 14,
+             "kv_blocks_used": 15, "wasted_slots": 16, "padding_tokens": 17, "kv_blocked": False, "preempted": 18}
+    log = StepLog()
+    log.append(cost=cost, **state)
+    expected = {**{name: getattr(cost, name) for name in ("time_s", "linear_s", "attention_s", "other_s",
+                                                          "overhead_s", "comm_s", "flop", "bytes", "compute_bound")},
+                **state}
+    assert set(expected) == set(FIELDS)
+    for name, value in expected.items():
+        assert getattr(log[0], name) == value and log.column(name).tolist() == [float(value)], name
+    assert np.isnan(StepLog().column("time_s")).all()
+    with pytest.raises(TypeError):
+        log.append(cost, *state.values())  # type: ignore[misc]
+
+
+def test_the_step_log_holds_the_cost_the_simulator_computed_for_each_step_and_the_engine_state_by_hand(monkeypatch):
+    """Llama-3-8B at TP 2 with an engine overhead, so a step's linears, attention, other kernels, overhead and
+    all-reduces all differ; each step's logged cost is checked against the ``StepCost`` the cost model returned for
+    it, field by field.  The KV cache holds 8 blocks of 16 tokens: A (60-token prompt, 40 tokens) and B (50, 3) take
+    4 blocks each, so C (40, 2) waits for blocks until B ends in step 3, then prefills alone."""
+    from dataclasses import replace
+
+    import roofline.serving.simulate as simulator
+    from roofline.serving.analytic import analytic_profile
+    from roofline.serving.profile_doc import EngineOverhead
+    from roofline.serving.step_cost import CostModel
+    from roofline.specs.gpus import load_gpu_spec
+    from roofline.specs.models import load_model
+
+    computed = []
+
+    class Recorded(CostModel):
+        def cost(self, decodes, context_sum, chunks):
+            out = super().cost(decodes, context_sum, chunks)
+            computed.append((out, decodes, list(chunks)))
+            return out
+
+    monkeypatch.setattr(simulator, "CostModel", Recorded)
+    profile = analytic_profile(load_model("llama-3-8b"), tp=2, dtype="bf16", kv_dtype="bf16", max_tokens=2048,
+                               max_context=512, gpu=load_gpu_spec("h100-sxm"))
+    memory = profile.memory
+    profile = replace(profile, memory={**memory, "device_bytes": memory["weight_bytes"] + 128 * memory[
+        "kv_bytes_per_token"]})
+    requests = [Request(0, 0.0, 60, 40), Request(1, 0.0, 50, 3), Request(2, 0.0, 40, 2)]
+    run = simulate(profile, requests, "paged", EngineOverhead(1e-4, 1e-5, "test", 1e-7, 2e-4), mem_fraction=1.0)
+    assert run.kv_blocks_total == 8 and len(run.steps) == len(computed)
+    clock = 0.0
+    for step, (cost, decodes, chunks) in zip(run.steps, computed, strict=True):
+        for name in ("time_s", "linear_s", "attention_s", "other_s", "overhead_s", "comm_s", "flop", "bytes",
+                     "compute_bound"):
+            assert getattr(step, name) == getattr(cost, name), name
+        assert (step.decodes, step.prefill_tokens, step.sequences) == (decodes, sum(c for c, _ in chunks),
+                                                                       decodes + len(chunks))
+        assert step.start_s == pytest.approx(clock, rel=1e-12, abs=0)  # every request is there at 0: no idle time
+        clock += cost.time_s
+    first = computed[0][0]
+    assert len({first.time_s, first.linear_s, first.attention_s, first.other_s, first.overhead_s, first.comm_s}) == 6
+    # (waiting, KV tokens held after the step, blocks used, refused for blocks, preempted, wasted, padding):
+    # 1. A and B prefill (60 + 50 tokens, 8 blocks), C refused; 2. both decode (61 + 51); 3. both decode, B ends
+    # and frees 4 blocks (62 held); 4. C prefills (3 blocks; 62 + 40); 5. A and C decode, C ends (63 held, 4 blocks).
+    assert [(s.waiting, s.kv_tokens, s.kv_blocks_used, s.kv_blocked, s.preempted, s.wasted_slots, s.padding_tokens)
+            for s in run.steps[:5]] == [(3, 110, 8, True, 0, 0, 0), (1, 112, 8, True, 0, 0, 0),
+                                        (1, 62, 4, True, 0, 0, 0), (1, 102, 7, False, 0, 0, 0),
+                                        (0, 63, 4, False, 0, 0, 0)]
+
+
+def test_each_decode_step_reads_the_kv_of_every_token_so_far_and_its_own_by_hand():
+    """Llama-3-8B in bf16 keeps 131,072 B of KV a token (32 layers x 8 KV heads x 128 dims x K and V x 2 bytes).
+    A lone 100-token prompt's i-th decode attends to 100 + i keys (the prompt, the tokens since, its own): the
+    step's bytes and FLOP past a decode of no keys are (100 + i) x 131,072 B and (100 + i) x 4 x 32 heads x 128
+    x 32 layers."""
+    from roofline.serving.analytic import analytic_profile
+    from roofline.serving.step_cost import CostModel
+    from roofline.specs.gpus import load_gpu_spec
+    from roofline.specs.models import load_model
+
+    profile = analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=512,
+                               max_context=512, gpu=load_gpu_spec("h100-sxm"))
+    run = simulate(profile, [Request(0, 0.0, 100, 4)], "continuous")
+    no_keys = CostModel(profile).cost(1, 0, [])
+    decodes = [s for s in run.steps if s.decodes]
+    assert [s.bytes - no_keys.bytes for s in decodes] == [(100 + i) * 131_072 for i in (1, 2, 3)]
+    assert [s.flop - no_keys.flop for s in decodes] == [(100 + i) * 4 * 32 * 128 * 32 for i in (1, 2, 3)]
 
 
 def test_the_step_log_gives_back_each_field_as_logged_and_joins_logs_without_copying_them():

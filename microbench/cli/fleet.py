@@ -14,7 +14,7 @@ import click
 
 from microbench.cli.edges import BadInput, bad_input, declare, given
 from microbench.cli.guard import writing_folder
-from microbench.cli.serving import load_workload, print_columns, tool_and_host
+from microbench.cli.serving import load_workload, print_columns, probe_line, tool_and_host
 from roofline.fleet.plan_config import FLAGS
 
 
@@ -54,6 +54,13 @@ def load_candidates(config):
     return candidates
 
 
+def _progress(subject: str):
+    """A line to stderr for each simulation of the plan's searches, so a long plan is visibly alive."""
+    def report(probe) -> None:
+        click.echo(probe_line(subject, probe), err=True)
+    return report
+
+
 def run_plan(config) -> None:
     """Plan a checked config, print the table (or JSON) and write the folder whole (``writing_folder``)."""
     from roofline.fleet.plan_document import PLAN_FOLDER, plan_document, plan_header, plan_rows, plan_sentences
@@ -69,7 +76,8 @@ def run_plan(config) -> None:
         check_fits_in_memory(requests, 1)
         target = Target(requests, config.slo, config.rates, config.router, config.max_gpus, config.mem_fraction,
                         config.seed, config.disaggregate)
-        plans = [[plan_policy(c, policy, target) for policy in config.policy_list] for c in candidates]
+        plans = [[plan_policy(c, policy, target, _progress(f"{c.path.name}, {policy.text}"))
+                  for policy in config.policy_list] for c in candidates]
         tool, host = tool_and_host()
         document = plan_document(candidates, plans, target, workload, config.price_of, tool, host, tuple(sys.argv))
         if config.as_json:

@@ -85,10 +85,25 @@ def _overhead(profile, given: dict[str, float]):
     return replace(base, **given, fitted_on=fitted_on)
 
 
+def probe_line(subject: str, probe) -> str:
+    """One line for one simulation of a capacity search (or a plan's fleet), e.g. ``capacity of continuous: 12.5
+    requests/s met (TTFT p90 812 ms ≤ 1 s)``: printed to stderr as each ends, so a long search is visibly alive."""
+    from roofline.core.units import significant
+    from roofline.serving.capacity import describe_checks
+
+    rate = probe.rate_requests_per_s
+    what = {"alone": "every request served alone",
+            "burst": f"a burst of them all ({significant(rate or 0)} requests/s)"}.get(
+        probe.arrivals, f"{significant(rate or 0)} requests/s")
+    fleet = f"{probe.fleet} at " if probe.fleet else ""
+    return f"{subject}: {fleet}{what} {'met' if probe.met else 'missed'} ({describe_checks(probe.checks)})"
+
+
 def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates, seed,
                  layout=None) -> list[dict[str, Any]]:
-    """Simulate each policy; with an SLO, also search its capacity; with rates, draw its curve.  With a fleet's
-    ``layout`` every simulation is of the whole fleet (``roofline.fleet``): its capacity is the fleet's."""
+    """Simulate each policy; with an SLO, also search its capacity (a line to stderr per rate tried); with rates,
+    draw its curve.  With a fleet's ``layout`` every simulation is of the whole fleet (``roofline.fleet``): its
+    capacity is the fleet's."""
     from roofline.serving.capacity import capacity_under, rate_point
     from roofline.serving.metrics import summarize
     from roofline.serving.simulate import simulate
@@ -96,23 +111,30 @@ def run_policies(profile, requests, policies, overhead, mem_fraction, slo, rates
 
     entries = []
     for policy in policies:
-        def run_at(workload, policy=policy):
+        # Only the run the table summarises logs its steps; the curve's and the search's runs are read for their
+        # requests' latencies alone (a step log of every request decoding alone at a low rate is gigabytes).
+        def run_at(workload, policy=policy, log_steps=False):
             if layout is not None:
                 from roofline.fleet.replicas import simulate_fleet
 
-                return simulate_fleet(profile, workload, policy, layout, overhead, mem_fraction)
-            return simulate(profile, workload, policy, overhead, mem_fraction)
+                return simulate_fleet(profile, workload, policy, layout, overhead, mem_fraction, log_steps)
+            return simulate(profile, workload, policy, overhead, mem_fraction, log_steps)
 
-        run = run_at(requests)
+        run = run_at(requests, log_steps=True)
         entry: dict[str, Any] = {"run": run, "summary": summarize(run, profile, mem_fraction, slo), "rates": []}
         if layout is not None:
+            from roofline.fleet.replicas import FleetRun
             from roofline.fleet.summary import fleet_section
 
+            assert isinstance(run, FleetRun)  # a layout's run_at simulates the fleet
             entry["fleet"] = fleet_section(run, profile, mem_fraction)
         for rate in rates:
             entry["rates"].append(rate_point(rate, run_at(with_arrivals(requests, f"poisson:{rate!r}", seed))))
         if slo is not None:
-            entry["capacity"] = capacity_under(requests, slo, run_at, seed)
+            def progress(probe, subject=f"capacity of {policy.text}"):
+                click.echo(probe_line(subject, probe), err=True)
+
+            entry["capacity"] = capacity_under(requests, slo, run_at, seed, progress)
             entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]
         entries.append(entry)
     return entries

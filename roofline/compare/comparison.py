@@ -30,11 +30,11 @@ from roofline.analysis.significance import Difference, compare_intervals, compar
 from roofline.analysis.trust import busy_why
 from roofline.core.counting import compute_dtype, critical_intensity_batch
 from roofline.core.roof import ridge_flop_per_byte
+from roofline.core.stats import robust_sd
 from roofline.result.document import Result
 from roofline.result.io import ResultError, load_result
 from roofline.specs.gpus import load_gpu_spec
 
-MAD_SCALE = 1.4826  # makes the MAD estimate a standard deviation for normal data
 MAD_FLOOR_REL = 0.01
 DEFAULT_K = 3.0
 NOT_RESULTS = {"analysis.json", "decode.json", "bench.json"}
@@ -268,8 +268,7 @@ def _find_baseline(loaded: list[Loaded], baseline: str | None) -> Loaded | None:
 
 def _robust_flags(values: dict[str, float], k: float) -> dict[str, str]:
     median = statistics.median(values.values())
-    mad = statistics.median(abs(v - median) for v in values.values())
-    scale = max(MAD_SCALE * mad, MAD_FLOOR_REL * abs(median))
+    scale = max(robust_sd(list(values.values())), MAD_FLOOR_REL * abs(median))
     return {file: f"{(value - median) / scale:+.1f} robust sd from the median {median:.4g}"
             for file, value in values.items() if abs(value - median) > k * scale}
 

@@ -7,11 +7,21 @@ Timing samples are skewed (interrupts, clock ramps): the median with an order-st
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 # Fewer samples than this and the order-statistic CI spans the whole sample: no claim of precision.
 MIN_SAMPLES_FOR_CI = 6
+# 1 / Φ⁻¹(3/4): the median absolute deviation of normal data is 0.6745 σ, so this many MADs estimate σ.
+MAD_SCALE = 1.4826
+
+
+def robust_sd(values: Sequence[float]) -> float:
+    """``MAD_SCALE`` × the median absolute deviation from the median, in the values' unit: a standard deviation
+    (σ, for normal data) that a few outliers do not move."""
+    centre = statistics.median(values)
+    return MAD_SCALE * statistics.median(abs(v - centre) for v in values)
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:

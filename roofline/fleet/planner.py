@@ -23,7 +23,7 @@ from typing import Any
 from roofline.core.units import seconds, significant
 from roofline.fleet.handover import KvLink
 from roofline.fleet.replicas import FleetLayout, simulate_fleet
-from roofline.serving.capacity import CapacityResult, capacity_under, rate_point
+from roofline.serving.capacity import CapacityResult, Probe, Progress, capacity_under, rate_point
 from roofline.serving.latency import latencies
 from roofline.serving.metrics import Slo
 from roofline.serving.policies import Policy
@@ -98,23 +98,26 @@ def smallest_meeting(met: Callable[[int], bool], guess: int, low: int, high: int
     return good
 
 
-def one_replica_capacity(candidate: Candidate, policy: Policy, target: Target) -> CapacityResult:
+def one_replica_capacity(candidate: Candidate, policy: Policy, target: Target,
+                         progress: Progress | None = None) -> CapacityResult:
     """The highest Poisson rate one replica serves within the SLO (``simulate --slo``'s search)."""
     profile, mem = candidate.profile, target.mem_fraction
 
     def run_at(workload):
-        return simulate(profile, workload, policy, profile.engine_overhead, mem)
+        return simulate(profile, workload, policy, profile.engine_overhead, mem, log_steps=False)
 
-    return capacity_under(target.requests, target.slo, run_at, target.seed)
+    return capacity_under(target.requests, target.slo, run_at, target.seed, progress)
 
 
 class RateTrial:
-    """Fleets of one candidate and policy simulated at one rate, each size once."""
+    """Fleets of one candidate and policy simulated at one rate, each size once (each handed to ``progress``)."""
 
-    def __init__(self, candidate: Candidate, policy: Policy, target: Target, rate: float) -> None:
+    def __init__(self, candidate: Candidate, policy: Policy, target: Target, rate: float,
+                 progress: Progress | None = None) -> None:
         self.candidate, self.policy, self.target, self.rate = candidate, policy, target, rate
         self.workload = with_arrivals(target.requests, f"poisson:{rate!r}", target.seed)
         self.tried: dict[tuple[int, int | None], tuple[bool, dict[str, Any]]] = {}
+        self.progress = progress
 
     def met(self, replicas: int, decode: int | None = None) -> bool:
         """Whether ``replicas`` replicas (with ``decode``: that many prefill and ``decode`` decode replicas)
@@ -125,15 +128,21 @@ class RateTrial:
             layout = FleetLayout(replicas, t.router) if decode is None else \
                 FleetLayout(router=t.router, split=(replicas, decode), link=c.link)
             run = simulate_fleet(c.profile, self.workload, self.policy, layout, c.profile.engine_overhead,
-                                 t.mem_fraction)
-            checks = t.slo.check(latencies(run.requests))
-            figures = {**rate_point(self.rate, run), "slo_s": {k: check["value_s"] for k, check in checks.items()}}
-            self.tried[key] = (all(check["met"] for check in checks.values()), figures)
+                                 t.mem_fraction, log_steps=False)
+            lat = latencies(run.requests)
+            checks = t.slo.check(lat)
+            met = all(check["met"] for check in checks.values())
+            figures = {**rate_point(self.rate, run, lat), "slo_s": {k: check["value_s"] for k, check in checks.items()}}
+            self.tried[key] = (met, figures)
+            if self.progress is not None:
+                self.progress(Probe("poisson", self.rate, met, checks, fleet=layout.describe()))
         return self.tried[key][0]
 
-    def point(self, replicas: int | None, decode: int | None = None, split: bool = False) -> dict[str, Any]:
+    def point(self, replicas: int | None, decode: int | None = None, split: bool = False,
+              why_none: str = "") -> dict[str, Any]:
         """The plan at this rate: the fleet found (``replicas``, or that many prefill and ``decode`` decode
-        replicas with ``split``; None: none up to the bound) with its throughput and cost."""
+        replicas with ``split``; None: none up to the bound, or none at all for ``why_none``) with its throughput
+        and cost."""
         c, t, tp = self.candidate, self.target, self.candidate.profile.tp
         size = None if replicas is None else replicas + (decode or 0)
         gpus = None if size is None else size * tp
@@ -142,8 +151,8 @@ class RateTrial:
                                "decode_replicas": decode if split else None, "gpus": gpus, "tokens_per_s": None,
                                "tokens_per_s_per_gpu": None, "usd_per_million_output_tokens": None,
                                "ttft_p90_s": None, "tpot_p99_s": None, "itl_p99_s": None, "e2e_p99_s": None,
-                               "slo_s": None, "sentence": f"the SLO is not met up to {t.max_gpus} GPUs at "
-                                           f"{significant(self.rate)} requests/s", "warnings": []}
+                               "slo_s": None, "sentence": why_none or f"the SLO is not met up to {t.max_gpus} GPUs at "
+                                                                 f"{significant(self.rate)} requests/s", "warnings": []}
         if replicas is not None and size is not None and gpus is not None:
             figures = self.tried[(replicas, decode)][1]
             out.update({k: figures[k] for k in ("tokens_per_s", "ttft_p90_s", "tpot_p99_s", "itl_p99_s", "e2e_p99_s",
@@ -175,28 +184,44 @@ def _sentence(point: dict[str, Any], tp: int) -> str:
             f"requests/s: {significant(point['tokens_per_s_per_gpu'])} output tokens/s per GPU{cost}")
 
 
-def plan_policy(candidate: Candidate, policy: Policy, target: Target) -> dict[str, Any]:
+def plan_policy(candidate: Candidate, policy: Policy, target: Target,
+                progress: Progress | None = None) -> dict[str, Any]:
     """One candidate and policy: the one-replica capacity, and per rate the aggregated fleet (and the
-    disaggregated one) that meets the SLO."""
-    capacity = one_replica_capacity(candidate, policy, target)
+    disaggregated one) that meets the SLO; each simulation of the search handed to ``progress``."""
+    capacity = one_replica_capacity(candidate, policy, target, progress)
+    if capacity.missed_alone:
+        return _unmeetable(candidate, policy, target, capacity)
     per_replica = capacity.capacity_requests_per_s
     bound = target.max_gpus // candidate.profile.tp
     aggregated, disaggregated = [], []
     floor, floor_split = 1, (1, 1)
     for rate in target.rates:
-        trial = RateTrial(candidate, policy, target, rate)
+        trial = RateTrial(candidate, policy, target, rate, progress)
         guess = math.ceil(rate / per_replica) if per_replica else bound
         replicas = smallest_meeting(trial.met, guess, floor, bound) if bound >= floor else None
         aggregated.append(trial.point(replicas))
         floor = replicas or floor
         if target.disaggregate:
-            split_trial = RateTrial(candidate, policy, target, rate)
+            split_trial = RateTrial(candidate, policy, target, rate, progress)
             split = _search_split(split_trial, replicas, floor_split, bound)
             disaggregated.append(split_trial.point(*split, split=True) if split else
                                  split_trial.point(None, split=True))
             floor_split = split or floor_split
     return {"policy": policy.to_dict(), "one_replica_capacity": capacity.to_dict(), "aggregated": aggregated,
             "disaggregated": disaggregated if target.disaggregate else None}
+
+
+def _unmeetable(candidate: Candidate, policy: Policy, target: Target, capacity: CapacityResult) -> dict[str, Any]:
+    """The plan when every request served alone on one replica already misses the SLO: alone on a fleet, a
+    request meets an idle replica just the same (and, prefilled apart, waits for its KV transfer too), so no
+    fleet of any size meets it, and none is simulated."""
+    def none_at(rate: float, split: bool) -> dict[str, Any]:
+        why = f"no fleet meets the SLO at {significant(rate)} requests/s: {capacity.reason.partition(': ')[2]}"
+        return RateTrial(candidate, policy, target, rate).point(None, split=split, why_none=why)
+
+    return {"policy": policy.to_dict(), "one_replica_capacity": capacity.to_dict(),
+            "aggregated": [none_at(rate, False) for rate in target.rates],
+            "disaggregated": [none_at(rate, True) for rate in target.rates] if target.disaggregate else None}
 
 
 def _search_split(trial: RateTrial, aggregated: int | None, floor: tuple[int, int], bound: int

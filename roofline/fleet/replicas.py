@@ -85,20 +85,24 @@ class Member:
 
 
 def simulate_fleet(profile: StepProfile, requests: Sequence[Request], policy: Policy | str, layout: FleetLayout,
-                   overhead: EngineOverhead | None = None, mem_fraction: float = 0.9) -> FleetRun:
-    """Run ``requests`` through the fleet of ``layout``; the pooled run with each replica's."""
+                   overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True
+                   ) -> FleetRun:
+    """Run ``requests`` through the fleet of ``layout``; the pooled run with each replica's (with ``log_steps``
+    False, no replica logs its steps: the run is read for its requests only)."""
     policy = parse_policy(policy) if isinstance(policy, str) else policy
     kv_blocks = check_requests(profile, requests, policy, mem_fraction)
     ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))  # the order a lone replica takes them in
     if layout.split is None:
-        front = [Member(Replica(profile, policy, overhead, kv_blocks)) for _ in range(layout.replicas)]
+        front = [Member(Replica(profile, policy, overhead, kv_blocks, log_steps=log_steps))
+                 for _ in range(layout.replicas)]
         return _aggregated(front, Router(layout.router), ordered, policy, overhead)
     if layout.link is None:
         raise ValueError("a disaggregated layout needs its KV link")
     refuse_static_split([policy])
     prefill, decode = layout.split
-    front = [Member(Replica(profile, policy, overhead, kv_blocks)) for _ in range(prefill)]
-    back = [Member(Replica(profile, DecodeOnly.of(policy), overhead, kv_blocks)) for _ in range(decode)]
+    front = [Member(Replica(profile, policy, overhead, kv_blocks, log_steps=log_steps)) for _ in range(prefill)]
+    back = [Member(Replica(profile, DecodeOnly.of(policy), overhead, kv_blocks, log_steps=log_steps))
+            for _ in range(decode)]
     return _disaggregated(profile, front, back, layout, ordered, policy, overhead)
 
 

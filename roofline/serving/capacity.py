@@ -2,7 +2,10 @@
 
 The same requests (same lengths, same seed) are replayed at each rate, so the search compares rates and not
 samples.  Latency grows with the rate (queueing), so feasibility is taken as monotone: the search brackets the
-rate between one that meets the SLO and one that does not, then halves the bracket.
+rate between one that meets the SLO and one that does not, then halves the bracket.  Before any rate, each
+request's lengths are served alone (``unloaded_checks``): an SLO those already miss, no rate meets, and the
+search answers so at once instead of replaying the whole workload at ever lower rates.  Each simulation is
+handed to ``progress`` as it finishes (the command prints a line for it).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from roofline.core.units import significant
+import numpy as np
+
+from roofline.core.units import seconds, significant
 from roofline.serving.latency import latencies, percentile_s
 from roofline.serving.metrics import Slo
 from roofline.serving.simulate import SimulationError, SimulationRun
@@ -24,6 +29,23 @@ RATE_LIMIT_OVER_BURST = 4.0
 # Below this many requests/s per request the workload's arrivals would span past MAX_ARRIVAL_S (a workload's
 # limit): an SLO still missed there is missed by requests that hardly meet, and the search stops saying so.
 LOWEST_RATE_PER_REQUEST = 100 / MAX_ARRIVAL_S
+# The most prompt lengths the unloaded bound simulates alone; a workload of more distinct lengths is rounded
+# down to this many of them (its quantiles), which only lowers the bound.  Each is one request's simulation.
+ALONE_PROMPT_LENGTHS = 64
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One simulation of a capacity search, handed to ``progress`` as it finishes (the library never prints)."""
+
+    arrivals: str  # "alone": each request's lengths served by themselves; "burst"; "poisson" at the rate
+    rate_requests_per_s: float | None  # None for "alone"
+    met: bool
+    checks: dict[str, dict[str, Any]]  # Slo.check's: per limit, value_s, limit_s and met
+    fleet: str = ""  # the fleet simulated, when the caller probes fleets of several sizes (plan)
+
+
+Progress = Callable[[Probe], None]
 
 
 @dataclass(frozen=True)
@@ -32,6 +54,9 @@ class CapacityResult:
     tried: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # rate, met, tokens/s, percentiles
     reason: str = ""
     lower_bound: bool = False  # the SLO held at every rate tried: capacity is at least this, not bracketed
+    # Every request served alone already misses the SLO: no rate, and no fleet of any size, meets it (the reason
+    # says so in the document).
+    missed_alone: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"capacity_requests_per_s": self.capacity_requests_per_s, "capacity_is_lower_bound": self.lower_bound,
@@ -40,42 +65,116 @@ class CapacityResult:
 
 def _point(rate: float, run: SimulationRun, slo: Slo) -> dict[str, Any]:
     lat = latencies(run.requests)
-    return {**rate_point(rate, run), "met": slo.met(lat), "checks": slo.check(lat)}
+    return {**rate_point(rate, run, lat), "met": slo.met(lat), "checks": slo.check(lat)}
 
 
-def rate_point(rate: float, run: SimulationRun) -> dict[str, Any]:
-    """Throughput and tail latencies of one run at one arrival rate (a point of the throughput-latency curve)."""
-    lat = latencies(run.requests)
+def rate_point(rate: float, run: SimulationRun, lat: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Throughput and tail latencies of one run at one arrival rate (a point of the throughput-latency curve);
+    ``lat``: the run's ``latencies``, when the caller has them already."""
+    lat = latencies(run.requests) if lat is None else lat
     tokens = sum(r.output_tokens for r in run.requests)
     return {"rate_requests_per_s": rate, "tokens_per_s": tokens / run.makespan_s,
             "ttft_p90_s": percentile_s(lat["ttft"], 90), "tpot_p99_s": percentile_s(lat["tpot"], 99),
             "itl_p99_s": percentile_s(lat["itl"], 99), "e2e_p99_s": percentile_s(lat["e2e"], 99)}
 
 
+def unloaded_latencies(requests: Sequence[Request], run_at: Callable[[list[Request]], SimulationRun]
+                       ) -> dict[str, np.ndarray]:
+    """Latency samples (as ``latencies`` gives them, seconds) that no arrival rate can beat: each request's
+    own lengths served alone, on an idle replica (or fleet: ``run_at`` is the search's).
+
+    Sharing a step or waiting for one only adds to a request's time (a step that does more work does not take
+    less: the assumption behind the bisection too), so at any rate every request's TTFT, TPOT, end-to-end
+    latency and each inter-token gap is at least its value here, and so is each percentile.  Served alone, a
+    request's token times do not depend on its output length until it ends, so one simulation per prompt length,
+    as long as that length's longest output, gives every request of the length its own: its first ``o`` token
+    times.  Past ``ALONE_PROMPT_LENGTHS`` lengths, each request takes the nearest simulated length below its own
+    (a shorter prompt is no slower), which keeps the samples below the truth."""
+    prompts = np.fromiter((r.prompt_tokens for r in requests), dtype=np.int64, count=len(requests))
+    outputs = np.fromiter((r.output_tokens for r in requests), dtype=np.int64, count=len(requests))
+    lengths = np.unique(prompts)
+    if len(lengths) > ALONE_PROMPT_LENGTHS:  # the quantiles of the lengths, the shortest among them
+        lengths = np.unique(lengths[np.linspace(0, len(lengths) - 1, ALONE_PROMPT_LENGTHS).round().astype(np.int64)])
+    group = np.searchsorted(lengths, prompts, side="right") - 1
+    parts: dict[str, list[np.ndarray]] = {"ttft": [], "tpot": [], "e2e": [], "itl": []}
+    for index, prompt in enumerate(lengths):
+        own = np.sort(outputs[group == index])
+        alone = run_at([Request(0, 0.0, int(prompt), int(own[-1]))]).requests[0]
+        times = np.asarray(alone.token_times_s, dtype=float) - alone.arrival_s
+        several = own[own > 1]
+        parts["ttft"].append(np.full(len(own), times[0]))
+        parts["e2e"].append(times[own - 1])
+        parts["tpot"].append((times[several - 1] - times[0]) / (several - 1))
+        # Gap k (after token k + 1) is every request's of more than k + 1 tokens.
+        gaps = np.diff(times)
+        parts["itl"].append(np.repeat(gaps, len(own) - np.searchsorted(own - 1, np.arange(len(gaps)), side="right")))
+    return {kind: np.concatenate(arrays) for kind, arrays in parts.items()}
+
+
+def unloaded_checks(requests: Sequence[Request], slo: Slo, run_at: Callable[[list[Request]], SimulationRun]
+                    ) -> Probe:
+    """The SLO against ``unloaded_latencies``: missed here, it is missed at every rate."""
+    checks = slo.check(unloaded_latencies(requests, run_at))
+    return Probe("alone", None, all(c["met"] for c in checks.values()), checks)
+
+
+def describe_checks(checks: dict[str, dict[str, Any]], missed_only: bool = False) -> str:
+    """``TTFT p90 10.4 ms > 10 ms, TPOT p99 31 ms ≤ 50 ms`` for ``checks`` (Slo.check's), comma-separated; a
+    value is given to as many digits as it takes to differ from its limit (up to 6)."""
+    out = []
+    for key, check in checks.items():
+        if missed_only and check["met"]:
+            continue
+        value, limit = check["value_s"], check["limit_s"]
+        digits = 3
+        while digits < 6 and value != limit and seconds(value, digits) == seconds(limit, digits):
+            digits += 1
+        metric, _, percentile = key.partition("_p")
+        out.append(f"{metric.upper()} p{percentile} {seconds(value, digits)} {'≤' if check['met'] else '>'} "
+                   f"{seconds(limit)}")
+    return ", ".join(out)
+
+
 def capacity_under(requests: Sequence[Request], slo: Slo, run_at: Callable[[list[Request]], SimulationRun],
-                   seed: int = 0) -> CapacityResult:
-    """The capacity search as ``simulate --slo`` and ``plan`` run it: the same requests as a burst first, whose
-    saturated throughput is the first guess (and the answer when even the burst meets the SLO)."""
+                   seed: int = 0, progress: Progress | None = None) -> CapacityResult:
+    """The capacity search as ``simulate --slo`` and ``plan`` run it.  First each request's lengths alone
+    (``unloaded_checks``): an SLO missed there is answered, not searched.  This answers rather than refuses:
+    the SLO is a sound question, other policies or GPUs of the same command may meet it, and the simulation
+    already run stays.  Then the same requests as a burst, whose saturated throughput is the first guess (and
+    the answer when even the burst meets the SLO).  ``run_at`` simulates a workload; it need not log steps."""
+    report = progress or (lambda probe: None)
+    alone = unloaded_checks(requests, slo, run_at)
+    report(alone)
+    if not alone.met:
+        missed = describe_checks(alone.checks, missed_only=True)
+        return CapacityResult(None, (), "no rate meets the SLO: even served alone, with no other request queued or "
+                              f"batched beside them, the requests miss it ({missed})", missed_alone=True)
     burst = run_at(with_arrivals(list(requests), "burst"))
     if burst.makespan_s <= 0:
         raise SimulationError("every step took no time: the profile's kernel times are all zero")
-    return search_capacity(requests, slo, run_at, len(burst.requests) / burst.makespan_s, seed, burst=burst)
+    rate, checks = len(burst.requests) / burst.makespan_s, slo.check(latencies(burst.requests))
+    del burst  # only its rate and latencies are read: not held through the search
+    met = all(c["met"] for c in checks.values())
+    report(Probe("burst", rate, met, checks))
+    if met:  # a burst is the worst queueing any rate can cause
+        return CapacityResult(rate, (), f"SLO met even as a burst: capacity ≥ {significant(rate)} requests/s",
+                              lower_bound=True)
+    return search_capacity(requests, slo, run_at, rate, seed, progress=progress)
 
 
 def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[list[Request]], SimulationRun],
                     start_rate: float, seed: int = 0, max_runs: int = 24,
-                    burst: SimulationRun | None = None) -> CapacityResult:
+                    progress: Progress | None = None) -> CapacityResult:
     """Bisect the rate: ``run_at`` simulates a workload; ``start_rate`` (requests/s) is a first guess, e.g.
-    the saturated throughput of ``burst``, the same requests all arriving at once.  A burst is the worst
-    queueing any rate can cause, so a burst that meets the SLO already answers: capacity is at least its rate."""
-    if burst is not None and slo.met(latencies(burst.requests)):
-        return CapacityResult(start_rate, (), f"SLO met even as a burst: capacity ≥ {significant(start_rate)} "
-                              "requests/s", lower_bound=True)
+    the saturated throughput of the same requests all arriving at once.  Only each run's rate point is kept,
+    never the run."""
     tried: list[dict[str, Any]] = []
 
     def probe(rate: float) -> bool:
         point = _point(rate, run_at(with_arrivals(list(requests), f"poisson:{rate!r}", seed)), slo)
         tried.append(point)
+        if progress is not None:
+            progress(Probe("poisson", rate, point["met"], point["checks"]))
         return point["met"]
 
     lo, hi = None, None

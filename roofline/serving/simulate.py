@@ -61,7 +61,7 @@ class RequestOutcome:
 class SimulationRun:
     policy: dict[str, Any]
     requests: tuple[RequestOutcome, ...]
-    steps: StepLog
+    steps: StepLog  # empty when simulated without logging steps (``log_steps=False``)
     kv_blocks_total: int | None
     kv_tokens_capacity: int | None
     overhead: EngineOverhead | None
@@ -288,10 +288,13 @@ class Replica:
     time order, which gives the same steps because a step only takes requests that arrived by its start."""
 
     def __init__(self, profile: StepProfile, policy: Policy, overhead: EngineOverhead | None, kv_blocks: int | None,
-                 requests: Sequence[Request] = ()) -> None:
+                 requests: Sequence[Request] = (), log_steps: bool = True) -> None:
         self.policy, self.kv_blocks = policy, kv_blocks
         self.engine, self.model = Engine(requests, kv_blocks, policy.block), CostModel(profile, overhead)
         self.steps = StepLog()
+        # A run read only for its requests' latencies (a capacity probe) keeps no step: at a low rate every
+        # request decodes alone, and 100,000 requests' steps are 2 GB of log that nobody reads.
+        self.log_steps = log_steps
 
     @property
     def clock_s(self) -> float:
@@ -333,12 +336,16 @@ class Replica:
         wasted = engine.apply(plan)
         # Static slots keep their KV until the whole batch ends; elsewhere a finished sequence frees it.
         padded = plan.padded_prompt_tokens
+        if not self.log_steps:
+            return True
         self.steps.append(
-            cost, start_s, len(plan.decodes), sum(t for _, t in plan.chunks), len(plan.decodes) + len(plan.chunks),
-            waiting, sum(s.kv_tokens for s in engine.static_batch) if padded else engine.kv_tokens,
-            None if engine.kv_blocks is None else engine.kv_blocks - engine.free_blocks, wasted,
-            sum(padded - s.request.prompt_tokens for s, _ in plan.chunks) if padded else 0,
-            engine.kv_blocked, engine.preempted)
+            cost=cost, start_s=start_s, decodes=len(plan.decodes), prefill_tokens=sum(t for _, t in plan.chunks),
+            sequences=len(plan.decodes) + len(plan.chunks), waiting=waiting,
+            kv_tokens=sum(s.kv_tokens for s in engine.static_batch) if padded else engine.kv_tokens,
+            kv_blocks_used=None if engine.kv_blocks is None else engine.kv_blocks - engine.free_blocks,
+            wasted_slots=wasted,
+            padding_tokens=sum(padded - s.request.prompt_tokens for s, _ in plan.chunks) if padded else 0,
+            kv_blocked=engine.kv_blocked, preempted=engine.preempted)
         return True
 
     def finish(self) -> None:
@@ -360,9 +367,12 @@ class Replica:
 
 
 def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,
-             overhead: EngineOverhead | None = None, mem_fraction: float = 0.9) -> SimulationRun:
-    """Run ``requests`` through one replica under ``policy``; per-request times and a record per step."""
+             overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True
+             ) -> SimulationRun:
+    """Run ``requests`` through one replica under ``policy``; per-request times and a record per step (with
+    ``log_steps`` False, an empty step log: the run is read for its requests only)."""
     policy = parse_policy(policy) if isinstance(policy, str) else policy
-    replica = Replica(profile, policy, overhead, check_requests(profile, requests, policy, mem_fraction), requests)
+    replica = Replica(profile, policy, overhead, check_requests(profile, requests, policy, mem_fraction), requests,
+                      log_steps)
     replica.finish()
     return replica.run(overhead)

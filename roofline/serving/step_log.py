@@ -70,9 +70,10 @@ class StepLog(Sequence[StepRecord]):
         """The steps of every log, log after log (a fleet's replicas: columns read as one)."""
         return cls([part for log in logs for part in log._parts] or None)
 
-    def append(self, cost: StepCost, start_s: float, decodes: int, prefill_tokens: int, sequences: int,
+    def append(self, *, cost: StepCost, start_s: float, decodes: int, prefill_tokens: int, sequences: int,
                waiting: int, kv_tokens: int, kv_blocks_used: int | None, wasted_slots: int, padding_tokens: int,
                kv_blocked: bool, preempted: int) -> None:
+        """One step's record, every field by name: twelve positional numbers are easy to swap unseen."""
         self._extend((cost.time_s, cost.linear_s, cost.attention_s, cost.other_s, cost.overhead_s, cost.comm_s,
                       cost.flop, cost.bytes, cost.compute_bound, start_s, decodes, prefill_tokens, sequences,
                       waiting, kv_tokens, math.nan if kv_blocks_used is None else kv_blocks_used, wasted_slots,
