@@ -108,6 +108,19 @@ def _crossing_batch(crossing: dict[str, Any]) -> str:
     return f"batch {batch}"
 
 
+def _speculation_words(spec: dict[str, Any], crossing: dict[str, Any], part: dict[str, Any]) -> str:
+    """Where the weight GEMMs and the whole step turn compute-bound, with and without speculation."""
+    plain = part["crossing_without_speculation"]
+    gemm, gemm_plain = crossing.get("gemm_crossover_batch"), plain.get("gemm_crossover_batch")
+    text = (f"with {spec['draft']} draft tokens ({spec['tokens_per_step']:.2f} tokens per sequence per step) the "
+            f"weight GEMMs turn compute-bound at a batch of {gemm or 'no'} sequences, without speculation at "
+            f"{gemm_plain or 'none'}")
+    if gemm and gemm_plain:
+        text += f" ({gemm / gemm_plain:.2f}×)"
+    return (text + f"; the whole step at {_crossing_batch(crossing)}, without speculation at "
+            f"{_crossing_batch(plain)}.")
+
+
 def _inversions(rows) -> list[str]:
     """Steps that no roofline gives: faster at a larger batch, or slower by as much as the work grew (FLOP and
     bytes both), so that tokens/s does not rise with the batch; under load a CPU shows both."""
@@ -158,8 +171,10 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         if not part:
             continue
         first = part["rows"][0]
+        spec = setup.get("speculation")
+        per_step = f"per step ({spec['tokens_per_step']:.2f} tokens per sequence)" if spec else "per token"
         text = (f"{part['source'] if key == 'measured' else 'analytic, ' + part['source']}: {head}: batch "
-                f"{first['batch']} takes {seconds(first['step_time_s'])} per token, reads {si_bytes(first['bytes'])}")
+                f"{first['batch']} takes {seconds(first['step_time_s'])} {per_step}, reads {si_bytes(first['bytes'])}")
         if first["mfu_linear"] is not None:
             text += (f", the weight GEMMs use {100 * first['mfu_linear']:.2f}% of peak FLOP/s "
                      f"({100 * first['mfu']:.2f}% with attention)")
@@ -188,10 +203,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
             text += f"; time per token is 10% above batch 1 by batch {part['knee_batch_1p10']}"
         lines.append(text + ".")
         if setup.get("speculation") and crossing and part.get("crossing_without_speculation"):
-            spec = setup["speculation"]
-            lines.append(f"{key}: with {spec['draft']} draft tokens ({spec['tokens_per_step']:.2f} tokens per sequence "
-                         f"per step) the step turns compute-bound at {_crossing_batch(crossing)}; without "
-                         f"speculation at {_crossing_batch(part['crossing_without_speculation'])}.")
+            lines.append(f"{key}: {_speculation_words(setup['speculation'], crossing, part)}")
         if setup.get("moe"):
             lines.append(f"{key}: {moe_words(setup['moe'], part.get('experts_crossover'))}")
         lines += [f"{key}: warning: {warning}." for warning in part.get("warnings") or []]

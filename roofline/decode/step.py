@@ -97,6 +97,15 @@ class DecodeSetup:
         total_bytes, linear, attention = self.work(batch)
         return (linear + attention) / total_bytes
 
+    def gemm_intensity(self, batch: int) -> float:
+        """The step's GEMMs alone (the weights' reuse, attention aside): what speculation multiplies."""
+        work = self.step.work(self.batch(batch)).linear
+        flop, nbytes = work.flop, work.bytes
+        if self.drafter is not None and self.spec is not None:
+            draft = self.drafter.work(Batch.decode(batch, self.context)).linear
+            flop, nbytes = flop + self.spec.draft * draft.flop, nbytes + self.spec.draft * draft.bytes
+        return flop / nbytes
+
     def with_context(self, context: int) -> DecodeSetup:
         return replace(self, context=context)
 
@@ -178,7 +187,8 @@ def ridge_crossing(setup: DecodeSetup, ridge: float, batches: list[int]) -> dict
     limit = setup.intensity(HUGE_BATCH)
     crossing = next((b for b in batches if setup.intensity(b) >= ridge), None)
     out: dict[str, Any] = {"ridge_flop_per_byte": ridge, "limit_intensity_flop_per_byte": limit,
-                           "crossover_batch": crossing, "never": limit < ridge, "context_limit": None}
+                           "crossover_batch": crossing, "never": limit < ridge, "context_limit": None,
+                           "gemm_crossover_batch": _first_batch(setup.gemm_intensity, ridge)}
     if crossing is None and limit >= ridge:
         lo, hi = max(batches), HUGE_BATCH
         while hi - lo > 1:  # the batch where it crosses, beyond the batches asked for
@@ -193,6 +203,17 @@ def ridge_crossing(setup: DecodeSetup, ridge: float, batches: list[int]) -> dict
             lo, hi = (mid, hi) if setup.with_context(mid).intensity(HUGE_BATCH) >= ridge else (lo, mid)
         out["context_limit"] = hi
     return out
+
+
+def _first_batch(intensity: Callable[[int], float], ridge: float) -> int | None:
+    """The smallest batch whose ``intensity`` reaches ``ridge`` (it grows with the batch), or None below HUGE_BATCH."""
+    if intensity(HUGE_BATCH) < ridge:
+        return None
+    lo, hi = 0, HUGE_BATCH
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if intensity(mid) >= ridge else (mid, hi)
+    return hi
 
 
 def step_rows(setup: DecodeSetup, batches: list[int], time_fn: TimeFn, bandwidth: float | None,
