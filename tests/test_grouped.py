@@ -78,3 +78,27 @@ def test_a_zipf_routing_touches_fewer_experts_than_balanced(tmp_path):
     assert run.exit_code == 0, run.output
     [point] = load_result(path).points
     assert point.routing == "zipf:1.5" and point.touched < 32  # balanced would touch all 32 assignments' experts
+
+
+def test_the_report_draws_each_grouped_series_against_tokens_per_expert(grouped_result, tmp_path):
+    run = CliRunner().invoke(main, ["report", str(grouped_result), "-o", str(tmp_path / "report")])
+    assert run.exit_code == 0, run.output
+    assert (tmp_path / "report" / "grouped_fp32_8x1024x512_top2.png").stat().st_size > 10_000
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "grouped fp32 8×1024×512 top-2" in markdown
+    analysis = json.loads((tmp_path / "report" / "analysis.json").read_text())
+    [series] = analysis["series"]
+    # each point says how many tokens a touched expert saw: 2 assignments per token over the touched experts
+    assert [p["tokens_per_expert"] for p in series["points"]] == [b * TOPK / min(EXPERTS, b * TOPK) for b in BATCHES]
+
+
+def test_compare_puts_grouped_series_side_by_side(grouped_result, tmp_path):
+    import shutil
+
+    other = tmp_path / "other.json"
+    shutil.copy(grouped_result, other)
+    run = CliRunner().invoke(main, ["compare", str(grouped_result), str(other), "--format", "json"])
+    assert run.exit_code == 0, run.output
+    [group] = json.loads(run.output)["comparison"]["grouped"]
+    assert (group["experts"], group["topk"], group["n"], group["k"]) == (EXPERTS, TOPK, N, K)
+    assert len(group["rows"]) >= 1

@@ -337,7 +337,17 @@ def print_decode(document: dict[str, Any]) -> None:
 
 
 def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
-    from roofline.compare.view import COLUMNS, FORMAT_COLUMNS, difference_lines, format_cells, format_title, row_cells
+    from roofline.compare.view import (
+        COLUMNS,
+        FORMAT_COLUMNS,
+        GROUPED_COLUMNS,
+        difference_lines,
+        format_cells,
+        format_title,
+        grouped_cells,
+        grouped_title,
+        row_cells,
+    )
 
     for group in comparison["groups"]:
         rows = [row_cells(row, group["speed_vs_baseline"], comparison["baseline"],
@@ -347,6 +357,8 @@ def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
             stdout.print(escape(line))
     for group in comparison.get("formats") or []:
         _print_rows(format_title(group), list(FORMAT_COLUMNS), [format_cells(row) for row in group["rows"]])
+    for group in comparison.get("grouped") or []:
+        _print_rows(grouped_title(group), list(GROUPED_COLUMNS), [grouped_cells(row) for row in group["rows"]])
     for line in comparison["not_comparable"]:
         stdout.print(f"[yellow]not comparable: {line}[/]")
     flagged = [u for u in fleet["units"] if u["outlier"]]

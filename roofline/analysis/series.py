@@ -60,6 +60,8 @@ def _point_rows(points, data, fitted: Roof, measured: Roof, spec: Roof,
             "efficiency_spec": _ratio(achieved, spec.attainable(intensity)),
             "above_measured_ceiling": bool(efficiency is not None and efficiency > 1.0),
             "set_aside": (set_aside or {}).get(index),
+            # a grouped point: the tokens each touched expert's GEMM saw
+            **({"tokens_per_expert": point.batch * point.topk / point.touched} if point.op == "grouped" else {}),
         })
     return rows
 

@@ -194,7 +194,36 @@ def compare_results(loaded: list[Loaded], baseline: str | None = None, specs: li
         groups.append({"dtype": dtype, "n": n, "k": k, "rows": rows, "speed_vs_baseline": ratios,
                        "significance_vs_baseline": significance})
     return {"baseline": base.file if base else None, "groups": groups, "not_comparable": not_comparable,
-            "formats": format_groups(loaded)}
+            "formats": format_groups(loaded), "grouped": grouped_groups(loaded, base)}
+
+
+GROUPED_KEYS = ("status", "critical_tokens_per_expert", "critical_tokens_per_expert_ci95", "critical_batch",
+                "critical_batch_ci95", "peak_flop_per_s", "bandwidth_bytes_per_s")
+
+
+def grouped_groups(loaded: list[Loaded], base: Loaded | None) -> list[dict[str, Any]]:
+    """Per mixture-of-experts series (dtype, experts of N×K, top-k, routing): each result's per-expert crossover
+    and the global batch it implies, its fitted roof, and its speed against the baseline's at the batches both
+    measured (baseline time over this time)."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for item in loaded:
+        for s in item.analysis["series"]:
+            if s["op"] != "grouped" or not s["points"]:
+                continue
+            key = (s["dtype"], s["experts"], s["n"], s["k"], s["topk"], s["routing"])
+            group = groups.setdefault(key, dict(zip(("dtype", "experts", "n", "k", "topk", "routing"), key,
+                                                    strict=True)) | {"rows": []})
+            group["rows"].append({"file": item.file, "device": f"{item.result.device.name} [{Path(item.file).stem}]",
+                                  "sku": item.result.device.sku, "busy_at_start": busy_why(item.result),
+                                  "times_s": {p["batch"]: p["time_s"] for p in s["points"]},
+                                  **{name: s.get(name) for name in GROUPED_KEYS}})
+    for group in groups.values():
+        reference = next((r for r in group["rows"] if base and r["file"] == base.file), None)
+        for row in group["rows"]:
+            common = sorted(set(reference["times_s"]) & set(row["times_s"])) if reference else []
+            row["speed_vs_baseline"] = {b: reference["times_s"][b] / row["times_s"][b] for b in common} \
+                if reference and row is not reference else {}
+    return list(groups.values())
 
 
 FORMAT_KEYS = ("batches", "speedup_batch1", "speedup_batch1_ci95", "speedup", "speedup_ci95", "status",

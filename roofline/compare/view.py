@@ -114,6 +114,40 @@ def _format_markdown(comparison: dict[str, Any]) -> list[str]:
     return out
 
 
+GROUPED_COLUMNS = ("device", "SKU", "crossover per expert (95% CI)", "global batch (95% CI)", "peak",
+                   "speed vs baseline")
+
+
+def grouped_title(group: dict[str, Any]) -> str:
+    return (f"grouped {group['dtype']}: {group['experts']} experts of {group['n']}x{group['k']}, top-{group['topk']}, "
+            f"{group['routing']} routing")
+
+
+def grouped_cells(row: dict[str, Any]) -> list[str]:
+    """One result's row of a grouped series: its experts' crossover, the global batch, its peak, its speed."""
+    def crossover(value, interval):
+        if value is None:
+            return "–" if row["status"] == "ok" else row["status"]
+        lo, hi = interval or (None, None)
+        return f"{value:.0f} ({'?' if lo is None else f'{lo:.0f}'}–{'∞' if hi is None else f'{hi:.0f}'})"
+
+    speeds = row.get("speed_vs_baseline") or {}
+    speed = ", ".join(f"B={b}: {v:.2f}×" for b, v in list(speeds.items())[:4]) or "–"
+    busy = " (busy device)" if row.get("busy_at_start") else ""
+    return [row["device"] + busy, row["sku"] or "–",
+            crossover(row["critical_tokens_per_expert"], row["critical_tokens_per_expert_ci95"]),
+            crossover(row["critical_batch"], row["critical_batch_ci95"]), si(row["peak_flop_per_s"], "FLOP/s"), speed]
+
+
+def _grouped_markdown(comparison: dict[str, Any]) -> list[str]:
+    out = []
+    for group in comparison.get("grouped") or []:
+        out += [f"## {grouped_title(group)}", "", "| " + " | ".join(GROUPED_COLUMNS) + " |",
+                "|" + "---|" * len(GROUPED_COLUMNS)]
+        out += ["| " + " | ".join(grouped_cells(row)) + " |" for row in group["rows"]] + [""]
+    return out
+
+
 def markdown(comparison: dict[str, Any], fleet: dict[str, Any] | None) -> str:
     out = ["# gpubench comparison", ""]
     if comparison["baseline"]:
@@ -134,6 +168,7 @@ def markdown(comparison: dict[str, Any], fleet: dict[str, Any] | None) -> str:
         if lines:
             out += ["Differences from the baseline that are not \"same\":", ""] + [f"- {x}" for x in lines] + [""]
     out += _format_markdown(comparison)
+    out += _grouped_markdown(comparison)
     if comparison["not_comparable"]:
         out += ["## Not comparable", ""] + [f"- {line}" for line in comparison["not_comparable"]] + [""]
     if fleet:

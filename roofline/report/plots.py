@@ -69,7 +69,8 @@ def _gemm_figure(min_points: int = 1):
 def _label(s: dict[str, Any]) -> str:
     # A figure travels alone (into slides, a chat): unlike the tables, its legend says the data is imported.
     tag = " [imported]" if s.get("backend") == "imported" else backend_tag(s.get("backend"))
-    return f"{s['op']} {s['n']}×{s['k']}{tag}"
+    experts = f" {s['experts']} experts top-{s['topk']}" if s["op"] == "grouped" else ""
+    return f"{s['op']} {s['n']}×{s['k']}{experts}{tag}"
 
 
 def _measured_roof_label(result: Result, dtype: str) -> tuple[float | None, float | None, str]:

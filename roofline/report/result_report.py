@@ -14,6 +14,7 @@ from roofline.core.stats import quantile
 from roofline.core.units import seconds
 from roofline.report import page, plots
 from roofline.report.format_plot import format_figures
+from roofline.report.grouped_plot import grouped_figures
 from roofline.report.page import PAGE_FILES, figure_pngs, page_files
 from roofline.report.tables import formats_table, reference_lines, series_table
 from roofline.result.document import Result, backend_tag
@@ -186,6 +187,7 @@ def render_figures(result: Result, analysis: dict[str, Any]) -> tuple[dict[str, 
     for name, draw in plots.FIGURES.items():
         figures[name] = draw(result, analysis)
     figures.update(format_figures(result, analysis))  # only for layers measured in bf16 and a weight-only format
+    figures.update(grouped_figures(analysis))  # only for mixture-of-experts series
     return figure_pngs(figures)
 
 

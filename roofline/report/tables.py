@@ -16,10 +16,22 @@ CRITICAL_TEXT = {"memory-bound-at-every-batch": "never", "not-a-roofline": "none
                  "bandwidth-only": "– (gemv)"}
 
 
+def series_name(s: dict[str, Any]) -> str:
+    """A series as tables and figures name it: a grouped one by its experts, top-k and routing too."""
+    where = backend_tag(s["backend"])
+    if s["op"] == "grouped":
+        routing = "" if s.get("routing") == "balanced" else f" {s['routing']}"
+        return f"grouped {s['dtype']} {s['experts']}×{s['n']}×{s['k']} top-{s['topk']}{routing}{where}"
+    return f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}"
+
+
 def _critical(s: dict[str, Any]) -> str:
     if s["status"] == "ok":
         lo, hi = s["critical_batch_ci95"]
-        return f"{s['critical_batch']:.0f} ({_n(lo)}–{_n(hi) if hi else '∞'})"
+        text = f"{s['critical_batch']:.0f} ({_n(lo)}–{_n(hi) if hi else '∞'})"
+        if s.get("critical_tokens_per_expert"):  # a grouped series: the global batch, then its experts' own
+            text += f"; {s['critical_tokens_per_expert']:.0f}/expert"
+        return text
     if s["status"] == "lower-bound":
         return f"> {s['critical_batch_lower_bound']}"
     return CRITICAL_TEXT.get(s["status"]) or s["message"] or "–"
@@ -41,13 +53,12 @@ def series_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     reference = (analysis.get("reference_bandwidth") or {}).get("bytes_per_s")
     rows = []
     for s in analysis["series"]:
-        where = backend_tag(s["backend"])
         peak = _with_interval(s["peak_flop_per_s"], s.get("peak_ci95"), "FLOP/s") if s["peak_flop_per_s"] else (
             f"≥ {si(s['peak_flop_per_s_lower_bound'], 'FLOP/s')}" if s["peak_flop_per_s_lower_bound"] else "–")
         cliffs = ", ".join(map(str, s["cliffs"][:MAX_CLIFFS_SHOWN])) + ("…" if len(s["cliffs"]) > MAX_CLIFFS_SHOWN
                                                                         else "")
         pct = percent_of(s["bandwidth_bytes_per_s"], reference)
-        rows.append([f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}", str(s["points_ok"]),
+        rows.append([series_name(s), str(s["points_ok"]),
                      _with_interval(s["bandwidth_bytes_per_s"], s.get("bandwidth_ci95"), "B/s"), marked_percent(pct, 0),
                      peak, _n(s["ridge_flop_per_byte"]), _critical(s), _n(s["spec_critical_batch"]),
                      f"{_n(s['knee_batch_1p10'])}/{_n(s['knee_batch_1p25'])}", cliffs or "–", _flags(s)])
