@@ -211,3 +211,18 @@ def test_more_batches_than_a_table_shows_are_refused_before_computing():
     run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h100-sxm",
                                     "--batch", "1:1000000:+1"])
     assert run.exit_code == 2 and run.output.count("\n") == 1 and "1000000 batches" in run.output, run.output
+
+
+def test_energy_per_token_is_charged_at_the_tdp_analytically_and_absent_on_a_cpu(measured_decode):
+    """Analytic: every GPU at its TDP for the whole step (an upper bound), J/token = W × step / tokens; a CPU run
+    says why it has none."""
+    run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h100-sxm", "--batch",
+                                    "1,64", "--context", "128", "--json"])
+    analytic = json.loads(run.output)["analytic"]
+    assert "700 W" in analytic["energy"]["basis"]
+    for row in analytic["rows"]:
+        assert row["joules_per_token"] == pytest.approx(700 * row["step_time_s"] / row["batch"])
+    folder, _ = measured_decode
+    measured = json.loads((folder / "decode.json").read_text())["measured"]
+    assert measured["energy"]["basis"] is None and "CPU has no energy counter" in measured["energy"]["why_none"]
+    assert all(row["joules_per_token"] is None for row in measured["rows"])

@@ -78,18 +78,21 @@ def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_
         times, device_record = times_from_result(source, from_result, keys)
         points, roof = [], {}
         # The launches' own noise travels with their times (the table must say when to trust it less).
-        used = [p for p in source.points if p.usable and p.backend == "torch" and p.plan_key[:5] in set(keys)]
+        used = [p for p in source.points if p.usable and p.backend == "torch" and p.launch_key in set(keys)]
         warnings = decode_noise_lines(used, source.settings.get("busy_at_start"), target_rel_ci(source))
+        points = used
     else:
         with progress() as observer:
-            times, device_record, points, roof = measure_launches(keys, device, budget, observer, setup.dtype)
+            times, device_record, points, roof = measure_launches(keys, device, budget, observer, setup.dtype,
+                                                                  setup.step.routing.spelled)
         warnings = decode_noise_lines(points, None, float(roof["target_rel_ci"] or 0.01))
-    # Only the times travel with --from; MBU/MFU then come from the spec side.
+    # Only the times (and energies) travel with --from; MBU/MFU then come from the spec side.
     bandwidth, peak = measured_roof(points, roof, setup.dtype) if from_result is None else (None, None)
     memory = device_record.get("memory_bytes")
     # One device times no all-reduce between several: --gpu's or the matched SKU's interconnect costs them.
     link_sku = sku or device_record.get("sku")
+    joules = {p.launch_key: p.telemetry.energy_per_launch_j for p in points if p.telemetry is not None}
     part = measured_document(setup, batches, times, bandwidth, peak, memory, mem_fraction, device_record, warnings,
-                             spec=load_gpu_spec(link_sku) if link_sku else None)
+                             spec=load_gpu_spec(link_sku) if link_sku else None, joules=joules)
     part["sku"] = device_record.get("sku")
     return part

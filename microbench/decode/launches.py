@@ -21,6 +21,15 @@ from roofline.result.document import Result
 from roofline.result.sections import Device
 
 
+def point_spec(key: tuple, routing: str = "balanced") -> PointSpec:
+    """The sweep point a launch key names (a grouped one's experts and top-k, under the step's routing)."""
+    op, dtype, batch, n, k, *grouped = key
+    if grouped:
+        experts, topk = grouped
+        return PointSpec(op, dtype, batch, n, k, "torch", experts, topk, routing)
+    return PointSpec(op, dtype, batch, n, k)
+
+
 def needed_launches(setup: DecodeSetup, batches: list[int]) -> list[tuple]:
     """The sweep points that time every launch of the step at ``batches``, each once, in order."""
     keys: list[tuple] = []
@@ -34,7 +43,7 @@ def times_from_result(result: Result, path: Path, keys) -> tuple[dict, Device]:
     """Each launch's median from a loaded sweep result (read from ``path``, named in the error)."""
     usable = [p for p in result.points if p.usable and p.backend == "torch"]
     # usable: has samples
-    medians = {p.plan_key[:5]: p.stats.median_s for p in usable}  # pyright: ignore[reportOptionalMemberAccess]
+    medians = {p.launch_key: p.stats.median_s for p in usable}  # pyright: ignore[reportOptionalMemberAccess]
     missing = [k for k in keys if k not in medians]
     if missing:
         shown = ", ".join(f"{op} {dtype} B={b} {n}x{k}" for op, dtype, b, n, k in missing[:4])
@@ -43,8 +52,8 @@ def times_from_result(result: Result, path: Path, keys) -> tuple[dict, Device]:
     return {k: medians[k] for k in keys}, result.device
 
 
-def measure_launches(keys, device: str, budget_s: float | None, observer: SweepObserver, dtype: str
-                     ) -> tuple[dict, dict[str, Any], list, dict[str, float | None]]:
+def measure_launches(keys, device: str, budget_s: float | None, observer: SweepObserver, dtype: str,
+                     routing: str = "balanced") -> tuple[dict, dict[str, Any], list, dict[str, float | None]]:
     """Median time of each launch measured here (the same protocol as a sweep), and the measured roof:
     copy/read bandwidth and the quick matmul-peak search for ``dtype``."""
     from microbench.sweep.ceilings import measure_stream, reference_bandwidth, stream_source
@@ -52,7 +61,7 @@ def measure_launches(keys, device: str, budget_s: float | None, observer: SweepO
 
     config = SweepConfig(device=device, ops=(), budget_s=budget_s, save=False, with_ceilings=False)
     session = open_session(config, observer)
-    refuse_unsupported(keys, session.device)
+    refuse_unsupported(keys, session.device, routing)
     # The same reference bandwidth as the ceilings (the copy timed eagerly); the peak from the quick shape
     # search only, as before: the step's own GEMMs compete with it (measured_roof), no regime run needed.
     src = stream_source(session)  # one stream buffer for the copy and the read, as the ceilings do
@@ -64,26 +73,31 @@ def measure_launches(keys, device: str, budget_s: float | None, observer: SweepO
     observer.on_start(len(keys))
     times, points = {}, []
     try:
-        for op, dtype, batch, n, k in keys:
-            point = measure_point(session, PointSpec(op, dtype, batch, n, k))
+        for key in keys:
+            spec = point_spec(key, routing)
+            point = measure_point(session, spec)
             observer.on_point(point)
             if not point.ok:
-                raise PlanError(f"could not measure {op} {dtype} B={batch} {n}x{k}: {point.status}: {point.reason}")
+                raise PlanError(f"could not measure {spec.label}: {point.status}: {point.reason}")
             # an ok point has samples, so stats
-            times[(op, dtype, batch, n, k)] = point.stats.median_s  # pyright: ignore[reportOptionalMemberAccess]
+            times[key] = point.stats.median_s  # pyright: ignore[reportOptionalMemberAccess]
             points.append(point)
     finally:
         session.weights.clear()
     return times, session.device, points, roof
 
 
-def refuse_unsupported(keys, device: dict[str, Any]) -> None:
+def refuse_unsupported(keys, device: dict[str, Any], routing: str = "balanced") -> None:
     """Before the roof is measured: a launch this device cannot run (a weight-only format's kernel missing here)
     is one line, not minutes of ceilings and then a failed point."""
-    for op, dtype, batch, n, k in keys:
-        problem = ops.support_problem(PointSpec(op, dtype, batch, n, k), device)
+    from microbench.timing.grouped import support_problem as grouped_problem
+
+    for key in keys:
+        spec = point_spec(key, routing)
+        problem = grouped_problem(spec.dtype, spec.topk, spec.experts) if spec.op == "grouped" else \
+            ops.support_problem(spec, device)
         if problem:
-            raise PlanError(f"cannot measure {op} {dtype} B={batch} {n}x{k} here: {problem}")
+            raise PlanError(f"cannot measure {spec.label} here: {problem}")
 
 
 def measured_roof(points: list, roof: dict[str, float | None], dtype: str) -> tuple[float | None, float | None]:

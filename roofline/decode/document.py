@@ -15,8 +15,10 @@ from roofline.decode.step import (
     comm_time,
     kv_capacity,
     latency_knee,
+    measured_energy,
     measured_time,
     no_peak_note,
+    power_energy,
     ridge_crossing,
     rows_to_dicts,
     step_rows,
@@ -53,11 +55,15 @@ def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], 
     capacity = kv_capacity(setup, profile.reported_bytes, mem_fraction)
     rows = step_rows(setup, batches, analytic_time(profile.bandwidth_bytes_per_s, profile.peak_flop_per_s),
                      profile.bandwidth_bytes_per_s, peak, capacity["max_batch"],
-                     _comm_fn(setup, profile.interconnect))
+                     _comm_fn(setup, profile.interconnect),
+                     power_energy(profile.tdp_w * setup.step.parallelism.gpus) if profile.tdp_w else None)
+    energy = {"basis": f"every GPU at its TDP, {profile.tdp_w:g} W (an upper bound: decode at small batch draws "
+                       "less)", "source": profile.tdp_source} if profile.tdp_w else \
+        {"basis": None, "why_none": f"spec sheet {profile.sku} has no power figure"}
     ridge = ridge_flop_per_byte(peak, profile.bandwidth_bytes_per_s)
     return {"source": f"spec sheet: {profile.name} ({profile.sku})",
             "bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s, "peak_flop_per_s": peak,
-            "rows": rows_to_dicts(rows), "kv": capacity,
+            "rows": rows_to_dicts(rows), "kv": capacity, "energy": energy,
             "comm": comm_part(setup, profile.interconnect, f"spec sheet {profile.sku}"),
             "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
             **_without_speculation(setup, ridge, batches),
@@ -68,23 +74,29 @@ def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], 
 
 def measured_document(setup: DecodeSetup, batches: list[int], times: dict, bandwidth: float | None,
                       peak: float | None, memory_bytes: float | None, mem_fraction: float, device: Device | dict,
-                      warnings: list[str] = (), spec: GpuSpec | None = None) -> dict[str, Any]:
+                      warnings: list[str] = (), spec: GpuSpec | None = None,
+                      joules: dict | None = None) -> dict[str, Any]:
     """The measured step.  ``warnings``: why to trust the launch times less (``roofline.analysis.trust``), plus a
     step slower at a larger batch than at a smaller one, which no roofline does: noise or a kernel change.  One
     device cannot time an all-reduce between several: at TP > 1 the step's are costed on ``spec``'s interconnect
     (the matched SKU's, or --gpu's); without one they are not counted, and a warning says so."""
     capacity = kv_capacity(setup, memory_bytes, mem_fraction)
     link = spec.interconnect if spec is not None else None
+    measured_on = Device.from_dict(device)
+    energy_fn = measured_energy(setup, joules) if joules else None
     rows = step_rows(setup, batches, measured_time(setup, times), bandwidth, peak, capacity["max_batch"],
-                     _comm_fn(setup, link))
+                     _comm_fn(setup, link), energy_fn)
+    energy = {"basis": "each launch's energy counter (NVML) over its timed phase", "source": measured_on.label} \
+        if energy_fn is not None and rows and rows[0].joules_per_token is not None else \
+        {"basis": None, "why_none": "the CPU has no energy counter gpubench reads (NVML reads GPUs)"
+         if measured_on.kind == "cpu" else "the launches' points carry no energy reading"}
     ridge = ridge_flop_per_byte(peak, bandwidth)
     uncounted = [f"{setup.step.parallelism.describe()}: the collectives between GPUs are not counted (no spec sheet "
                  "matched this device; --gpu SKU gives its interconnect)"] \
         if setup.step.parallelism.gpus > 1 and link is None else []
-    measured_on = Device.from_dict(device)
     return {"source": f"measured on {measured_on.label}", "device_kind": measured_on.kind,
             "bandwidth_bytes_per_s": bandwidth, "peak_flop_per_s": peak,
-            "rows": rows_to_dicts(rows), "kv": capacity,
+            "rows": rows_to_dicts(rows), "kv": capacity, "energy": energy,
             "comm": comm_part(setup, link, f"spec sheet {spec.sku}" if spec else "not counted"),
             "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
             **_without_speculation(setup, ridge, batches),

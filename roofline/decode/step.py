@@ -29,6 +29,7 @@ from roofline.step.speculative import SpecDecode, drafter_step
 
 TimeFn = Callable[[Launch], float]  # seconds of ONE launch
 CommFn = Callable[[int], float]  # seconds of one step's collectives at a batch
+EnergyFn = Callable[[list[Launch], float], float | None]  # joules of one step (its launches, its seconds)
 # Where to look for "never": intensity at an enormous batch is the step's limit as B grows.
 HUGE_BATCH = 10**7
 # Decode attention's two batched GEMVs per layer and KV head: QKᵀ, then PV.
@@ -152,6 +153,25 @@ def comm_time(setup: DecodeSetup, interconnect: Interconnect) -> CommFn:
     return comm_s
 
 
+def power_energy(watts: float) -> EnergyFn:
+    """A step's energy at a constant power: the board's TDP, an upper bound (decode at small batch draws less)."""
+    return lambda launches, step_s: watts * step_s
+
+
+def measured_energy(setup: DecodeSetup, joules: dict[tuple, float]) -> EnergyFn:
+    """A step's energy from each launch's measured energy (the NVML counter over its timed phase / launches);
+    None when any launch has none."""
+    def energy(launches: list[Launch], step_s: float) -> float | None:
+        total = 0.0
+        for launch in launches:
+            keys = setup.point_keys(launch)
+            if any(joules.get(key) is None for key in keys):
+                return None
+            total += launch.count * sum(joules[key] for key in keys)
+        return total
+    return energy
+
+
 def no_peak_note(dtype: str, device: str) -> str:
     return (f"no peak for {compute_dtype(dtype)} on {device}: its launches are timed by their bytes alone and MFU, "
             "the ridge and the crossover are not given")
@@ -175,6 +195,7 @@ class StepRow:
     mfu_linear: float | None
     bound: str
     kv_fits: bool | None
+    joules_per_token: float | None = None  # None: no energy measured or charged
 
 
 def kv_capacity(setup: DecodeSetup, memory_bytes: float | None, mem_fraction: float) -> dict[str, Any]:
@@ -217,8 +238,10 @@ def _first_batch(intensity: Callable[[int], float], ridge: float) -> int | None:
 
 
 def step_rows(setup: DecodeSetup, batches: list[int], time_fn: TimeFn, bandwidth: float | None,
-              peak: float | None, kv_max_batch: int | None, comm_fn: CommFn | None = None) -> list[StepRow]:
-    """One row per batch; ``comm_fn`` None: the step's collectives are not counted (one GPU has none)."""
+              peak: float | None, kv_max_batch: int | None, comm_fn: CommFn | None = None,
+              energy_fn: EnergyFn | None = None) -> list[StepRow]:
+    """One row per batch; ``comm_fn`` None: the step's collectives are not counted (one GPU has none);
+    ``energy_fn`` None: no energy per token."""
     rows = []
     ridge = ridge_flop_per_byte(peak, bandwidth)
     for batch in batches:
@@ -231,6 +254,7 @@ def step_rows(setup: DecodeSetup, batches: list[int], time_fn: TimeFn, bandwidth
         flop = linear + attention_flop
         intensity = flop / total_bytes
         gained = setup.tokens_per_step
+        energy = energy_fn(launches, step) if energy_fn is not None else None
         rows.append(StepRow(
             batch=batch, step_time_s=step, attention_time_s=attention, comm_time_s=comm, comm_share=comm / step,
             tokens_per_s=batch * gained / step,
@@ -241,6 +265,7 @@ def step_rows(setup: DecodeSetup, batches: list[int], time_fn: TimeFn, bandwidth
             mfu_linear=linear / step / peak if peak else None,
             bound="compute" if ridge and intensity >= ridge else "memory",
             kv_fits=None if kv_max_batch is None else batch <= kv_max_batch,
+            joules_per_token=energy / (batch * gained) if energy is not None else None,
         ))
     return rows
 

@@ -109,6 +109,8 @@ class GpuSpec:
     reported_bytes: float
     reported_source: str
     achievable: Achievable
+    tdp_w: float | None = None  # the board's power limit, the datasheet's thermal design power
+    tdp_source: str = ""
 
     def matches(self, device_name: str, memory_bytes: float | None) -> bool:
         if not re.search(self.name_regex, device_name, flags=re.IGNORECASE):
@@ -159,6 +161,8 @@ def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
             reported_bytes=_positive(memory["reported_bytes"]),
             reported_source=str(memory["reported_source"]),
             achievable=_achievable(data["achievable"], bandwidth, peak_flop_per_s),
+            tdp_w=_positive(data["power"]["tdp_w"]) if "power" in data else None,
+            tdp_source=str(data.get("power", {}).get("source", "")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecError(f"profile {sku}: malformed ({exc})") from None
