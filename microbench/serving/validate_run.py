@@ -24,7 +24,12 @@ from microbench.device.provenance import host_info, tool_info
 from microbench.serving.engine.segments import SegmentedContinuous, segment_count
 from microbench.serving.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
 from microbench.serving.validate_options import EngineTiming, ValidateConfig, engine_mode_for, engine_timing
-from microbench.serving.validate_profile import ProfilePasses, given_profile, profile_plan_for
+from microbench.serving.validate_profile import (
+    ProfilePasses,
+    check_profile_timing,
+    given_profile,
+    profile_plan_for,
+)
 from microbench.serving.validate_sizes import check_engine_fits
 from microbench.timing.measure import utc_now
 from microbench.timing.observer import SweepObserver
@@ -256,6 +261,7 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
         observer.on_phase(timing.note)
     device, clock = ready.choice.torch_name, timing.clock
     if ready.profile is not None:
+        check_profile_timing(ready.profile, setup.profile, clock, torch.get_num_threads(), ready.choice.kind)
         profile, passes, profile_path = ready.profile, None, setup.profile
         model, dtype = model_from_profile(profile), profile.dtype
     else:
