@@ -190,3 +190,31 @@ def test_a_weight_only_format_beats_bf16_at_batch_1(dtype):
         assert bf16.ok and quantized.ok and quantized.correct, (bf16.reason, quantized.reason)
         assert quantized.stats.median_s < bf16.stats.median_s, (op, quantized.kernel, quantized.stats.median_s,
                                                                 bf16.stats.median_s)
+
+
+def test_graphs_mode_compiles_nothing_inside_a_timed_static_batch():
+    """validate --engine-mode graphs: the warm-up compiles and records every static batch size on the one cache
+    length (microbench/serving/engine/settings.py, read against transformers 5.17 and torch 2.11), so a timed
+    batch compiles nothing; each continuous run captures its graphs in manager.warmup() before its clock."""
+    pytest.importorskip("transformers")
+    import torch
+    from torch._dynamo.utils import counters
+
+    from microbench.serving.engine import transformers_engine as te
+    from microbench.serving.engine.settings import allow_compiles
+    from roofline.serving.workload import make_workload
+    from roofline.specs.models import load_hf_config
+
+    lm = te.build_model(torch, load_hf_config("tests/data/tiny-llama-config.json"), "bf16", "cuda", 128, 0)
+    requests = make_workload(6, "burst", "fixed:16", "uniform:8:24", 0)
+    groups = te.static_groups(requests, 4)
+    sizes = sorted({len(g) for g in groups})
+    allow_compiles(torch, len(sizes))
+    assert te.warm_static_shapes(torch, lm, requests, sizes, "cuda", "graphs", 64) == sizes
+    compiled = counters["stats"]["unique_graphs"]
+    for group in groups:
+        steps = te.run_static_batch(torch, lm, group, "cuda", "wall", "graphs", cache_tokens=64)
+        assert len(steps) == max(r.output_tokens for r in group)
+    assert counters["stats"]["unique_graphs"] == compiled, "a timed static batch compiled a new graph"
+    run = te.run_continuous(torch, lm, requests, 4, 64, "wall", 64, mode="graphs")
+    assert run.settings["use_cuda_graph"] is True and len(run.requests) == len(requests)

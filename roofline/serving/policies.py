@@ -26,6 +26,7 @@ class StepPlan:
     decodes: list[Any] = field(default_factory=list)
     chunks: list[tuple[Any, int]] = field(default_factory=list)
     padded_prompt_tokens: int = 0  # static: the prompt length every slot is padded to (0: no padding)
+    attended_tokens: int = 0  # static with cache=L: the keys every decode attends over (0: its own context)
 
     def __bool__(self) -> bool:
         return bool(self.decodes or self.chunks)
@@ -47,21 +48,25 @@ class Policy:
 
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.text, "kind": self.kind, "max_batch": self.max_batch,
-                "block_tokens": self.block if self.paged else None}
+                "block_tokens": self.block if self.paged else None,
+                **({"cache_tokens": self.cache} if getattr(self, "cache", 0) else {})}
 
 
 @dataclass(frozen=True)
 class Static(Policy):
     """Batches of up to ``max_batch`` in arrival order; prompts padded to the longest; every slot decodes until
-    the longest output of its batch ends, finished or not."""
+    the longest output of its batch ends, finished or not.  ``cache`` (tokens): a static KV cache of that length
+    (transformers' ``cache_implementation="static"``, as CUDA graphs need), which every decode attends over,
+    masked, whatever its context."""
 
+    cache: int = 0
     kind = "static"
 
     def schedule(self, engine) -> StepPlan:
         batch = engine.static_batch
         if batch and any(not s.finished for s in batch):
             padded = max(s.request.prompt_tokens for s in batch)
-            return StepPlan(decodes=list(batch), padded_prompt_tokens=padded)
+            return StepPlan(decodes=list(batch), padded_prompt_tokens=padded, attended_tokens=self.cache)
         engine.static_batch = batch = engine.take_waiting(self.max_batch)
         if not batch:
             return StepPlan()
@@ -144,14 +149,14 @@ def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str,
 
 
 def parse_policy(text: str) -> Policy:
-    """``static:batch=B`` | ``continuous[:max-batch=B][:max-tokens=T]`` | ``paged[:block=16][:max-batch=B]
+    """``static:batch=B[:cache=L]`` | ``continuous[:max-batch=B][:max-tokens=T]`` | ``paged[:block=16][:max-batch=B]
     [:max-tokens=T]`` | ``chunked:budget=T[:block=16][:max-batch=B]``."""
     kind, *parts = text.strip().split(":")
     if kind == "static":
-        opts = _options(text, parts, ("batch",))
+        opts = _options(text, parts, ("batch", "cache"))
         if "batch" not in opts:
             raise PolicyError(f"policy {text!r}: static needs batch=B")
-        return Static(text=text, max_batch=opts["batch"])
+        return Static(text=text, max_batch=opts["batch"], cache=opts.get("cache", 0))
     if kind == "continuous":
         return Continuous(text=text, **_options(text, parts, ("max-batch", "max-tokens")))
     if kind == "paged":

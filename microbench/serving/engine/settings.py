@@ -9,7 +9,17 @@
   with a static KV cache (``cache_implementation="static"``) and a ``CompileConfig`` of mode
   ``reduce-overhead``, the inductor mode that captures CUDA graphs: ``generate`` compiles the decode forward
   when the cache is compileable and the device is CUDA (``_valid_auto_compile_criteria``).  Shapes are static
-  (``dynamic=False``): each batch size and cache length compiles once, in the warm-up or the first round.
+  (``dynamic=False``): each (batch, cache length) compiles once, so every static batch gets one cache length
+  (``max_cache_len``, transformers 5.17 ``generation/utils.py: _prepare_cache_for_generation``: the cache is sized
+  to at least it), the longest request's, and validate compiles and records every batch size before it times
+  anything (``validate_run``); the decode then attends, masked, over that whole cache (``repeat_kv`` and a
+  masked SDPA: ``integrations/sdpa_attention.py: use_gqa_in_sdpa`` turns GQA off under a mask), which the
+  simulation models as attention over the cache's length (the static policy's ``cache=L``).
+- graphs, continuous: the manager pads a step's queries to multiples of ``q_padding_interval_size`` (64) and its
+  KV reads to ``kv_padding_interval_size`` (16,384 tokens, capped at the cache) and captures one graph per padded
+  shape at its first step (5.17 ``continuous_batching/model_runner.py: maybe_pad_inputs, _capture_graph``);
+  ``manager.warmup()`` (called before each run's clock starts) captures the decode path's sizes and the largest
+  varlen shape first.
 """
 
 from __future__ import annotations
@@ -44,15 +54,29 @@ def manager_failure(manager) -> str:
     return f": {type(error).__name__}" + (f" ({text})" if text else "")
 
 
-def static_generation_settings(transformers, mode: str) -> dict:
-    """What ``generate`` is given beyond greedy decoding: nothing in eager mode; a static cache and a
-    CUDA-graph-capturing compile of the decode step in graphs mode."""
+def static_generation_settings(transformers, mode: str, cache_tokens: int | None = None) -> dict:
+    """What ``generate`` is given beyond greedy decoding: nothing in eager mode; a static cache of at least
+    ``cache_tokens`` (one length for every batch: one compiled shape per batch size) and a CUDA-graph-capturing
+    compile of the decode step in graphs mode."""
     if mode == "eager":
         return {}
     if mode != "graphs":
         raise EngineError(f"unknown engine mode {mode!r}; choose from {', '.join(ENGINE_MODES)}")
     compile_config = transformers.CompileConfig(fullgraph=False, dynamic=False, mode="reduce-overhead")
-    return {"cache_implementation": "static", "compile_config": compile_config}
+    sized = {"max_cache_len": cache_tokens} if cache_tokens else {}
+    return {"cache_implementation": "static", "compile_config": compile_config, **sized}
+
+
+# Enough compiled decode shapes that none falls back to eager: dynamo's default (torch 2.11 ``_dynamo/config.py``
+# ``recompile_limit = 8``; ``cache_size_limit`` is its alias) stops compiling the ninth and runs it uncompiled.
+RECOMPILE_MARGIN = 8
+
+
+def allow_compiles(torch, shapes: int) -> int:
+    """Raise dynamo's recompile limit to hold ``shapes`` compiled shapes and a margin; returns the limit set."""
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, shapes + RECOMPILE_MARGIN)
+    return config.recompile_limit
 
 
 # What this code sets on the manager; a transformers without one of these is refused with a clear error.  The

@@ -60,6 +60,7 @@ class PolicyRecord(Record):
     max_batch: Any = key("integer", required=True, doc="most sequences in a step")
     block_tokens: Any = key("integer", required=True, nullable=True, doc="KV block size (null: no block cache)")
     budget_tokens: Any = key("integer", nullable=False, doc="chunked: tokens a step holds")
+    cache_tokens: Any = key("integer", nullable=False, doc="static:cache=L: the cache each decode attends")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,115 @@
+"""validate --engine-mode graphs warms every shape before it times anything and simulates what the engine runs:
+the static path's batches share one static cache length (one compiled shape per batch size), the warm-up meets
+every batch size the timed runs meet, dynamo may compile them all, and the simulation attends the whole static
+cache.  Compiling and capturing need a CUDA GPU (tests/test_gpu.py); here the same ``generate`` calls run on the
+CPU, where transformers uses the static cache and skips the compile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers", reason="the serving extra (transformers) is not installed")
+
+from microbench.serving.engine import transformers_engine as te  # noqa: E402
+from roofline.serving.workload import make_workload  # noqa: E402
+
+TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
+
+
+@pytest.fixture
+def tiny_lm():  # a new model per test: transformers keeps the longest static cache a model has made
+    import torch
+
+    from roofline.specs.models import load_hf_config
+
+    return te.build_model(torch, load_hf_config(TINY), "fp32", "cpu", 200, 0)
+
+
+@pytest.fixture
+def cache_lengths(tiny_lm, monkeypatch):
+    """(batch size, static cache length) of every static cache ``generate`` makes."""
+    made = []
+    prepare = tiny_lm._prepare_static_cache
+
+    def spy(*args, **kwargs):
+        cache = prepare(*args, **kwargs)
+        made.append((kwargs.get("batch_size"), cache.get_max_length()))
+        return cache
+
+    monkeypatch.setattr(tiny_lm, "_prepare_static_cache", spy)
+    return made
+
+
+def test_every_static_batch_in_graphs_mode_gets_one_cache_length(tiny_lm, cache_lengths):
+    """Sized per call (prompt + that batch's longest output), each batch was a new shape: a recompile inside a
+    timed batch."""
+    import torch
+
+    requests = make_workload(6, "burst", "fixed:8", "uniform:3:9", 0)
+    groups = te.static_groups(requests, 4)
+    assert len({max(r.output_tokens for r in g) for g in groups}) > 1  # the batches' own lengths differ
+    for group in groups:
+        steps = te.run_static_batch(torch, tiny_lm, group, "cpu", "wall", "graphs", cache_tokens=100)
+        assert len(steps) == max(r.output_tokens for r in group)
+    assert cache_lengths == [(4, 100), (2, 100)]
+    run = te.static_run(groups, [0.1] * 20, 4, "wall", "graphs", cache_tokens=100)
+    assert run.settings["cache"] == "static" and run.settings["cache_tokens"] == 100
+
+
+def test_the_warm_up_meets_every_static_batch_size_the_timed_runs_meet(tiny_lm, cache_lengths):
+    import torch
+
+    from microbench.serving.validate_run import static_batch_sizes
+
+    workloads = {"workload": make_workload(20, "burst", "fixed:8", "uniform:3:9", 0),
+                 "calibration": make_workload(10, "burst", "fixed:8", "uniform:3:9", 1)}
+    sizes = {"static": [4, 8]}
+    shapes = static_batch_sizes(workloads, sizes, {"static": 8, "continuous": 8})
+    met = {len(g) for requests, size in ((workloads["calibration"], 4), (workloads["calibration"], 8),
+                                         (workloads["workload"], 8)) for g in te.static_groups(requests, size)}
+    assert shapes == sorted(met) == [2, 4, 8]
+    assert te.warm_static_shapes(torch, tiny_lm, workloads["calibration"], shapes, "cpu", "graphs", 60) == shapes
+    assert cache_lengths == [(2, 60), (4, 60), (8, 60)]
+    assert te.warm_static_shapes(torch, tiny_lm, workloads["calibration"], shapes, "cpu", "eager", None) == []
+
+
+def test_dynamo_may_compile_every_shape():
+    import torch
+
+    from microbench.serving.engine.settings import RECOMPILE_MARGIN, allow_compiles
+
+    config = torch._dynamo.config
+    before = config.recompile_limit
+    try:
+        config.recompile_limit = 8
+        assert allow_compiles(torch, 12) == 12 + RECOMPILE_MARGIN == config.recompile_limit
+        assert allow_compiles(torch, 1) == 12 + RECOMPILE_MARGIN  # never lowered
+        assert config.cache_size_limit == config.recompile_limit  # torch's alias: the same setting
+    finally:
+        config.recompile_limit = before
+
+
+def test_a_static_cache_is_attended_whole_in_the_simulation():
+    """static:batch=B:cache=L: every decode step's attention is that of L keys per sequence, whatever the
+    context, as transformers' masked SDPA over the static cache runs it."""
+    from serving_helpers import constant_profile
+
+    from roofline.serving.policies import parse_policy
+    from roofline.serving.profile_doc import Table2D
+    from roofline.serving.simulate import simulate
+
+    grid = (1, 1000)
+    # Attention per layer and sequence: context / 1000 s.
+    profile = constant_profile(0.0)
+    profile = type(profile)(**{**profile.__dict__, "decode_attention": Table2D(
+        "linear", "batches", "contexts", grid, grid, ((0.001, 1.0), (0.001, 1.0)))})
+    requests = make_workload(1, "burst", "fixed:10", "fixed:3", 0)
+    plain = simulate(profile, requests, "static:batch=1", None)
+    cached = simulate(profile, requests, "static:batch=1:cache=500", None)
+    decode = [s for s in plain.steps if not s.prefill_tokens]
+    assert [round(s.time_s, 6) for s in decode] == [0.011, 0.012]  # its own context and the new token
+    assert [round(s.time_s, 6) for s in cached.steps if not s.prefill_tokens] == [0.5, 0.5]
+    assert parse_policy("static:batch=4:cache=500").to_dict()["cache_tokens"] == 500
+    assert "cache_tokens" not in parse_policy("static:batch=4").to_dict()
