@@ -113,3 +113,46 @@ def test_a_static_cache_is_attended_whole_in_the_simulation():
     assert [round(s.time_s, 6) for s in cached.steps if not s.prefill_tokens] == [0.5, 0.5]
     assert parse_policy("static:batch=4:cache=500").to_dict()["cache_tokens"] == 500
     assert "cache_tokens" not in parse_policy("static:batch=4").to_dict()
+
+
+def test_a_packed_padded_step_runs_its_padded_tokens_and_one_attention_over_its_padded_keys():
+    """chunked:...:pad-q=Q:pad-kv=V:kv-cap=C, as transformers' graphs run a step on paged|sdpa: the linears on the
+    tokens padded to a multiple of Q (at most the budget), attention one masked SDPA (the chunk table) of those
+    queries against the keys read padded to a multiple of V (at most C)."""
+    from serving_helpers import token_linear_profile
+
+    from roofline.serving.policies import Packing, parse_policy
+    from roofline.serving.profile_doc import Table2D
+    from roofline.serving.step_cost import CostModel
+
+    grid = (1, 100_000)
+    # Linears: 1 ms per token; chunk attention per layer: 1 µs per (query, 1000 keys) of prefix, bilinear.
+    profile = token_linear_profile(0.0, 1e-3)
+    profile = type(profile)(**{**profile.__dict__, "chunk_attention": Table2D(
+        "linear", "chunk_tokens", "prefix_tokens", grid, grid,
+        ((1e-9, 1e-9 * 100_000), (1e-9 * 100_000, 1e-9 * 100_000 * 100_000)))})
+    model = CostModel(profile)
+    packing = Packing(q_pad=64, q_cap=256, kv_pad=1000, kv_cap=2500)
+    assert (packing.queries(3), packing.queries(65), packing.queries(300)) == (64, 128, 256)
+    assert (packing.keys(1), packing.keys(1001), packing.keys(9000)) == (1000, 2000, 2500)
+    # 3 decodes of contexts 10, 20, 30 (keys read 60 + 3): 64 queries against 1000 keys.
+    step = model.cost(3, 63, [], packing)
+    plain = model.cost(3, 63, [])
+    assert step.linear_s == pytest.approx(64e-3) and plain.linear_s == pytest.approx(3e-3)
+    assert step.attention_s == pytest.approx(64 * (1000 - 64) * 1e-9, rel=1e-6)
+    assert (step.flop, step.bytes) == (plain.flop, plain.bytes)  # the useful work is counted, not the padding
+    policy = parse_policy("chunked:budget=256:max-batch=8:pad-q=64:pad-kv=1000:kv-cap=2500")
+    assert policy.packing == packing
+    assert policy.to_dict()["pad_q_tokens"] == 64 and policy.to_dict()["kv_cap_tokens"] == 2500
+    assert parse_policy("chunked:budget=256").packing is None
+    with pytest.raises(Exception, match="pad-q"):
+        parse_policy("chunked:budget=256:pad-kv=1000")
+
+
+def test_graphs_mode_simulates_the_managers_padding_read_from_transformers():
+    import transformers
+
+    from microbench.serving.engine.settings import CB_PAGE_TOKENS, cache_blocks, graphs_policy_options
+
+    options = graphs_policy_options(transformers, 16, 300)
+    assert options == f":pad-q=64:pad-kv=16384:kv-cap={cache_blocks(16, 300) * CB_PAGE_TOKENS}"

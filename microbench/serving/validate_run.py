@@ -297,11 +297,16 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
     everything = workloads["workload"] + workloads["calibration"]
     longest = max(r.prompt_tokens + r.output_tokens for r in everything)
     lm = te.build_model(torch, model, dtype, device, longest + 16, setup.seed)
-    # Graphs mode: every static batch on one static cache (one compiled shape per batch size), attended whole.
+    from microbench.serving.engine.settings import graphs_policy_options
+
+    # Graphs mode: every static batch on one static cache (one compiled shape per batch size), attended whole;
+    # each continuous step packed and padded as the manager's graphs run it.
     cache_tokens = longest if ready.engine_mode == "graphs" else None
     cache_option = f":cache={cache_tokens}" if cache_tokens else ""
     policies = {"static": lambda b: f"static:batch={b}{cache_option}",
-                "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"}
+                "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"
+                                        + (graphs_policy_options(te.transformers_module(), b, longest)
+                                           if ready.engine_mode == "graphs" else "")}
     batch = setup.batch
     sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
     observer.on_phase("warming up both engine paths")

@@ -19,6 +19,32 @@ class PolicyError(BadInputError):
     """A policy string that cannot be parsed; one line."""
 
 
+@dataclass(frozen=True)
+class Packing:
+    """A step run as transformers' continuous batching runs it on ``paged|sdpa`` with CUDA graphs: every query
+    token of the step in one masked SDPA against every key the step reads, the queries padded to a multiple of
+    ``q_pad`` (at most ``q_cap``, the token budget) and the keys to a multiple of ``kv_pad`` (at most ``kv_cap``,
+    the cache; 0: no cap) — transformers 5.17 ``continuous_batching/model_runner.py: maybe_pad_inputs``,
+    ``integrations/sdpa_paged.py``."""
+
+    q_pad: int
+    q_cap: int
+    kv_pad: int = 0
+    kv_cap: int = 0
+
+    def queries(self, tokens: int) -> int:
+        return _padded(tokens, self.q_pad, self.q_cap)
+
+    def keys(self, keys: int) -> int:
+        return _padded(keys, self.kv_pad, self.kv_cap) if self.kv_pad else keys
+
+
+def _padded(size: int, interval: int, cap: int) -> int:
+    """The smallest multiple of ``interval`` at least ``size`` (one interval for 0), at most ``cap`` (0: none)."""
+    padded = -(-size // interval) * interval if size > 0 else interval
+    return min(padded, cap) if cap else padded
+
+
 @dataclass
 class StepPlan:
     """What one step runs: sequences that decode one token, and prefill chunks (sequence, tokens)."""
@@ -27,6 +53,7 @@ class StepPlan:
     chunks: list[tuple[Any, int]] = field(default_factory=list)
     padded_prompt_tokens: int = 0  # static: the prompt length every slot is padded to (0: no padding)
     attended_tokens: int = 0  # static with cache=L: the keys every decode attends over (0: its own context)
+    packed: Packing | None = None  # chunked with pad-q: one packed, padded attention over the whole step
 
     def __bool__(self) -> bool:
         return bool(self.decodes or self.chunks)
@@ -103,8 +130,15 @@ class Chunked(Policy):
     step holds ``budget`` tokens.  KV as ``paged``."""
 
     budget: int = 512
+    pad_q: int = 0  # > 0: the step is packed and padded as transformers' CUDA graphs run it (``Packing``)
+    pad_kv: int = 0
+    kv_cap: int = 0
     kind = "chunked"
     paged = True
+
+    @property
+    def packing(self) -> Packing | None:
+        return Packing(self.pad_q, self.budget, self.pad_kv, self.kv_cap) if self.pad_q else None
 
     def schedule(self, engine) -> StepPlan:
         decodes = engine.decodable()
@@ -123,10 +157,12 @@ class Chunked(Policy):
             take = min(room, admitted[0].prefill_left)
             chunks.append((admitted[0], take))
             room -= take
-        return StepPlan(decodes=decodes, chunks=chunks)
+        return StepPlan(decodes=decodes, chunks=chunks, packed=self.packing)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "budget_tokens": self.budget}
+        padding = {"pad_q_tokens": self.pad_q, "pad_kv_tokens": self.pad_kv, "kv_cap_tokens": self.kv_cap} \
+            if self.pad_q else {}
+        return {**super().to_dict(), "budget_tokens": self.budget, **padding}
 
 
 def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str, int]:
@@ -150,7 +186,7 @@ def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str,
 
 def parse_policy(text: str) -> Policy:
     """``static:batch=B[:cache=L]`` | ``continuous[:max-batch=B][:max-tokens=T]`` | ``paged[:block=16][:max-batch=B]
-    [:max-tokens=T]`` | ``chunked:budget=T[:block=16][:max-batch=B]``."""
+    [:max-tokens=T]`` | ``chunked:budget=T[:block=16][:max-batch=B][:pad-q=Q[:pad-kv=V][:kv-cap=C]]``."""
     kind, *parts = text.strip().split(":")
     if kind == "static":
         opts = _options(text, parts, ("batch", "cache"))
@@ -162,8 +198,10 @@ def parse_policy(text: str) -> Policy:
     if kind == "paged":
         return Paged(text=text, **_options(text, parts, ("block", "max-batch", "max-tokens")))
     if kind == "chunked":
-        opts = _options(text, parts, ("budget", "block", "max-batch"))
+        opts = _options(text, parts, ("budget", "block", "max-batch", "pad-q", "pad-kv", "kv-cap"))
         if "budget" not in opts:
             raise PolicyError(f"policy {text!r}: chunked needs budget=T")
+        if ("pad_kv" in opts or "kv_cap" in opts) and "pad_q" not in opts:
+            raise PolicyError(f"policy {text!r}: pad-kv and kv-cap pad a packed step: give pad-q=Q too")
         return Chunked(text=text, **opts)
     raise PolicyError(f"unknown policy {text!r}; use static:batch=B, continuous, paged or chunked:budget=T")

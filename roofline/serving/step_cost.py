@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from roofline.core.counting import DTYPE_SIZES, io_sizes, matrix_weight_bytes
+from roofline.serving.policies import Packing
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D, Table2D
 
 
@@ -94,29 +95,39 @@ class CostModel:
         roof = profile.roof
         self.ridge = roof["peak_flop_per_s"] / roof["bandwidth_bytes_per_s"] if roof else None
 
-    def cost(self, decodes: int, context_sum: int, chunks: Sequence[tuple[int, int]]) -> StepCost:
-        """A step of ``decodes`` sequences (their contexts summing to ``context_sum``) and prefill ``chunks``."""
+    def cost(self, decodes: int, context_sum: int, chunks: Sequence[tuple[int, int]],
+             packed: Packing | None = None) -> StepCost:
+        """A step of ``decodes`` sequences (their contexts summing to ``context_sum``) and prefill ``chunks``.
+        ``packed``: the step runs as one padded batch (``policies.Packing``): the linears and the other kernels
+        on the padded token count, attention as one masked SDPA of the padded queries against the padded keys
+        (the profile's chunk table: masked, K and V repeated, as transformers' ``paged|sdpa`` runs it); the FLOP
+        and bytes stay the useful work's."""
         p, layers = self.profile, self.layers
         tokens = decodes + sum(c for c, _ in chunks)
         logits = decodes + len(chunks)
+        queries_keys = context_sum + sum(c * (prefix + (c + 1) / 2) for c, prefix in chunks)
+        keys_read = context_sum + sum(c + prefix for c, prefix in chunks)
+        run = packed.queries(tokens) if packed is not None and tokens else tokens
         linear_s = 0.0
-        if tokens and self.linear_table is not None:
-            linear_s = interp1(*self.linear_table, tokens)
-        elif tokens:
-            linear_s = layers * sum(t.per_layer * interp1(t.tokens, t.time_s, tokens) for t in p.linears)
+        if run and self.linear_table is not None:
+            linear_s = interp1(*self.linear_table, run)
+        elif run:
+            linear_s = layers * sum(t.per_layer * interp1(t.tokens, t.time_s, run) for t in p.linears)
         if logits:
             linear_s += interp1(p.lm_head.tokens, p.lm_head.time_s, logits)
         attention_s = 0.0
-        if decodes:
-            attention_s = layers * interp2(p.decode_attention, decodes, context_sum / decodes)
-        for chunk, prefix in chunks:
-            attention_s += layers * self._prefill_attention_s(chunk, prefix)
-        other_s = interp1(p.other.grid, p.other.time_s, tokens) if p.other and tokens else 0.0
+        if packed is not None and tokens:
+            keys = max(packed.keys(keys_read), run)
+            attention_s = layers * self._prefill_attention_s(run, keys - run)
+        else:
+            if decodes:
+                attention_s = layers * interp2(p.decode_attention, decodes, context_sum / decodes)
+            for chunk, prefix in chunks:
+                attention_s += layers * self._prefill_attention_s(chunk, prefix)
+        other_s = interp1(p.other.grid, p.other.time_s, run) if p.other and run else 0.0
         comm_s = 0.0
-        if p.comm is not None and tokens:  # every token's hidden vector, summed per_layer times in each layer
-            comm_s = layers * p.comm.per_layer * interp1(p.comm.tokens, p.comm.time_s, tokens)
-        queries_keys = context_sum + sum(c * (prefix + (c + 1) / 2) for c, prefix in chunks)
-        keys_read = context_sum + sum(c + prefix for c, prefix in chunks)
+        if p.comm is not None and run:  # every token's hidden vector, summed per_layer times in each layer
+            comm_s = layers * p.comm.per_layer * interp1(p.comm.tokens, p.comm.time_s, run)
         overhead_s = 0.0
         if self.overhead is not None:
             overhead_s = self.overhead.step_s(decodes + len(chunks), keys_read, bool(chunks))

@@ -88,6 +88,25 @@ CB_BLOCK_TOKENS_NAMES = ("page_size", "block_size")
 CB_PAGE_TOKENS = 32
 
 
+def graph_padding(transformers) -> tuple[int, int]:
+    """(query, KV) padding intervals in tokens the manager's CUDA graphs use when ``ContinuousBatchingConfig``
+    leaves them at 0, as this code does: transformers' ``FALLBACK_DEFAULTS`` (5.17 and 5.24:
+    ``continuous_batching/initialization.py``, 64 and 16,384)."""
+    try:
+        from transformers.generation.continuous_batching.initialization import FALLBACK_DEFAULTS
+    except ImportError:
+        raise EngineError(f"transformers {transformers.__version__}: no continuous_batching.initialization."
+                          "FALLBACK_DEFAULTS, where validate reads the CUDA graphs' padding") from None
+    return int(FALLBACK_DEFAULTS["q_padding_interval_size"]), int(FALLBACK_DEFAULTS["kv_padding_interval_size"])
+
+
+def graphs_policy_options(transformers, max_batch: int, longest_tokens: int) -> str:
+    """The chunked policy's options that simulate the manager's graphs: each step packed, its queries and keys
+    padded to the intervals (``graph_padding``), the keys at most the manager's cache (``cache_blocks``)."""
+    pad_q, pad_kv = graph_padding(transformers)
+    return f":pad-q={pad_q}:pad-kv={pad_kv}:kv-cap={cache_blocks(max_batch, longest_tokens) * CB_PAGE_TOKENS}"
+
+
 def cache_blocks(max_batch: int, longest_tokens: int) -> int:
     """KV blocks the manager is given: ``max_batch`` sequences of the longest request, with room to spare."""
     return int(1.5 * max_batch * -(-(longest_tokens + 1) // CB_PAGE_TOKENS)) + 8
