@@ -18,8 +18,9 @@
 - graphs, continuous: the manager pads a step's queries to multiples of ``q_padding_interval_size`` (64) and its
   KV reads to ``kv_padding_interval_size`` (16,384 tokens, capped at the cache) and captures one graph per padded
   shape at its first step (5.17 ``continuous_batching/model_runner.py: maybe_pad_inputs, _capture_graph``);
-  ``manager.warmup()`` (called before each run's clock starts) captures the decode path's sizes and the largest
-  varlen shape first.
+  ``manager.warmup()`` (called before each run's clock starts) captures the largest varlen shape (and the decode
+  fast path's sizes, which SDPA does not have: ``initialization.py: ensure_decode_fast_path_is_available``); a
+  smaller padded shape is still captured at its first step, inside the run (each run is a new manager).
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
                                                max_new_tokens=max(r.output_tokens for r in requests))
     manager = lm.init_continuous_batching(generation_config=generation, continuous_batching_config=cb_config)
     _check_manager(manager, transformers)
-    if mode == "graphs":  # capture the decode sizes and the largest varlen shape before the run's clock starts
+    if mode == "graphs":  # capture the largest padded shape before the run's clock starts (engine.settings)
         _warm_manager(manager, transformers)
     # The attention the manager switched the model to (transformers 5.17: ``paged|sdpa``).  Another run on the same
     # model, between two segments of this one, may switch it back (a manager that stops restores the original):
@@ -319,8 +319,9 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
 
 def _warm_manager(manager, transformers) -> None:
     """``manager.warmup()`` (transformers 5.17 ``continuous_api.py``): builds the batch processor and captures the
-    CUDA graphs of the decode path's sizes and of the largest varlen step.  ``start`` reuses that processor
-    (``_create_batch_processor`` resets and returns an existing one), so the graphs survive into the run."""
+    CUDA graph of the largest varlen step (and the decode fast path's, with flash attention).  ``start`` reuses
+    that processor (``_create_batch_processor`` resets and returns an existing one), so the graphs survive into
+    the run."""
     warmup = getattr(manager, "warmup", None)
     if warmup is None:
         raise EngineError(f"transformers {transformers.__version__}: the manager has no warmup(); graphs mode "
