@@ -28,37 +28,42 @@ def tiny_lm():  # a new model per test: transformers keeps the longest static ca
 
 
 @pytest.fixture
-def cache_lengths(tiny_lm, monkeypatch):
-    """(batch size, static cache length) of every static cache ``generate`` makes."""
-    made = []
-    prepare = tiny_lm._prepare_static_cache
+def caches_used(tiny_lm, monkeypatch):
+    """(batch size, cache length, the cache object) of every ``generate`` the engine makes."""
+    used = []
+    generate = tiny_lm.generate
 
-    def spy(*args, **kwargs):
-        cache = prepare(*args, **kwargs)
-        made.append((kwargs.get("batch_size"), cache.get_max_length()))
-        return cache
+    def spy(ids, **kwargs):
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        out = generate(ids, **kwargs)
+        used.append((ids.shape[0], cache.get_max_length() if cache is not None else None, cache))
+        return out
 
-    monkeypatch.setattr(tiny_lm, "_prepare_static_cache", spy)
-    return made
+    monkeypatch.setattr(tiny_lm, "generate", spy)
+    return used
 
 
-def test_every_static_batch_in_graphs_mode_gets_one_cache_length(tiny_lm, cache_lengths):
-    """Sized per call (prompt + that batch's longest output), each batch was a new shape: a recompile inside a
-    timed batch."""
+def test_every_static_batch_of_a_size_in_graphs_mode_runs_on_one_cache(tiny_lm, caches_used):
+    """generate's own static cache was sized per call (prompt + that batch's longest output) and made anew: each
+    batch a new shape (a recompile) or new tensors (a re-recorded graph) inside a timed batch."""
     import torch
 
-    requests = make_workload(6, "burst", "fixed:8", "uniform:3:9", 0)
+    requests = make_workload(10, "burst", "fixed:8", "uniform:3:9", 0)
     groups = te.static_groups(requests, 4)
     assert len({max(r.output_tokens for r in g) for g in groups}) > 1  # the batches' own lengths differ
-    for group in groups:
+    for group in groups + groups:
         steps = te.run_static_batch(torch, tiny_lm, group, "cpu", "wall", "graphs", cache_tokens=100)
         assert len(steps) == max(r.output_tokens for r in group)
-    assert cache_lengths == [(4, 100), (2, 100)]
-    run = te.static_run(groups, [0.1] * 20, 4, "wall", "graphs", cache_tokens=100)
+    assert [(size, length) for size, length, _ in caches_used] == [(4, 100), (4, 100), (2, 100)] * 2
+    by_size = {}
+    for size, _, cache in caches_used:
+        by_size.setdefault(size, set()).add(id(cache))
+    assert {size: len(ids) for size, ids in by_size.items()} == {4: 1, 2: 1}  # one cache per batch size
+    run = te.static_run(groups, [0.1] * 30, 4, "wall", "graphs", cache_tokens=100)
     assert run.settings["cache"] == "static" and run.settings["cache_tokens"] == 100
 
 
-def test_the_warm_up_meets_every_static_batch_size_the_timed_runs_meet(tiny_lm, cache_lengths):
+def test_the_warm_up_meets_every_static_batch_size_the_timed_runs_meet(tiny_lm, caches_used):
     import torch
 
     from microbench.serving.validate_run import static_batch_sizes
@@ -71,7 +76,12 @@ def test_the_warm_up_meets_every_static_batch_size_the_timed_runs_meet(tiny_lm, 
                                          (workloads["workload"], 8)) for g in te.static_groups(requests, size)}
     assert shapes == sorted(met) == [2, 4, 8]
     assert te.warm_static_shapes(torch, tiny_lm, workloads["calibration"], shapes, "cpu", "graphs", 60) == shapes
-    assert cache_lengths == [(2, 60), (4, 60), (8, 60)]
+    warmed = {size: cache for size, _, cache in caches_used}
+    assert [(size, length) for size, length, _ in caches_used] == [(2, 60), (4, 60), (8, 60)]
+    # The timed batches then run on the very caches the warm-up recorded its graphs on.
+    for group in te.static_groups(workloads["workload"], 8):
+        te.run_static_batch(torch, tiny_lm, group, "cpu", "wall", "graphs", cache_tokens=60)
+    assert all(cache is warmed[size] for size, _, cache in caches_used[3:])
     assert te.warm_static_shapes(torch, tiny_lm, workloads["calibration"], shapes, "cpu", "eager", None) == []
 
 

@@ -6,15 +6,17 @@
   ``continuous_batching/initialization.py: decide_use_cuda_graphs``) follows as given for both its varlen
   and decode paths, padding queries and keys to its preset intervals (``q_padding_interval_size`` and
   ``kv_padding_interval_size`` left at 0: the preset) so that a few graphs serve every step; and ``generate``
-  with a static KV cache (``cache_implementation="static"``) and a ``CompileConfig`` of mode
+  with a static KV cache and a ``CompileConfig`` of mode
   ``reduce-overhead``, the inductor mode that captures CUDA graphs: ``generate`` compiles the decode forward
   when the cache is compileable and the device is CUDA (``_valid_auto_compile_criteria``).  Shapes are static
-  (``dynamic=False``): each (batch, cache length) compiles once, so every static batch gets one cache length
-  (``max_cache_len``, transformers 5.17 ``generation/utils.py: _prepare_cache_for_generation``: the cache is sized
-  to at least it), the longest request's, and validate compiles and records every batch size before it times
-  anything (``validate_run``); the decode then attends, masked, over that whole cache (``repeat_kv`` and a
-  masked SDPA: ``integrations/sdpa_attention.py: use_gqa_in_sdpa`` turns GQA off under a mask), which the
-  simulation models as attention over the cache's length (the static policy's ``cache=L``).
+  (``dynamic=False``): each (batch, cache length) compiles once, so every static batch of a size runs on one
+  ``StaticCache`` of the longest request's length, reset between batches (transformers 5.17 ``cache_utils.py``:
+  its tensors are marked static addresses, which the recorded CUDA graph reads; a new cache per ``generate``,
+  as ``cache_implementation="static"`` makes, would be re-recorded inside the timed batch), and validate
+  compiles and records every batch size before it times anything (``validate_run``); the decode then attends,
+  masked, over that whole cache (``repeat_kv`` and a masked SDPA: ``integrations/sdpa_attention.py:
+  use_gqa_in_sdpa`` turns GQA off under a mask), which the simulation models as attention over the cache's
+  length (the static policy's ``cache=L``).
 - graphs, continuous: the manager pads a step's queries to multiples of ``q_padding_interval_size`` (64) and its
   KV reads to ``kv_padding_interval_size`` (16,384 tokens, capped at the cache) and captures one graph per padded
   shape at its first step (5.17 ``continuous_batching/model_runner.py: maybe_pad_inputs, _capture_graph``);
@@ -55,17 +57,17 @@ def manager_failure(manager) -> str:
     return f": {type(error).__name__}" + (f" ({text})" if text else "")
 
 
-def static_generation_settings(transformers, mode: str, cache_tokens: int | None = None) -> dict:
-    """What ``generate`` is given beyond greedy decoding: nothing in eager mode; a static cache of at least
-    ``cache_tokens`` (one length for every batch: one compiled shape per batch size) and a CUDA-graph-capturing
-    compile of the decode step in graphs mode."""
+def static_generation_settings(transformers, mode: str, own_cache: bool = False) -> dict:
+    """What ``generate`` is given beyond greedy decoding: nothing in eager mode; a CUDA-graph-capturing compile of
+    the decode step in graphs mode, with a static cache that ``generate`` makes unless the caller passes its own
+    (``own_cache``: ``transformers_engine`` keeps one per batch size, so that every batch of a size runs on one
+    cache length and on the tensors its graph was recorded on)."""
     if mode == "eager":
         return {}
     if mode != "graphs":
         raise EngineError(f"unknown engine mode {mode!r}; choose from {', '.join(ENGINE_MODES)}")
     compile_config = transformers.CompileConfig(fullgraph=False, dynamic=False, mode="reduce-overhead")
-    sized = {"max_cache_len": cache_tokens} if cache_tokens else {}
-    return {"cache_implementation": "static", "compile_config": compile_config, **sized}
+    return {"compile_config": compile_config, **({} if own_cache else {"cache_implementation": "static"})}
 
 
 # Enough compiled decode shapes that none falls back to eager: dynamo's default (torch 2.11 ``_dynamo/config.py``

@@ -157,14 +157,39 @@ def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float
         ids[row, longest - r.prompt_tokens:] = torch.tensor(prompt_ids(r, lm.config.vocab_size))
         mask[row, longest - r.prompt_tokens:] = 1
     stamps = _StepClock(clock)
+    own = {_cache_keyword(lm): _static_cache(transformers, lm, len(group), cache_tokens)} \
+        if mode == "graphs" and cache_tokens else {}
     config = transformers.GenerationConfig(do_sample=False, max_new_tokens=steps, min_new_tokens=steps,
                                            eos_token_id=None, pad_token_id=0, bos_token_id=None,
-                                           **static_generation_settings(transformers, mode, cache_tokens))
+                                           **static_generation_settings(transformers, mode, own_cache=bool(own)))
     with torch.no_grad(), _plain_attention(lm):
-        lm.generate(ids.to(device), attention_mask=mask.to(device), generation_config=config, streamer=stamps)
+        lm.generate(ids.to(device), attention_mask=mask.to(device), generation_config=config, streamer=stamps,
+                    **own)
     if len(stamps.stamps) != steps:
         raise EngineError(f"generate produced {len(stamps.stamps)} steps for max_new_tokens={steps}")
     return stamps.stamps
+
+
+def _static_cache(transformers, lm, batch: int, cache_tokens: int):
+    """The model's static KV cache for batches of ``batch`` on ``cache_tokens`` tokens, made once and reset before
+    each use: every batch of a size runs on the same tensors (``engine.settings``)."""
+    caches = lm.__dict__.setdefault("_gpubench_static_caches", {})
+    if (batch, cache_tokens) not in caches:
+        caches[(batch, cache_tokens)] = transformers.StaticCache(config=lm.config, max_cache_len=cache_tokens)
+    cache = caches[(batch, cache_tokens)]
+    cache.reset()
+    return cache
+
+
+def _cache_keyword(lm) -> str:
+    """How ``generate`` takes a cache: ``past_key_values`` up to transformers 5.17; later ones renamed it ``cache``
+    (5.24: ``@deprecate_kwarg("past_key_values", "6.0.0", new_name="cache")`` on ``generate``)."""
+    try:
+        source = inspect.getsource(type(lm).generate)
+    except (OSError, TypeError):
+        return "past_key_values"
+    return "cache" if 'deprecate_kwarg("past_key_values"' in source and 'new_name="cache"' in source else \
+        "past_key_values"
 
 
 def warm_static_shapes(torch, lm, requests: Sequence, batch_sizes: Sequence[int], device: str, mode: str,
