@@ -73,7 +73,7 @@ SERVING_MIN_S=150
 LEFT=$(seconds_left "$BUDGET_S")
 if [ "$DEVICE" = cpu ]; then
   export GPUBENCH_MODEL_CONFIG=${GPUBENCH_MODEL_CONFIG:-tests/data/tiny-llama-config.json}
-  step serving 900 scripts/serving_check.sh "$OUT/serving"
+  step serving 1200 scripts/serving_check.sh "$OUT/serving"
 elif [ "$LEFT" -ge "$SERVING_MIN_S" ]; then
   GPUBENCH_SERVING_BUDGET_S=$LEFT step serving "$LEFT" scripts/serving_check.sh "$OUT/serving"
 else
