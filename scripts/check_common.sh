@@ -13,13 +13,24 @@ STEPS="$(mktemp)"  # folded into the summary, so the output folder stays a few f
 : >"$LOG"
 : >"$STEPS"
 CHECK_START=$(date +%s)
+# GNU timeout puts its command in a process group of its own and, when time runs out, signals that whole group
+# (then SIGKILL after KILL_AFTER_S).  A check run as a step of another (serving_check.sh inside gpu_check.sh) keeps
+# its steps in its caller's group (--foreground): a caller's timeout then reaches their python too, where it
+# used to kill the inner bash alone and leave the inner timeout's python holding the GPU for minutes.
+KILL_AFTER_S=15
+if [ -n "${GPUBENCH_CHECK_NESTED:-}" ]; then
+  STEP_TIMEOUT=(timeout --foreground -k "$KILL_AFTER_S")
+else
+  STEP_TIMEOUT=(timeout -k "$KILL_AFTER_S")
+fi
+export GPUBENCH_CHECK_NESTED=1
 
-step() {  # step NAME TIMEOUT_S COMMAND...: run, log, record status and seconds
+step() {  # step NAME TIMEOUT_S COMMAND...: run, log, record status and seconds (rc 124: cut at TIMEOUT_S)
   local name=$1 limit=$2 start rc
   shift 2
   start=$(date +%s)
   echo "=== $name: $*" >>"$LOG"
-  timeout "$limit" "$@" >>"$LOG" 2>&1
+  "${STEP_TIMEOUT[@]}" "$limit" "$@" >>"$LOG" 2>&1
   rc=$?
   printf '%-10s rc=%-3s %4ss\n' "$name" "$rc" "$(( $(date +%s) - start ))" >>"$STEPS"
   return $rc

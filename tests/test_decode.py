@@ -146,6 +146,10 @@ def test_measured_decode_on_the_cpu_with_a_small_model(measured_decode):
     assert document["measured"]["kv"]["max_batch"] > 16
     assert (folder / "decode.png").stat().st_size > 10_000
     assert "measured on" in printed and "tokens/s" in printed
+    # What ran each launch is named (a format's time is its kernel's): the step's fp32 matmuls and attention bmm.
+    kernels = document["measured"]["kernels"]
+    assert list(kernels) == ["fp32"] and "torch.bmm" in kernels["fp32"] and "torch.matmul" in kernels["fp32"]
+    assert "kernels measured: fp32 torch." in " ".join(printed.split())
 
 
 def test_a_decode_measured_on_the_cpu_never_says_per_gpu(measured_decode):

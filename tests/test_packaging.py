@@ -24,8 +24,9 @@ def wheel(tmp_path_factory):
     # Built from a copy: setuptools builds in the tree and reuses a build/ folder left there, whose stale copy of
     # a package would hide its absence from the package list.
     tree = folder / "tree"
-    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".git", ".venv*", "build", "*.egg-info", "__pycache__",
-                                                              "results", "tests", ".ruff_cache", ".pytest_cache"))
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".git", ".venv*", ".pyright-cupy", "build", "*.egg-info",
+                                                              "__pycache__", "results", "tests", ".ruff_cache",
+                                                              ".pytest_cache"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                             str(tree), "-w", str(folder)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr

@@ -233,8 +233,8 @@ def test_the_step_log_holds_the_cost_the_simulator_computed_for_each_step_and_th
     computed = []
 
     class Recorded(CostModel):
-        def cost(self, decodes, context_sum, chunks):
-            out = super().cost(decodes, context_sum, chunks)
+        def cost(self, decodes, context_sum, chunks, packed=None):
+            out = super().cost(decodes, context_sum, chunks, packed)
             computed.append((out, decodes, list(chunks)))
             return out
 

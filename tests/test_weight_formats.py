@@ -3,6 +3,7 @@ from synthetic times, through fit, verdict, report, compare and import."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -247,3 +248,22 @@ def test_no_figure_prints_outside_its_own_interval():
     assert _holding([12.0, 15.0], 11.6) == [11.6, 15.0]
     assert _holding([None, 15.0], 20.0) == [None, 20.0]
     assert _holding([12.0, 15.0], float("inf")) == [12.0, 15.0]
+
+
+def test_every_format_output_names_the_kernels_that_ran(tmp_path):
+    """A format's speed-up describes its kernel as much as the format: the verdict, the report's table and figure
+    legend, analysis.json and compare each say which kernel ran the format and which ran bf16."""
+    triton_name = "triton int8 weight-only (gpubench)"
+    kernels = {"bf16": "torch.matmul", "w8a16": triton_name}
+    points = [dataclasses.replace(p, kernel=kernels[p.dtype]) for p in format_points({"w8a16": W8_RATIO})]
+    path = tmp_path / "named.json"
+    save_result(make_result(points, device=H200), path)
+    analysis = write_report(load_result(path), tmp_path / "report")
+    sentence = next(line for line in analysis["verdict"] if "w8a16" in line)
+    assert f"w8a16 ({triton_name})" in sentence and "bf16 (torch.matmul)" in sentence
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert f"w8a16 ({triton_name}) / bf16 (torch.matmul)" in markdown
+    saved = json.loads((tmp_path / "report" / "analysis.json").read_text())["formats"][0]
+    assert (saved["kernel"], saved["baseline_kernel"]) == (triton_name, "torch.matmul")
+    run = CliRunner().invoke(main, ["compare", str(path), str(path), "--format", "md"], catch_exceptions=False)
+    assert f"{triton_name} / torch.matmul" in run.output

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from microbench.cli.edges import bad_input, declare, given
+from microbench.cli.edges import BadInput, bad_input, declare, given
 from microbench.cli.guard import writing_folder, writing_to
 from microbench.serving.profile_config import FLAGS as PROFILE_FLAGS
 from microbench.serving.validate_options import FLAGS as VALIDATE_FLAGS
@@ -111,6 +111,7 @@ def run_validate_command(config) -> None:
     folder, whole, and apply ``--fail-above``."""
     from microbench.cli.render import stderr, terminal_observer
     from microbench.serving.validate_calibrated import VALIDATE_FOLDER, calibrated_profiles
+    from microbench.serving.validate_compare import impossible_share
     from microbench.serving.validate_run import run_validate
     from roofline.result.io import write_output_file
     from roofline.serving.profile_doc import save_profile
@@ -124,13 +125,17 @@ def run_validate_command(config) -> None:
             document = run_validate(config, out_dir, observer, item_reporter(observer), argv=tuple(sys.argv),
                                     written_in=staging)
         write_output_file(staging / "validate.json", json.dumps(document, indent=1, allow_nan=False) + "\n")
-        calibrated = calibrated_profiles(document, out_dir, written_in=staging)
+        # Kernels longer than the steps that ran them: the runs are kept, no overhead is fitted into a profile.
+        refused = impossible_share(document)
+        calibrated = calibrated_profiles(document, out_dir, written_in=staging) if refused is None else {}
         for path, profile in calibrated.items():
             save_profile(profile, staging / path.name)
     _print_validation(document)
     click.echo(f"saved {out_dir / 'validate.json'}")
     for path in calibrated:
         click.echo(f"saved {path} (simulate with it: the engine's overhead included)")
+    if refused is not None:
+        raise BadInput(refused)
     if config.fail_above is not None:
         _gate(document, config.fail_above)
 

@@ -332,6 +332,10 @@ def print_decode(document: dict[str, Any]) -> None:
                       {True: "yes", False: "[red]no[/]", None: "–"}[row["kv_fits"]]]
         rows.append(cells)
     print_split_table(title, header, rows, justify=lambda *_: "right", markup=True)
+    kernels = (document.get("measured") or {}).get("kernels") or {}
+    if kernels:
+        stdout.print(escape("kernels measured: " + "; ".join(f"{dtype} {', '.join(names) or '?'}"
+                                                            for dtype, names in kernels.items())))
     for line in document["summary"]:
         stdout.print(f"[yellow]{escape(line)}[/]" if ": warning: " in line else escape(line))
 

@@ -95,4 +95,16 @@ def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_
     part = measured_document(setup, batches, times, bandwidth, peak, memory, mem_fraction, device_record, warnings,
                              spec=load_gpu_spec(link_sku) if link_sku else None, joules=joules)
     part["sku"] = device_record.get("sku")
+    part["kernels"] = kernels_by_dtype(points if from_result is None else used)
     return part
+
+
+def kernels_by_dtype(points) -> dict[str, list[str]]:
+    """dtype -> the kernels its launches ran (a weight-only format's time is its kernel's as much as the
+    format's, so the document and the table name them)."""
+    out: dict[str, list[str]] = {}
+    for point in points:
+        names = out.setdefault(point.dtype, [])
+        if point.kernel and point.kernel not in names:
+            names.append(point.kernel)
+    return out

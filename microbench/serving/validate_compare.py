@@ -130,12 +130,42 @@ def overhead_line(path: str, overhead: dict[str, Any]) -> str:
     return f"{path} overhead: {terms}, fitted on {overhead['fitted_on']}"
 
 
+# The profile's kernels run inside the engine's steps, so they cannot take longer than those steps; past this share
+# (the 10% above 1 is noise between two measurements) the profile and the engine were not timed alike.
+KERNEL_SHARE_LIMIT = 1.10
+
+
 def kernel_share_line(path: str, mode: str, share: float | None) -> str:
     """One path's kernel share: how much of the engine's measured step time the profile's kernels are."""
     if share is None:
         return f"{path} ({mode}): kernel share of the measured step time unknown (no step time measured)"
-    return (f"{path} ({mode}): kernels are {100 * share:.0f}% of the measured step time (the profile's kernel time "
-            f"without overhead over the engine's); the rest is engine overhead")
+    head = (f"{path} ({mode}): kernels are {100 * share:.0f}% of the measured step time (the profile's kernel time "
+            f"without overhead over the engine's)")
+    if share > KERNEL_SHARE_LIMIT:
+        return f"{head}: longer than the steps that ran them, so not a share of anything (see the error below)"
+    return f"{head}; the rest is engine overhead"
+
+
+def impossible_share(document: dict[str, Any]) -> str | None:
+    """Why validate.json's comparison is no evidence, or None: a path whose profile kernels take longer than the
+    engine's steps that ran them (``KERNEL_SHARE_LIMIT``).  The message names what the two were timed with (the
+    profile's basis, torch threads and date; the engine's clock and threads): kernels inside a step cannot
+    outlast it, so the two measurements disagree about the machine, not about the engine."""
+    over = {path: run["kernel_share"] for path, run in document["runs"].items()
+            if run.get("kernel_share") is not None and run["kernel_share"] > KERNEL_SHARE_LIMIT}
+    if not over:
+        return None
+    shares = ", ".join(f"{path} {100 * share:.0f}%" for path, share in over.items())
+    profile, engine = document["profile"], document["engine"]
+    clocks = sorted({run["measured"]["settings"].get("clock", "wall") for run in document["runs"].values()})
+    return (f"the profile's kernels take longer than the engine steps that ran them ({shares} of the measured "
+            f"step time, over the {100 * KERNEL_SHARE_LIMIT:.0f}% noise allows): the comparison is no evidence. "
+            f"Profile: {profile['basis']}, {document['device'].get('threads', '?')} torch thread(s), measured "
+            f"{profile['created_at']} ({profile['path']}); engine: {'/'.join(clocks)} clock, "
+            f"{engine['torch_threads']} torch thread(s), now. On a shared CPU a wall-clock time counts other "
+            "processes' turns, and with more than one torch thread each kernel waits for its threads to be "
+            "scheduled, so a profile timed at another moment measures another load: measure it inside validate "
+            "(drop --profile), or time both on --clock thread-cpu with one thread; validate.json keeps the runs")
 
 
 def _fmt(value: float | None) -> str:

@@ -39,6 +39,26 @@ def given_profile(path: Path, device: str) -> StepProfile:
     return profile
 
 
+def profile_clock(profile: StepProfile) -> str:
+    """The clock a measured profile's CPU kernels were timed on (``profile_run.assemble_profile`` says
+    "thread CPU time" in its basis for ``--clock thread-cpu``)."""
+    return "thread-cpu" if "thread CPU time" in profile.basis else "wall"
+
+
+def check_profile_timing(profile: StepProfile, path: Path | None, clock: str, threads: int, kind: str) -> None:
+    """On a CPU, a given profile must be timed as the engine is: the same clock and torch threads.  Kernels timed
+    on the wall clock with two threads on a busy machine wait for their threads' turns (ms each) where a
+    thread-CPU time does not: such a profile's kernels came out longer than the engine steps that ran them."""
+    if kind != "cpu":
+        return
+    theirs = (profile_clock(profile), profile.device.get("threads"))
+    if theirs != (clock, threads):
+        raise PlanError(f"{path} was timed on the {theirs[0]} clock with {theirs[1]} torch thread(s), the engine "
+                        f"here runs on the {clock} clock with {threads}: kernels timed one way are no part of "
+                        f"steps timed the other; measure it with gpubench profile --clock {clock} --threads "
+                        f"{threads}, or drop --profile (validate then measures one itself)")
+
+
 def profile_plan_for(setup, requests, clock: str, kind: str, passes: int):
     """The plan of a profile sized to what the workload can fill in one step (``requests``: the workload's and
     the calibration's; ``validate_sizes.profile_sizes``), its

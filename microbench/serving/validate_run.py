@@ -24,7 +24,12 @@ from microbench.device.provenance import host_info, tool_info
 from microbench.serving.engine.segments import SegmentedContinuous, segment_count
 from microbench.serving.validate_compare import CalibrationRun, compare_runs, fit_overhead, relative_error
 from microbench.serving.validate_options import EngineTiming, ValidateConfig, engine_mode_for, engine_timing
-from microbench.serving.validate_profile import ProfilePasses, given_profile, profile_plan_for
+from microbench.serving.validate_profile import (
+    ProfilePasses,
+    check_profile_timing,
+    given_profile,
+    profile_plan_for,
+)
 from microbench.serving.validate_sizes import check_engine_fits
 from microbench.timing.measure import utc_now
 from microbench.timing.observer import SweepObserver
@@ -98,7 +103,7 @@ def interleaved_runs(jobs: list[Job], repeats: int, on_phase: Callable[[str], No
 
 
 def engine_jobs(torch, te, lm, setup: ValidateConfig, workloads: dict[str, list], sizes: dict[str, list[int]],
-                device: str, clock: str, longest: int) -> list[Job]:
+                device: str, clock: str, longest: int, cache_tokens: int | None = None) -> list[Job]:
     """The calibration runs of each path at its sizes and the workload's at its batch.  A static run of a
     burst is split into its batches (each a ``generate`` of its own), shuffled among the other jobs' pieces;
     a continuous run (one manager run) is run in segments of steps, parked in between (``engine.segments``),
@@ -112,11 +117,12 @@ def engine_jobs(torch, te, lm, setup: ValidateConfig, workloads: dict[str, list]
         if path == "static" and all(r.arrival_s == 0 for r in requests):
             groups = te.static_groups(requests, size)
             jobs.append(Job((path, name, size), len(groups),
-                            lambda i, g=groups: te.run_static_batch(torch, lm, g[i], device, clock, mode),
-                            lambda parts, g=groups, b=size: te.static_run(g, _cumulative(parts), b, clock, mode)))
+                            lambda i, g=groups: te.run_static_batch(torch, lm, g[i], device, clock, mode, cache_tokens),
+                            lambda parts, g=groups, b=size: te.static_run(g, _cumulative(parts), b, clock, mode,
+                                                                          cache_tokens)))
         elif path == "static":
             jobs.append(Job((path, name, size), 1, lambda i, r=requests, b=size: te.run_static(
-                torch, lm, r, b, device, clock, mode), lambda parts: parts[0]))
+                torch, lm, r, b, device, clock, mode, cache_tokens), lambda parts: parts[0]))
         elif not all(r.arrival_s == 0 for r in requests):
             # Arrivals over time are submitted on the wall clock, which does not stop while a segment is
             # parked: such a run goes in one piece.
@@ -151,6 +157,32 @@ def _cumulative(parts: list[tuple[float, ...]]) -> list[float]:
             now += duration
             stamps.append(now)
     return stamps
+
+
+def static_batch_sizes(workloads: dict[str, list], sizes: dict[str, list[int]], batch: dict[str, int]) -> list[int]:
+    """Every static batch size the timed runs meet: each run's batches, the last one of each often smaller."""
+    from microbench.serving.engine.transformers_engine import static_groups
+
+    runs = [(workloads["calibration"], size) for size in sizes["static"]] + [(workloads["workload"], batch["static"])]
+    return sorted({len(group) for requests, size in runs for group in static_groups(requests, size)})
+
+
+def warm_engine(torch, te, lm, setup: ValidateConfig, workloads: dict[str, list], sizes: dict[str, list[int]],
+                device: str, clock: str, longest: int, mode: str, cache_tokens: int | None) -> None:
+    """Before anything is timed.  Eager: a short run of each path (first-call costs, allocator).  Graphs: every
+    static batch size the timed runs meet is compiled and recorded on the one cache length (dynamo's recompile
+    limit raised to hold them all, so none falls back to eager), and a continuous run, which captures its graphs
+    in ``manager.warmup()`` before its clock starts (``engine.settings``)."""
+    calibration = workloads["calibration"]
+    if mode == "graphs":
+        from microbench.serving.engine.settings import allow_compiles
+
+        shapes = static_batch_sizes(workloads, sizes, setup.batch)
+        allow_compiles(torch, len(shapes))
+        te.warm_static_shapes(torch, lm, calibration, shapes, device, mode, cache_tokens)
+    else:
+        te.run_static(torch, lm, calibration[:2], 2, device, clock, mode)
+    te.run_continuous(torch, lm, calibration[:2], 2, setup.budget_tokens, clock, longest, mode=mode)
 
 
 def term_multipliers(profile: StepProfile, requests, policy: str) -> dict[str, tuple[float, ...]]:
@@ -244,6 +276,7 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
         observer.on_phase(timing.note)
     device, clock = ready.choice.torch_name, timing.clock
     if ready.profile is not None:
+        check_profile_timing(ready.profile, setup.profile, clock, torch.get_num_threads(), ready.choice.kind)
         profile, passes, profile_path = ready.profile, None, setup.profile
         model, dtype = model_from_profile(profile), profile.dtype
     else:
@@ -252,15 +285,21 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
     everything = workloads["workload"] + workloads["calibration"]
     longest = max(r.prompt_tokens + r.output_tokens for r in everything)
     lm = te.build_model(torch, model, dtype, device, longest + 16, setup.seed)
-    policies = {"static": lambda b: f"static:batch={b}",
-                "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"}
+    from microbench.serving.engine.settings import graphs_policy_options
+
+    # Graphs mode: every static batch on one static cache (one compiled shape per batch size), attended whole;
+    # each continuous step packed and padded as the manager's graphs run it.
+    cache_tokens = longest if ready.engine_mode == "graphs" else None
+    cache_option = f":cache={cache_tokens}" if cache_tokens else ""
+    policies = {"static": lambda b: f"static:batch={b}{cache_option}",
+                "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"
+                                        + (graphs_policy_options(te.transformers_module(), b, longest)
+                                           if ready.engine_mode == "graphs" else "")}
     batch = setup.batch
     sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
     observer.on_phase("warming up both engine paths")
-    te.run_static(torch, lm, workloads["calibration"][:2], 2, device, clock, ready.engine_mode)
-    te.run_continuous(torch, lm, workloads["calibration"][:2], 2, setup.budget_tokens, clock, longest,
-                      mode=ready.engine_mode)
-    jobs = engine_jobs(torch, te, lm, setup, workloads, sizes, device, clock, longest)
+    warm_engine(torch, te, lm, setup, workloads, sizes, device, clock, longest, ready.engine_mode, cache_tokens)
+    jobs = engine_jobs(torch, te, lm, setup, workloads, sizes, device, clock, longest, cache_tokens)
     best = interleaved_runs(jobs, setup.repeats, observer.on_phase, setup.seed,
                             passes.measure_pass if passes else None)
     if passes is not None:

@@ -112,10 +112,13 @@ class Scalars:
 
 def launch(call: GemmCall, scalars: Scalars) -> None:
     """One cuBLAS call on CuPy's current stream (the caller makes it torch's)."""
-    # CuPy: GPU hosts only, no stubs on PyPI
-    from cupy.cuda import cublas, device  # pyright: ignore[reportMissingImports]
+    # CuPy (GPU hosts only) from the compiled modules themselves: ``cupy.cuda.cublas`` is a lazy attribute of the
+    # package (its ``__getattr__``), which type checkers read as the package's placeholders (CuPy 14.2), and
+    # ``cupy.cuda.device`` is rebound there; the extension modules have no stubs, so their names stay untyped.
+    from cupy.cuda.device import get_cublas_handle  # pyright: ignore[reportMissingImports]
+    from cupy_backends.cuda.libs import cublas  # pyright: ignore[reportMissingImports]
 
-    handle = device.get_cublas_handle()
+    handle = get_cublas_handle()
     if call.function == "gemmEx":
         cublas.gemmEx(handle, call.transa, call.transb, call.m, call.n, call.k, scalars.alpha,
                       call.a_ptr, call.data_type, call.lda, call.b_ptr, call.data_type, call.ldb, scalars.beta,

@@ -3,7 +3,10 @@
 The weights are random integers (never zeros) with random bf16 scales (and zeros), seeded like every other
 operand; the activations are bf16.  The kernels are torch's own:
 
-- ``w8a16``: ``torch._weight_int8pack_mm(x[M,K] bf16, w[N,K] int8, scales[N] bf16)``, y = x·(w·s)ᵀ.
+- ``w8a16``: y = x[M,K] bf16 · (w[N,K] int8 · scales[N] bf16)ᵀ.  On the CPU ``torch._weight_int8pack_mm``, an
+  optimised kernel there; on CUDA gpubench's Triton kernel (``triton_w8a16``: fused dequantize and matmul),
+  because torch's CUDA kernel of that name is a reference kernel that would stand for the format (that module
+  says why, from torch 2.11's source).
 - ``w4a16``: torch's tinygemm layout, groups of 128 along K, ``qScaleAndZeros[K/128, N, 2]`` bf16 and
   w = (q − 8)·scale + zero for q in 0..15.  On CUDA ``torch._weight_int4pack_mm`` on the weight packed by
   ``torch._convert_weight_to_int4pack(uint8[N, K/2], innerKTiles)`` (two values a byte, the even K index
@@ -17,11 +20,14 @@ computed from the dequantized weights of copy 0, whose integers are kept for tha
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
 from roofline.core.counting import WEIGHT_ONLY_FORMATS
 
+# What w8a16 runs on CUDA (microbench.timing.triton_w8a16), as every point and report names it.
+TRITON_W8A16_KERNEL = "triton int8 weight-only (gpubench)"
 # tinygemm packs this many 16-wide K tiles together; 8 gives 16-byte loads (gpt-fast's choice).
 INNER_K_TILES = 8
 # Scales keep dequantized weights near unit size, like the bf16 weights they stand for.
@@ -34,8 +40,8 @@ def support_problem(dtype: str, op: str, n: int, k: int, device: dict[str, Any])
     """Why this device cannot run a weight-only point, or None."""
     if op == "bmm":
         return f"{dtype} is a weight format: bmm stands for decode attention, which reads the KV cache, not weights"
-    if dtype != "w4a16":
-        return None
+    if dtype == "w8a16":
+        return _triton_problem(device) if device["kind"] == "cuda" else None
     group = WEIGHT_ONLY_FORMATS["w4a16"].group_size or 1
     if k % group:
         return f"w4a16 quantizes K in groups of {group}; K = {k} is not a multiple"
@@ -50,9 +56,22 @@ def support_problem(dtype: str, op: str, n: int, k: int, device: dict[str, Any])
     return None
 
 
+def _triton_problem(device: dict[str, Any]) -> str | None:
+    """Why gpubench's Triton w8a16 kernel cannot run on this CUDA device, or None."""
+    major, minor = (int(x) for x in device["compute_capability"].split("."))
+    if major < 8:
+        return f"the w8a16 Triton kernel multiplies on bf16 tensor cores (compute capability 8.0+); this GPU is " \
+               f"{major}.{minor}"
+    if importlib.util.find_spec("triton") is None:
+        return "w8a16 on CUDA is timed with gpubench's Triton kernel and triton is not installed: " \
+               "pip install 'gpubench-roofline[triton]'"
+    return None
+
+
 def kernel_name(dtype: str, device_kind: str) -> str:
+    """The kernel a point of ``dtype`` runs on this kind of device: every result and report names it."""
     if dtype == "w8a16":
-        return "torch._weight_int8pack_mm"
+        return TRITON_W8A16_KERNEL if device_kind == "cuda" else "torch._weight_int8pack_mm"
     return "torch._weight_int4pack_mm" if device_kind == "cuda" else "torch._weight_int4pack_mm_for_cpu"
 
 
@@ -71,6 +90,10 @@ class QuantizedWeight:
 
     def matmul(self, torch, x):
         """y[M, N] = x[M, K] · dequantized(W)ᵀ, in bf16."""
+        if self.dtype == "w8a16" and x.device.type == "cuda":
+            from microbench.timing import triton_w8a16
+
+            return triton_w8a16.matmul(torch, x, self.packed, self.scales)
         if self.dtype == "w8a16":
             return torch._weight_int8pack_mm(x, self.packed, self.scales)
         group = WEIGHT_ONLY_FORMATS["w4a16"].group_size

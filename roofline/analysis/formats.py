@@ -54,6 +54,10 @@ class FormatComparison:
     # A bound is None where over 2.5% of replicates do not cross on that side: the low one when they pay off
     # at no batch, the high one when they pay off at every batch measured.
     break_even_ci95: list[float | None]
+    # What ran each side (the points' ``kernel``; None in results that did not record it): a format's figures
+    # describe its kernel as much as the format, so every sentence and table names both.
+    kernel: str | None = None
+    baseline_kernel: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,8 +116,8 @@ def _replicate_medians(samples: np.ndarray, rng: np.random.Generator, replicates
 
 
 def compare_format(baseline: dict[int, np.ndarray], quantized: dict[int, np.ndarray], fmt: str, backend: str,
-                   n: int, k: int, seed: int = 0,
-                   replicates: int = BOOTSTRAP_REPLICATES) -> FormatComparison | None:
+                   n: int, k: int, seed: int = 0, replicates: int = BOOTSTRAP_REPLICATES,
+                   kernels: tuple[str | None, str | None] = (None, None)) -> FormatComparison | None:
     """``fmt`` against bf16 at every batch both measured (batch -> samples each); None with no common batch."""
     batches = np.array(sorted(set(baseline) & set(quantized)))
     if batches.size == 0:
@@ -135,7 +139,14 @@ def compare_format(baseline: dict[int, np.ndarray], quantized: dict[int, np.ndar
         speedup=[float(s) for s in speedup], speedup_ci95=speedup_ci,
         speedup_batch1=float(speedup[0]) if at_one else None,
         speedup_batch1_ci95=list(speedup_ci[0]) if at_one else [None, None],
-        status=_status(value), break_even_batch=_finite(value), break_even_ci95=_holding(_interval(crossings), value))
+        status=_status(value), break_even_batch=_finite(value), break_even_ci95=_holding(_interval(crossings), value),
+        kernel=kernels[0], baseline_kernel=kernels[1])
+
+
+def kernels_of(points: list[Point]) -> str | None:
+    """The kernel(s) the points ran, in order of first use ("a / b" when a series switched), or None."""
+    names = list(dict.fromkeys(p.kernel for p in points if p.kernel))
+    return " / ".join(names) or None
 
 
 def format_comparisons(result: Result, seed: int = 0) -> list[FormatComparison]:
@@ -150,7 +161,8 @@ def format_comparisons(result: Result, seed: int = 0) -> list[FormatComparison]:
             continue
         baseline = _samples_by_batch(dtypes[BASELINE])
         for fmt in (d for d in dtypes if is_weight_only(d)):
-            found = compare_format(baseline, _samples_by_batch(dtypes[fmt]), fmt, backend, n, k, seed)
+            found = compare_format(baseline, _samples_by_batch(dtypes[fmt]), fmt, backend, n, k, seed,
+                                   kernels=(kernels_of(dtypes[fmt]), kernels_of(dtypes[BASELINE])))
             if found is not None:
                 out.append(found)
     return out
@@ -204,9 +216,21 @@ def break_even_text(c: dict[str, Any], named: bool = True) -> str:
     return f"batch {value} ({'95% CI ' if named else ''}{lo}–{hi})"
 
 
+def named(dtype: str, kernel: str | None) -> str:
+    """A dtype with the kernel that ran it: "w8a16 (triton int8 weight-only (gpubench))"."""
+    return f"{dtype} ({kernel})" if kernel else dtype
+
+
+def format_pair(c: dict[str, Any]) -> str:
+    """"w8a16 (its kernel) / bf16 (its kernel)": what the speed-ups compare."""
+    return f"{named(c['format'], c.get('kernel'))} / {named(c['baseline'], c.get('baseline_kernel'))}"
+
+
 def format_sentence(c: dict[str, Any], where: str) -> str:
-    """The answer first: how much faster at batch 1 (or the smallest common batch) and where it stops."""
-    fmt, base, shape = c["format"], c["baseline"], f"{c['n']}x{c['k']}{backend_tag(c['backend'])}"
+    """The answer first: how much faster at batch 1 (or the smallest common batch) and where it stops; each side
+    named with the kernel that ran it."""
+    fmt, base = named(c["format"], c.get("kernel")), named(c["baseline"], c.get("baseline_kernel"))
+    shape = f"{c['n']}x{c['k']}{backend_tag(c['backend'])}"
     at = "batch 1" if c["batches"][0] == 1 else f"batch {c['batches'][0]}, the smallest measured in both,"
     if c["status"] == NEVER:
         # Faster again at a larger batch is a kernel switch, not a break-even: said, not hidden.

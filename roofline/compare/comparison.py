@@ -227,7 +227,7 @@ def grouped_groups(loaded: list[Loaded], base: Loaded | None) -> list[dict[str, 
 
 
 FORMAT_KEYS = ("batches", "speedup_batch1", "speedup_batch1_ci95", "speedup", "speedup_ci95", "status",
-               "break_even_batch", "break_even_ci95")
+               "break_even_batch", "break_even_ci95", "kernel", "baseline_kernel")
 
 
 def format_groups(loaded: list[Loaded]) -> list[dict[str, Any]]:
@@ -240,7 +240,7 @@ def format_groups(loaded: list[Loaded]) -> list[dict[str, Any]]:
             group = groups.setdefault(key, {"format": c["format"], "baseline": c["baseline"], "backend": c["backend"],
                                             "n": c["n"], "k": c["k"], "rows": []})
             group["rows"].append({"file": item.file, "device": f"{item.result.device.name} [{Path(item.file).stem}]",
-                                  "sku": item.result.device.sku, **{name: c[name] for name in FORMAT_KEYS}})
+                                  "sku": item.result.device.sku, **{name: c.get(name) for name in FORMAT_KEYS}})
     return list(groups.values())
 
 

@@ -86,7 +86,7 @@ def difference_lines(group: dict[str, Any]) -> list[str]:
     return lines
 
 
-FORMAT_COLUMNS = ("device", "SKU", "speed-up at the smallest batch (95% CI)", "break-even batch (95% CI)",
+FORMAT_COLUMNS = ("device", "SKU", "kernels", "speed-up at the smallest batch (95% CI)", "break-even batch (95% CI)",
                   "batches compared")
 
 
@@ -95,10 +95,17 @@ def format_title(group: dict[str, Any]) -> str:
             "break-even batch")
 
 
+def _kernels_cell(row: dict[str, Any]) -> str:
+    """The format's kernel / bf16's, as that result ran them ("?" where a result did not record one)."""
+    if not row.get("kernel") and not row.get("baseline_kernel"):
+        return "–"
+    return f"{row.get('kernel') or '?'} / {row.get('baseline_kernel') or '?'}"
+
+
 def format_cells(row: dict[str, Any]) -> list[str]:
     """One result's row of a weight-only format's group: where it starts and where it stops paying off."""
     batches = row["batches"]
-    return [row["device"], row["sku"] or "–", f"B={batches[0]}: {speedup_text(row, named=False)}",
+    return [row["device"], row["sku"] or "–", _kernels_cell(row), f"B={batches[0]}: {speedup_text(row, named=False)}",
             break_even_text(row, named=False), f"{len(batches)} ({batches[0]}–{batches[-1]})"]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from roofline.analysis.formats import BEYOND, NEVER, break_even_text
+from roofline.analysis.formats import BEYOND, NEVER, break_even_text, format_pair
 from roofline.report.plots import MARKERS, OKABE_ITO, _style, batch_axes
 from roofline.report.ticks import readable_log_axis, speedup_text
 from roofline.result.document import Result, backend_tag
@@ -38,7 +38,7 @@ def _speedup_panel(ax, comparisons: list[dict[str, Any]], colours: dict[str, tup
         bounds = np.array(c["speedup_ci95"], dtype=float)
         errors = np.vstack([speedup - bounds[:, 0], bounds[:, 1] - speedup]).clip(min=0)
         ax.errorbar(batches, speedup, yerr=errors, marker=marker, color=colour, ms=4, capsize=3,
-                    label=f"{c['format']} / {c['baseline']}")
+                    label=format_pair(c))
         if c["status"] in (BEYOND, NEVER):
             ax.plot([], [], " ", label=f"{c['format']}: {break_even_text(c)}")
             continue

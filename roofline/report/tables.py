@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roofline.analysis.formats import break_even_text, speedup_text
+from roofline.analysis.formats import break_even_text, format_pair, speedup_text
 from roofline.analysis.reference import marked_percent, percent_of
 from roofline.core.counting import compute_dtype
 from roofline.core.units import interval_digits, si
@@ -103,8 +103,8 @@ def _n(value) -> str:
     return "–" if value is None else f"{value:.0f}"
 
 
-FORMAT_HEADER = ["layer", "format", "speed-up at the smallest batch (95% CI)", "break-even batch (95% CI)",
-                 "batches compared"]
+FORMAT_HEADER = ["layer", "format (kernel) / baseline (kernel)", "speed-up at the smallest batch (95% CI)",
+                 "break-even batch (95% CI)", "batches compared"]
 
 
 def formats_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -113,7 +113,7 @@ def formats_table(analysis: dict[str, Any]) -> tuple[list[str], list[list[str]]]
     rows = []
     for c in analysis.get("formats") or []:
         smallest = c["batches"][0]
-        rows.append([f"{c['n']}×{c['k']}{backend_tag(c['backend'])}", f"{c['format']} / {c['baseline']}",
+        rows.append([f"{c['n']}×{c['k']}{backend_tag(c['backend'])}", format_pair(c),
                      f"B={smallest}: {speedup_text(c, named=False)}", break_even_text(c, named=False),
                      f"{len(c['batches'])} ({smallest}–{c['batches'][-1]})"])
     return FORMAT_HEADER, rows

@@ -19,6 +19,32 @@ class PolicyError(BadInputError):
     """A policy string that cannot be parsed; one line."""
 
 
+@dataclass(frozen=True)
+class Packing:
+    """A step run as transformers' continuous batching runs it on ``paged|sdpa`` with CUDA graphs: every query
+    token of the step in one masked SDPA against every key the step reads, the queries padded to a multiple of
+    ``q_pad`` (at most ``q_cap``, the token budget) and the keys to a multiple of ``kv_pad`` (at most ``kv_cap``,
+    the cache; 0: no cap) — transformers 5.17 ``continuous_batching/model_runner.py: maybe_pad_inputs``,
+    ``integrations/sdpa_paged.py``."""
+
+    q_pad: int
+    q_cap: int
+    kv_pad: int = 0
+    kv_cap: int = 0
+
+    def queries(self, tokens: int) -> int:
+        return _padded(tokens, self.q_pad, self.q_cap)
+
+    def keys(self, keys: int) -> int:
+        return _padded(keys, self.kv_pad, self.kv_cap) if self.kv_pad else keys
+
+
+def _padded(size: int, interval: int, cap: int) -> int:
+    """The smallest multiple of ``interval`` at least ``size`` (one interval for 0), at most ``cap`` (0: none)."""
+    padded = -(-size // interval) * interval if size > 0 else interval
+    return min(padded, cap) if cap else padded
+
+
 @dataclass
 class StepPlan:
     """What one step runs: sequences that decode one token, and prefill chunks (sequence, tokens)."""
@@ -26,6 +52,8 @@ class StepPlan:
     decodes: list[Any] = field(default_factory=list)
     chunks: list[tuple[Any, int]] = field(default_factory=list)
     padded_prompt_tokens: int = 0  # static: the prompt length every slot is padded to (0: no padding)
+    attended_tokens: int = 0  # static with cache=L: the keys every decode attends over (0: its own context)
+    packed: Packing | None = None  # chunked with pad-q: one packed, padded attention over the whole step
 
     def __bool__(self) -> bool:
         return bool(self.decodes or self.chunks)
@@ -47,21 +75,25 @@ class Policy:
 
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.text, "kind": self.kind, "max_batch": self.max_batch,
-                "block_tokens": self.block if self.paged else None}
+                "block_tokens": self.block if self.paged else None,
+                **({"cache_tokens": self.cache} if getattr(self, "cache", 0) else {})}
 
 
 @dataclass(frozen=True)
 class Static(Policy):
     """Batches of up to ``max_batch`` in arrival order; prompts padded to the longest; every slot decodes until
-    the longest output of its batch ends, finished or not."""
+    the longest output of its batch ends, finished or not.  ``cache`` (tokens): a static KV cache of that length
+    (transformers' ``cache_implementation="static"``, as CUDA graphs need), which every decode attends over,
+    masked, whatever its context."""
 
+    cache: int = 0
     kind = "static"
 
     def schedule(self, engine) -> StepPlan:
         batch = engine.static_batch
         if batch and any(not s.finished for s in batch):
             padded = max(s.request.prompt_tokens for s in batch)
-            return StepPlan(decodes=list(batch), padded_prompt_tokens=padded)
+            return StepPlan(decodes=list(batch), padded_prompt_tokens=padded, attended_tokens=self.cache)
         engine.static_batch = batch = engine.take_waiting(self.max_batch)
         if not batch:
             return StepPlan()
@@ -98,8 +130,15 @@ class Chunked(Policy):
     step holds ``budget`` tokens.  KV as ``paged``."""
 
     budget: int = 512
+    pad_q: int = 0  # > 0: the step is packed and padded as transformers' CUDA graphs run it (``Packing``)
+    pad_kv: int = 0
+    kv_cap: int = 0
     kind = "chunked"
     paged = True
+
+    @property
+    def packing(self) -> Packing | None:
+        return Packing(self.pad_q, self.budget, self.pad_kv, self.kv_cap) if self.pad_q else None
 
     def schedule(self, engine) -> StepPlan:
         decodes = engine.decodable()
@@ -118,10 +157,12 @@ class Chunked(Policy):
             take = min(room, admitted[0].prefill_left)
             chunks.append((admitted[0], take))
             room -= take
-        return StepPlan(decodes=decodes, chunks=chunks)
+        return StepPlan(decodes=decodes, chunks=chunks, packed=self.packing)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "budget_tokens": self.budget}
+        padding = {"pad_q_tokens": self.pad_q, "pad_kv_tokens": self.pad_kv, "kv_cap_tokens": self.kv_cap} \
+            if self.pad_q else {}
+        return {**super().to_dict(), "budget_tokens": self.budget, **padding}
 
 
 def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str, int]:
@@ -144,21 +185,23 @@ def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str,
 
 
 def parse_policy(text: str) -> Policy:
-    """``static:batch=B`` | ``continuous[:max-batch=B][:max-tokens=T]`` | ``paged[:block=16][:max-batch=B]
-    [:max-tokens=T]`` | ``chunked:budget=T[:block=16][:max-batch=B]``."""
+    """``static:batch=B[:cache=L]`` | ``continuous[:max-batch=B][:max-tokens=T]`` | ``paged[:block=16][:max-batch=B]
+    [:max-tokens=T]`` | ``chunked:budget=T[:block=16][:max-batch=B][:pad-q=Q[:pad-kv=V][:kv-cap=C]]``."""
     kind, *parts = text.strip().split(":")
     if kind == "static":
-        opts = _options(text, parts, ("batch",))
+        opts = _options(text, parts, ("batch", "cache"))
         if "batch" not in opts:
             raise PolicyError(f"policy {text!r}: static needs batch=B")
-        return Static(text=text, max_batch=opts["batch"])
+        return Static(text=text, max_batch=opts["batch"], cache=opts.get("cache", 0))
     if kind == "continuous":
         return Continuous(text=text, **_options(text, parts, ("max-batch", "max-tokens")))
     if kind == "paged":
         return Paged(text=text, **_options(text, parts, ("block", "max-batch", "max-tokens")))
     if kind == "chunked":
-        opts = _options(text, parts, ("budget", "block", "max-batch"))
+        opts = _options(text, parts, ("budget", "block", "max-batch", "pad-q", "pad-kv", "kv-cap"))
         if "budget" not in opts:
             raise PolicyError(f"policy {text!r}: chunked needs budget=T")
+        if ("pad_kv" in opts or "kv_cap" in opts) and "pad_q" not in opts:
+            raise PolicyError(f"policy {text!r}: pad-kv and kv-cap pad a packed step: give pad-q=Q too")
         return Chunked(text=text, **opts)
     raise PolicyError(f"unknown policy {text!r}; use static:batch=B, continuous, paged or chunked:budget=T")

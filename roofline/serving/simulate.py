@@ -329,8 +329,11 @@ class Replica:
                 return False
             engine.clock_s = max(engine.clock_s, engine.pending[engine.next_arrival].request.arrival_s)
             return True
-        context_sum = sum(s.kv_tokens for s in plan.decodes) + len(plan.decodes)
-        cost = self.model.cost(len(plan.decodes), context_sum, [(t, s.kv_tokens) for s, t in plan.chunks])
+        # A static cache is attended whole (masked); otherwise each decode reads its own context and its new token.
+        context_sum = len(plan.decodes) * plan.attended_tokens if plan.attended_tokens else \
+            sum(s.kv_tokens for s in plan.decodes) + len(plan.decodes)
+        cost = self.model.cost(len(plan.decodes), context_sum, [(t, s.kv_tokens) for s, t in plan.chunks],
+                               plan.packed)
         start_s = engine.clock_s
         engine.clock_s += cost.time_s
         wasted = engine.apply(plan)

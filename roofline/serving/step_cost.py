@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from roofline.core.counting import NO_WORK, attention_extent
+from roofline.serving.policies import Packing
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D, Table2D
 from roofline.step.launches import Batch
 
@@ -102,23 +103,32 @@ class CostModel:
             nbytes += layers * sum(w.bytes * x for w, x in zip(self.attention_per, extent, strict=True))
         return flop, nbytes
 
-    def cost(self, decodes: int, context_sum: int, chunks: Sequence[tuple[int, int]]) -> StepCost:
+    def cost(self, decodes: int, context_sum: int, chunks: Sequence[tuple[int, int]],
+             packed: Packing | None = None) -> StepCost:
         """A step of ``decodes`` sequences (their contexts summing to ``context_sum``) and prefill ``chunks``: the
-        group's step, timed on its busiest GPU (its data-parallel share; its experts' share of the tokens)."""
+        group's step, timed on its busiest GPU (its data-parallel share; its experts' share of the tokens).
+        ``packed``: the step runs as one padded batch (``policies.Packing``): the linears and the other kernels on
+        the padded token count, attention as one masked SDPA of the padded queries against the padded keys (the
+        profile's chunk table: masked, K and V repeated, as transformers' ``paged|sdpa`` runs it); the FLOP and
+        bytes stay the useful work's."""
         p, step = self.profile, self.step
         group = Batch(decodes, context_sum, tuple(chunks))
         batch = step.rank_batch(group)
         tokens, logits = step.rank_tokens(group.tokens), step.rank_tokens(group.logits)
-        linear_s = self._linear_s(tokens, logits) + self._grouped_s(step.grouped_tokens(group.tokens))
-        attention_s = self._attention_s(batch)
-        other_s = interp1(p.other.grid, p.other.time_s, tokens) if p.other and tokens else 0.0
+        _, keys_read, _ = attention_extent(batch.context_sum, batch.decodes, batch.chunks)
+        run = packed.queries(tokens) if packed is not None and tokens else tokens
+        linear_s = self._linear_s(run, logits) + self._grouped_s(step.grouped_tokens(group.tokens))
+        if packed is not None and tokens:
+            attention_s = self.layers * self._prefill_attention_s(run, max(packed.keys(keys_read), run) - run)
+        else:
+            attention_s = self._attention_s(batch)
+        other_s = interp1(p.other.grid, p.other.time_s, run) if p.other and run else 0.0
         comm_s = 0.0
-        if p.comm is not None and tokens:  # every token's hidden vector, summed per_layer times in each layer
-            comm_s = self.layers * p.comm.per_layer * interp1(p.comm.tokens, p.comm.time_s, tokens)
+        if p.comm is not None and run:  # every token's hidden vector, summed per_layer times in each layer
+            comm_s = self.layers * p.comm.per_layer * interp1(p.comm.tokens, p.comm.time_s, run)
         if p.all_to_all is not None and group.tokens:
             comm_s += step.model.routed_layers * p.all_to_all.per_layer * interp1(
                 p.all_to_all.tokens, p.all_to_all.time_s, tokens)
-        _, keys_read, _ = attention_extent(batch.context_sum, batch.decodes, batch.chunks)
         overhead_s = 0.0
         if self.overhead is not None:
             overhead_s = self.overhead.step_s(decodes + len(chunks), keys_read, bool(chunks))

@@ -6,10 +6,23 @@
   ``continuous_batching/initialization.py: decide_use_cuda_graphs``) follows as given for both its varlen
   and decode paths, padding queries and keys to its preset intervals (``q_padding_interval_size`` and
   ``kv_padding_interval_size`` left at 0: the preset) so that a few graphs serve every step; and ``generate``
-  with a static KV cache (``cache_implementation="static"``) and a ``CompileConfig`` of mode
+  with a static KV cache and a ``CompileConfig`` of mode
   ``reduce-overhead``, the inductor mode that captures CUDA graphs: ``generate`` compiles the decode forward
   when the cache is compileable and the device is CUDA (``_valid_auto_compile_criteria``).  Shapes are static
-  (``dynamic=False``): each batch size and cache length compiles once, in the warm-up or the first round.
+  (``dynamic=False``): each (batch, cache length) compiles once, so every static batch of a size runs on one
+  ``StaticCache`` of the longest request's length, reset between batches (transformers 5.17 ``cache_utils.py``:
+  its tensors are marked static addresses, which the recorded CUDA graph reads; a new cache per ``generate``,
+  as ``cache_implementation="static"`` makes, would be re-recorded inside the timed batch), and validate
+  compiles and records every batch size before it times anything (``validate_run``); the decode then attends,
+  masked, over that whole cache (``repeat_kv`` and a masked SDPA: ``integrations/sdpa_attention.py:
+  use_gqa_in_sdpa`` turns GQA off under a mask), which the simulation models as attention over the cache's
+  length (the static policy's ``cache=L``).
+- graphs, continuous: the manager pads a step's queries to multiples of ``q_padding_interval_size`` (64) and its
+  KV reads to ``kv_padding_interval_size`` (16,384 tokens, capped at the cache) and captures one graph per padded
+  shape at its first step (5.17 ``continuous_batching/model_runner.py: maybe_pad_inputs, _capture_graph``);
+  ``manager.warmup()`` (called before each run's clock starts) captures the largest varlen shape (and the decode
+  fast path's sizes, which SDPA does not have: ``initialization.py: ensure_decode_fast_path_is_available``); a
+  smaller padded shape is still captured at its first step, inside the run (each run is a new manager).
 """
 
 from __future__ import annotations
@@ -44,15 +57,29 @@ def manager_failure(manager) -> str:
     return f": {type(error).__name__}" + (f" ({text})" if text else "")
 
 
-def static_generation_settings(transformers, mode: str) -> dict:
-    """What ``generate`` is given beyond greedy decoding: nothing in eager mode; a static cache and a
-    CUDA-graph-capturing compile of the decode step in graphs mode."""
+def static_generation_settings(transformers, mode: str, own_cache: bool = False) -> dict:
+    """What ``generate`` is given beyond greedy decoding: nothing in eager mode; a CUDA-graph-capturing compile of
+    the decode step in graphs mode, with a static cache that ``generate`` makes unless the caller passes its own
+    (``own_cache``: ``transformers_engine`` keeps one per batch size, so that every batch of a size runs on one
+    cache length and on the tensors its graph was recorded on)."""
     if mode == "eager":
         return {}
     if mode != "graphs":
         raise EngineError(f"unknown engine mode {mode!r}; choose from {', '.join(ENGINE_MODES)}")
     compile_config = transformers.CompileConfig(fullgraph=False, dynamic=False, mode="reduce-overhead")
-    return {"cache_implementation": "static", "compile_config": compile_config}
+    return {"compile_config": compile_config, **({} if own_cache else {"cache_implementation": "static"})}
+
+
+# Enough compiled decode shapes that none falls back to eager: dynamo's default (torch 2.11 ``_dynamo/config.py``
+# ``recompile_limit = 8``; ``cache_size_limit`` is its alias) stops compiling the ninth and runs it uncompiled.
+RECOMPILE_MARGIN = 8
+
+
+def allow_compiles(torch, shapes: int) -> int:
+    """Raise dynamo's recompile limit to hold ``shapes`` compiled shapes and a margin; returns the limit set."""
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, shapes + RECOMPILE_MARGIN)
+    return config.recompile_limit
 
 
 # What this code sets on the manager; a transformers without one of these is refused with a clear error.  The
@@ -62,6 +89,25 @@ CB_SETTINGS = ("max_batch_tokens", "max_requests_per_batch", "num_blocks", "allo
                "use_async_batching", "use_cuda_graph", "scheduler_type")
 CB_BLOCK_TOKENS_NAMES = ("page_size", "block_size")
 CB_PAGE_TOKENS = 32
+
+
+def graph_padding(transformers) -> tuple[int, int]:
+    """(query, KV) padding intervals in tokens the manager's CUDA graphs use when ``ContinuousBatchingConfig``
+    leaves them at 0, as this code does: transformers' ``FALLBACK_DEFAULTS`` (5.17 and 5.24:
+    ``continuous_batching/initialization.py``, 64 and 16,384)."""
+    try:
+        from transformers.generation.continuous_batching.initialization import FALLBACK_DEFAULTS
+    except ImportError:
+        raise EngineError(f"transformers {transformers.__version__}: no continuous_batching.initialization."
+                          "FALLBACK_DEFAULTS, where validate reads the CUDA graphs' padding") from None
+    return int(FALLBACK_DEFAULTS["q_padding_interval_size"]), int(FALLBACK_DEFAULTS["kv_padding_interval_size"])
+
+
+def graphs_policy_options(transformers, max_batch: int, longest_tokens: int) -> str:
+    """The chunked policy's options that simulate the manager's graphs: each step packed, its queries and keys
+    padded to the intervals (``graph_padding``), the keys at most the manager's cache (``cache_blocks``)."""
+    pad_q, pad_kv = graph_padding(transformers)
+    return f":pad-q={pad_q}:pad-kv={pad_kv}:kv-cap={cache_blocks(max_batch, longest_tokens) * CB_PAGE_TOKENS}"
 
 
 def cache_blocks(max_batch: int, longest_tokens: int) -> int:

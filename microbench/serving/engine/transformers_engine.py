@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from microbench.serving.engine.settings import (
@@ -78,7 +79,7 @@ def _wait_until(clock, start: float, at_s: float) -> None:
 
 
 def run_static(torch, lm, requests: Sequence, batch: int, device: str, clock: str = "wall",
-               mode: str = "eager") -> EngineRun:
+               mode: str = "eager", cache_tokens: int | None = None) -> EngineRun:
     """Batches of up to ``batch`` requests, in arrival order, each as one padded ``generate`` (in this thread:
     ``thread-cpu`` is this thread's CPU time)."""
     tick = _static_clock(clock)
@@ -90,8 +91,8 @@ def run_static(torch, lm, requests: Sequence, batch: int, device: str, clock: st
         group = [r for r in pending if r.arrival_s <= now][:batch]
         pending = [r for r in pending if r not in group]
         groups.append(group)
-        step_s += [stamp - start for stamp in _generate(torch, lm, group, device, tick, mode)]
-    return static_run(groups, step_s, batch, clock, mode)
+        step_s += [stamp - start for stamp in _generate(torch, lm, group, device, tick, mode, cache_tokens)]
+    return static_run(groups, step_s, batch, clock, mode, cache_tokens)
 
 
 def static_groups(requests: Sequence, batch: int) -> list[list]:
@@ -102,18 +103,18 @@ def static_groups(requests: Sequence, batch: int) -> list[list]:
 
 
 def run_static_batch(torch, lm, group: Sequence, device: str, clock: str = "wall",
-                     mode: str = "eager") -> tuple[float, ...]:
+                     mode: str = "eager", cache_tokens: int | None = None) -> tuple[float, ...]:
     """One batch of a burst alone: its step durations (the first includes the batch's set-up, as in
     ``run_static``).  A burst's static run is its batches back to back, so batches of different runs can be
     interleaved and the runs put back together with ``static_run``."""
     tick = _static_clock(clock)
     start = tick()
-    stamps = _generate(torch, lm, group, device, tick, mode)
+    stamps = _generate(torch, lm, group, device, tick, mode, cache_tokens)
     return tuple(b - a for a, b in zip([start] + stamps[:-1], stamps, strict=True))
 
 
 def static_run(groups: Sequence[Sequence], step_s: Sequence[float], batch: int, clock: str,
-               mode: str = "eager") -> EngineRun:
+               mode: str = "eager", cache_tokens: int | None = None) -> EngineRun:
     """The EngineRun of batches run in order with these step stamps (seconds from the run's start)."""
     timings, first = [], 0
     for group in groups:
@@ -123,7 +124,8 @@ def static_run(groups: Sequence[Sequence], step_s: Sequence[float], batch: int, 
         first += max(r.output_tokens for r in group)
     return EngineRun("transformers", "static", f"static:batch={batch}", tuple(sorted(timings, key=lambda t: t.id)),
                      {"api": "generate", "padding": "left", "clock": clock, "mode": mode,
-                      **({"cache": "static", "compile": "reduce-overhead (CUDA graphs)"} if mode == "graphs" else {}),
+                      **({"cache": "static", "cache_tokens": cache_tokens, "compile": "reduce-overhead (CUDA graphs)"}
+                         if mode == "graphs" else {}),
                       "transformers": transformers_module().__version__}, tuple(step_s))
 
 
@@ -143,7 +145,8 @@ def _plain_attention(lm):
         lm.set_attn_implementation(current)
 
 
-def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float], mode: str) -> list[float]:
+def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float], mode: str,
+              cache_tokens: int | None = None) -> list[float]:
     """One left-padded ``generate`` of the group, EOS disabled, in the engine mode's settings; the clock's
     reading at each step's tokens."""
     transformers = transformers_module()
@@ -154,14 +157,59 @@ def _generate(torch, lm, group: Sequence, device: str, clock: Callable[[], float
         ids[row, longest - r.prompt_tokens:] = torch.tensor(prompt_ids(r, lm.config.vocab_size))
         mask[row, longest - r.prompt_tokens:] = 1
     stamps = _StepClock(clock)
+    own = {_cache_keyword(lm): _static_cache(transformers, lm, len(group), cache_tokens)} \
+        if mode == "graphs" and cache_tokens else {}
     config = transformers.GenerationConfig(do_sample=False, max_new_tokens=steps, min_new_tokens=steps,
                                            eos_token_id=None, pad_token_id=0, bos_token_id=None,
-                                           **static_generation_settings(transformers, mode))
+                                           **static_generation_settings(transformers, mode, own_cache=bool(own)))
     with torch.no_grad(), _plain_attention(lm):
-        lm.generate(ids.to(device), attention_mask=mask.to(device), generation_config=config, streamer=stamps)
+        lm.generate(ids.to(device), attention_mask=mask.to(device), generation_config=config, streamer=stamps,
+                    **own)
     if len(stamps.stamps) != steps:
         raise EngineError(f"generate produced {len(stamps.stamps)} steps for max_new_tokens={steps}")
     return stamps.stamps
+
+
+def _static_cache(transformers, lm, batch: int, cache_tokens: int):
+    """The model's static KV cache for batches of ``batch`` on ``cache_tokens`` tokens, made once and reset before
+    each use: every batch of a size runs on the same tensors (``engine.settings``)."""
+    caches = lm.__dict__.setdefault("_gpubench_static_caches", {})
+    if (batch, cache_tokens) not in caches:
+        caches[(batch, cache_tokens)] = transformers.StaticCache(config=lm.config, max_cache_len=cache_tokens)
+    cache = caches[(batch, cache_tokens)]
+    cache.reset()
+    return cache
+
+
+def _cache_keyword(lm) -> str:
+    """How ``generate`` takes a cache: ``past_key_values`` up to transformers 5.17; later ones renamed it ``cache``
+    (5.24: ``@deprecate_kwarg("past_key_values", "6.0.0", new_name="cache")`` on ``generate``)."""
+    try:
+        source = inspect.getsource(type(lm).generate)
+    except (OSError, TypeError):
+        return "past_key_values"
+    return "cache" if 'deprecate_kwarg("past_key_values"' in source and 'new_name="cache"' in source else \
+        "past_key_values"
+
+
+def warm_static_shapes(torch, lm, requests: Sequence, batch_sizes: Sequence[int], device: str, mode: str,
+                       cache_tokens: int | None) -> list[int]:
+    """Graphs mode: one short ``generate`` per batch size the timed static runs will meet, on their cache length,
+    so that each (batch, cache length) is compiled and its CUDA graph recorded before anything is timed (the
+    compiled decode is entered from the second token; inductor's CUDA-graph trees run a new graph once before
+    recording it, then replay).  Eager mode has nothing to warm.  Returns the batch sizes warmed."""
+    if mode != "graphs":
+        return []
+    warmed = []
+    for size in sorted(set(batch_sizes)):
+        group = [replace(r, output_tokens=WARM_DECODE_TOKENS) for r in (list(requests) * size)[:size]]
+        _generate(torch, lm, group, device, time.perf_counter, mode, cache_tokens)
+        warmed.append(size)
+    return warmed
+
+
+# Tokens a warm-up generate produces: the prefill's, then decodes enough to compile, run once and record a graph.
+WARM_DECODE_TOKENS = 5
 
 
 def _static_clock(name: str) -> Callable[[], float]:
@@ -244,6 +292,8 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
                                                max_new_tokens=max(r.output_tokens for r in requests))
     manager = lm.init_continuous_batching(generation_config=generation, continuous_batching_config=cb_config)
     _check_manager(manager, transformers)
+    if mode == "graphs":  # capture the largest padded shape before the run's clock starts (engine.settings)
+        _warm_manager(manager, transformers)
     # The attention the manager switched the model to (transformers 5.17: ``paged|sdpa``).  Another run on the same
     # model, between two segments of this one, may switch it back (a manager that stops restores the original):
     # each segment puts this one back before the engine's next step.
@@ -290,6 +340,18 @@ def run_continuous(torch, lm, requests: Sequence, max_batch: int, budget_tokens:
     return EngineRun("transformers", "continuous", policy, tuple(sorted(timings, key=lambda t: t.id)),
                      {"api": "ContinuousBatchingManager (streaming)", "clock": clock, "mode": mode, **settings,
                       "transformers": transformers.__version__}, tuple(step_s))
+
+
+def _warm_manager(manager, transformers) -> None:
+    """``manager.warmup()`` (transformers 5.17 ``continuous_api.py``): builds the batch processor and captures the
+    CUDA graph of the largest varlen step (and the decode fast path's, with flash attention).  ``start`` reuses
+    that processor (``_create_batch_processor`` resets and returns an existing one), so the graphs survive into
+    the run."""
+    warmup = getattr(manager, "warmup", None)
+    if warmup is None:
+        raise EngineError(f"transformers {transformers.__version__}: the manager has no warmup(); graphs mode "
+                          "captures its graphs before the run's clock starts")
+    warmup()
 
 
 def _add(manager, lm, r) -> None:

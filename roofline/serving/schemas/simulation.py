@@ -62,6 +62,10 @@ class PolicyRecord(Record):
     max_batch: Any = key("integer", required=True, doc="most sequences in a step")
     block_tokens: Any = key("integer", required=True, nullable=True, doc="KV block size (null: no block cache)")
     budget_tokens: Any = key("integer", nullable=False, doc="chunked: tokens a step holds")
+    cache_tokens: Any = key("integer", nullable=False, doc="static:cache=L: the cache each decode attends")
+    pad_q_tokens: Any = key("integer", nullable=False, doc="chunked:pad-q=Q: a packed step's queries padded to")
+    pad_kv_tokens: Any = key("integer", nullable=False, doc="chunked:pad-kv=V: its keys padded to (0: none)")
+    kv_cap_tokens: Any = key("integer", nullable=False, doc="chunked:kv-cap=C: keys padded at most to (0: no cap)")
 
 
 @dataclass(frozen=True, kw_only=True)
