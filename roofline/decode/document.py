@@ -192,6 +192,9 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
                      f"({100 * first['mfu']:.2f}% with attention)")
         if first["mbu"] is not None:
             text += f", MBU {100 * first['mbu']:.0f}%"
+        if first.get("joules_per_token") is not None:
+            bound = " at most (every GPU at its TDP)" if key == "analytic" else ""
+            text += f", {first['joules_per_token']:.3g} J per token{bound}"
         text += _comm_words(part, first)
         crossing = part.get("crossing")
         if crossing:
