@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -101,7 +102,9 @@ class DeclaredOption(click.Option):
 
 def click_option(field: str, option: Option):
     """One table row as a click option, its value under the config field's name."""
-    how = {"help": option.help} if option.default is None else {"default": option.default, "help": option.help}
+    how: dict[str, Any] = {"help": option.help}
+    if option.default is not None:
+        how["default"] = option.default
     if option.kind == "flag":
         how["is_flag"] = True
     elif option.kind == "off":
