@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from microbench.serving.engine.settings import ENGINE_MODES
+from microbench.serving.profile_plan import MEASURED_DTYPE
 from microbench.serving.validate_sizes import check_request_counts
 from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_seed, number_refusal
@@ -46,7 +47,8 @@ FLAGS: dict[str, Option] = {
     "repeats": Option(("--repeats",), "int", 3, show_default=True,
                       help="runs of each, interleaved; each step's mean is kept"),
     "device": Option(("--device",), default="auto", show_default=True),
-    "dtype": Option(("--dtype",), help="without --profile [GPU bf16, CPU fp32]"),
+    "dtype": Option(("--dtype",), help=f"without --profile [GPU {MEASURED_DTYPE['cuda']}, "
+                                       f"CPU {MEASURED_DTYPE['cpu']}]"),
     "threads": Option(("--threads",), "int",
                       help="torch threads [1 where timed on the thread CPU clock, else torch's default]"),
     "clock": Option(("--clock",), "choice", choices=CLOCKS,
