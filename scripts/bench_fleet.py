@@ -32,7 +32,7 @@ from roofline.fleet.replicas import FleetLayout, simulate_fleet
 from roofline.serving.analytic import analytic_profile
 from roofline.serving.capacity import capacity_under
 from roofline.serving.metrics import Slo, summarize
-from roofline.serving.simulate_config import ROUTERS
+from roofline.serving.policies import DEFAULT_ROUTER, ROUTERS
 from roofline.serving.workload import make_workload
 from roofline.specs.gpus import load_gpu_spec
 from roofline.specs.models import load_model
@@ -78,7 +78,7 @@ def capacity() -> None:
     found = {}
     for replicas in (1, 2):
         def run_at(workload, replicas=replicas):
-            return simulate_fleet(profile, workload, "paged", FleetLayout(replicas, ROUTERS[0]), log_steps=False)
+            return simulate_fleet(profile, workload, "paged", FleetLayout(replicas, DEFAULT_ROUTER), log_steps=False)
 
         start = time.perf_counter()
         result = capacity_under(requests, slo, run_at)

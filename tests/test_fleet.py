@@ -22,10 +22,9 @@ from roofline.fleet.router import Router
 from roofline.fleet.summary import fleet_section
 from roofline.serving.capacity import capacity_under
 from roofline.serving.metrics import Slo, summarize
-from roofline.serving.policies import parse_policy
+from roofline.serving.policies import ROUTERS, parse_policy
 from roofline.serving.report import replica_rows
 from roofline.serving.simulate import Replica, simulate
-from roofline.serving.simulate_config import ROUTERS
 from roofline.serving.step_log import FIELDS
 from roofline.serving.workload import Request, make_workload
 

@@ -26,9 +26,28 @@ from microbench.cli.edges import (
 )
 from microbench.cli.guard import writing_folder, writing_to
 from microbench.decode.config import FLAGS as DECODE_FLAGS
-from microbench.sweep.config import FLAGS, L2_POLICIES, TIMERS
+from microbench.sweep.config import CEILINGS_FLAGS, FLAGS
 from roofline.compare.config import FLAGS as COMPARE_FLAGS
+from roofline.core.options import Option
 from roofline.result.io import ResultError
+
+# The options of the commands that read a file and need no config of their own (fit, report, import), declared
+# as every other command's are: one row each, the click option made from it.
+FIT_FLAGS: dict[str, Option] = {
+    "as_json": Option(("--json",), "flag", help="print the analysis as JSON (the same as --format json)"),
+    "output_format": Option(("--format",), "choice", choices=("table", "json", "csv"),
+                            help="table (default), the whole analysis as JSON, or one CSV row per series"),
+}
+REPORT_FLAGS: dict[str, Option] = {
+    "output": Option(("-o", "--output"), "path", help="report folder [beside the result: <name>-report/]"),
+}
+IMPORT_FLAGS: dict[str, Option] = {
+    "output": Option(("-o", "--output"), "path", required=True, help="result file to write"),
+    "device_name": Option(("--device-name",), required=True, help="the device the data was measured on"),
+    "sku": Option(("--sku",), help="SKU id from profiles/gpus (matched by name if omitted)"),
+    "device_kind": Option(("--device-kind",), "choice", "cuda", choices=("cuda", "cpu"), show_default=True),
+    "force": Option(("--force",), "flag", help="replace an existing -o file"),
+}
 
 
 def _measure(ctx: click.Context, job, config, interrupted: str, resumable: bool = False):
@@ -54,11 +73,6 @@ def _show(document: dict, as_json: bool, printer) -> None:
         printer(document)
 
 
-def _option(field: str, **how):
-    """A sweep option: its flag(s) from ``microbench.sweep.config.FLAGS``, its value under the config field's name."""
-    return click.option(*FLAGS[field], field, **how)
-
-
 def _config(ctx: click.Context, options: dict, **fixed):
     from microbench.sweep.config import SweepConfig
 
@@ -82,41 +96,7 @@ def main() -> None:
 
 
 @main.command()
-@_option("device", default="auto", show_default=True,
-         help="auto | cpu | cuda | cuda:N | all (one process per GPU, one result each in the -o folder)")
-@_option("ops", multiple=True, help="gemv, gemm, bmm, grouped (repeatable or comma list) [all]")
-@_option("backends", multiple=True, help="torch, cupy (our kernels + cuBLAS via CuPy), or both: torch,cupy [torch]")
-@_option("dtypes", multiple=True, help="fp32, tf32, fp16, bf16, fp8 [GPU: bf16; CPU: fp32,bf16]")
-@_option("shapes", multiple=True, help="weight NxK, e.g. 8192x28672 (repeatable; grouped: one expert's)")
-@_option("experts", default=None, metavar="E", help="grouped: experts per --shape (with --topk)")
-@_option("topk", default=None, metavar="K", help="grouped: experts each token is routed to")
-@_option("routing", default="balanced", show_default=True, metavar="balanced|uniform|zipf:S",
-         help="grouped: how tokens spread over experts")
-@_option("batches", default=None, help="list and ranges: 1,2,24 or 1:4096:x2")
-@_option("budget_s", default=None, metavar="SECONDS", help="seconds of sampling per point [GPU 0.5, CPU 0.5]")
-@_option("target_rel_ci", default=None, metavar="FRACTION",
-         help="stop when the 95% CI of the median is within this fraction [GPU 0.01, CPU 0.05]")
-@_option("seed", type=int, default=0, show_default=True)
-@_option("output", type=click.Path(path_type=Path), default=None,
-         help="result file [results/<sku or cpu>-<UTC time>.json]")
-@_option("quick", is_flag=True, help="a small plan: under 30 s on a 2-core CPU")
-@_option("timer", default="graph", show_default=True, metavar="[" + "|".join(TIMERS) + "]",
-         help="GPU timer: graph (a CUDA graph of rotated launches) or eager (one launch per event pair)")
-@_option("l2_policy", default="rotate", show_default=True, metavar="[" + "|".join(L2_POLICIES) + "]",
-         help="rotate (weight copies so every launch reads DRAM) or warm (reuse one copy: cache-warm)")
-@_option("with_ceilings", flag_value=False, default=True, help="skip measuring copy/read bandwidth and matmul peak")
-@_option("report", is_flag=True, help="write the report folder beside the result at the end")
-@_option("telemetry_interval_s", default="0.05", show_default=True, metavar="SECONDS",
-         help="seconds between NVML readings")
-@_option("telemetry", flag_value=False, default=True, help="do not sample NVML while measuring")
-@_option("max_memory_bytes", default=None, metavar="SIZE", help="cap on what the sweep allocates: 8G, 512Mi, bytes")
-@_option("require_idle", is_flag=True, help="refuse to start (exit 2) when the device is busy")
-@_option("resume", type=click.Path(path_type=Path), default=None,
-         help="continue the plan recorded in this result file, skipping its points")
-@_option("force", is_flag=True,
-         help="replace an existing -o result; with --resume: resume even if the device or settings differ")
-@_option("serial", is_flag=True, help="with --device all: one GPU at a time instead of in parallel")
-@click.option("--record", default=None, hidden=True, help="the plan as JSON (how --device all starts each child)")
+@declare(FLAGS)
 @click.pass_context
 def sweep(ctx, **options) -> None:
     """Time GEMV, GEMM and batched GEMV across batch sizes and save a result document.
@@ -192,13 +172,7 @@ def _sweep_all(ctx, config) -> None:
 
 
 @main.command()
-@_option("device", default="auto", show_default=True, help="auto | cpu | cuda | cuda:N")
-@_option("dtypes", multiple=True, help="dtypes for the matmul peak [GPU: all it runs; CPU: fp32,bf16]")
-@_option("backends", multiple=True, help="torch, cupy or torch,cupy [torch]")
-@_option("quick", is_flag=True, help="fewer matmul shapes")
-@_option("budget_s", default=None, metavar="SECONDS", help="seconds of sampling per measurement")
-@_option("output", type=click.Path(path_type=Path), default=None, help="also save as a result file")
-@_option("force", is_flag=True, help="replace an existing -o file")
+@declare(CEILINGS_FLAGS)
 @click.pass_context
 def ceilings(ctx, **options) -> None:
     """Measure copy and read bandwidth and the best matmul FLOP/s per dtype (burst and sustained)."""
@@ -215,9 +189,7 @@ def ceilings(ctx, **options) -> None:
 
 @main.command()
 @click.argument("result_file", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="print the analysis as JSON (the same as --format json)")
-@click.option("--format", "output_format", type=click.Choice(["table", "json", "csv"]), default=None,
-              help="table (default), the whole analysis as JSON, or one CSV row per series")
+@declare(FIT_FLAGS)
 def fit(result_file, as_json, output_format) -> None:
     """Fit a roofline per series: bandwidth, peak, ridge, critical batch B* with its 95% CI, knees, cliffs."""
     from microbench.cli.render import print_fit
@@ -237,8 +209,7 @@ def fit(result_file, as_json, output_format) -> None:
 
 @main.command()
 @click.argument("result_file", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="report folder [beside the result: <name>-report/]")
+@declare(REPORT_FLAGS)
 def report(result_file, output) -> None:
     """Write report.html (self-contained), report.md with PNGs, and analysis.json for a result."""
     from roofline.report.result_report import REPORT_FOLDER, default_report_dir, write_report
@@ -252,11 +223,7 @@ def report(result_file, output) -> None:
 
 @main.command(name="import")
 @click.argument("csv_file", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="result file to write")
-@click.option("--device-name", required=True, help="the device the data was measured on")
-@click.option("--sku", default=None, help="SKU id from profiles/gpus (matched by name if omitted)")
-@click.option("--device-kind", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
-@click.option("--force", is_flag=True, help="replace an existing -o file")
+@declare(IMPORT_FLAGS)
 def import_(csv_file, output, device_name, sku, device_kind, force) -> None:
     """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample)."""
     from roofline.result.importer import import_csv

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -85,20 +86,35 @@ def _click_type(option: Option):
         return click.Path(path_type=Path)
     if option.kind == "choice":
         return click.Choice(list(option.choices))
-    return {"int": int, "float": float}.get(option.kind)
+    # text stays text whatever its default (click would take --telemetry-interval's 0.05 for a float, and word a
+    # bad value its own way, not the config's).
+    return {"int": int, "float": float, "text": click.STRING}.get(option.kind)
+
+
+class DeclaredOption(click.Option):
+    """A click option made from a table row, which it keeps (``row``): how a test tells that every option of
+    every command is declared once, in its command's table."""
+
+    def __init__(self, *args, row: Option, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.row = row
 
 
 def click_option(field: str, option: Option):
     """One table row as a click option, its value under the config field's name."""
-    how = {"help": option.help} if option.default is None else {"default": option.default, "help": option.help}
+    how: dict[str, Any] = {"help": option.help}
+    if option.default is not None:
+        how["default"] = option.default
     if option.kind == "flag":
         how["is_flag"] = True
+    elif option.kind == "off":
+        how.update(is_flag=True, flag_value=False, default=True)
     elif _click_type(option) is not None:
         how["type"] = _click_type(option)
-    for name in ("show_default", "required", "multiple", "metavar"):
+    for name in ("show_default", "required", "multiple", "metavar", "hidden"):
         if getattr(option, name):
             how[name] = getattr(option, name)
-    return click.option(*option.flags, field, **how)
+    return click.option(*option.flags, field, cls=DeclaredOption, row=option, **how)
 
 
 def declare(table: dict[str, Option]):

@@ -55,25 +55,25 @@ FLAGS: dict[str, Option] = {
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    model: str | None = None
-    hf_config: Path | None = None
-    tp: int = 1
-    ep: int = 1
-    routing: str = "balanced"
-    spec_decode: str | None = None
-    context: int = 4096
-    dtype: str = "bf16"
-    kv_dtype: str | None = None  # None: the dtype --dtype computes in (resolved_kv_dtype)
-    batches: tuple[int, ...] = tuple(parse_batches("1:1024:x2"))
-    batch_text: str = "1:1024:x2"  # --batch as typed, for the message when it names too many batches
-    mem_fraction: float = 0.9
-    analytic: bool = False
-    sku: str | None = None
-    from_result: Path | None = None
-    device: str = "auto"
-    budget_s: float | None = None
-    as_json: bool = False
-    output: Path | None = None
+    model: str | None = FLAGS["model"].default
+    hf_config: Path | None = FLAGS["hf_config"].default
+    tp: int = FLAGS["tp"].default
+    ep: int = FLAGS["ep"].default
+    routing: str = FLAGS["routing"].default
+    spec_decode: str | None = FLAGS["spec_decode"].default
+    context: int = FLAGS["context"].default
+    dtype: str = FLAGS["dtype"].default
+    kv_dtype: str | None = FLAGS["kv_dtype"].default  # None: the dtype --dtype computes in (resolved_kv_dtype)
+    batches: tuple[int, ...] = tuple(parse_batches(FLAGS["batches"].default))
+    batch_text: str = FLAGS["batches"].default  # --batch as typed, for the message when it names too many batches
+    mem_fraction: float = FLAGS["mem_fraction"].default
+    analytic: bool = FLAGS["analytic"].default
+    sku: str | None = FLAGS["sku"].default
+    from_result: Path | None = FLAGS["from_result"].default
+    device: str = FLAGS["device"].default
+    budget_s: float | None = FLAGS["budget_s"].default
+    as_json: bool = FLAGS["as_json"].default
+    output: Path | None = FLAGS["output"].default
 
     def __post_init__(self) -> None:
         if bool(self.model) == bool(self.hf_config):

@@ -10,11 +10,11 @@ when the profile is planned (``ProfilePlan.check``, ``prepare_profile``).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from microbench.serving.profile_plan import DEFAULT_MAX_BATCH, ProfilePlan
+from microbench.serving.profile_plan import DEFAULT_MAX_BATCH, MEASURED_DTYPE, ProfilePlan
 from microbench.serving.validate_options import check_positive_number, check_threads
 from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
@@ -36,8 +36,16 @@ MEASURED_FLAGS: dict[str, Option] = {
     "resume": Option(("--resume",), "flag", help="measured: continue the profile in progress in OUTPUT.partial"),
 }
 
+# --dtype not typed: a measured profile runs what transformers runs on the device, an analytic one simulate's
+# default.
+MEASURED_OR_ANALYTIC_DTYPE = replace(
+    MODEL_FLAGS["dtype"], default=None, show_default=False,
+    help=f"{MODEL_FLAGS['dtype'].help} [measured: GPU {MEASURED_DTYPE['cuda']}, CPU {MEASURED_DTYPE['cpu']}; "
+         f"--analytic: {MODEL_FLAGS['dtype'].default}]")
+
 FLAGS: dict[str, Option] = {
     **MODEL_FLAGS,
+    "dtype": MEASURED_OR_ANALYTIC_DTYPE,
     "analytic": Option(("--analytic",), "flag",
                        help="from a SKU's ceilings (--gpu) or a sweep's fits (--from), no timers"),
     "output": Option(("-o", "--output"), "path", required=True, help="the step profile (JSON)"),
@@ -48,27 +56,28 @@ FLAGS: dict[str, Option] = {
 @dataclass(frozen=True)
 class ProfileConfig:
     output: Path
-    model: str | None = None
-    hf_config: Path | None = None
-    tp: int = 1
-    ep: int = 1
-    routing: str = "balanced"
-    dtype: str | None = None  # None: not typed (measured: bf16 on a GPU, fp32 on the CPU; analytic: bf16)
-    kv_dtype: str | None = None
-    sku: str | None = None
-    ideal: bool = False
-    from_result: Path | None = None
-    max_tokens: int = 8192
-    max_context: int = 8192
-    analytic: bool = False
-    device: str = "auto"
-    max_batch: int = DEFAULT_MAX_BATCH
-    attention: str = "sdpa"
-    budget_s: float | None = None
-    seed: int = 0
-    clock: str = "wall"
-    threads: int | None = None
-    resume: bool = False
+    model: str | None = FLAGS["model"].default
+    hf_config: Path | None = FLAGS["hf_config"].default
+    tp: int = FLAGS["tp"].default
+    ep: int = FLAGS["ep"].default
+    routing: str = FLAGS["routing"].default
+    # None: not typed (measured: bf16 on a GPU, fp32 on the CPU; analytic: bf16)
+    dtype: str | None = FLAGS["dtype"].default
+    kv_dtype: str | None = FLAGS["kv_dtype"].default
+    sku: str | None = FLAGS["sku"].default
+    ideal: bool = FLAGS["ideal"].default
+    from_result: Path | None = FLAGS["from_result"].default
+    max_tokens: int = FLAGS["max_tokens"].default
+    max_context: int = FLAGS["max_context"].default
+    analytic: bool = FLAGS["analytic"].default
+    device: str = FLAGS["device"].default
+    max_batch: int = FLAGS["max_batch"].default
+    attention: str = FLAGS["attention"].default
+    budget_s: float | None = FLAGS["budget_s"].default
+    seed: int = FLAGS["seed"].default
+    clock: str = FLAGS["clock"].default
+    threads: int | None = FLAGS["threads"].default
+    resume: bool = FLAGS["resume"].default
 
     def __post_init__(self) -> None:
         check_dtypes(self.dtype, self.kv_dtype)

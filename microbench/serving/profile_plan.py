@@ -26,6 +26,10 @@ SMALLEST_CONTEXT = 16
 CHUNK_STEP = 4
 
 
+# The dtype a measured profile runs in when --dtype is not given: what transformers runs on each kind of device.
+MEASURED_DTYPE = {"cuda": "bf16", "cpu": "fp32"}
+
+
 @dataclass(frozen=True)
 class ProfilePlan:
     """The arguments that define a profile; stored in the partial file so ``--resume`` rebuilds it."""
@@ -35,7 +39,7 @@ class ProfilePlan:
     tp: int = 1
     ep: int = 1  # one GPU of an expert-parallel group: this device times its experts' share
     routing: str = "balanced"
-    dtype: str | None = None  # None: bf16 on a GPU, fp32 on the CPU (what transformers runs there)
+    dtype: str | None = None  # None: MEASURED_DTYPE of the device's kind
     kv_dtype: str | None = None
     max_tokens: int = 8192
     max_context: int = 8192
@@ -68,7 +72,7 @@ class ProfilePlan:
         return profile
 
     def resolved_dtype(self, kind: str) -> str:
-        return self.dtype or ("bf16" if kind == "cuda" else "fp32")
+        return self.dtype or MEASURED_DTYPE[kind]
 
     def step_model(self, model: ModelSpec, kind: str) -> StepModel:
         """What one GPU of the split runs, in the dtype measured on a device of ``kind``."""

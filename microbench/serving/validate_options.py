@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from microbench.serving.engine.settings import ENGINE_MODES
+from microbench.serving.profile_plan import MEASURED_DTYPE
 from microbench.serving.validate_sizes import check_request_counts
 from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_seed, number_refusal
@@ -46,7 +47,8 @@ FLAGS: dict[str, Option] = {
     "repeats": Option(("--repeats",), "int", 3, show_default=True,
                       help="runs of each, interleaved; each step's mean is kept"),
     "device": Option(("--device",), default="auto", show_default=True),
-    "dtype": Option(("--dtype",), help="without --profile [GPU bf16, CPU fp32]"),
+    "dtype": Option(("--dtype",), help=f"without --profile [GPU {MEASURED_DTYPE['cuda']}, "
+                                       f"CPU {MEASURED_DTYPE['cpu']}]"),
     "threads": Option(("--threads",), "int",
                       help="torch threads [1 where timed on the thread CPU clock, else torch's default]"),
     "clock": Option(("--clock",), "choice", choices=CLOCKS,
@@ -79,28 +81,30 @@ def check_positive_number(flag: str, value: float | None, what: str) -> None:
 
 @dataclass(frozen=True)
 class ValidateConfig:
-    engine: str = "transformers"
-    engine_mode: str | None = None  # None: graphs on a GPU, eager on the CPU (engine_mode_for)
-    profile: Path | None = None
-    model: str | None = None
-    hf_config: Path | None = None
-    requests: int = 32
-    arrivals: str = "burst"
-    prompt: str = "fixed:16"
-    output: str = "uniform:4:40"
-    seed: int = 0
-    calibration_requests: int = 16
-    static_batch: int = 8
-    max_batch: int = 8
-    budget_tokens: int = 128
-    device: str = "auto"
-    dtype: str | None = None
-    threads: int | None = None  # None: one on a CPU timed on the thread clock, else torch's default
-    profile_budget_s: float | None = None
-    repeats: int = 3
-    clock: str | None = None  # None: thread-cpu on a CPU with burst arrivals and no --threads N > 1, else wall
-    fail_above: float | None = None  # the gate on the worst relative error, a fraction
-    out_dir: Path | None = None  # the folder validate.json (and a profile measured here) is written to
+    engine: str = FLAGS["engine"].default
+    engine_mode: str | None = FLAGS["engine_mode"].default  # None: graphs on a GPU, eager on the CPU (engine_mode_for)
+    profile: Path | None = FLAGS["profile"].default
+    model: str | None = FLAGS["model"].default
+    hf_config: Path | None = FLAGS["hf_config"].default
+    requests: int = FLAGS["requests"].default
+    arrivals: str = FLAGS["arrivals"].default
+    prompt: str = FLAGS["prompt"].default
+    output: str = FLAGS["output"].default
+    seed: int = FLAGS["seed"].default
+    calibration_requests: int = FLAGS["calibration_requests"].default
+    static_batch: int = FLAGS["static_batch"].default
+    max_batch: int = FLAGS["max_batch"].default
+    budget_tokens: int = FLAGS["budget_tokens"].default
+    device: str = FLAGS["device"].default
+    dtype: str | None = FLAGS["dtype"].default
+    threads: int | None = FLAGS["threads"].default  # None: one on a CPU timed on the thread clock, else torch's default
+    profile_budget_s: float | None = FLAGS["profile_budget_s"].default
+    repeats: int = FLAGS["repeats"].default
+    # None: thread-cpu on a CPU with burst arrivals and no --threads N > 1, else wall
+    clock: str | None = FLAGS["clock"].default
+    fail_above: float | None = FLAGS["fail_above"].default  # the gate on the worst relative error, a fraction
+    # the folder validate.json (and a profile measured here) is written to
+    out_dir: Path | None = FLAGS["out_dir"].default
 
     def __post_init__(self) -> None:
         """Every option on its own and against the others (``check`` adds what makes the profile)."""

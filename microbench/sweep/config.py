@@ -6,7 +6,8 @@ name in the message: the choices (op, dtype, backend, timer, L2 policy, device s
 gemv being batch 1, budget / target / telemetry interval finite and in range (what ``StoppingRule`` would
 otherwise refuse later), ``--max-memory``, and the ``--resume`` / ``--force`` / ``-o`` combination.  What
 needs the device (does a shape fit, is it busy, does the memory cap leave any point) is checked when the
-session opens.  ``FLAGS`` is the one place a config field is tied to the flag that sets it.
+session opens.  ``FLAGS`` declares each option once (its flag, default and help; ``CEILINGS_FLAGS`` the ones
+``gpubench ceilings`` takes), and each field's default is its row's.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Collection, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from microbench.sweep import plan
 from roofline.core.counting import DTYPES, OPS
 from roofline.core.errors import BadInputError
-from roofline.core.options import check_seed
+from roofline.core.options import Option, check_seed
 
 TIMERS = ("graph", "eager")
 # No model routes over more experts per layer than this (Kimi K2: 384); a bigger number is a typo.
@@ -30,17 +31,91 @@ MAX_EXPERTS = 4096
 L2_POLICIES = ("rotate", "warm")
 DEVICE_SYNTAX = re.compile(r"auto|cpu|cuda(?::\d+)?|all")
 
-# SweepConfig field -> the flag(s) that set it on the command line (the CLI declares its options from here,
-# under the field's name, so messages, the resume check and the options cannot drift apart).
-FLAGS: dict[str, tuple[str, ...]] = {
-    "device": ("--device",), "ops": ("--op",), "backends": ("--backend",), "dtypes": ("--dtype",),
-    "shapes": ("--shape",), "batches": ("--batch",), "budget_s": ("--budget",), "target_rel_ci": ("--target-ci",),
-    "seed": ("--seed",), "quick": ("--quick",), "timer": ("--timer",), "l2_policy": ("--l2",),
-    "with_ceilings": ("--no-ceilings",), "telemetry": ("--no-telemetry",),
-    "telemetry_interval_s": ("--telemetry-interval",), "max_memory_bytes": ("--max-memory",),
-    "output": ("-o", "--output"), "require_idle": ("--require-idle",), "report": ("--report",),
-    "resume": ("--resume",), "force": ("--force",), "serial": ("--serial",),
-    "experts": ("--experts",), "topk": ("--topk",), "routing": ("--routing",),
+
+def _listed(values) -> str:
+    return ",".join(str(value) for value in values)
+
+
+def _shapes_text(shapes) -> str:
+    return _listed(f"{n}x{k}" for n, k in shapes)
+
+
+def _expert_text(experts: plan.ExpertSet) -> str:
+    return f"{experts.experts} of {experts.n}x{experts.k} top-{experts.topk}"
+
+
+def per_device(describe: Callable[[plan.Defaults], str]) -> str:
+    """What a device's default is, read from ``plan.defaults_for`` (the one place they live): ``GPU: bf16,w8a16
+    (--quick: bf16); CPU: fp32`` (said once where GPU and CPU agree, and --quick once where it agrees)."""
+    said = {}
+    for label, kind in (("GPU", "cuda"), ("CPU", "cpu")):
+        full, quick = describe(plan.defaults_for(kind, False)), describe(plan.defaults_for(kind, True))
+        said[label] = full if quick == full else f"{full} (--quick: {quick})"
+    return said["GPU"] if said["GPU"] == said["CPU"] else "; ".join(f"{label}: {text}" for label, text in said.items())
+
+
+# SweepConfig field -> its option: the flag(s) that set it, its default (the field's) and its help.  The CLI
+# declares its options from here, under the field's name, so messages, the resume check, -h and the config's
+# defaults cannot drift apart.  Text options are parsed by ``PARSERS`` below, with the flag in each message.
+FLAGS: dict[str, Option] = {
+    "device": Option(("--device",), default="auto", show_default=True,
+                     help="auto | cpu | cuda | cuda:N | all (one process per GPU, one result each in the -o folder)"),
+    "ops": Option(("--op",), default=OPS, multiple=True,
+                  help=f"{', '.join(OPS)} (repeatable or comma list) [all]"),
+    "backends": Option(("--backend",), default=("torch",), multiple=True,
+                       help="torch, cupy (our kernels + cuBLAS via CuPy), or both: torch,cupy [torch]"),
+    "dtypes": Option(("--dtype",), multiple=True,
+                     help=f"{', '.join(DTYPES)} (repeatable or comma list) "
+                          f"[{per_device(lambda d: _listed(d.dtypes))}]"),
+    "shapes": Option(("--shape",), multiple=True,
+                     help="weight NxK, e.g. 8192x28672 (repeatable; grouped: one expert's) "
+                          f"[{per_device(lambda d: _shapes_text(d.shapes))}]"),
+    "experts": Option(("--experts",), metavar="E",
+                      help="grouped: experts per --shape (with --topk) [the device's expert sets: "
+                           f"{per_device(lambda d: ' + '.join(_expert_text(e) for e in d.expert_sets))}]"),
+    "topk": Option(("--topk",), metavar="K", help="grouped: experts each token is routed to"),
+    "routing": Option(("--routing",), default="balanced", show_default=True, metavar="balanced|uniform|zipf:S",
+                      help="grouped: how tokens spread over experts"),
+    "batches": Option(("--batch",), help="list and ranges: 1,2,24 or 1:4096:x2 "
+                                         f"[{per_device(lambda d: _listed(d.batches))}]"),
+    "budget_s": Option(("--budget",), metavar="SECONDS",
+                       help=f"seconds of sampling per point [{per_device(lambda d: f'{d.budget_s:g}')}]"),
+    "target_rel_ci": Option(("--target-ci",), metavar="FRACTION",
+                            help="stop when the 95% CI of the median is within this fraction "
+                                 f"[{per_device(lambda d: f'{d.target_rel_ci:g}')}]"),
+    "seed": Option(("--seed",), "int", 0, show_default=True),
+    "output": Option(("-o", "--output"), "path", help="result file [results/<sku or cpu>-<UTC time>.json]"),
+    "quick": Option(("--quick",), "flag", help="a small plan: under 30 s on a 2-core CPU"),
+    "timer": Option(("--timer",), default="graph", show_default=True, metavar="[" + "|".join(TIMERS) + "]",
+                    help="GPU timer: graph (a CUDA graph of rotated launches) or eager (one launch per event pair)"),
+    "l2_policy": Option(("--l2",), default="rotate", show_default=True, metavar="[" + "|".join(L2_POLICIES) + "]",
+                        help="rotate (weight copies so every launch reads DRAM) or warm (reuse one copy: cache-warm)"),
+    "with_ceilings": Option(("--no-ceilings",), "off", True,
+                            help="skip measuring copy/read bandwidth and matmul peak"),
+    "report": Option(("--report",), "flag", help="write the report folder beside the result at the end"),
+    "telemetry_interval_s": Option(("--telemetry-interval",), default=0.05, show_default=True, metavar="SECONDS",
+                                   help="seconds between NVML readings"),
+    "telemetry": Option(("--no-telemetry",), "off", True, help="do not sample NVML while measuring"),
+    "max_memory_bytes": Option(("--max-memory",), metavar="SIZE",
+                               help="cap on what the sweep allocates: 8G, 512Mi, bytes"),
+    "require_idle": Option(("--require-idle",), "flag", help="refuse to start (exit 2) when the device is busy"),
+    "resume": Option(("--resume",), "path", help="continue the plan recorded in this result file, skipping its points"),
+    "force": Option(("--force",), "flag",
+                    help="replace an existing -o result; with --resume: resume even if the device or settings differ"),
+    "serial": Option(("--serial",), "flag", help="with --device all: one GPU at a time instead of in parallel"),
+    "record": Option(("--record",), hidden=True, help="the plan as JSON (how --device all starts each child)"),
+}
+# gpubench ceilings: the sweep's options that say where and how long to measure, each meaning there what it says.
+CEILINGS_FLAGS: dict[str, Option] = {
+    "device": replace(FLAGS["device"], help="auto | cpu | cuda | cuda:N"),
+    "dtypes": replace(FLAGS["dtypes"], help="dtypes for the matmul peak [GPU: {}; CPU: {}]".format(
+        *(_listed(plan.CEILING_DTYPES[kind]) for kind in ("cuda", "cpu")))),
+    "backends": replace(FLAGS["backends"], help="torch, cupy or torch,cupy [torch]"),
+    "quick": replace(FLAGS["quick"], help="fewer matmul shapes"),
+    "budget_s": replace(FLAGS["budget_s"], help="seconds of sampling per measurement "
+                                                f"[{per_device(lambda d: f'{d.budget_s:g}')}]"),
+    "output": replace(FLAGS["output"], help="also save as a result file"),
+    "force": replace(FLAGS["force"], help="replace an existing -o file"),
 }
 # The plan-defining fields, stored in the result (settings.config) so --resume can rebuild the same sweep.
 PLAN_FIELDS = ("device", "ops", "backends", "dtypes", "shapes", "batches", "budget_s", "target_rel_ci", "seed",
@@ -56,38 +131,40 @@ class ConfigError(plan.PlanError):
 
 def flag(field: str) -> str:
     """The flag as a person types it (the long spelling)."""
-    return FLAGS[field][-1]
+    return FLAGS[field].spelled
 
 
 @dataclass(frozen=True)
 class SweepConfig:
-    device: str = "auto"
-    ops: tuple[str, ...] = ("gemv", "gemm", "bmm", "grouped")
-    backends: tuple[str, ...] = ("torch",)
-    dtypes: tuple[str, ...] | None = None
-    shapes: tuple[tuple[int, int], ...] | None = None
-    batches: tuple[int, ...] | None = None
-    budget_s: float | None = None  # None: the device's default (plan.defaults_for)
-    target_rel_ci: float | None = None  # None: the device's default (plan.defaults_for: GPU 1%, CPU 5%)
-    seed: int = 0
-    quick: bool = False
-    timer: str = "graph"  # graph | eager (GPU); the CPU always uses perf_counter
-    l2_policy: str = "rotate"  # rotate | warm
-    output: Path | None = None
-    with_ceilings: bool = True
-    telemetry: bool = True
-    telemetry_interval_s: float = 0.05
-    max_memory_bytes: int | None = None
-    require_idle: bool = False
+    device: str = FLAGS["device"].default
+    ops: tuple[str, ...] = FLAGS["ops"].default
+    backends: tuple[str, ...] = FLAGS["backends"].default
+    dtypes: tuple[str, ...] | None = FLAGS["dtypes"].default
+    shapes: tuple[tuple[int, int], ...] | None = FLAGS["shapes"].default
+    batches: tuple[int, ...] | None = FLAGS["batches"].default
+    # None: the device's default (plan.defaults_for)
+    budget_s: float | None = FLAGS["budget_s"].default
+    target_rel_ci: float | None = FLAGS["target_rel_ci"].default
+    seed: int = FLAGS["seed"].default
+    quick: bool = FLAGS["quick"].default
+    timer: str = FLAGS["timer"].default  # graph | eager (GPU); the CPU always uses perf_counter
+    l2_policy: str = FLAGS["l2_policy"].default  # rotate | warm
+    output: Path | None = FLAGS["output"].default
+    with_ceilings: bool = FLAGS["with_ceilings"].default
+    telemetry: bool = FLAGS["telemetry"].default
+    telemetry_interval_s: float = FLAGS["telemetry_interval_s"].default
+    max_memory_bytes: int | None = FLAGS["max_memory_bytes"].default
+    require_idle: bool = FLAGS["require_idle"].default
     save: bool = True  # False: keep the result in memory unless an output is named (gpubench ceilings)
     argv: tuple[str, ...] = ()
-    report: bool = False  # write the report folder beside the result at the end
-    resume: Path | None = None  # continue the plan recorded in this file (the plan fields are then its own)
-    force: bool = False  # replace an existing output; with resume: resume over other device or settings
-    serial: bool = False  # --device all: one GPU at a time
-    experts: int | None = None  # grouped: experts per --shape (None: the device's default expert sets)
-    topk: int | None = None
-    routing: str = "balanced"
+    report: bool = FLAGS["report"].default  # write the report folder beside the result at the end
+    # continue the plan recorded in this file (the plan fields are then its own)
+    resume: Path | None = FLAGS["resume"].default
+    force: bool = FLAGS["force"].default  # replace an existing output; with resume: resume over other settings
+    serial: bool = FLAGS["serial"].default  # --device all: one GPU at a time
+    experts: int | None = FLAGS["experts"].default  # grouped: experts per --shape (None: the device's expert sets)
+    topk: int | None = FLAGS["topk"].default
+    routing: str = FLAGS["routing"].default
 
     def __post_init__(self) -> None:
         if not DEVICE_SYNTAX.fullmatch(self.device.strip().lower()):
@@ -177,7 +254,7 @@ class SweepConfig:
         try:
             fields = {key: record[key] for key in CHILD_FIELDS if key in record}
             fields["ops"] = tuples(fields.get("ops", ()), 1)
-            fields["backends"] = tuples(fields.get("backends", ("torch",)), 1)
+            fields["backends"] = tuples(fields.get("backends", FLAGS["backends"].default), 1)
             for key, depth in (("dtypes", 1), ("shapes", 2), ("batches", 1)):
                 fields[key] = tuples(fields.get(key), depth)
             return cls(**{**fields, **overrides})
@@ -193,7 +270,7 @@ class SweepConfig:
         """
         options = dict(options)
         record = options.pop("record", None)
-        taken = [flag(key) for key in FLAGS if key in given and key in PLAN_FIELDS + ("output",)]
+        taken = [flag(key) for key in PLAN_FIELDS + ("output",) if key in given]
         if options.get("resume") is not None and taken:
             raise ConfigError(f"--resume takes the plan from {options['resume']}; do not also give "
                               + ", ".join(taken))

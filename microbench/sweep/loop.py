@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from microbench.sweep import plan
 from microbench.sweep.config import SweepConfig
 from microbench.sweep.prepare import RETRY_PAUSE_S, PreparedSweep, prepare_sweep
 from microbench.sweep.resume import prepare_resume
@@ -123,10 +124,6 @@ def _run_points(prepared: PreparedSweep, observer: SweepObserver, ceilings) -> R
 
 # --- the commands' work: gpubench sweep and gpubench ceilings ------------------------------------------------
 
-# The dtypes gpubench ceilings measures the matmul peak in when --dtype is not given.
-CEILING_DTYPES = {"cuda": ("fp32", "tf32", "fp16", "bf16", "fp8"), "cpu": ("fp32", "bf16")}
-
-
 @dataclass(frozen=True)
 class SweepDone:
     result: Result
@@ -159,7 +156,7 @@ def ceilings_job(config: SweepConfig, observer: SweepObserver) -> Result:
     if config.output is not None:
         check_output(config.output, overwrite=config.force, resumable=False)
     prepared = prepare_sweep(replace(config, ops=(), save=False), observer)
-    dtypes = list(config.dtypes or CEILING_DTYPES[prepared.session.choice.kind])
+    dtypes = list(config.dtypes or plan.CEILING_DTYPES[prepared.session.choice.kind])
     return _run_stoppable(prepared, observer, ceilings_step(config, dtypes))
 
 

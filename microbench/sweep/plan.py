@@ -82,6 +82,8 @@ GPU_QUICK = Defaults(
     dtypes=("bf16", "w4a16"), shapes=((4096, 14336),), bmm_shapes=((4096, 1024),), batches=QUICK_BATCHES, budget_s=0.2,
     expert_sets=(ExpertSet(8, 2, 14336, 4096),),
 )
+# The dtypes gpubench ceilings measures the matmul peak in when --dtype is not given.
+CEILING_DTYPES = {"cuda": ("fp32", "tf32", "fp16", "bf16", "fp8"), "cpu": ("fp32", "bf16")}
 
 
 def defaults_for(kind: str, quick: bool) -> Defaults:

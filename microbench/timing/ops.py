@@ -152,8 +152,8 @@ class Workload:
         written = bool(torch.isfinite(y).all().item())
         generator = torch.Generator().manual_seed(seed)
         w, x = self.weights[0], self.inputs[0]
-        cols = torch.randperm(spec.n, generator=generator)[: min(CHECK_COLS, spec.n)].to(x.device)
-        if spec.op == "bmm":
+        cols = torch.randperm(spec.n, generator=generator)[: min(CHECK_COLS, spec.n)].to(y.device)
+        if spec.op == "bmm" and not isinstance(x, tuple):
             groups = torch.randperm(spec.batch, generator=generator)[: min(CHECK_GROUPS, spec.batch)]
             groups = groups.to(w.device)
             ref = torch.einsum(

@@ -26,12 +26,12 @@ FLAGS: dict[str, Option] = {
 @dataclass(frozen=True)
 class CompareConfig:
     inputs: tuple[Path, ...]
-    baseline: str | None = None
+    baseline: str | None = FLAGS["baseline"].default
     specs: tuple[str, ...] = ()  # SKUs given spec-only rows
-    fmt: str = "table"
-    output: Path | None = None
-    mad_k: float = 3.0
-    fail_on_outlier: bool = False
+    fmt: str = FLAGS["fmt"].default
+    output: Path | None = FLAGS["output"].default
+    mad_k: float = FLAGS["mad_k"].default
+    fail_on_outlier: bool = FLAGS["fail_on_outlier"].default
 
     def __post_init__(self) -> None:
         if not self.inputs:

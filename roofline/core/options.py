@@ -1,10 +1,12 @@
 """A command's options as data: one ``Option`` per config field, in a table the CLI declares its flags from.
 
 Each command's config module (``DecodeConfig``, ``SimulateConfig``, ...) holds a ``FLAGS`` table: config field ->
-``Option`` (the flag as typed, its kind, default and help).  The CLI turns each row into a click option under
-the field's name, so a refusal, the "given on the command line" checks and ``-h`` all read the same row.  Plain
-Python (no click here): the analysing side declares its commands' options too, and importing a table costs
-nothing.  ``number_refusal`` is the one rule for a number typed by a person: finite, and within its bounds;
+``Option`` (the flag as typed, its kind, default and help).  The row is the one declaration of the option: the CLI
+turns each row into a click option under the field's name, the config's field takes its default from the row
+(``FLAGS["tp"].default``), so a refusal, the "given on the command line" checks, ``-h`` and a config built in
+code all read the same row (``tests/test_options_declared.py`` holds every command to it).  Plain Python (no
+click here): the analysing side declares its commands' options too, and importing a table costs nothing.
+``number_refusal`` is the one rule for a number typed by a person: finite, and within its bounds;
 ``check_dtypes`` and ``resolved_kv_dtype`` the one rule for ``--dtype`` and ``--kv-dtype``.
 """
 
@@ -19,7 +21,7 @@ from roofline.core.counting import DTYPES, KV_DTYPES, activation_dtype, is_weigh
 from roofline.core.errors import BadInputError
 from roofline.core.units import significant
 
-KINDS = ("text", "int", "float", "number", "path", "flag", "choice")
+KINDS = ("text", "int", "float", "number", "path", "flag", "off", "choice")
 
 
 class OptionError(BadInputError):
@@ -28,8 +30,10 @@ class OptionError(BadInputError):
 
 @dataclass(frozen=True)
 class Option:
-    """One command-line option.  ``kind``: text, int, float (any float), number (finite, in (low, high] or
-    (low, high) with ``below_high``), path, flag (on when typed), choice (one of ``choices``)."""
+    """One command-line option.  ``kind``: text (parsed by the config), int, float (any float), number (finite, in
+    (low, high] or (low, high) with ``below_high``), path, flag (on when typed), off (a flag that turns its field
+    off: ``--no-telemetry``), choice (one of ``choices``).  ``default``: the config field's default, and what the
+    command takes when the flag is not typed; ``hidden``: not in ``-h`` (how a command hands work to itself)."""
 
     flags: tuple[str, ...]
     kind: str = "text"
@@ -43,10 +47,13 @@ class Option:
     high: float | None = None
     below_high: bool = False
     metavar: str | None = None
+    hidden: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown option kind {self.kind!r}")
+        if self.kind == "flag" and self.default is None:  # a flag not typed is off: its field's default
+            object.__setattr__(self, "default", False)
 
     @property
     def spelled(self) -> str:

@@ -15,18 +15,16 @@ from typing import Any
 from roofline.core.errors import BadInputError
 from roofline.core.options import Option, check_seed
 from roofline.serving.metrics import Slo
-from roofline.serving.policies import Policy, parse_policy
+from roofline.serving.policies import DEFAULT_POLICIES, Policy, parse_policy, policy_syntax
+from roofline.serving.simulate_config import FLAGS as SIMULATE_FLAGS
 from roofline.serving.simulate_config import (
-    DEFAULT_POLICIES,
     MAX_REPLICAS,
-    ROUTERS,
     check_kv_link,
     check_rates,
     check_router,
     refuse_drawn_beside_trace,
     refuse_static_split,
 )
-from roofline.serving.simulate_config import FLAGS as SIMULATE_FLAGS
 from roofline.serving.workload import check_request_count
 
 # The largest fleet a plan searches: past it a target is reported as not met (exit 0), not searched for ever.
@@ -37,8 +35,8 @@ FLAGS: dict[str, Option] = {
                     help="the traffic to plan for, requests/s (Poisson arrivals); a comma list plans each rate"),
     "slo": Option(("--slo",), required=True, help=SIMULATE_FLAGS["slo"].help),
     **{name: SIMULATE_FLAGS[name] for name in ("requests", "prompt", "output_lengths", "seed", "trace")},
-    "policies": Option(("--policy",), multiple=True, help="static:batch=B | continuous[:max-batch=B] | "
-                       "paged[:block=16] | chunked:budget=T (repeatable: each planned) [continuous]"),
+    "policies": Option(("--policy",), default=(), multiple=True,
+                       help=f"{policy_syntax()} (repeatable: each planned) [{', '.join(DEFAULT_POLICIES)}]"),
     "router": SIMULATE_FLAGS["router"],
     "prices": Option(("--gpu-hour-usd",), metavar="SKU=PRICE,...",
                      help="what one GPU-hour of each SKU costs you, USD (e.g. h100-sxm=2.5,h200-sxm=3.5): the cost "
@@ -62,22 +60,22 @@ FLAGS: dict[str, Option] = {
 class PlanConfig:
     profile_files: tuple[Path, ...] = ()
     rates: tuple[float, ...] = ()
-    slo: Slo | None = None
-    requests: int = 1000
-    prompt: str = "fixed:512"
-    output_lengths: str = "exp:128:512"
-    seed: int = 0
-    trace: Path | None = None
-    policies: tuple[Policy, ...] = ()  # () : DEFAULT_POLICIES
-    router: str = ROUTERS[0]
+    slo: Slo | None = FLAGS["slo"].default
+    requests: int = FLAGS["requests"].default
+    prompt: str = FLAGS["prompt"].default
+    output_lengths: str = FLAGS["output_lengths"].default
+    seed: int = FLAGS["seed"].default
+    trace: Path | None = FLAGS["trace"].default
+    policies: tuple[Policy, ...] = FLAGS["policies"].default  # () : DEFAULT_POLICIES
+    router: str = FLAGS["router"].default
     prices: tuple[tuple[str, float], ...] = ()  # (SKU, USD per GPU-hour)
-    max_gpus: int = MAX_GPUS
-    disaggregate: bool = False
-    kv_link_gbps: float | None = None
-    mem_fraction: float = 0.9
-    out_dir: Path | None = None
-    no_report: bool = False
-    as_json: bool = False
+    max_gpus: int = FLAGS["max_gpus"].default
+    disaggregate: bool = FLAGS["disaggregate"].default
+    kv_link_gbps: float | None = FLAGS["kv_link_gbps"].default
+    mem_fraction: float = FLAGS["mem_fraction"].default
+    out_dir: Path | None = FLAGS["out_dir"].default
+    no_report: bool = FLAGS["no_report"].default
+    as_json: bool = FLAGS["as_json"].default
 
     def __post_init__(self) -> None:
         if not self.profile_files:

@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 
 from roofline.fleet.handover import DecodeOnly, KvLink
 from roofline.fleet.router import Router
-from roofline.serving.policies import Policy, parse_policy
+from roofline.serving.policies import DEFAULT_ROUTER, Policy, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
 from roofline.serving.simulate import Replica, RequestOutcome, SimulationError, SimulationRun, check_requests
-from roofline.serving.simulate_config import ROUTERS, refuse_static_split
+from roofline.serving.simulate_config import refuse_static_split
 from roofline.serving.step_log import StepLog
 from roofline.serving.workload import Request
 
@@ -31,7 +31,7 @@ class FleetLayout:
     many of each instead, and ``link`` is what the KV cache crosses between them."""
 
     replicas: int = 1
-    router: str = ROUTERS[0]
+    router: str = DEFAULT_ROUTER
     split: tuple[int, int] | None = None
     link: KvLink | None = None
 

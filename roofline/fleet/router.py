@@ -3,16 +3,16 @@
 ``round-robin`` ignores the state; ``least-loaded`` picks the replica with the fewest outstanding requests
 (routed and not finished: Vidur's "least outstanding requests"); ``shortest-queue`` the one with the fewest
 waiting (routed and not yet admitted into a batch).  Ties go to the first tied replica after the one chosen
-last, so an idle fleet spreads its requests instead of piling them on replica 0.  The names a command takes
-are ``roofline.serving.simulate_config.ROUTERS``.
+last, so an idle fleet spreads its requests instead of piling them on replica 0.  Every router, with the load
+it minimises and its help, is one entry of ``roofline.serving.policies.ROUTERS``; this module applies them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
-from roofline.serving.simulate_config import ROUTERS
+from roofline.serving.policies import ROUTERS
 
 
 class ReplicaState(Protocol):
@@ -23,13 +23,6 @@ class ReplicaState(Protocol):
     def waiting(self, time_s: float) -> int: ...
 
 
-def _loads(name: str) -> Callable[[ReplicaState, float], int] | None:
-    """The load a router minimises (None: round robin, which reads none)."""
-    return {"round-robin": None,
-            "least-loaded": lambda replica, time_s: replica.outstanding(time_s),
-            "shortest-queue": lambda replica, time_s: replica.waiting(time_s)}[name]
-
-
 class Router:
     """One router over one pool of replicas; ``choose`` is called once per request, in arrival order."""
 
@@ -37,7 +30,7 @@ class Router:
         if name not in ROUTERS:
             raise ValueError(f"unknown router {name!r}; routers: {', '.join(ROUTERS)}")
         self.name, self.last = name, -1
-        self._load = _loads(name)
+        self._load = ROUTERS[name].load  # None: round robin, which reads no state
 
     @property
     def reads_state(self) -> bool:

@@ -48,6 +48,16 @@ class Host(Record):
     libraries: dict[str, str] | None = key("object", doc="installed versions of torch, numpy, nvidia-ml-py, ...")
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """Who made a document, as every document records it: the ``tool`` and ``host`` sections (the measuring side
+    describes them: ``microbench.device.provenance``) and the command line (``argv``)."""
+
+    tool: dict[str, Any]
+    host: dict[str, Any]
+    argv: tuple[str, ...] = ()
+
+
 # --- device -----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class NvmlAccess(Record):

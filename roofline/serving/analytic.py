@@ -22,17 +22,23 @@ with ``--from`` they take the matched SKU's sheet (none matched: no comm tables)
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol, cast
 
 from roofline.analysis.trust import busy_why
 from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, all_to_all_bytes
-from roofline.core.options import check_dtypes
+from roofline.core.errors import BadInputError
+from roofline.core.options import check_dtypes, resolved_kv_dtype
 from roofline.core.roof import Roof
 from roofline.decode.step import analytic_time
 from roofline.result.document import Result
+from roofline.result.io import load_result
+from roofline.result.sections import Provenance
 from roofline.serving.profile_doc import CommTable, GroupedTable, LinearTable, StepProfile, Table1D, Table2D
-from roofline.specs.gpus import GpuSpec, SpecError
-from roofline.specs.models import ModelSpec
+from roofline.serving.simulate_config import MODEL_FLAGS
+from roofline.specs.gpus import GpuSpec, SpecError, load_gpu_spec
+from roofline.specs.hf_config import load_hf_config
+from roofline.specs.models import ModelSpec, load_model
 from roofline.step.comm import ALL_TO_ALLS_PER_MOE_LAYER
 from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
 from roofline.step.launches import Launch, StepModel
@@ -235,3 +241,54 @@ def _fits(step: StepModel, result: Result | None, series: list[dict[str, Any]], 
     for dtype in {lin.dtype for lin in step.linears} - set(fits):
         fits[dtype] = fitted_roofs(_fit_series(result, dtype), default)
     return fits
+
+
+class ModelOptions(Protocol):
+    """The options that build an analytic profile (``roofline.serving.simulate_config.MODEL_FLAGS``), as a
+    ``SimulateConfig`` or an ``--analytic`` ``ProfileConfig`` holds them."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def hf_config(self) -> Path | None: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def ep(self) -> int: ...
+    @property
+    def routing(self) -> str: ...
+    @property
+    def dtype(self) -> str | None: ...
+    @property
+    def kv_dtype(self) -> str | None: ...
+    @property
+    def sku(self) -> str | None: ...
+    @property
+    def ideal(self) -> bool: ...
+    @property
+    def from_result(self) -> Path | None: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def max_context(self) -> int: ...
+
+
+def analytic_profile_of(options: ModelOptions, provenance: Provenance) -> StepProfile:
+    """The analytic step profile a command's model options ask for: the model (``--model`` or ``--hf-config``) on
+    the achievable ceilings of ``--gpu``, its spec sheet with ``--ideal``, or the fits of ``--from`` (whose matched
+    SKU, if any, gives the interconnect).  ``--dtype`` not given: simulate's default."""
+    if bool(options.model) == bool(options.hf_config):
+        raise BadInputError("give one of --model NAME or --hf-config PATH")
+    if not options.sku and options.from_result is None:
+        raise BadInputError("--analytic needs --gpu SKU (or --from RESULT.json)")
+    # Exactly one of the two is given (checked above).
+    model = load_model(options.model) if options.model else load_hf_config(cast(Path, options.hf_config))
+    result = load_result(options.from_result) if options.from_result is not None else None
+    sku = options.sku or (result.device.get("sku") if result is not None else None)
+    dtype = options.dtype or MODEL_FLAGS["dtype"].default
+    return analytic_profile(model, tp=options.tp, dtype=dtype, kv_dtype=resolved_kv_dtype(dtype, options.kv_dtype),
+                            max_tokens=options.max_tokens, max_context=options.max_context,
+                            gpu=load_gpu_spec(sku) if sku else None, result=result,
+                            result_name=options.from_result.name if options.from_result else "",
+                            tool=provenance.tool, host=provenance.host, argv=provenance.argv, ideal=options.ideal,
+                            ep=options.ep, routing=options.routing)

@@ -1,12 +1,20 @@
-"""Batching policies: small objects that decide what the next engine step runs.  The engine loop
+"""Batching policies and routers, each from one registry.
+
+A batching policy is a small object that decides what the next engine step runs.  The engine loop
 (``roofline.serving.simulate``) owns the clock, the queues and the KV cache; a policy only reads them and
-returns a ``StepPlan``.  Semantics of each policy: ``docs/serving.md``.
+returns a ``StepPlan``.  ``POLICIES`` is every policy by kind: ``parse_policy`` reads a ``--policy`` string with
+it, ``policy_syntax`` writes the option's help from it, and the documents' schema takes its kinds from it.
+
+A router picks which replica of a fleet takes an arriving request (``roofline.fleet.router`` applies the rule).
+``ROUTERS`` is every router by name, with what it minimises: the ``--router`` option's choices and help and the
+documents' schema read it.  Semantics of each: ``docs/serving.md``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from roofline.core.errors import BadInputError
 
@@ -69,6 +77,18 @@ class Policy:
 
     kind = "base"
     paged = False
+    # What the policy string takes after its kind: option as typed -> (the field it sets, its placeholder in the
+    # syntax); REQUIRED: the options it cannot go without.
+    OPTIONS: ClassVar[dict[str, tuple[str, str]]] = {}
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def syntax(cls, short: bool = False) -> str:
+        """How the policy is typed: ``chunked:budget=T[:block=16][:max-batch=B]`` (``short``: the required
+        options only, ``chunked:budget=T``)."""
+        return cls.kind + "".join(f":{name}={placeholder}" if name in cls.REQUIRED else f"[:{name}={placeholder}]"
+                                  for name, (_, placeholder) in cls.OPTIONS.items()
+                                  if name in cls.REQUIRED or not short)
 
     def schedule(self, engine) -> StepPlan:  # pragma: no cover - every policy overrides it
         raise NotImplementedError
@@ -88,6 +108,8 @@ class Static(Policy):
 
     cache: int = 0
     kind = "static"
+    OPTIONS: ClassVar[dict[str, tuple[str, str]]] = {"batch": ("max_batch", "B"), "cache": ("cache", "L")}
+    REQUIRED: ClassVar[tuple[str, ...]] = ("batch",)
 
     def schedule(self, engine) -> StepPlan:
         batch = engine.static_batch
@@ -108,6 +130,7 @@ class Continuous(Policy):
 
     max_tokens: int = DEFAULT_MAX_TOKENS
     kind = "continuous"
+    OPTIONS: ClassVar[dict[str, tuple[str, str]]] = {"max-batch": ("max_batch", "B"), "max-tokens": ("max_tokens", "T")}
 
     def schedule(self, engine) -> StepPlan:
         admitted = engine.admit(self.max_batch, self.max_tokens)
@@ -122,6 +145,8 @@ class Paged(Continuous):
 
     kind = "paged"
     paged = True
+    OPTIONS: ClassVar[dict[str, tuple[str, str]]] = {"block": ("block", str(DEFAULT_BLOCK)),
+                                                     **Continuous.OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -135,6 +160,10 @@ class Chunked(Policy):
     kv_cap: int = 0
     kind = "chunked"
     paged = True
+    OPTIONS: ClassVar[dict[str, tuple[str, str]]] = {"budget": ("budget", "T"), "block": ("block", str(DEFAULT_BLOCK)),
+                                                     "max-batch": ("max_batch", "B"), "pad-q": ("pad_q", "Q"),
+                                                     "pad-kv": ("pad_kv", "V"), "kv-cap": ("kv_cap", "C")}
+    REQUIRED: ClassVar[tuple[str, ...]] = ("budget",)
 
     @property
     def packing(self) -> Packing | None:
@@ -165,6 +194,17 @@ class Chunked(Policy):
         return {**super().to_dict(), "budget_tokens": self.budget, **padding}
 
 
+# Every batching policy by kind, in the order the help lists them; the one a command runs without --policy.
+POLICIES: dict[str, type[Policy]] = {policy.kind: policy for policy in (Static, Continuous, Paged, Chunked)}
+POLICY_KINDS = tuple(POLICIES)
+DEFAULT_POLICIES = ("continuous",)
+
+
+def policy_syntax() -> str:
+    """Every policy as typed, for ``--policy``'s help: ``static:batch=B | continuous[:max-batch=B]... | ...``."""
+    return " | ".join(policy.syntax() for policy in POLICIES.values())
+
+
 def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str, int]:
     out = {}
     for part in parts:
@@ -172,7 +212,7 @@ def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str,
         key = key.strip()
         if not sep or key not in allowed:
             raise PolicyError(f"policy {text!r}: unknown option {part!r}; options: {', '.join(allowed) or 'none'}")
-        if key.replace("-", "_") in out:  # last-wins would hide a typo in a long policy string
+        if key in out:  # last-wins would hide a typo in a long policy string
             raise PolicyError(f"policy {text!r}: {key} is given twice")
         try:
             number = int(value)
@@ -180,28 +220,52 @@ def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str,
             raise PolicyError(f"policy {text!r}: {key} must be an integer") from None
         if number < 1:
             raise PolicyError(f"policy {text!r}: {key} must be positive")
-        out[key.replace("-", "_")] = number
+        out[key] = number
     return out
 
 
 def parse_policy(text: str) -> Policy:
-    """``static:batch=B[:cache=L]`` | ``continuous[:max-batch=B][:max-tokens=T]`` | ``paged[:block=16][:max-batch=B]
-    [:max-tokens=T]`` | ``chunked:budget=T[:block=16][:max-batch=B][:pad-q=Q[:pad-kv=V][:kv-cap=C]]``."""
+    """A ``--policy`` string: one of ``policy_syntax()``, e.g. ``chunked:budget=512:max-batch=64``."""
     kind, *parts = text.strip().split(":")
-    if kind == "static":
-        opts = _options(text, parts, ("batch", "cache"))
-        if "batch" not in opts:
-            raise PolicyError(f"policy {text!r}: static needs batch=B")
-        return Static(text=text, max_batch=opts["batch"], cache=opts.get("cache", 0))
-    if kind == "continuous":
-        return Continuous(text=text, **_options(text, parts, ("max-batch", "max-tokens")))
-    if kind == "paged":
-        return Paged(text=text, **_options(text, parts, ("block", "max-batch", "max-tokens")))
-    if kind == "chunked":
-        opts = _options(text, parts, ("budget", "block", "max-batch", "pad-q", "pad-kv", "kv-cap"))
-        if "budget" not in opts:
-            raise PolicyError(f"policy {text!r}: chunked needs budget=T")
-        if ("pad_kv" in opts or "kv_cap" in opts) and "pad_q" not in opts:
-            raise PolicyError(f"policy {text!r}: pad-kv and kv-cap pad a packed step: give pad-q=Q too")
-        return Chunked(text=text, **opts)
-    raise PolicyError(f"unknown policy {text!r}; use static:batch=B, continuous, paged or chunked:budget=T")
+    policy = POLICIES.get(kind)
+    if policy is None:
+        kinds = [p.syntax(short=True) for p in POLICIES.values()]
+        raise PolicyError(f"unknown policy {text!r}; use {', '.join(kinds[:-1])} or {kinds[-1]}")
+    given = _options(text, parts, tuple(policy.OPTIONS))
+    for name in policy.REQUIRED:
+        if name not in given:
+            raise PolicyError(f"policy {text!r}: {kind} needs {name}={policy.OPTIONS[name][1]}")
+    if kind == "chunked" and ("pad-kv" in given or "kv-cap" in given) and "pad-q" not in given:
+        raise PolicyError(f"policy {text!r}: pad-kv and kv-cap pad a packed step: give pad-q=Q too")
+    return policy(text=text, **{policy.OPTIONS[name][0]: value for name, value in given.items()})
+
+
+# --- routers ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RouterRule:
+    """What a router does, in words (``help``), and the load it minimises over a pool's replicas at an arrival
+    (``load(replica, time_s)``; None: it reads no state and takes the next in turn)."""
+
+    help: str
+    load: Callable[[Any, float], int] | None = None
+
+
+# Every router by name, the default first.  Round robin is the default: on the fleet benchmark
+# (scripts/bench_fleet.py) it gave the lower TTFT P90 and TPOT P99 at both rates; least-loaded piles consecutive
+# arrivals on the replica that just emptied.
+ROUTERS: dict[str, RouterRule] = {
+    "round-robin": RouterRule("the next in turn"),
+    "least-loaded": RouterRule("the fewest outstanding requests (routed and not finished)",
+                               lambda replica, time_s: replica.outstanding(time_s)),
+    "shortest-queue": RouterRule("the fewest waiting (routed and not yet admitted)",
+                                 lambda replica, time_s: replica.waiting(time_s)),
+}
+ROUTER_NAMES = tuple(ROUTERS)
+DEFAULT_ROUTER = ROUTER_NAMES[0]
+
+
+def router_help() -> str:
+    """``--router``'s help: each router and what it picks."""
+    return "which replica takes each arriving request: " + "; ".join(
+        f"{name}, {rule.help}" for name, rule in ROUTERS.items())

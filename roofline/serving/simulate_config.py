@@ -19,14 +19,17 @@ from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.errors import BadInputError
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, number_refusal, spelled
 from roofline.serving.metrics import Slo
-from roofline.serving.policies import Policy, parse_policy
+from roofline.serving.policies import (
+    DEFAULT_POLICIES,
+    DEFAULT_ROUTER,
+    ROUTER_NAMES,
+    Policy,
+    parse_policy,
+    policy_syntax,
+    router_help,
+)
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
 from roofline.serving.workload import check_request_count
-
-# The routers of a fleet (their rules: roofline.fleet.router), the default first.
-# Round robin first, the default: on the fleet benchmark (scripts/bench_fleet.py) it gave the lower TTFT P90 and
-# TPOT P99 at both rates; least-loaded piles consecutive arrivals on the replica that just emptied.
-ROUTERS = ("round-robin", "least-loaded", "shortest-queue")
 
 # The options that build an analytic profile (beside a PROFILE.json they would be silently ignored).
 MODEL_FLAGS: dict[str, Option] = {
@@ -68,8 +71,8 @@ FLAGS: dict[str, Option] = {
                              help="output lengths, as --prompt"),
     "seed": Option(("--seed",), "int", 0, show_default=True),
     "trace": Option(("--trace",), "path", help="CSV arrival_s,prompt_tokens,output_tokens"),
-    "policies": Option(("--policy",), multiple=True, help="static:batch=B | continuous[:max-batch=B] | "
-                       "paged[:block=16] | chunked:budget=T (repeatable: compared side by side) [continuous]"),
+    "policies": Option(("--policy",), default=(), multiple=True,
+                       help=f"{policy_syntax()} (repeatable: compared side by side) [{', '.join(DEFAULT_POLICIES)}]"),
     **{term: Option((flag,), "float", help=OVERHEAD_HELP[term]) for term, flag in zip(
         EngineOverhead.TERMS, ("--overhead-s", "--overhead-per-seq-s", "--overhead-per-cached-token-s",
                                "--overhead-per-prefill-s"), strict=True)},
@@ -80,9 +83,8 @@ FLAGS: dict[str, Option] = {
     "rates": Option(("--rates",), help="also simulate these Poisson rates (requests/s) for the latency curve"),
     "replicas": Option(("--replicas",), "int", 1, show_default=True,
                        help="replicas of the profile behind one router (each the profile's --tp GPUs)"),
-    "router": Option(("--router",), "choice", "round-robin", show_default=True, choices=ROUTERS,
-                     help="which replica takes each arriving request: the next in turn, the fewest outstanding "
-                          "requests, the fewest waiting"),
+    "router": Option(("--router",), "choice", DEFAULT_ROUTER, show_default=True, choices=ROUTER_NAMES,
+                     help=router_help()),
     "disaggregate": Option(("--disaggregate",), metavar="P:D",
                            help="P prefill replicas hand each prompt's KV cache to D decode replicas"),
     "kv_link_gbps": Option(("--kv-link-gbps",), "float",
@@ -93,7 +95,6 @@ FLAGS: dict[str, Option] = {
     "no_report": Option(("--no-report",), "flag", help="write simulation.json and requests.csv only"),
     "as_json": Option(("--json",), "flag", help="print the per-policy summaries as JSON"),
 }
-DEFAULT_POLICIES = ("continuous",)
 # The options that draw a workload: a --trace is the workload, so beside it they would be silently ignored.
 DRAWN_WORKLOAD = ("requests", "arrivals", "prompt", "output_lengths")
 # The largest fleet simulated or planned: 4096 replicas is past any one deployment, and each replica is an engine
@@ -115,40 +116,41 @@ MAX_KV_LINK_GBPS = 1e6
 @dataclass(frozen=True)
 class SimulateConfig:
     profile_file: Path | None = None
-    analytic: bool = False
-    model: str | None = None
-    hf_config: Path | None = None
-    tp: int = 1
-    ep: int = 1
-    routing: str = "balanced"
-    dtype: str = "bf16"
-    kv_dtype: str | None = None
-    sku: str | None = None
-    ideal: bool = False
-    from_result: Path | None = None
-    max_tokens: int = 8192
-    max_context: int = 8192
-    requests: int = 1000
-    arrivals: str = "burst"
-    prompt: str = "fixed:512"
-    output_lengths: str = "exp:128:512"
-    seed: int = 0
-    trace: Path | None = None
-    policies: tuple[Policy, ...] = ()  # () : DEFAULT_POLICIES
-    per_step_s: float | None = None  # each --overhead-* given replaces that term of the profile's overhead
-    per_sequence_s: float | None = None
-    per_cached_token_s: float | None = None
-    per_prefill_step_s: float | None = None
-    mem_fraction: float = 0.9
-    slo: Slo | None = None
+    analytic: bool = FLAGS["analytic"].default
+    model: str | None = FLAGS["model"].default
+    hf_config: Path | None = FLAGS["hf_config"].default
+    tp: int = FLAGS["tp"].default
+    ep: int = FLAGS["ep"].default
+    routing: str = FLAGS["routing"].default
+    dtype: str = FLAGS["dtype"].default
+    kv_dtype: str | None = FLAGS["kv_dtype"].default
+    sku: str | None = FLAGS["sku"].default
+    ideal: bool = FLAGS["ideal"].default
+    from_result: Path | None = FLAGS["from_result"].default
+    max_tokens: int = FLAGS["max_tokens"].default
+    max_context: int = FLAGS["max_context"].default
+    requests: int = FLAGS["requests"].default
+    arrivals: str = FLAGS["arrivals"].default
+    prompt: str = FLAGS["prompt"].default
+    output_lengths: str = FLAGS["output_lengths"].default
+    seed: int = FLAGS["seed"].default
+    trace: Path | None = FLAGS["trace"].default
+    policies: tuple[Policy, ...] = FLAGS["policies"].default  # () : DEFAULT_POLICIES
+    # each --overhead-* given replaces that term of the profile's overhead
+    per_step_s: float | None = FLAGS["per_step_s"].default
+    per_sequence_s: float | None = FLAGS["per_sequence_s"].default
+    per_cached_token_s: float | None = FLAGS["per_cached_token_s"].default
+    per_prefill_step_s: float | None = FLAGS["per_prefill_step_s"].default
+    mem_fraction: float = FLAGS["mem_fraction"].default
+    slo: Slo | None = FLAGS["slo"].default
     rates: tuple[float, ...] = ()
-    replicas: int = 1
-    router: str = ROUTERS[0]
-    disaggregate: tuple[int, int] | None = None  # (prefill replicas, decode replicas)
-    kv_link_gbps: float | None = None
-    out_dir: Path | None = None
-    no_report: bool = False
-    as_json: bool = False
+    replicas: int = FLAGS["replicas"].default
+    router: str = FLAGS["router"].default
+    disaggregate: tuple[int, int] | None = FLAGS["disaggregate"].default  # (prefill replicas, decode replicas)
+    kv_link_gbps: float | None = FLAGS["kv_link_gbps"].default
+    out_dir: Path | None = FLAGS["out_dir"].default
+    no_report: bool = FLAGS["no_report"].default
+    as_json: bool = FLAGS["as_json"].default
 
     def __post_init__(self) -> None:
         if self.profile_file and self.analytic:
@@ -257,8 +259,8 @@ def check_fleet(replicas: int, router: str, split: tuple[int, int] | None, kv_li
 
 
 def check_router(router: str) -> None:
-    if router not in ROUTERS:
-        raise BadInputError(f"--router {router!r}: unknown router; choose from {', '.join(ROUTERS)}")
+    if router not in ROUTER_NAMES:
+        raise BadInputError(f"--router {router!r}: unknown router; choose from {', '.join(ROUTER_NAMES)}")
 
 
 def refuse_static_split(policies: list[Policy]) -> None:

@@ -202,6 +202,16 @@ def load_trace(path: str | Path) -> list[Request]:
     return [replace(r, id=i) for i, r in enumerate(out)]
 
 
+def read_workload(trace: Path | None, requests: int, arrivals: str, prompt: str, output: str,
+                  seed: int) -> tuple[list[Request], dict[str, Any]]:
+    """A command's workload and the record its document keeps of it: the ``trace`` replayed, or ``requests`` drawn
+    from the arrival and length specs with ``seed``."""
+    if trace is not None:
+        return load_trace(trace), {"trace": str(trace)}
+    spec = {"requests": requests, "arrivals": arrivals, "prompt": prompt, "output": output, "seed": seed}
+    return make_workload(requests, arrivals, prompt, output, seed), spec
+
+
 def describe_lengths(spec: str) -> str:
     """A length spec in words: ``exp:128:512`` -> "exponential, mean 128 tokens, capped at 512"."""
     kind, *parts = str(spec).strip().split(":")

@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 from roofline.result.json_schema import shaped_key as key
 from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
+from roofline.serving.policies import ROUTER_NAMES
 from roofline.serving.schemas.simulation import Capacity, KvLinkRecord, PolicyRecord, ProfileIdentity, Workload
-from roofline.serving.simulate_config import ROUTERS
 
 PLAN_VERSION = 1
 PLAN_KIND = "gpubench-plan"
@@ -93,7 +93,7 @@ class PlanDocument(Record):
                         doc="the requests' lengths (their arrivals: Poisson at each rate)")
     slo: Any = key("object", values="number", unit="s", required=True, doc="--slo: limit per metric_pNN")
     rates_requests_per_s: Any = key("array", items="number", unit="1/s", required=True, doc="--rate, ascending")
-    router: Any = key("string", required=True, choices=ROUTERS, doc="--router")
+    router: Any = key("string", required=True, choices=ROUTER_NAMES, doc="--router")
     max_gpus: Any = key("integer", required=True, doc="--max-gpus: the largest fleet searched")
     mem_fraction: Any = key("number", required=True, doc="share of device memory for weights and KV")
     gpu_hour_usd: Any = key("object", values="number", unit="USD", required=True,

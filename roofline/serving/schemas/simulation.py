@@ -15,10 +15,9 @@ from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
 from roofline.serving import document as simulation_doc
 from roofline.serving import profile_doc
+from roofline.serving.policies import POLICY_KINDS, ROUTER_NAMES
 from roofline.serving.schemas.step_profile import ModelShape, Overhead, ProfileMemory, ProfileRoof
-from roofline.serving.simulate_config import ROUTERS
 
-POLICY_KINDS = ("static", "continuous", "paged", "chunked")
 REPLICA_ROLES = ("serving", "prefill", "decode")
 
 
@@ -256,7 +255,7 @@ class KvLinkRecord(Record):
 class FleetLayoutRecord(Record):
     SECTION: ClassVar[str] = "fleet"
     replicas: Any = key("integer", required=True, doc="replicas in all (prefill and decode when split)")
-    router: Any = key("string", required=True, choices=ROUTERS, doc="--router")
+    router: Any = key("string", required=True, choices=ROUTER_NAMES, doc="--router")
     prefill_replicas: Any = key("integer", required=True, nullable=True, doc="--disaggregate P (null: not split)")
     decode_replicas: Any = key("integer", required=True, nullable=True, doc="--disaggregate D (null: not split)")
     kv_link: Any = key("object", record=KvLinkRecord, required=True, nullable=True,

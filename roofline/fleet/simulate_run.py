@@ -1,0 +1,157 @@
+"""``gpubench simulate`` as the library runs it: everything between the command's parsed options and what it prints.
+
+``prepare_simulation`` reads and checks every input before anything is simulated: the step profile (a file, or
+built from the model options with ``--analytic``: ``roofline.serving.analytic``), the workload (drawn, or a trace),
+that its runs fit in memory, the engine overhead (the profile's, each ``--overhead-*`` replacing its term) and a
+fleet's layout.  ``Simulation.run`` simulates each policy (``roofline.serving.simulate``, or the whole fleet:
+``roofline.fleet.replicas``), with its rate curve (``--rates``) and capacity search (``--slo``), and assembles the
+document (``roofline.serving.document``); ``SimulationOutcome.write`` writes simulation.json, requests.csv and the
+report into a folder.  The CLI holds the output folder around them (``microbench.cli.guard``) and prints.
+
+It lives with the fleets because one simulate command may simulate a fleet, and the serving room never reads
+the fleet room; one replica is the serving room's engine loop, called directly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from roofline.fleet.handover import kv_link
+from roofline.fleet.replicas import FleetLayout, FleetRun, simulate_fleet
+from roofline.fleet.summary import fleet_section, layout_record
+from roofline.result.sections import Provenance
+from roofline.serving import document as simulation_doc
+from roofline.serving import simulate as engine_loop
+from roofline.serving.analytic import analytic_profile_of
+from roofline.serving.capacity import Probe, capacity_under, rate_point
+from roofline.serving.metrics import summarize
+from roofline.serving.policies import Policy
+from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
+from roofline.serving.simulate import SimulationRun
+from roofline.serving.simulate_config import FLAGS, SimulateConfig
+from roofline.serving.workload import Request, check_fits_in_memory, read_workload, with_arrivals
+
+# Each simulation of a capacity search as it ends, with what was searched ("capacity of continuous"): the command
+# prints a line for each, so a long search is visibly alive (the library never prints).
+ProbeReport = Callable[[str, Probe], None]
+
+
+def named_progress(progress: ProbeReport | None, subject: str) -> Callable[[Probe], None] | None:
+    """What a search takes as its progress: each probe handed on with ``subject``."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda probe: report(subject, probe)
+
+
+def overhead_with(profile: StepProfile, given: dict[str, float]) -> EngineOverhead | None:
+    """The profile's calibrated overhead with the terms given on the command line replaced (the rest kept)."""
+    if not given:
+        return profile.engine_overhead
+    base = profile.engine_overhead or EngineOverhead(0.0, 0.0, "")
+    flags = ", ".join(FLAGS[term].spelled for term in given)
+    fitted_on = f"{base.fitted_on}; {flags} given on the command line" if base.fitted_on else f"{flags} given"
+    return replace(base, **given, fitted_on=fitted_on)
+
+
+def fleet_layout(config: SimulateConfig, profile: StepProfile) -> FleetLayout:
+    """The fleet of a config: its replicas and router, or its prefill:decode split with the KV link
+    (``--kv-link-gbps``, else the spec sheet of the profile's GPU)."""
+    if config.disaggregate is None:
+        return FleetLayout(config.replicas, config.router)
+    return FleetLayout(router=config.router, split=config.disaggregate, link=kv_link(profile, config.kv_link_gbps))
+
+
+def prepare_simulation(config: SimulateConfig, provenance: Provenance) -> Simulation:
+    """Every input of a checked config read and checked, nothing simulated yet (a refusal is one line)."""
+    profile = load_profile(config.profile_file) if config.profile_file else analytic_profile_of(config, provenance)
+    requests, workload = read_workload(config.trace, config.requests, config.arrivals, config.prompt,
+                                       config.output_lengths, config.seed)
+    check_fits_in_memory(requests, len(config.policy_list))
+    return Simulation(config, profile, requests, workload, overhead_with(profile, config.overhead_given),
+                      fleet_layout(config, profile) if config.fleet else None, provenance)
+
+
+@dataclass(frozen=True)
+class SimulationOutcome:
+    """A simulate command's answer: the simulation document and each policy's run (its requests and steps)."""
+
+    document: dict[str, Any]
+    runs: list[SimulationRun]
+    fleet: bool = False
+
+    def write(self, folder: Path, report: bool = True) -> None:
+        """simulation.json, requests.csv (a fleet's with each request's replica) and, with ``report``, the report,
+        each written into ``folder`` (the output's staging folder)."""
+        from roofline.serving.report import write_report
+
+        # Through the modules, looked up as each file is written: the tests' seams (a full disk) replace them there.
+        simulation_doc.save_simulation(self.document, folder / "simulation.json")
+        placements: list[Sequence[tuple[int, int | None]]] | None = (
+            [run.placement for run in self.runs if isinstance(run, FleetRun)] if self.fleet else None)
+        simulation_doc.write_requests_csv(self.runs, folder / "requests.csv", placements)
+        if report:
+            write_report(self.document, self.runs, folder)
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """One simulate command, its inputs read and checked."""
+
+    config: SimulateConfig
+    profile: StepProfile
+    requests: list[Request]
+    workload: dict[str, Any]
+    overhead: EngineOverhead | None
+    layout: FleetLayout | None
+    provenance: Provenance
+
+    def default_folder(self, now: dt.datetime | None = None) -> Path:
+        """Where the run is written without ``-o``: ``results/sim-<model id>-<UTC time>``."""
+        now = now or dt.datetime.now(dt.timezone.utc)
+        return Path("results") / f"sim-{self.profile.model.get('id') or 'model'}-{now:%Y%m%dT%H%M%SZ}"
+
+    def run(self, progress: ProbeReport | None = None) -> SimulationOutcome:
+        """Simulate each policy (with its rate curve and capacity search) and assemble the document."""
+        config, provenance = self.config, self.provenance
+        entries = [self._policy(policy, progress) for policy in config.policy_list]
+        profile_path = str(config.profile_file) if config.profile_file else None
+        document = simulation_doc.simulation_document(
+            entries, self.profile, profile_path, self.workload, config.mem_fraction, provenance.tool, provenance.host,
+            provenance.argv, layout_record(self.layout) if self.layout else None)
+        return SimulationOutcome(document, [entry["run"] for entry in entries], self.layout is not None)
+
+    def _run_at(self, policy: Policy, workload: list[Request], log_steps: bool = False) -> SimulationRun:
+        """One simulation of ``workload``: of the whole fleet when there is one (its capacity is the fleet's)."""
+        if self.layout is not None:
+            return simulate_fleet(self.profile, workload, policy, self.layout, self.overhead,
+                                  self.config.mem_fraction, log_steps)
+        return engine_loop.simulate(self.profile, workload, policy, self.overhead, self.config.mem_fraction, log_steps)
+
+    def _policy(self, policy: Policy, progress: ProbeReport | None) -> dict[str, Any]:
+        """One policy's entry: its run and summary; with rates its curve; with an SLO its capacity (each probe
+        handed to ``progress``)."""
+        config, profile = self.config, self.profile
+
+        # Only the run the table summarises logs its steps; the curve's and the search's runs are read for their
+        # requests' latencies alone (a step log of every request decoding alone at a low rate is gigabytes).
+        def run_at(workload: list[Request]) -> SimulationRun:
+            return self._run_at(policy, workload)
+
+        run = self._run_at(policy, self.requests, log_steps=True)
+        entry: dict[str, Any] = {"run": run, "summary": summarize(run, profile, config.mem_fraction, config.slo),
+                                 "rates": []}
+        if isinstance(run, FleetRun):
+            entry["fleet"] = fleet_section(run, profile, config.mem_fraction)
+        for rate in config.rates:
+            entry["rates"].append(rate_point(rate, run_at(with_arrivals(self.requests, f"poisson:{rate!r}",
+                                                                        config.seed))))
+        if config.slo is not None:
+            entry["capacity"] = capacity_under(self.requests, config.slo, run_at, config.seed,
+                                               named_progress(progress, f"capacity of {policy.text}"))
+            entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]
+        return entry
