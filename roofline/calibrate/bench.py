@@ -20,9 +20,10 @@ Each format as its writer writes it (read at the source):
 - **GuideLLM**, ``guidellm run --output kind=json`` (guidellm 0.8.1 from PyPI, ``guidellm/benchmark/schemas/
   report.py`` ``GenerativeBenchmarksReport`` and ``guidellm/schemas/base/request_stats.py``; the same report
   version 2 in vllm-project/guidellm at ee7a77457ba668b4b5ccb40f110518829893b36a): ``{"metadata": {"version":
-  2, "guidellm_version"}, "config", "benchmarks": [...]}``, one benchmark per strategy of the run (a sweep has
-  several: pick one with ``--run``).  Each benchmark's ``config.strategy`` (``type_``: synchronous, concurrent,
-  throughput, constant, poisson; ``rate``, ``streams``) and ``requests.successful`` (also ``errored``,
+  2, "guidellm_version"}, "config", "benchmarks": [...]}``, one benchmark per strategy of the run (a sweep, or
+  ``--override profile.streams 1,4``, has several: each is a run of its own, or pick one with ``--run``).
+  Each benchmark's ``config.strategy`` (``type_``: synchronous, concurrent, throughput, constant, poisson;
+  ``rate``, ``streams``) and ``requests.successful`` (also ``errored``,
   ``incomplete``), each request with ``request_start_time`` (epoch seconds, when it was sent: the arrival
   replayed), ``prompt_tokens`` and ``output_tokens`` (the server's usage counts when it sent them), and
   ``info.timings`` ``first_token_iteration`` and ``last_token_iteration`` (epoch seconds of the first and last
@@ -96,9 +97,10 @@ class BenchRun:
                 + (f" ({self.dropped} failed, left out)" if self.dropped else "") + f", arrivals {self.arrivals}")
 
 
-def read_bench(path: str | os.PathLike, fmt: str = "auto", run: int | None = None, seed: int = 0) -> BenchRun:
-    """The run saved in ``path`` (``fmt``: vllm, guidellm or auto: told apart by their keys); ``run``: which
-    benchmark of a file that holds several (GuideLLM's sweep), counted from 0."""
+def read_bench(path: str | os.PathLike, fmt: str = "auto", run: int | None = None, seed: int = 0) -> list[BenchRun]:
+    """The runs saved in ``path`` (``fmt``: vllm, guidellm or auto: told apart by their keys): every benchmark
+    of a file that holds several (GuideLLM's sweep, each replayed on its own), or with ``run`` the one of that
+    index, from 0."""
     document = _load(Path(path))
     if fmt == "auto":
         fmt = "guidellm" if isinstance(document, dict) and "benchmarks" in document else "vllm"
@@ -108,7 +110,7 @@ def read_bench(path: str | os.PathLike, fmt: str = "auto", run: int | None = Non
         return _guidellm(str(path), document, run)
     if run not in (None, 0):
         raise BenchError(f"{path}: a vLLM result holds one run; --run {run} is not in it")
-    return _vllm(str(path), document, seed)
+    return [_vllm(str(path), document, seed)]
 
 
 def _load(path: Path) -> Any:
@@ -233,42 +235,42 @@ def _vllm_arrivals(path: str, d: dict[str, Any], n: int, seed: int) -> np.ndarra
                          "run with one of them")
     gaps = np.random.default_rng(seed).gamma(shape=burstiness, scale=1 / (rate * burstiness), size=n)
     times = np.cumsum(gaps)
-    times *= (n / rate) / times[-1]
-    times -= times[0]  # the first request is sent when the run starts
+    times *= (n / rate) / times[-1]  # the first is sent one gap after the run starts, the last at n / rate
     if times[-1] > MAX_ARRIVAL_S:
         raise BenchError(f"{path}: at request_rate {rate:g} the run lasts past {MAX_ARRIVAL_S:.0e} s")
     return times
 
 
 # --- GuideLLM ------------------------------------------------------------------------------------------------
-def _guidellm(path: str, d: Any, run: int | None) -> BenchRun:
+def _guidellm(path: str, d: Any, run: int | None) -> list[BenchRun]:
     benchmarks = d.get("benchmarks") if isinstance(d, dict) else None
     if not isinstance(benchmarks, list) or not benchmarks:
         raise BenchError(f"{path}: a GuideLLM report with no benchmarks")
-    labels = [_strategy_label(b) for b in benchmarks]
-    if run is None and len(benchmarks) > 1:
-        raise BenchError(f"{path}: {len(benchmarks)} benchmarks ({', '.join(labels)}): choose one with --run "
-                         f"0..{len(benchmarks) - 1}")
-    index = run or 0
-    if not 0 <= index < len(benchmarks):
-        raise BenchError(f"{path}: --run {index} is not one of its {len(benchmarks)} benchmarks")
-    requests = (benchmarks[index].get("requests") or {}) if isinstance(benchmarks[index], dict) else {}
+    if run is not None and not 0 <= run < len(benchmarks):
+        raise BenchError(f"{path}: --run {run} is not one of its {len(benchmarks)} benchmarks")
+    metadata = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+    chosen = range(len(benchmarks)) if run is None else [run]
+    return [_guidellm_benchmark(path, benchmarks[i], i, metadata) for i in chosen]
+
+
+def _guidellm_benchmark(path: str, benchmark: Any, index: int, metadata: dict[str, Any]) -> BenchRun:
+    label = _strategy_label(benchmark)
+    requests = (benchmark.get("requests") or {}) if isinstance(benchmark, dict) else {}
     rows = requests.get("successful") if isinstance(requests, dict) else None
     if not isinstance(rows, list):
         raise BenchError(f"{path}: benchmark {index} has no requests.successful list")
     parsed = [p for p in (_guidellm_request(path, i, row) for i, row in enumerate(rows)) if p is not None]
     if not parsed:
-        raise BenchError(f"{path}: benchmark {index} ({labels[index]}) has no successful request with its tokens' "
+        raise BenchError(f"{path}: benchmark {index} ({label}) has no successful request with its tokens' "
                          "times")
     parsed.sort(key=lambda p: p[0])
     start = parsed[0][0]
     kept = tuple(MeasuredRequest(i, s - start, prompt, output, first - start, last - start)
                  for i, (s, prompt, output, first, last) in enumerate(parsed))
-    metadata = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
     dropped = len(rows) - len(parsed) + sum(len(requests.get(k) or []) for k in ("errored", "incomplete"))
     source = {"generator": "guidellm", "guidellm_version": metadata.get("guidellm_version"),
               "report_version": metadata.get("version"), "benchmark": index}
-    return BenchRun(path, "guidellm", kept, "measured", labels[index], source, dropped)
+    return BenchRun(path, "guidellm", kept, "measured", label, source, dropped)
 
 
 def _strategy_label(benchmark: Any) -> str:

@@ -33,15 +33,16 @@ def bench_record(bench: BenchRun) -> dict[str, Any]:
             "source": bench.source}
 
 
-def calibrated_profile(profile: StepProfile, fit: Calibration, bench: BenchRun, config: CalibrateConfig
+def calibrated_profile(profile: StepProfile, fit: Calibration, benches: list[BenchRun], config: CalibrateConfig
                        ) -> StepProfile:
-    """``profile`` with the fitted overhead, which says the engine run and benchmark it belongs to."""
-    source = {"calibration": str(config.out_dir / "calibrate.json"), "bench": bench.path, "format": bench.format,
-              "generator": bench.source.get("generator"), "label": bench.label, "arrivals": bench.arrivals,
-              "policy": config.policy, "requests": len(bench.requests)}
+    """``profile`` with the fitted overhead, which says the engine runs and benchmark it belongs to."""
+    source = {"calibration": str(config.out_dir / "calibrate.json"), "bench": str(config.bench),
+              "format": benches[0].format, "generator": benches[0].source.get("generator"),
+              "runs": [b.label for b in benches], "arrivals": [b.arrivals for b in benches], "policy": config.policy,
+              "requests": sum(len(b.requests) for b in benches)}
     overhead = replace(fit.overhead, fitted_on=f"gpubench calibrate: {fit.overhead.fitted_on}", fitted_from=source)
     return replace(profile, engine_overhead=overhead,
-                   basis=f"{profile.basis}; engine overhead calibrated by gpubench calibrate on {bench.path}")
+                   basis=f"{profile.basis}; engine overhead calibrated by gpubench calibrate on {config.bench}")
 
 
 def run_calibration(config: CalibrateConfig, tool: dict[str, Any], host: dict[str, Any],
@@ -49,9 +50,9 @@ def run_calibration(config: CalibrateConfig, tool: dict[str, Any], host: dict[st
     """Read every input first (the profile, the benchmark, each --predict), fit, predict: the document and the
     calibrated profile."""
     profile = load_profile(config.profile)
-    bench = read_bench(config.bench, config.fmt, config.run, config.seed)
-    others = [read_bench(path, config.fmt, config.run, config.seed) for path in config.predict]
-    fit = calibrate(profile, bench, config.policy, config.mem_fraction)
+    benches = read_bench(config.bench, config.fmt, config.run, config.seed)
+    others = [run for path in config.predict for run in read_bench(path, config.fmt, config.run, config.seed)]
+    fit = calibrate(profile, benches, config.policy, config.mem_fraction)
     predictions = []
     for other in others:
         replayed = replay(profile, other, config.policy, fit.overhead, config.mem_fraction)
@@ -63,12 +64,14 @@ def run_calibration(config: CalibrateConfig, tool: dict[str, Any], host: dict[st
         "host": host, "setup": config.to_record(),
         "profile": {"path": str(config.profile), "basis": profile.basis, "created_at": profile.created_at,
                     "model": profile.model.get("name"), "device": profile.device.get("name")},
-        "calibration": {"bench": bench_record(bench), "overhead": fit.overhead.to_dict(), "rows": fit.rows,
-                        "settled": fit.settled, "rounds": list(fit.rounds),
-                        "comparison": compare_runs(fit.replayed.run.requests, bench.requests)},
+        "calibration": {"overhead": fit.overhead.to_dict(), "rows": fit.rows, "settled": fit.settled,
+                        "rounds": list(fit.rounds),
+                        "runs": [{"bench": bench_record(bench),
+                                  "comparison": compare_runs(replayed.run.requests, bench.requests)}
+                                 for bench, replayed in zip(benches, fit.replayed, strict=True)]},
         "predictions": predictions,
     }
-    return document, calibrated_profile(profile, fit, bench, config)
+    return document, calibrated_profile(profile, fit, benches, config)
 
 
 def overhead_text(overhead: dict[str, Any]) -> str:
@@ -88,20 +91,20 @@ def comparison_lines(title: str, comparison: dict[str, dict[str, Any]]) -> list[
     return lines
 
 
+def _title(verb: str, bench: dict[str, Any]) -> str:
+    return (f"{verb} {bench['path']}: {bench['format']} {bench['label']}, {bench['requests']} requests "
+            f"({bench['lengths']}), arrivals {bench['arrivals']}")
+
+
 def summary_lines(document: dict[str, Any]) -> list[str]:
     calibration = document["calibration"]
-    bench = calibration["bench"]
-    lines = [f"fitted on {bench['path']}: {bench['format']} {bench['label']}, {bench['requests']} requests "
-             f"({bench['lengths']}), arrivals {bench['arrivals']}",
-             f"engine overhead: {overhead_text(calibration['overhead'])} ({calibration['rows']} measured stretches"
+    lines = [f"engine overhead: {overhead_text(calibration['overhead'])} ({calibration['rows']} measured stretches"
              + ("" if calibration["settled"] else "; the fit did not settle: the mean of its last rounds") + ")"]
-    lines += comparison_lines("calibration (fitted on; time to first token is not fitted):",
-                              calibration["comparison"])
-    for entry in document["predictions"]:
-        other = entry["bench"]
-        lines += comparison_lines(f"predicted {other['path']}: {other['format']} {other['label']}, "
-                                  f"{other['requests']} requests ({other['lengths']}), arrivals {other['arrivals']}",
+    for entry in calibration["runs"]:
+        lines += comparison_lines(_title("fitted on", entry["bench"]) + " (time to first token is not fitted)",
                                   entry["comparison"])
+    for entry in document["predictions"]:
+        lines += comparison_lines(_title("predicted", entry["bench"]), entry["comparison"])
     return lines
 
 

@@ -14,8 +14,10 @@ the server), which no step term describes; it is predicted and reported.
 
 With arrivals over time the schedule depends on the step times, and so on the overhead: replay with no
 overhead, fit, replay with the fit, fit again, each new fit taken halfway from the last (undamped, a schedule
-and its fit were seen to cycle through six fits), until the fitted time moves by less than ``SETTLED`` of
-itself (``MAX_ROUNDS`` at most, then the mean of the last half of the rounds; the rounds are recorded).
+and its fit were seen to cycle through six fits), until the fit of the schedule made with the last fit is that
+fit (the fitted time moves by less than ``SETTLED`` of itself; ``MAX_ROUNDS`` at most, then the mean of the
+last half of the rounds; the rounds are recorded).  Such a fixed point need not be the only one: the terms can
+trade off against the schedule they make, and the prediction, not each term, is what the replay checks.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from roofline.calibrate.bench import BenchError, BenchRun, MeasuredRequest
+from roofline.calibrate.bench import BenchError, BenchRun
 from roofline.calibrate.fit import nnls
 from roofline.serving.policies import parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
@@ -128,55 +130,56 @@ def fit_rows(bench: BenchRun, replayed: Replay) -> tuple[np.ndarray, np.ndarray]
 
 @dataclass(frozen=True)
 class Calibration:
-    """The fitted overhead, the replay made with it, and how the fit went: one record per round."""
+    """The fitted overhead, each benchmark's replay made with it, and how the fit went: one record per round."""
 
     overhead: EngineOverhead
-    replayed: Replay
+    replayed: tuple[Replay, ...]
     rounds: tuple[dict[str, Any], ...]
     rows: int
     settled: bool  # False: MAX_ROUNDS ran out, and the overhead is the mean of the last half of the rounds
 
 
-def calibrate(profile: StepProfile, bench: BenchRun, policy: str, mem_fraction: float = 0.9) -> Calibration:
-    """Fit the overhead on ``bench`` (module docstring): replay, fit, replay with the fit, until it settles."""
+def calibrate(profile: StepProfile, benches: Sequence[BenchRun], policy: str, mem_fraction: float = 0.9
+              ) -> Calibration:
+    """Fit the overhead on ``benches``, all together (module docstring): replay each, fit, replay with the fit,
+    until it settles."""
     overhead: EngineOverhead | None = None
     rounds: list[dict[str, Any]] = []
     settled = False
     for _ in range(MAX_ROUNDS):
-        replayed = replay(profile, bench, policy, overhead, mem_fraction)
-        a_matrix, y = fit_rows(bench, replayed)
-        coefficients = nnls(a_matrix, y)
-        if overhead is not None:  # halfway from the last fit: a schedule and its fit can otherwise cycle
-            coefficients = 0.5 * (coefficients + np.array([getattr(overhead, n) for n in EngineOverhead.TERMS]))
-        fitted = EngineOverhead(**dict(zip(EngineOverhead.TERMS, (float(c) for c in coefficients), strict=True)),
-                                fitted_on=_fitted_on(bench, len(y)))
-        rounds.append({**{name: getattr(fitted, name) for name in EngineOverhead.TERMS},
-                       "rms_residual_s": float(np.sqrt(np.mean((a_matrix @ coefficients - y) ** 2)))})
-        settled = overhead is not None and _moved(overhead, fitted, a_matrix) <= SETTLED
-        overhead = fitted
+        parts = [fit_rows(b, replay(profile, b, policy, overhead, mem_fraction)) for b in benches]
+        a_matrix, y = np.vstack([a for a, _ in parts]), np.concatenate([y for _, y in parts])
+        raw = nnls(a_matrix, y)
+        settled = overhead is not None and _moved(_terms(overhead), raw, a_matrix) <= SETTLED
+        # Unsettled, halfway from the last fit: a schedule and its fit can otherwise cycle.
+        coefficients = raw if overhead is None or settled else 0.5 * (raw + _terms(overhead))
+        overhead = EngineOverhead(**dict(zip(EngineOverhead.TERMS, (float(c) for c in coefficients), strict=True)),
+                                  fitted_on=_fitted_on(benches, len(y)))
+        rounds.append({**{name: getattr(overhead, name) for name in EngineOverhead.TERMS},
+                       "rms_residual_s": float(np.sqrt(np.mean((a_matrix @ raw - y) ** 2)))})
         if settled:
             break
     assert overhead is not None  # MAX_ROUNDS >= 1
     if not settled:  # still circling: the middle of the last half of the rounds
         last = rounds[len(rounds) // 2:]
         overhead = replace(overhead, **{n: float(np.mean([r[n] for r in last])) for n in EngineOverhead.TERMS})
-    return Calibration(overhead, replay(profile, bench, policy, overhead, mem_fraction), tuple(rounds), len(y),
-                       settled)
+    return Calibration(overhead, tuple(replay(profile, b, policy, overhead, mem_fraction) for b in benches),
+                       tuple(rounds), len(y), settled)
 
 
-def _moved(before: EngineOverhead, after: EngineOverhead, a_matrix: np.ndarray) -> float:
-    """How far the fitted time of the rows moved between two fits, as a share of the time they fit."""
-    x0 = np.array([getattr(before, n) for n in EngineOverhead.TERMS])
-    x1 = np.array([getattr(after, n) for n in EngineOverhead.TERMS])
+def _terms(overhead: EngineOverhead) -> np.ndarray:
+    return np.array([getattr(overhead, n) for n in EngineOverhead.TERMS])
+
+
+def _moved(x0: np.ndarray, x1: np.ndarray, a_matrix: np.ndarray) -> float:
+    """How far the fitted time of the rows is from the last fit's, as a share of the time they fit: the fit of
+    the schedule the last fit made is the last fit itself at a fixed point."""
     total = float(np.abs(a_matrix @ x1).sum())
     return float(np.abs(a_matrix @ (x1 - x0)).sum()) / total if total else 0.0
 
 
-def _fitted_on(bench: BenchRun, rows: int) -> str:
-    return (f"{len(bench.requests)} requests of {bench.path} ({bench.format} {bench.label}, arrivals "
-            f"{bench.arrivals}), {rows} measured stretches")
+def _fitted_on(benches: Sequence[BenchRun], rows: int) -> str:
+    runs = "; ".join(f"{len(b.requests)} requests of {b.path} ({b.format} {b.label}, arrivals {b.arrivals})"
+                     for b in benches)
+    return f"{runs}: {rows} measured stretches"
 
-
-def measured_outcomes(bench: BenchRun) -> Sequence[MeasuredRequest]:
-    """The measured requests, read by ``roofline.calibrate.fit.run_summary`` as the simulator's are."""
-    return bench.requests
