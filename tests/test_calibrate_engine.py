@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 
+import engine_bench
 import pytest
 from click.testing import CliRunner
 
-import engine_bench
 from microbench.cli.app import main
 
 TOLERANCE = 0.20
