@@ -83,6 +83,8 @@ ROOM_IMPORTS = {
                          "roofline.report", "roofline.decode"},
     "roofline.fleet": {"roofline.core", "roofline.specs", "roofline.step", "roofline.result", "roofline.analysis",
                        "roofline.report", "roofline.decode", "roofline.serving"},
+    "roofline.calibrate": {"roofline.core", "roofline.specs", "roofline.step", "roofline.result",
+                           "roofline.analysis", "roofline.report", "roofline.decode", "roofline.serving"},
     "microbench.telemetry": set(),
     "microbench.device": {"microbench.telemetry"},
     "microbench.timing": {"microbench.device", "microbench.telemetry", "microbench.sweep"},

@@ -22,6 +22,7 @@ from microbench.serving.validate_options import ValidateConfig
 from microbench.sweep import plan
 from microbench.sweep.config import CEILINGS_FLAGS, SweepConfig
 from microbench.sweep.config import FLAGS as SWEEP_FLAGS
+from roofline.calibrate.config import FLAGS as CALIBRATE_FLAGS
 from roofline.compare.config import FLAGS as COMPARE_FLAGS
 from roofline.compare.config import CompareConfig
 from roofline.core.counting import DTYPES
@@ -39,7 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 TABLES = {"sweep": SWEEP_FLAGS, "ceilings": CEILINGS_FLAGS, "fit": FIT_FLAGS, "report": REPORT_FLAGS,
           "import": IMPORT_FLAGS, "compare": COMPARE_FLAGS, "decode": DECODE_FLAGS, "devices": {},
-          "simulate": SIMULATE_FLAGS, "plan": PLAN_FLAGS, "profile": PROFILE_FLAGS, "validate": VALIDATE_FLAGS}
+          "simulate": SIMULATE_FLAGS, "plan": PLAN_FLAGS, "profile": PROFILE_FLAGS, "validate": VALIDATE_FLAGS,
+          "calibrate": CALIBRATE_FLAGS}
 
 
 def _options(command: click.Command) -> list[click.Option]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from microbench.cli import engine, fleet, serving
+from microbench.cli import calibrate, engine, fleet, serving
 from microbench.cli.edges import (
     BadInput,
     OneLineGroup,
@@ -346,6 +346,7 @@ def devices() -> None:
 main.add_command(serving.simulate)
 main.add_command(fleet.plan)
 engine.register(main)
+main.add_command(calibrate.calibrate)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,4 +1,5 @@
-"""Predicted against measured, and the engine-overhead fit: pure Python on recorded times (no torch).
+"""Predicted against measured, and the engine-overhead fit of validate's timed steps: pure Python on recorded
+times (no torch); the solver and the summary are ``roofline.calibrate.fit``'s, shared with ``gpubench calibrate``.
 
 The overhead of an engine path is ``EngineOverhead``: per step, per sequence, per cached token attended and per
 prefill step, on top of the profile's kernel times (``docs/serving.md``).  It is fitted on calibration runs
@@ -10,7 +11,6 @@ fit) could only split two terms, and a few percent of noise in either total swun
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,35 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from roofline.calibrate.fit import compare_runs, nnls, relative_error, run_summary
 from roofline.core.units import seconds
-from roofline.serving.latency import PERCENTILES, latencies, percentile_s, span_s
 from roofline.serving.profile_doc import EngineOverhead
 
-
-def run_summary(requests) -> dict[str, Any]:
-    """Total time (first arrival to last finish), throughput and latency percentiles of the engine's or the
-    simulator's per-request records (``roofline.serving.latency``)."""
-    total = span_s(requests)
-    tokens = sum(r.output_tokens for r in requests)
-    out: dict[str, Any] = {"total_s": total, "output_tokens": tokens, "tokens_per_s": tokens / total,
-                           "requests_per_s": len(requests) / total}
-    for name, values in latencies(requests).items():
-        for p in PERCENTILES:
-            out[f"{name}_p{p}_s"] = percentile_s(values, p)
-    return out
-
-
-def relative_error(predicted: float | None, measured: float | None) -> float | None:
-    if predicted is None or measured is None or not measured:
-        return None
-    return (predicted - measured) / measured
-
-
-def compare_runs(predicted, measured) -> dict[str, Any]:
-    """Every metric of ``run_summary`` side by side with its relative error (predicted − measured) / measured."""
-    p, m = run_summary(predicted), run_summary(measured)
-    return {key: {"predicted": p[key], "measured": m[key], "rel_err": relative_error(p[key], m[key])}
-            for key in p if key != "output_tokens"}
+__all__ = ["CalibrationRun", "compare_runs", "fit_overhead", "nnls", "relative_error", "run_summary"]
 
 
 @dataclass(frozen=True)
@@ -80,27 +56,6 @@ def fit_overhead(calibrations: Sequence[CalibrationRun], fitted_on: str) -> Engi
     coefficients = nnls(np.array(rows, dtype=float), np.array(excess, dtype=float))
     terms: dict[str, Any] = dict(zip(names, (float(c) for c in coefficients), strict=True))
     return EngineOverhead(**terms, fitted_on=fitted_on)
-
-
-def nnls(a_matrix: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """argmin |A x − y| over x >= 0, for the few columns of an overhead model: the optimum is the least-squares
-    solution on some subset of the columns that comes out non-negative, so try every subset (4 terms: 15)."""
-    columns = a_matrix.shape[1]
-    best, best_residual = np.zeros(columns), float(y @ y)
-    for size in range(1, columns + 1):
-        for subset in itertools.combinations(range(columns), size):
-            part = a_matrix[:, subset]
-            if not part.any():
-                continue
-            solution = np.linalg.lstsq(part, y, rcond=None)[0]
-            if (solution < 0).any():
-                continue
-            x = np.zeros(columns)
-            x[list(subset)] = solution
-            residual = float(np.sum((a_matrix @ x - y) ** 2))
-            if residual < best_residual - 1e-18:
-                best, best_residual = x, residual
-    return best
 
 
 def comparison_lines(comparisons: dict[str, dict[str, Any]], ratio: dict[str, Any]) -> list[str]:

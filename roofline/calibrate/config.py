@@ -1,0 +1,73 @@
+"""What ``gpubench calibrate`` is asked to do: one ``CalibrateConfig``, built from the command's options and
+checked once, before any file is read.  ``FLAGS`` declares each option (the CLI declares its flags from it)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roofline.calibrate.bench import FORMATS
+from roofline.core.options import Option, OptionError, check_seed, number_refusal
+from roofline.serving.policies import parse_policy
+
+FLAGS: dict[str, Option] = {
+    "bench": Option(("--bench",), "path", required=True,
+                    help="the benchmark to fit on: vllm bench serve --save-result --save-detailed JSON, or "
+                         "GuideLLM's benchmarks.json"),
+    "profile": Option(("--profile",), "path", required=True, help="the step profile of the engine's model and device"),
+    "out_dir": Option(("-o", "--output"), "path", required=True,
+                      help="folder for calibrated.json (the profile with the fitted overhead) and calibrate.json"),
+    "policy": Option(("--policy",), required=True,
+                     help="the engine's scheduling as a simulator policy: chunked:budget=T:max-batch=B (vLLM's "
+                          "max_num_batched_tokens and max_num_seqs), continuous:max-batch=B, ..."),
+    "predict": Option(("--predict",), "path", multiple=True,
+                      help="another benchmark of the same engine, predicted with the fitted overhead (not fitted "
+                           "on); repeatable"),
+    "fmt": Option(("--format",), "choice", "auto", choices=("auto", *FORMATS), show_default=True,
+                  help="the benchmarks' format (auto: told apart by their keys)"),
+    "run": Option(("--run",), "int", help="which benchmark of a GuideLLM file with several (a sweep), from 0"),
+    "mem_fraction": Option(("--mem-fraction",), "number", 0.9, show_default=True, low=0, high=1,
+                           help="share of device memory the engine holds (weights + KV cache)"),
+    "seed": Option(("--seed",), "int", 0, show_default=True,
+                   help="draws a generator's arrival process again where it saved no send times (vLLM's rate)"),
+}
+
+
+@dataclass(frozen=True)
+class CalibrateConfig:
+    bench: Path
+    profile: Path
+    out_dir: Path
+    policy: str
+    predict: tuple[Path, ...] = ()
+    fmt: str = "auto"
+    run: int | None = None
+    mem_fraction: float = 0.9
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        parse_policy(self.policy)  # a PolicyError names what is wrong with it
+        why = number_refusal(self.mem_fraction, low=0, high=1)
+        if why is not None:
+            raise OptionError(f"--mem-fraction {self.mem_fraction:g}: {why}")
+        if self.run is not None and self.run < 0:
+            raise OptionError(f"--run {self.run}: counts benchmarks from 0")
+        if self.fmt not in ("auto", *FORMATS):
+            raise OptionError(f"--format {self.fmt!r}: choose from auto, {', '.join(FORMATS)}")
+        check_seed(self.seed)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], given: Collection[str] = ()) -> CalibrateConfig:
+        """The config of one command line (``options``: the values by field name as click parsed them)."""
+        values = dict(options)
+        values["predict"] = tuple(Path(p) for p in values.get("predict") or ())
+        for name in ("bench", "profile", "out_dir"):
+            values[name] = Path(values[name])
+        return cls(**values)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"bench": str(self.bench), "profile": str(self.profile), "policy": self.policy,
+                "predict": [str(p) for p in self.predict], "format": self.fmt, "run": self.run,
+                "mem_fraction": self.mem_fraction, "seed": self.seed}

@@ -1,0 +1,116 @@
+"""What ``gpubench calibrate -o DIR`` writes: ``calibrated.json``, the step profile with the engine overhead fitted
+on the benchmark as its ``engine_overhead`` (and where it was fitted: ``fitted_from``), for ``gpubench simulate``;
+and ``calibrate.json``, the fit and, per benchmark (the one fitted on, and each ``--predict``), the simulated
+TTFT, TPOT, ITL, end-to-end latency and throughput against the measured ones (keys: ``docs/serving.md``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from typing import Any
+
+from roofline.calibrate.bench import BenchRun, measured_lengths, read_bench
+from roofline.calibrate.config import CalibrateConfig
+from roofline.calibrate.fit import compare_runs
+from roofline.calibrate.replay import Calibration, calibrate, replay
+from roofline.core.units import seconds
+from roofline.result.folders import FolderKind
+from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
+
+CALIBRATION_KIND = "gpubench-calibration"
+CALIBRATION_VERSION = 1
+CALIBRATED_PROFILE = "calibrated.json"
+CALIBRATE_FOLDER = FolderKind("calibrate", "calibrate.json", kind=CALIBRATION_KIND, files=(CALIBRATED_PROFILE,))
+# The rows of the printed comparison: what the load generators report, in their order.
+SHOWN = ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "tpot_p90_s", "itl_p50_s", "itl_p90_s", "e2e_p50_s",
+         "e2e_p90_s", "tokens_per_s", "requests_per_s")
+
+
+def bench_record(bench: BenchRun) -> dict[str, Any]:
+    return {"path": bench.path, "format": bench.format, "label": bench.label, "arrivals": bench.arrivals,
+            "requests": len(bench.requests), "dropped": bench.dropped, "lengths": measured_lengths(bench.requests),
+            "source": bench.source}
+
+
+def calibrated_profile(profile: StepProfile, fit: Calibration, benches: list[BenchRun], config: CalibrateConfig
+                       ) -> StepProfile:
+    """``profile`` with the fitted overhead, which says the engine runs and benchmark it belongs to."""
+    source = {"calibration": str(config.out_dir / "calibrate.json"), "bench": str(config.bench),
+              "format": benches[0].format, "generator": benches[0].source.get("generator"),
+              "runs": [b.label for b in benches], "arrivals": [b.arrivals for b in benches], "policy": config.policy,
+              "requests": sum(len(b.requests) for b in benches)}
+    overhead = replace(fit.overhead, fitted_on=f"gpubench calibrate: {fit.overhead.fitted_on}", fitted_from=source)
+    return replace(profile, engine_overhead=overhead,
+                   basis=f"{profile.basis}; engine overhead calibrated by gpubench calibrate on {config.bench}")
+
+
+def run_calibration(config: CalibrateConfig, tool: dict[str, Any], host: dict[str, Any],
+                    argv: tuple[str, ...] = ()) -> tuple[dict[str, Any], StepProfile]:
+    """Read every input first (the profile, the benchmark, each --predict), fit, predict: the document and the
+    calibrated profile."""
+    profile = load_profile(config.profile)
+    benches = read_bench(config.bench, config.fmt, config.run, config.seed)
+    others = [run for path in config.predict for run in read_bench(path, config.fmt, config.run, config.seed)]
+    fit = calibrate(profile, benches, config.policy, config.mem_fraction)
+    predictions = []
+    for other in others:
+        replayed = replay(profile, other, config.policy, fit.overhead, config.mem_fraction)
+        predictions.append({"bench": bench_record(other),
+                            "comparison": compare_runs(replayed.run.requests, other.requests)})
+    document = {
+        "schema_version": CALIBRATION_VERSION, "kind": CALIBRATION_KIND, "tool": tool,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "argv": list(argv),
+        "host": host, "setup": config.to_record(),
+        "profile": {"path": str(config.profile), "basis": profile.basis, "created_at": profile.created_at,
+                    "model": profile.model.get("name"), "device": profile.device.get("name")},
+        "calibration": {"overhead": fit.overhead.to_dict(), "rows": fit.rows, "settled": fit.settled,
+                        "rounds": list(fit.rounds),
+                        "runs": [{"bench": bench_record(bench),
+                                  "comparison": compare_runs(replayed.run.requests, bench.requests)}
+                                 for bench, replayed in zip(benches, fit.replayed, strict=True)]},
+        "predictions": predictions,
+    }
+    return document, calibrated_profile(profile, fit, benches, config)
+
+
+def overhead_text(overhead: dict[str, Any]) -> str:
+    """The fitted terms, each in its own scale: ``3.19 ms/step + 766 µs/sequence + ...``."""
+    return " + ".join(f"{seconds(overhead.get(name, 0.0))}/{unit}" for name, unit in EngineOverhead.UNITS.items())
+
+
+def comparison_lines(title: str, comparison: dict[str, dict[str, Any]]) -> list[str]:
+    """One benchmark's table: predicted, measured and the error per metric (latencies in seconds)."""
+    lines = [title, f"  {'metric':<16}{'predicted':>12}{'measured':>12}{'err':>9}"]
+    for key in SHOWN:
+        entry = comparison.get(key)
+        if entry is None:
+            continue
+        lines.append(f"  {key:<16}{_cell(entry['predicted']):>12}{_cell(entry['measured']):>12}"
+                     f"{_pct(entry['rel_err']):>9}")
+    return lines
+
+
+def _title(verb: str, bench: dict[str, Any]) -> str:
+    return (f"{verb} {bench['path']}: {bench['format']} {bench['label']}, {bench['requests']} requests "
+            f"({bench['lengths']}), arrivals {bench['arrivals']}")
+
+
+def summary_lines(document: dict[str, Any]) -> list[str]:
+    calibration = document["calibration"]
+    lines = [f"engine overhead: {overhead_text(calibration['overhead'])} ({calibration['rows']} measured stretches"
+             + ("" if calibration["settled"] else "; the fit did not settle: the mean of its last rounds") + ")"]
+    for entry in calibration["runs"]:
+        lines += comparison_lines(_title("fitted on", entry["bench"]) + " (time to first token is not fitted)",
+                                  entry["comparison"])
+    for entry in document["predictions"]:
+        lines += comparison_lines(_title("predicted", entry["bench"]), entry["comparison"])
+    return lines
+
+
+def _cell(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4g}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:+.1f}%"

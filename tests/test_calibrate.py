@@ -1,0 +1,180 @@
+"""gpubench calibrate without an engine: the benchmark formats as their writers write them, the closed loop, the
+fit recovering an overhead it was given, the command on a real run's files (tests/data/engine-bench/: GuideLLM
+0.8.1 against transformers serve on this CPU, tests/engine_bench.py), bad input, and no torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli.app import main
+from roofline.calibrate.bench import BenchError, BenchRun, MeasuredRequest, closed_loop_sends, read_bench
+from roofline.calibrate.replay import calibrate
+from roofline.serving.profile_doc import EngineOverhead, load_profile
+from roofline.serving.simulate import simulate
+
+DATA = Path(__file__).parent / "data" / "engine-bench"
+PROFILE = DATA / "profile.json"
+POLICY = "chunked:budget=256:max-batch=64"
+
+
+def vllm_result(**extra) -> dict:
+    """A ``vllm bench serve --save-result --save-detailed`` document of three requests, its keys as serve.py
+    writes them (the middle request failed)."""
+    return {"backend": "vllm", "model_id": "m", "request_rate": "inf", "burstiness": 1.0, "max_concurrency": None,
+            "num_prompts": 3, "duration": 1.0, "input_lens": [10, 20, 30], "output_lens": [4, 0, 3],
+            "ttfts": [0.05, 0.0, 0.07], "itls": [[0.01, 0.02, 0.01], [], [0.03, 0.01]], "errors": ["", "boom", ""],
+            **extra}
+
+
+def write(tmp_path: Path, document: dict, name: str = "bench.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_vllm_result_is_read_with_every_token_time_and_its_failures_left_out(tmp_path):
+    (run,) = read_bench(write(tmp_path, vllm_result()))
+    assert run.format == "vllm" and run.arrivals == "burst" and run.dropped == 1
+    first, second = run.requests
+    assert (first.prompt_tokens, first.output_tokens, second.prompt_tokens) == (10, 4, 30)
+    assert first.token_times_s == pytest.approx((0.05, 0.06, 0.08, 0.09)) and first.finish_s == pytest.approx(0.09)
+    assert second.arrival_s == 0 and second.first_token_s == pytest.approx(0.07)
+
+
+def test_a_vllm_rate_is_drawn_again_and_ends_where_vllm_ends_it(tmp_path):
+    """vLLM rescales its gaps so the last request is sent at num_prompts / rate: the replay does too."""
+    document = vllm_result(request_rate=2.0, errors=["", "", ""], output_lens=[4, 2, 3],
+                           itls=[[0.01] * 3, [0.01], [0.01] * 2])
+    (run,) = read_bench(write(tmp_path, document), seed=3)
+    arrivals = [r.arrival_s for r in run.requests]
+    assert 0 < arrivals[0] and arrivals == sorted(arrivals) and arrivals[-1] == pytest.approx(3 / 2)
+    assert run.arrivals.startswith("poisson:2 (seed 3")
+
+
+def test_a_closed_loop_sends_each_request_when_the_earliest_in_flight_ends():
+    assert closed_loop_sends([1.0, 3.0, 1.0, 1.0], 2) == [0.0, 0.0, 1.0, 2.0]
+
+
+def test_a_vllm_max_concurrency_run_replays_as_a_closed_loop(tmp_path):
+    document = vllm_result(max_concurrency=1, errors=["", "", ""], output_lens=[4, 2, 3],
+                           itls=[[0.01] * 3, [0.01], [0.01] * 2])
+    (run,) = read_bench(write(tmp_path, document))
+    assert run.concurrency == 1
+    # each sent when the one before ends: 0.05 + 3 x 0.01, then 0.0 + 0.01 (ttfts, itls)
+    assert [r.arrival_s for r in run.requests] == pytest.approx([0.0, 0.08, 0.09])
+
+
+@pytest.mark.parametrize("change, words", [({"itls": None}, "--save-detailed"),
+                                           ({"input_lens": [1, 2]}, "same requests"),
+                                           ({"ttfts": ["x", 0.0, 0.2]}, "ttfts[0]"),
+                                           ({"errors": ["a", "b", "c"]}, "every request failed"),
+                                           ({"request_rate": 2.0, "max_concurrency": 4}, "max_concurrency")])
+def test_a_vllm_result_that_cannot_be_replayed_is_one_line(tmp_path, change, words):
+    with pytest.raises(BenchError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        read_bench(write(tmp_path, vllm_result(**change)))
+
+
+def test_a_guidellm_report_of_two_benchmarks_gives_two_runs_or_the_one_asked():
+    runs = read_bench(DATA / "guidellm-calibration.json")
+    assert [r.label for r in runs] == ["concurrent@1", "concurrent@4"]
+    for run in runs:
+        assert run.format == "guidellm" and run.arrivals == "measured" and len(run.requests) == 12
+        assert run.requests[0].arrival_s == 0 and all(r.output_tokens == 32 for r in run.requests)
+        assert all(r.arrival_s < r.first_token_s <= r.finish_s for r in run.requests)
+    (second,) = read_bench(DATA / "guidellm-calibration.json", run=1)
+    assert second.label == "concurrent@4"
+    with pytest.raises(BenchError, match="--run 2 is not one of its 2"):
+        read_bench(DATA / "guidellm-calibration.json", run=2)
+
+
+def measured_from(run, path: str, every_token: bool) -> BenchRun:
+    """The simulator's own run as a benchmark would report it: the fit must find the overhead it ran with."""
+    requests = tuple(MeasuredRequest(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, r.first_token_s,
+                                     r.finish_s, tuple(r.token_times_s) if every_token else ())
+                     for r in run.requests)
+    return BenchRun(path, "vllm" if every_token else "guidellm", requests, "measured", "synthetic")
+
+
+TRUTH = EngineOverhead(per_step_s=3e-3, per_sequence_s=6e-4, per_cached_token_s=2e-6, per_prefill_step_s=4e-3)
+
+
+def simulated_benches(arrivals: tuple[str, ...], every_token: bool) -> list[BenchRun]:
+    from roofline.serving.workload import make_workload
+
+    profile = load_profile(PROFILE)
+    return [measured_from(simulate(profile, make_workload(n, spec, "uniform:4:60", "uniform:8:48", seed), POLICY,
+                                   TRUTH), f"run{seed}", every_token)
+            for seed, (n, spec) in enumerate(zip((24, 8), arrivals, strict=True))]
+
+
+@pytest.mark.parametrize("every_token", [True, False])
+def test_the_fit_finds_the_overhead_the_requests_were_run_with(every_token):
+    """Bursts of 24 and 8 requests of varied lengths simulated with a known overhead: each gap, or each decode
+    span, less the kernels fits back every term the steps were charged."""
+    fit = calibrate(load_profile(PROFILE), simulated_benches(("burst", "burst"), every_token), POLICY)
+    for name in EngineOverhead.TERMS:
+        assert getattr(fit.overhead, name) == pytest.approx(getattr(TRUTH, name), rel=1e-6, abs=1e-12), name
+    assert fit.settled and fit.rounds[-1]["rms_residual_s"] < 1e-9
+
+
+def test_with_arrivals_over_time_the_fit_settles_on_a_schedule_that_reproduces_the_run():
+    """Poisson arrivals: the schedule depends on the overhead, so the fit is iterated; where it settles, the
+    replay reproduces the measured TPOT and throughput (the terms themselves may trade off)."""
+    from roofline.calibrate.fit import compare_runs
+
+    benches = simulated_benches(("poisson:6", "poisson:3"), every_token=False)
+    fit = calibrate(load_profile(PROFILE), benches, POLICY)
+    for bench, replayed in zip(benches, fit.replayed, strict=True):
+        comparison = compare_runs(replayed.run.requests, bench.requests)
+        assert abs(comparison["tpot_p50_s"]["rel_err"]) < 0.05 and abs(comparison["tokens_per_s"]["rel_err"]) < 0.05
+
+
+def test_calibrate_on_a_real_run_writes_the_calibrated_profile_and_the_comparison(tmp_path):
+    """The committed GuideLLM files: every request replayed, the overhead in calibrated.json with where it was
+    fitted, and the prediction of the second benchmark beside its measurement."""
+    out = tmp_path / "cal"
+    result = CliRunner().invoke(main, ["calibrate", "--bench", str(DATA / "guidellm-calibration.json"),
+                                       "--predict", str(DATA / "guidellm-prediction.json"), "--profile", str(PROFILE),
+                                       "--policy", POLICY, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "calibrate.json").read_text())
+    assert document["kind"] == "gpubench-calibration"
+    assert [r["bench"]["label"] for r in document["calibration"]["runs"]] == ["concurrent@1", "concurrent@4"]
+    (prediction,) = document["predictions"]
+    assert prediction["bench"]["requests"] == 16 and prediction["bench"]["lengths"].endswith("output 64")
+    tpot = prediction["comparison"]["tpot_p50_s"]
+    assert tpot["rel_err"] == pytest.approx((tpot["predicted"] - tpot["measured"]) / tpot["measured"])
+    calibrated = load_profile(out / "calibrated.json")
+    overhead = calibrated.engine_overhead
+    assert overhead is not None and overhead.to_dict() | {"fitted_on": "", "fitted_from": None} == \
+        EngineOverhead.from_dict(document["calibration"]["overhead"]).to_dict() | {"fitted_on": "",
+                                                                                  "fitted_from": None}
+    assert overhead.fitted_from["runs"] == ["concurrent@1", "concurrent@4"]
+    assert "tpot_p50_s" in result.output and "predicted" in result.output
+
+
+@pytest.mark.parametrize("args, words", [(["--policy", "nonsense"], "nonsense"),
+                                         (["--bench", "/nonexistent.json"], "cannot read"),
+                                         (["--mem-fraction", "2"], "--mem-fraction")])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
+    base = {"--bench": str(DATA / "guidellm-prediction.json"), "--profile": str(PROFILE), "--policy": POLICY,
+            "-o": str(tmp_path / "out")}
+    base.update(dict(zip(args[::2], args[1::2], strict=True)))
+    result = CliRunner().invoke(main, ["calibrate", *[x for pair in base.items() for x in pair]])
+    assert result.exit_code == 2 and words in result.output and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_calibrate_does_not_import_torch(tmp_path):
+    code = ("import sys; from click.testing import CliRunner; from microbench.cli.app import main; "
+            f"r = CliRunner().invoke(main, ['calibrate', '--bench', {str(DATA / 'guidellm-prediction.json')!r}, "
+            f"'--profile', {str(PROFILE)!r}, '--policy', {POLICY!r}, '-o', {str(tmp_path / 'o')!r}]); "
+            "print(r.exit_code, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "False"]
