@@ -38,6 +38,7 @@ class Policy:
     text: str
     max_batch: int = DEFAULT_MAX_BATCH
     block: int = DEFAULT_BLOCK
+    prefix_cache: bool = False  # paged KV blocks kept by prefix hash and found again (roofline.serving.prefix_cache)
 
     kind = "base"
     paged = False
@@ -47,7 +48,8 @@ class Policy:
 
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.text, "kind": self.kind, "max_batch": self.max_batch,
-                "block_tokens": self.block if self.paged else None}
+                "block_tokens": self.block if self.paged else None,
+                "prefix_cache": self.prefix_cache if self.paged else None}
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,10 @@ class Continuous(Policy):
 
 @dataclass(frozen=True)
 class Paged(Continuous):
-    """Continuous with a KV cache of fixed-size blocks: admission by blocks, preemption by recompute."""
+    """Continuous with a KV cache of fixed-size blocks: admission by blocks, preemption by recompute, and (unless
+    ``prefix-cache=off``) the blocks of a prompt's prefix found again by a later prompt that starts the same."""
 
+    prefix_cache: bool = True  # on by default, as vLLM's automatic prefix caching and SGLang's radix cache are
     kind = "paged"
     paged = True
 
@@ -98,6 +102,7 @@ class Chunked(Policy):
     step holds ``budget`` tokens.  KV as ``paged``."""
 
     budget: int = 512
+    prefix_cache: bool = True
     kind = "chunked"
     paged = True
 
@@ -124,8 +129,13 @@ class Chunked(Policy):
         return {**super().to_dict(), "budget_tokens": self.budget}
 
 
-def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str, int]:
-    out = {}
+# Policy options that take on or off rather than a number.
+SWITCHES = ("prefix-cache",)
+
+
+def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """The policy's options by field name: counts as integers, switches as booleans."""
+    out: dict[str, Any] = {}
     for part in parts:
         key, sep, value = part.partition("=")
         key = key.strip()
@@ -133,19 +143,29 @@ def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str,
             raise PolicyError(f"policy {text!r}: unknown option {part!r}; options: {', '.join(allowed) or 'none'}")
         if key.replace("-", "_") in out:  # last-wins would hide a typo in a long policy string
             raise PolicyError(f"policy {text!r}: {key} is given twice")
-        try:
-            number = int(value)
-        except ValueError:
-            raise PolicyError(f"policy {text!r}: {key} must be an integer") from None
-        if number < 1:
-            raise PolicyError(f"policy {text!r}: {key} must be positive")
-        out[key.replace("-", "_")] = number
+        out[key.replace("-", "_")] = _switch(text, key, value) if key in SWITCHES else _count(text, key, value)
     return out
+
+
+def _count(text: str, key: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise PolicyError(f"policy {text!r}: {key} must be an integer") from None
+    if number < 1:
+        raise PolicyError(f"policy {text!r}: {key} must be positive")
+    return number
+
+
+def _switch(text: str, key: str, value: str) -> bool:
+    if value.strip() not in ("on", "off"):
+        raise PolicyError(f"policy {text!r}: {key} is on or off")
+    return value.strip() == "on"
 
 
 def parse_policy(text: str) -> Policy:
     """``static:batch=B`` | ``continuous[:max-batch=B][:max-tokens=T]`` | ``paged[:block=16][:max-batch=B]
-    [:max-tokens=T]`` | ``chunked:budget=T[:block=16][:max-batch=B]``."""
+    [:max-tokens=T][:prefix-cache=on|off]`` | ``chunked:budget=T[:block=16][:max-batch=B][:prefix-cache=on|off]``."""
     kind, *parts = text.strip().split(":")
     if kind == "static":
         opts = _options(text, parts, ("batch",))
@@ -155,9 +175,9 @@ def parse_policy(text: str) -> Policy:
     if kind == "continuous":
         return Continuous(text=text, **_options(text, parts, ("max-batch", "max-tokens")))
     if kind == "paged":
-        return Paged(text=text, **_options(text, parts, ("block", "max-batch", "max-tokens")))
+        return Paged(text=text, **_options(text, parts, ("block", "max-batch", "max-tokens", "prefix-cache")))
     if kind == "chunked":
-        opts = _options(text, parts, ("budget", "block", "max-batch"))
+        opts = _options(text, parts, ("budget", "block", "max-batch", "prefix-cache"))
         if "budget" not in opts:
             raise PolicyError(f"policy {text!r}: chunked needs budget=T")
         return Chunked(text=text, **opts)
