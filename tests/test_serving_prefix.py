@@ -276,3 +276,66 @@ def test_the_alone_bound_is_not_taken_for_prompts_a_prefix_cache_shares():
     off = capacity_under(requests, slo, run_at("paged:block=16:prefix-cache=off"))
     assert off.missed_alone and off.capacity_requests_per_s is None
 
+
+# --- the command ------------------------------------------------------------------------------------------------
+def _simulate(tmp_path, *args):
+    from click.testing import CliRunner
+
+    from microbench.cli.app import main
+
+    return CliRunner().invoke(main, ["simulate", *args, "-o", str(tmp_path / "sim")])
+
+
+def _profile_file(tmp_path):
+    from roofline.serving.profile_doc import save_profile
+
+    path = tmp_path / "profile.json"
+    save_profile(_profile(), path)
+    return path
+
+
+def test_simulate_replays_a_mooncake_trace_and_reports_the_hit_rate(tmp_path):
+    import csv
+
+    from tests.test_document_schemas import schema_errors
+
+    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--trace", str(TRACE),
+                    "--policy", "paged:block=16", "--policy", "continuous")
+    assert run.exit_code == 0, run.output
+    assert "prefix hit" in run.output
+    assert "paged:block=16: the prefix cache held 44% of the prompt tokens (1,536 of 3,500 tokens not prefilled)" \
+        in run.output
+    assert "continuous: warning: the prompts share prefixes and continuous keeps no paged KV cache" in run.output
+    folder = tmp_path / "sim"
+    document = json.loads((folder / "simulation.json").read_text(encoding="utf-8"))
+    assert schema_errors("simulation", document) == []
+    paged, continuous = document["runs"]
+    assert (paged["policy"]["prefix_cache"], continuous["policy"]["prefix_cache"]) == (True, None)
+    assert paged["summary"]["cached_prompt_tokens"] == 1536 and continuous["summary"]["prefix_hit_rate"] is None
+    with (folder / "requests.csv").open() as stream:
+        rows = list(csv.DictReader(stream))
+    assert [int(r["cached_tokens"]) for r in rows] == [0, 512, 1024, 0, 0, 0, 0, 0]
+    assert "the prefix cache held 44%" in (folder / "report.md").read_text(encoding="utf-8")
+
+
+def test_simulate_draws_shared_prefixes_and_conversations(tmp_path):
+    run = _simulate(tmp_path, str(_profile_file(tmp_path)), "--requests", "12", "--prefix", "shared:64:2",
+                    "--sessions", "3:0.5", "--prompt", "fixed:20", "--output", "fixed:4", "--policy",
+                    "paged:block=16", "--no-report")
+    assert run.exit_code == 0, run.output
+    document = json.loads((tmp_path / "sim" / "simulation.json").read_text(encoding="utf-8"))
+    assert {k: document["workload"][k] for k in ("prefix", "sessions")} == {"prefix": "shared:64:2",
+                                                                              "sessions": "3:0.5"}
+    assert document["runs"][0]["summary"]["prefix_hit_rate"] > 0.5
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--trace", str(TRACE), "--prefix", "shared:8:2"], "--prefix: these draw a workload"),
+    (["--prefix", "shared:8"], "--prefix 'shared:8': give shared:L:N"),
+    (["--sessions", "2:x"], "--sessions '2:x': give T:G"),
+    (["--sessions", "2:1", "--replicas", "2"], "--sessions: each turn is sent when the one before it ends"),
+])
+def test_bad_prefix_and_session_options_are_one_line_and_exit_2(tmp_path, args, message):
+    run = _simulate(tmp_path, str(_profile_file(tmp_path)), *args)
+    assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
+    assert run.output.startswith(f"gpubench: error: {message}"), run.output

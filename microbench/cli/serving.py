@@ -62,13 +62,14 @@ def write_analytic_profile(config) -> None:
     click.echo(f"step profile of {document.model['name']} ({document.basis}) saved to {config.output}")
 
 
-def load_workload(trace, requests, arrivals, prompt, output_lengths, seed):
+def load_workload(trace, requests, arrivals, prompt, output_lengths, seed, prefix=None, sessions=None):
     from roofline.serving.workload import load_trace, make_workload
 
     if trace is not None:
         return load_trace(trace), {"trace": str(trace)}
-    spec = {"requests": requests, "arrivals": arrivals, "prompt": prompt, "output": output_lengths, "seed": seed}
-    return make_workload(requests, arrivals, prompt, output_lengths, seed), spec
+    spec = {"requests": requests, "arrivals": arrivals, "prompt": prompt, "output": output_lengths, "seed": seed,
+            **({"prefix": prefix} if prefix else {}), **({"sessions": sessions} if sessions else {})}
+    return make_workload(requests, arrivals, prompt, output_lengths, seed, prefix, sessions), spec
 
 
 def _overhead(profile, given: dict[str, float]):
@@ -214,7 +215,7 @@ def _simulate_into(config, step_profile, folder: Path) -> None:
 
     profile_file, mem_fraction, seed = config.profile_file, config.mem_fraction, config.seed
     requests, workload = load_workload(config.trace, config.requests, config.arrivals, config.prompt,
-                                        config.output_lengths, seed)
+                                        config.output_lengths, seed, config.prefix, config.sessions)
     check_fits_in_memory(requests, len(config.policy_list))
     overhead = _overhead(step_profile, config.overhead_given)
     layout = fleet_layout(config, step_profile) if config.fleet else None

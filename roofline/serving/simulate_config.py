@@ -21,7 +21,7 @@ from roofline.core.options import Option, check_dtypes, check_seed, given_among,
 from roofline.serving.metrics import Slo
 from roofline.serving.policies import Policy, parse_policy
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
-from roofline.serving.workload import check_request_count
+from roofline.serving.workload import check_request_count, parse_prefix, parse_sessions
 
 # The routers of a fleet (their rules: roofline.fleet.router), the default first.
 # Round robin first, the default: on the fleet benchmark (scripts/bench_fleet.py) it gave the lower TTFT P90 and
@@ -67,9 +67,12 @@ FLAGS: dict[str, Option] = {
     "output_lengths": Option(("--output",), default="exp:128:512", show_default=True,
                              help="output lengths, as --prompt"),
     "seed": Option(("--seed",), "int", 0, show_default=True),
-    "trace": Option(("--trace",), "path", help="CSV arrival_s,prompt_tokens,output_tokens"),
+    "prefix": Option(("--prefix",), metavar="shared:L:N", help="prompts open with one of N system prompts of L tokens"),
+    "sessions": Option(("--sessions",), metavar="T:G", help="conversations of T turns, each G s after an answer"),
+    "trace": Option(("--trace",), "path", help="CSV arrival_s,prompt_tokens,output_tokens, or a Mooncake .jsonl"),
     "policies": Option(("--policy",), multiple=True, help="static:batch=B | continuous[:max-batch=B] | "
-                       "paged[:block=16] | chunked:budget=T (repeatable: compared side by side) [continuous]"),
+                       "paged[:block=16][:prefix-cache=off] | chunked:budget=T (repeatable: compared side by side) "
+                       "[continuous]"),
     **{term: Option((flag,), "float", help=OVERHEAD_HELP[term]) for term, flag in zip(
         EngineOverhead.TERMS, ("--overhead-s", "--overhead-per-seq-s", "--overhead-per-cached-token-s",
                                "--overhead-per-prefill-s"), strict=True)},
@@ -95,7 +98,7 @@ FLAGS: dict[str, Option] = {
 }
 DEFAULT_POLICIES = ("continuous",)
 # The options that draw a workload: a --trace is the workload, so beside it they would be silently ignored.
-DRAWN_WORKLOAD = ("requests", "arrivals", "prompt", "output_lengths")
+DRAWN_WORKLOAD = ("requests", "arrivals", "prompt", "output_lengths", "prefix", "sessions")
 # The largest fleet simulated or planned: 4096 replicas is past any one deployment, and each replica is an engine
 # held in memory and stepped in Python.
 MAX_REPLICAS = 4096
@@ -133,6 +136,8 @@ class SimulateConfig:
     prompt: str = "fixed:512"
     output_lengths: str = "exp:128:512"
     seed: int = 0
+    prefix: str | None = None  # --prefix shared:L:N
+    sessions: str | None = None  # --sessions T:G
     trace: Path | None = None
     policies: tuple[Policy, ...] = ()  # () : DEFAULT_POLICIES
     per_step_s: float | None = None  # each --overhead-* given replaces that term of the profile's overhead
@@ -165,6 +170,13 @@ class SimulateConfig:
         check_rates(self.rates, "--rates")
         if not self.trace:  # a trace's own length is counted as it is read
             check_request_count(self.requests)
+        if self.prefix:
+            parse_prefix(self.prefix)
+        if self.sessions:
+            parse_sessions(self.sessions)
+        if self.sessions and self.fleet:
+            raise BadInputError("--sessions: each turn is sent when the one before it ends, and fleets do not route "
+                                "conversations yet; simulate one replica")
         check_fleet(self.replicas, self.router, self.disaggregate, self.kv_link_gbps, self.policy_list)
 
     @property
