@@ -87,19 +87,19 @@ class PrefixCache:
 
     def idle_among(self, keys: Sequence[int]) -> int:
         """Of these cached keys, how many no sequence holds: taking them takes them out of the evictable pool."""
-        holders = self.holders
-        return sum(1 for key in keys if holders[key] == 0)
+        return list(map(self.holders.__getitem__, keys)).count(0)
 
     def acquire(self, keys: Sequence[int]) -> None:
         """A sequence takes these cached blocks (its prefix found in the cache)."""
-        holders, idle = self.holders, self.idle
+        holders, idle, shared = self.holders, self.idle, 0
         for key in keys:
             count = holders[key]
             if count:
-                self.shared_blocks += 1
+                shared += 1
             else:
                 del idle[key]
             holders[key] = count + 1
+        self.shared_blocks += shared
 
     def add(self, key: int) -> bool:
         """A sequence's newly computed full block becomes cached, held by it; False when the key is cached
@@ -112,14 +112,15 @@ class PrefixCache:
     def release(self, keys: Sequence[int]) -> None:
         """A sequence lets go of its cached blocks (finished or preempted), last block first: the ones no
         sequence holds any more become evictable, most recently used last."""
-        holders, idle = self.holders, self.idle
+        holders, idle, shared = self.holders, self.idle, 0
         for key in reversed(keys):
             count = holders[key] - 1
             holders[key] = count
             if count:
-                self.shared_blocks -= 1
+                shared += 1
             else:
                 idle[key] = None
+        self.shared_blocks -= shared
 
     def evict(self) -> None:
         """Forget the least recently used block no sequence holds (its memory is taken for a new block)."""
