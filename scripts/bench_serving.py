@@ -1,4 +1,5 @@
-"""How fast the serving simulator is: 10,000 requests under each policy, and one capacity search.
+"""How fast the serving simulator is: 10,000 requests under each policy, the same opening with shared system
+prompts under the prefix cache, and one capacity search.
 
     PYTHONPATH=. python scripts/bench_serving.py
 
@@ -35,6 +36,15 @@ def main() -> None:
         start = time.perf_counter()
         summarize(run, profile, 0.9)
         print(f"summarize: {time.perf_counter() - start:.2f} s")
+
+    shared = make_workload(10_000, "poisson:50", "fixed:512", "exp:128:512", seed=0, prefix="shared:2000:8")
+    for policy in ("paged", "paged:prefix-cache=off"):
+        start = time.perf_counter()
+        run = simulate(profile, shared, policy)
+        elapsed = time.perf_counter() - start
+        hit = summarize(run, profile, 0.9)["prefix_hit_rate"]
+        print(f"simulate: 10,000 requests opening with 8 system prompts of 2,000 tokens, {policy}, {len(run.steps)} "
+              f"steps: {elapsed:.2f} s" + ("" if hit is None else f" (prefix hit rate {hit:.0%})"))
 
     workload = make_workload(1000, "burst", "fixed:512", "exp:128:512", seed=0)
     slo = Slo.parse("ttft_p90=1,tpot_p99=0.05")

@@ -91,6 +91,9 @@ def simulate_fleet(profile: StepProfile, requests: Sequence[Request], policy: Po
     False, no replica logs its steps: the run is read for its requests only)."""
     policy = parse_policy(policy) if isinstance(policy, str) else policy
     kv_blocks = check_requests(profile, requests, policy, mem_fraction)
+    if any(r.after is not None for r in requests):
+        raise SimulationError("a conversation's later turn is sent when the turn before it ends, on whichever "
+                              "replica that was: fleets do not route conversations yet; simulate one replica")
     ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))  # the order a lone replica takes them in
     if layout.split is None:
         front = [Member(Replica(profile, policy, overhead, kv_blocks, log_steps=log_steps))
@@ -175,7 +178,8 @@ def _disaggregated(profile: StepProfile, front: list[Member], back: list[Member]
             continue
         outcomes.append(RequestOutcome(request.id, request.arrival_s, request.prompt_tokens, request.output_tokens,
                                        prefilled.first_token_s, rest.finish_s,
-                                       prefilled.preemptions + rest.preemptions, rest.token_times_s))
+                                       prefilled.preemptions + rest.preemptions, rest.token_times_s,
+                                       prefilled.cached_tokens))
     roles = ("prefill",) * len(front) + ("decode",) * len(back)
     return _pooled(runs, roles, outcomes, policy, overhead, tuple(tuple(where[o.id]) for o in outcomes),
                    tuple(transfers))
@@ -194,5 +198,5 @@ def _pooled(runs: list[SimulationRun], roles: tuple[str, ...], outcomes: list[Re
     first = runs[0]
     return FleetRun(policy=policy.to_dict(), requests=tuple(outcomes), steps=StepLog.joined([r.steps for r in runs]),
                     kv_blocks_total=first.kv_blocks_total, kv_tokens_capacity=first.kv_tokens_capacity,
-                    overhead=overhead, replica_runs=tuple(runs), roles=roles, placement=placement,
-                    transfer_s=transfers)
+                    overhead=overhead, shared_prefixes=any(r.shared_prefixes for r in runs),
+                    replica_runs=tuple(runs), roles=roles, placement=placement, transfer_s=transfers)

@@ -4,7 +4,8 @@ The same requests (same lengths, same seed) are replayed at each rate, so the se
 samples.  Latency grows with the rate (queueing), so feasibility is taken as monotone: the search brackets the
 rate between one that meets the SLO and one that does not, then halves the bracket.  Before any rate, each
 request's lengths are served alone (``unloaded_checks``): an SLO those already miss, no rate meets, and the
-search answers so at once instead of replaying the whole workload at ever lower rates.  Each simulation is
+search answers so at once instead of replaying the whole workload at ever lower rates (not for prompts that share
+prefixes under a prefix cache: beside each other they are served faster than alone).  Each simulation is
 handed to ``progress`` as it finishes (the command prints a line for it).
 """
 
@@ -118,6 +119,23 @@ def unloaded_checks(requests: Sequence[Request], slo: Slo, run_at: Callable[[lis
     return Probe("alone", None, all(c["met"] for c in checks.values()), checks)
 
 
+def _alone_bound(requests: Sequence[Request], slo: Slo, run_at: Callable[[list[Request]], SimulationRun]
+                 ) -> Probe | None:
+    """``unloaded_checks``, or None where it bounds nothing: prompts that share prefixes under a policy with a
+    prefix cache are served faster beside each other (one finds another's prefix cached) than alone on a cold
+    cache."""
+    policies: list[dict[str, Any]] = []
+
+    def recorded(workload: list[Request]) -> SimulationRun:
+        run = run_at(workload)
+        policies.append(run.policy)
+        return run
+
+    alone = unloaded_checks(requests, slo, recorded)
+    caches = any(policy.get("prefix_cache") for policy in policies)
+    return None if caches and any(r.segments for r in requests) else alone
+
+
 def describe_checks(checks: dict[str, dict[str, Any]], missed_only: bool = False) -> str:
     """``TTFT p90 10.4 ms > 10 ms, TPOT p99 31 ms ≤ 50 ms`` for ``checks`` (Slo.check's), comma-separated; a
     value is given to as many digits as it takes to differ from its limit (up to 6)."""
@@ -143,9 +161,10 @@ def capacity_under(requests: Sequence[Request], slo: Slo, run_at: Callable[[list
     already run stays.  Then the same requests as a burst, whose saturated throughput is the first guess (and
     the answer when even the burst meets the SLO).  ``run_at`` simulates a workload; it need not log steps."""
     report = progress or (lambda probe: None)
-    alone = unloaded_checks(requests, slo, run_at)
-    report(alone)
-    if not alone.met:
+    alone = _alone_bound(requests, slo, run_at)
+    if alone is not None:
+        report(alone)
+    if alone is not None and not alone.met:
         missed = describe_checks(alone.checks, missed_only=True)
         return CapacityResult(None, (), "no rate meets the SLO: even served alone, with no other request queued or "
                               f"batched beside them, the requests miss it ({missed})", missed_alone=True)

@@ -132,6 +132,7 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
         **({"comm_time_share": float(sum(run.steps.column("comm_s").tolist()) / busy) if busy else 0.0}
            if profile.comm is not None else {}),
         "kv_blocked_step_share": float(s["kv_blocked"].mean()),
+        **prefix_figures(run),
         "preemptions": sum(r.preemptions for r in run.requests),
         "mbu_mean": float(s["bytes"].sum() / busy / roof["bandwidth_bytes_per_s"]) if roof and busy else None,
         "mfu_mean": float(s["flop"].sum() / busy / roof["peak_flop_per_s"]) if roof and busy else None,
@@ -151,12 +152,29 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
     if "comm_time_share" in out and out["binding_limit"] != "communication":  # their share, binding or not
         out["binding_sentence"] += (f" The tensor-parallel all-reduces take {out['comm_time_share']:.0%} of the "
                                     "busy time.")
-    out["warnings"] = []
+    out["warnings"] = [] if run.policy.get("prefix_cache") or not run.shared_prefixes else [uncached_warning(run)]
     if out["kv_occupancy_max"] is not None and out["kv_occupancy_max"] > 1:
         # Only policies without a block-limited cache can get here: they model kernels, not memory.
         out["warnings"].append(f"needs up to {out['kv_occupancy_max']:.1f}x the KV cache that fits beside the weights "
                                f"({capacity} tokens): it would not run on this device; paged or chunked would")
     return out
+
+
+def prefix_figures(run: SimulationRun) -> dict[str, Any]:
+    """The prefix cache's hit rate: prompt tokens each request found cached when first admitted, over every prompt
+    token (None: the policy keeps no prefix cache), and those tokens."""
+    cached = sum(r.cached_tokens for r in run.requests)
+    prompts = sum(r.prompt_tokens for r in run.requests)
+    return {"prefix_hit_rate": cached / prompts if run.policy.get("prefix_cache") else None,
+            "cached_prompt_tokens": cached}
+
+
+def uncached_warning(run: SimulationRun) -> str:
+    """What a policy without a prefix cache does to a workload whose prompts share prefixes."""
+    policy = run.policy
+    why = ("its prefix cache is off (prefix-cache=off)" if policy.get("block_tokens") else
+           f"{policy['kind']} keeps no paged KV cache to find them in (paged and chunked do)")
+    return f"the prompts share prefixes and {why}: every prompt is prefilled in full"
 
 
 def binding_limit(summary: dict[str, Any], run: SimulationRun) -> tuple[str, str]:

@@ -74,6 +74,7 @@ class Policy:
     text: str
     max_batch: int = DEFAULT_MAX_BATCH
     block: int = DEFAULT_BLOCK
+    prefix_cache: bool = False  # paged KV blocks kept by prefix hash and found again (roofline.serving.prefix_cache)
 
     kind = "base"
     paged = False
@@ -96,7 +97,8 @@ class Policy:
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.text, "kind": self.kind, "max_batch": self.max_batch,
                 "block_tokens": self.block if self.paged else None,
-                **({"cache_tokens": self.cache} if getattr(self, "cache", 0) else {})}
+                **({"cache_tokens": self.cache} if getattr(self, "cache", 0) else {}),
+                "prefix_cache": self.prefix_cache if self.paged else None}
 
 
 @dataclass(frozen=True)
@@ -141,12 +143,15 @@ class Continuous(Policy):
 
 @dataclass(frozen=True)
 class Paged(Continuous):
-    """Continuous with a KV cache of fixed-size blocks: admission by blocks, preemption by recompute."""
+    """Continuous with a KV cache of fixed-size blocks: admission by blocks, preemption by recompute, and (unless
+    ``prefix-cache=off``) the blocks of a prompt's prefix found again by a later prompt that starts the same."""
 
+    prefix_cache: bool = True  # on by default, as vLLM's automatic prefix caching and SGLang's radix cache are
     kind = "paged"
     paged = True
     OPTIONS: ClassVar[dict[str, tuple[str, str]]] = {"block": ("block", str(DEFAULT_BLOCK)),
-                                                     **Continuous.OPTIONS}
+                                                     **Continuous.OPTIONS,
+                                                     "prefix-cache": ("prefix_cache", "on|off")}
 
 
 @dataclass(frozen=True)
@@ -158,11 +163,13 @@ class Chunked(Policy):
     pad_q: int = 0  # > 0: the step is packed and padded as transformers' CUDA graphs run it (``Packing``)
     pad_kv: int = 0
     kv_cap: int = 0
+    prefix_cache: bool = True
     kind = "chunked"
     paged = True
     OPTIONS: ClassVar[dict[str, tuple[str, str]]] = {"budget": ("budget", "T"), "block": ("block", str(DEFAULT_BLOCK)),
                                                      "max-batch": ("max_batch", "B"), "pad-q": ("pad_q", "Q"),
-                                                     "pad-kv": ("pad_kv", "V"), "kv-cap": ("kv_cap", "C")}
+                                                     "pad-kv": ("pad_kv", "V"), "kv-cap": ("kv_cap", "C"),
+                                                     "prefix-cache": ("prefix_cache", "on|off")}
     REQUIRED: ClassVar[tuple[str, ...]] = ("budget",)
 
     @property
@@ -205,8 +212,13 @@ def policy_syntax() -> str:
     return " | ".join(policy.syntax() for policy in POLICIES.values())
 
 
-def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str, int]:
-    out = {}
+# Policy options that take on or off rather than a number.
+SWITCHES = ("prefix-cache",)
+
+
+def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """The policy's options as typed: counts as integers, switches as booleans."""
+    out: dict[str, Any] = {}
     for part in parts:
         key, sep, value = part.partition("=")
         key = key.strip()
@@ -214,14 +226,24 @@ def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str,
             raise PolicyError(f"policy {text!r}: unknown option {part!r}; options: {', '.join(allowed) or 'none'}")
         if key in out:  # last-wins would hide a typo in a long policy string
             raise PolicyError(f"policy {text!r}: {key} is given twice")
-        try:
-            number = int(value)
-        except ValueError:
-            raise PolicyError(f"policy {text!r}: {key} must be an integer") from None
-        if number < 1:
-            raise PolicyError(f"policy {text!r}: {key} must be positive")
-        out[key] = number
+        out[key] = _switch(text, key, value) if key in SWITCHES else _count(text, key, value)
     return out
+
+
+def _count(text: str, key: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise PolicyError(f"policy {text!r}: {key} must be an integer") from None
+    if number < 1:
+        raise PolicyError(f"policy {text!r}: {key} must be positive")
+    return number
+
+
+def _switch(text: str, key: str, value: str) -> bool:
+    if value.strip() not in ("on", "off"):
+        raise PolicyError(f"policy {text!r}: {key} is on or off")
+    return value.strip() == "on"
 
 
 def parse_policy(text: str) -> Policy:

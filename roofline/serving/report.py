@@ -48,12 +48,29 @@ def _goodput(summary: dict[str, Any]) -> list[str]:
     return [significant(slo["goodput_requests_per_s"]), f"{share:.0%}"]
 
 
+def shares_prefixes(document: dict[str, Any]) -> bool:
+    """The workload's prompts can share prefixes: drawn with --prefix or --sessions, or a Mooncake trace, or some
+    policy found a cached prefix."""
+    workload = document["workload"]
+    return bool(workload.get("prefix") or workload.get("sessions")
+                or str(workload.get("trace") or "").lower().endswith(".jsonl")
+                or any(entry["summary"].get("cached_prompt_tokens") for entry in document["runs"]))
+
+
+def _hit_rate(summary: dict[str, Any]) -> str:
+    rate = summary.get("prefix_hit_rate")
+    return "–" if rate is None else f"{rate:.0%}"
+
+
 def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """One row per policy; with an SLO, its goodput and the share of requests meeting it before the capacity."""
+    """One row per policy; with an SLO, its goodput and the share of requests meeting it before the capacity; with
+    prompts that share prefixes, the prefix cache's hit rate."""
     with_slo = any(entry["summary"].get("slo") for entry in document["runs"])
+    shared = shares_prefixes(document)
     header = ["policy", "tokens/s", "req/s", "vs first", "TTFT p50/p90/p99", "TPOT p50/p90/p99",
-              "ITL p50/p99", "e2e p99", "batch mean/max", "KV occ mean/max", "compute-bound", "MBU", "MFU", "waste",
-              *(["goodput req/s", "meet SLO"] if with_slo else []), "capacity req/s"]
+              "ITL p50/p99", "e2e p99", "batch mean/max", "KV occ mean/max", *(["prefix hit"] if shared else []),
+              "compute-bound", "MBU", "MFU", "waste", *(["goodput req/s", "meet SLO"] if with_slo else []),
+              "capacity req/s"]
     rows, base = [], None
     for entry in document["runs"]:
         s = entry["summary"]
@@ -67,7 +84,8 @@ def summary_table(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]
             "/".join(_s(s["tpot"][f"p{p}_s"]) for p in (50, 90, 99)),
             "/".join(_s((s.get("itl") or {}).get(f"p{p}_s")) for p in (50, 99)),  # absent: an older document
             _s(s["e2e"]["p99_s"]), f"{s['batch_mean']:.1f}/{s['batch_max']}", kv,
-            f"{s['compute_bound_time_share']:.0%}", "–" if s["mbu_mean"] is None else f"{s['mbu_mean']:.0%}",
+            *([_hit_rate(s)] if shared else []), f"{s['compute_bound_time_share']:.0%}",
+            "–" if s["mbu_mean"] is None else f"{s['mbu_mean']:.0%}",
             "–" if s["mfu_mean"] is None else f"{s['mfu_mean']:.0%}", f"{s['padding_waste']['share']:.0%}",
             *(_goodput(s) if with_slo else []), _capacity(cap),
         ])
@@ -204,6 +222,13 @@ def render_figures(document: dict[str, Any], runs: list[SimulationRun]) -> dict[
     return figure_pngs(figures)[0]
 
 
+def _prefix_sentence(summary: dict[str, Any]) -> str:
+    """What the prefix cache saved: the share of prompt tokens it held, and how many."""
+    rate, cached = summary["prefix_hit_rate"], summary.get("cached_prompt_tokens", 0)
+    of = f" ({cached:,} of {round(cached / rate):,} tokens not prefilled)" if rate else ""
+    return f"the prefix cache held {rate:.0%} of the prompt tokens{of}."
+
+
 def _goodput_sentence(summary: dict[str, Any]) -> str:
     slo = summary["slo"]
     rate, share = _goodput(summary)
@@ -223,8 +248,11 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
         lines.append(moe)
     if document.get("fleet"):
         lines.append(_fleet_sentence(document["fleet"], p["tp"]))
+    shared = shares_prefixes(document)
     for entry in document["runs"]:
         lines.append(f"{entry['policy']['policy']}: {entry['summary']['binding_sentence']}")
+        if shared and entry["summary"].get("prefix_hit_rate") is not None:
+            lines.append(f"{entry['policy']['policy']}: {_prefix_sentence(entry['summary'])}")
         if entry.get("fleet"):
             lines.append(f"{entry['policy']['policy']}: {_spread_sentence(entry['fleet'])}")
         if entry["summary"].get("slo"):

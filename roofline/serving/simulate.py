@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import insort
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from roofline.core.errors import BadInputError
+from roofline.serving.kv_blocks import KvBlocks
 from roofline.serving.latency import end_to_end_s, span_s, time_per_output_token_s, time_to_first_token_s
 from roofline.serving.policies import Policy, StepPlan, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
@@ -24,8 +26,6 @@ from roofline.serving.step_cost import CostModel
 from roofline.serving.step_log import StepLog
 from roofline.serving.workload import Request
 from roofline.specs.models import past_context_window
-
-KV_WATERMARK = 0.01  # vLLM keeps 1% of the blocks free at admission, so running sequences can grow
 
 
 class SimulationError(BadInputError):
@@ -42,6 +42,7 @@ class RequestOutcome:
     finish_s: float
     preemptions: int
     token_times_s: Sequence[float] = ()  # every output token's time, in order (the simulator's: an array of 'd')
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache when first admitted (not prefilled)
 
     @property
     def ttft_s(self) -> float:
@@ -65,6 +66,7 @@ class SimulationRun:
     kv_blocks_total: int | None
     kv_tokens_capacity: int | None
     overhead: EngineOverhead | None
+    shared_prefixes: bool = False  # some requests said what their tokens are: a prefix cache could find them
 
     @property
     def makespan_s(self) -> float:
@@ -75,7 +77,8 @@ class Seq:
     """One request's mutable progress inside the engine (never leaves this module)."""
 
     __slots__ = ("request", "output_tokens", "prefill_left", "prefill_target", "generated", "kv_tokens", "blocks",
-                 "first_token_s", "finish_s", "preemptions", "finished", "active", "token_times")
+                 "first_token_s", "finish_s", "preemptions", "finished", "active", "token_times", "keys", "held",
+                 "kept", "cached_tokens")
 
     def __init__(self, request: Request) -> None:
         # prefill_left is an attribute, not a property: the engine reads it for every sequence of every step.
@@ -85,6 +88,13 @@ class Seq:
         self.first_token_s = self.finish_s = math.nan
         self.finished = self.active = False  # active: in the running set
         self.token_times = array("d")  # 8 bytes a token, and numpy reads it without converting each float
+        # The prefix cache's view: the keys of its keyed blocks (None: not computed, or no cache), the cached
+        # blocks it holds, how many of its first blocks the cache has been given, and what its first admission
+        # found cached (-1: not admitted yet).
+        self.keys: list[int] | None = None
+        self.held: list[int] = []
+        self.kept = 0
+        self.cached_tokens = -1
 
     def handed_over(self, first_token_s: float) -> Seq:
         """This sequence as it arrives from another replica that prefilled its prompt (disaggregated serving):
@@ -95,17 +105,26 @@ class Seq:
         return self
 
 
-class Engine:
-    """Queues, clock and KV blocks; the policies call ``admit``, ``take_waiting``, ``decodable``, ``prefilling``."""
+def _arrival(seq: Seq) -> tuple[float, int]:
+    return seq.request.arrival_s, seq.request.id
 
-    def __init__(self, requests: Sequence[Request], kv_blocks: int | None, block: int) -> None:
-        self.pending = sorted((Seq(r) for r in requests), key=lambda s: (s.request.arrival_s, s.request.id))
+
+class Engine:
+    """Queues, clock and KV blocks (``kv``: None without a block-limited cache; with ``prefix_cache`` its blocks
+    are kept by prefix and found again, ``roofline.serving.kv_blocks``); the policies call ``admit``,
+    ``take_waiting``, ``decodable``, ``prefilling``."""
+
+    def __init__(self, requests: Sequence[Request], kv_blocks: int | None, block: int,
+                 prefix_cache: bool = False) -> None:
+        # A conversation's later turn waits for the turn before it to end: it is sent (think_s later) only then.
+        self.followers = {r.after: Seq(r) for r in requests if r.after is not None}
+        self.pending = sorted((Seq(r) for r in requests if r.after is None), key=_arrival)
+        self.shared = any(r.segments for r in requests)
         self.next_arrival = 0
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
         self.static_batch: list[Seq] = []
-        self.kv_blocks, self.free_blocks, self.block = kv_blocks, kv_blocks, block
-        self.watermark = int(KV_WATERMARK * kv_blocks) if kv_blocks else 0
+        self.kv = KvBlocks(kv_blocks, block, prefix_cache) if kv_blocks is not None else None
         self.clock_s = 0.0
         self.kv_blocked = False
         self.preempted = self.finished_count = 0
@@ -129,19 +148,17 @@ class Engine:
     def admit(self, max_batch: int, max_tokens: int | None, count: int | None = None) -> list[Seq]:
         """Move waiting requests into the running set in arrival order while slots, the token cap and KV
         blocks allow (the first request of a step is never refused for the token cap)."""
-        out, tokens = [], 0
+        out, tokens, kv = [], 0, self.kv
+        block = kv.block if kv is not None else 0
         while self.waiting and len(self.running) < max_batch and (count is None or len(out) < count):
             seq = self.waiting[0]
-            if max_tokens is not None and out and tokens + seq.prefill_left > max_tokens:
+            # The token cap counts what the step prefills: a cached prefix is not prefilled.
+            cached = kv.cached_prefix(seq) if kv is not None else 0
+            if max_tokens is not None and out and tokens + seq.prefill_left - cached * block > max_tokens:
                 break
-            if self.kv_blocks is not None:
-                need = -(-seq.prefill_target // self.block)
-                floor = self.watermark if self.running else 0  # an idle engine admits whatever fits at all
-                if self.free_blocks - need < floor:
-                    self.kv_blocked = True
-                    break
-                self.free_blocks -= need
-                seq.blocks = need
+            if kv is not None and not kv.reserve(seq, cached, bool(self.running)):
+                self.kv_blocked = True
+                break
             self.waiting.popleft()
             seq.active = True
             self.running.append(seq)
@@ -156,18 +173,19 @@ class Engine:
     def decodable(self) -> list[Seq]:
         """Running sequences past their prefill, each with room for one more token (preempting the latest
         admitted sequence, by recompute, when no block is free)."""
-        if self.kv_blocks is None:  # no blocks to find: every prefilled sequence decodes
+        kv = self.kv
+        if kv is None:  # no blocks to find: every prefilled sequence decodes
             return [s for s in self.running if s.prefill_left == 0]
-        out = []
+        out, block = [], kv.block
         for seq in list(self.running):
             if seq.prefill_left > 0 or not seq.active:
                 continue
-            if self.kv_blocks is not None and seq.kv_tokens + 1 > seq.blocks * self.block:
-                while self.free_blocks == 0 and seq.active:
+            if seq.kv_tokens + 1 > seq.blocks * block:
+                while not kv.spare() and seq.active:
                     self.preempt(self.running[-1])
                 if not seq.active:
                     continue
-                self.free_blocks -= 1
+                kv.take(1)
                 seq.blocks += 1
             out.append(seq)
         return out
@@ -176,9 +194,10 @@ class Engine:
         """Free the sequence's KV and requeue it at the front: readmitted, it prefills prompt + tokens so far."""
         self.running.remove(seq)
         seq.active = False  # already out of the running list: no need to set left_running
-        self.free_blocks += seq.blocks
+        if self.kv is not None:
+            self.kv.release(seq)
         self.kv_tokens -= seq.kv_tokens
-        seq.blocks = seq.kv_tokens = 0
+        seq.kv_tokens = 0
         seq.prefill_target = seq.prefill_left = seq.request.prompt_tokens + seq.generated
         seq.preemptions += 1
         self.preempted += 1
@@ -199,9 +218,13 @@ class Engine:
         if self.finished_log is not None:
             self.finished_log.append(seq)
         self.kv_tokens -= seq.kv_tokens
-        if self.kv_blocks is not None:
-            self.free_blocks += seq.blocks
-            seq.blocks = 0
+        if self.kv is not None:
+            self.kv.release(seq)
+            seq.keys = None  # done with: a finished sequence keeps no block of its own
+        follower = self.followers.pop(seq.request.id, None) if self.followers else None
+        if follower is not None:  # the conversation's next turn is sent now, think_s after this answer
+            follower.request = replace(follower.request, arrival_s=self.clock_s + follower.request.think_s)
+            insort(self.pending, follower, lo=self.next_arrival, key=_arrival)
 
     def apply(self, plan: StepPlan) -> int:
         """Advance every sequence in the plan by what the step computed; returns the wasted slots."""
@@ -220,6 +243,8 @@ class Engine:
         for seq, tokens in plan.chunks:
             seq.prefill_left = max(0, seq.prefill_left - tokens)
             seq.kv_tokens += tokens
+            if seq.keys:  # its newly computed full blocks can be found by the next prompt that starts the same
+                self.kv.keep(seq)  # pyright: ignore[reportOptionalMemberAccess] - keys are made by kv alone
             if seq.prefill_left == 0:
                 self.emit(seq)
         if self.left_running:
@@ -258,6 +283,10 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
     largest context, or larger than the whole KV cache); the policy's KV blocks (None: it keeps no block cache)."""
     if not requests:
         raise SimulationError("no requests to simulate")
+    turns = [r.after for r in requests if r.after is not None]
+    if turns and (len(set(turns)) < len(turns) or not set(turns) <= {r.id for r in requests}):
+        raise SimulationError("each later turn of a conversation follows one earlier request of the workload, and "
+                              "no request is followed twice")
     longest = max(r.prompt_tokens + r.output_tokens for r in requests)
     past = past_context_window(profile.model["name"], profile.model.get("max_positions"), longest)
     if past:
@@ -279,7 +308,7 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
 def _outcome(seq: Seq) -> RequestOutcome:
     r = seq.request
     return RequestOutcome(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_token_s, seq.finish_s,
-                          seq.preemptions, seq.token_times)
+                          seq.preemptions, seq.token_times, max(seq.cached_tokens, 0))
 
 
 class Replica:
@@ -290,7 +319,8 @@ class Replica:
     def __init__(self, profile: StepProfile, policy: Policy, overhead: EngineOverhead | None, kv_blocks: int | None,
                  requests: Sequence[Request] = (), log_steps: bool = True) -> None:
         self.policy, self.kv_blocks = policy, kv_blocks
-        self.engine, self.model = Engine(requests, kv_blocks, policy.block), CostModel(profile, overhead)
+        self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache)
+        self.model = CostModel(profile, overhead)
         self.steps = StepLog()
         # A run read only for its requests' latencies (a capacity probe) keeps no step: at a low rate every
         # request decodes alone, and 100,000 requests' steps are 2 GB of log that nobody reads.
@@ -305,6 +335,7 @@ class Replica:
         request was prefilled on another replica and arrives with its prompt's KV and first token."""
         seq = Seq(request)
         self.engine.pending.append(seq if first_token_s is None else seq.handed_over(first_token_s))
+        self.engine.shared = self.engine.shared or bool(request.segments)
 
     def log_finished(self) -> None:
         """From now on keep every request that finishes, for ``take_finished``."""
@@ -344,8 +375,10 @@ class Replica:
         self.steps.append(
             cost=cost, start_s=start_s, decodes=len(plan.decodes), prefill_tokens=sum(t for _, t in plan.chunks),
             sequences=len(plan.decodes) + len(plan.chunks), waiting=waiting,
-            kv_tokens=sum(s.kv_tokens for s in engine.static_batch) if padded else engine.kv_tokens,
-            kv_blocks_used=None if engine.kv_blocks is None else engine.kv_blocks - engine.free_blocks,
+            # A block several sequences hold (a shared prefix) is in memory once.
+            kv_tokens=sum(s.kv_tokens for s in engine.static_batch) if padded else
+            engine.kv_tokens - (engine.kv.shared_tokens() if engine.kv else 0),
+            kv_blocks_used=None if engine.kv is None else engine.kv.in_use(),
             wasted_slots=wasted,
             padding_tokens=sum(padded - s.request.prompt_tokens for s, _ in plan.chunks) if padded else 0,
             kv_blocked=engine.kv_blocked, preempted=engine.preempted)
@@ -366,7 +399,7 @@ class Replica:
         return SimulationRun(policy=policy.to_dict(), requests=self.outcomes(), steps=self.steps,
                              kv_blocks_total=self.kv_blocks,
                              kv_tokens_capacity=self.kv_blocks * policy.block if self.kv_blocks is not None else None,
-                             overhead=overhead)
+                             overhead=overhead, shared_prefixes=self.engine.shared)
 
 
 def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,

@@ -29,7 +29,7 @@ from roofline.serving.policies import (
     router_help,
 )
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
-from roofline.serving.workload import check_request_count
+from roofline.serving.workload import check_request_count, parse_prefix, parse_sessions
 
 # The options that build an analytic profile (beside a PROFILE.json they would be silently ignored).
 MODEL_FLAGS: dict[str, Option] = {
@@ -70,7 +70,9 @@ FLAGS: dict[str, Option] = {
     "output_lengths": Option(("--output",), default="exp:128:512", show_default=True,
                              help="output lengths, as --prompt"),
     "seed": Option(("--seed",), "int", 0, show_default=True),
-    "trace": Option(("--trace",), "path", help="CSV arrival_s,prompt_tokens,output_tokens"),
+    "prefix": Option(("--prefix",), metavar="shared:L:N", help="prompts open with one of N system prompts of L tokens"),
+    "sessions": Option(("--sessions",), metavar="T:G", help="conversations of T turns, each G s after an answer"),
+    "trace": Option(("--trace",), "path", help="CSV arrival_s,prompt_tokens,output_tokens, or a Mooncake .jsonl"),
     "policies": Option(("--policy",), default=(), multiple=True,
                        help=f"{policy_syntax()} (repeatable: compared side by side) [{', '.join(DEFAULT_POLICIES)}]"),
     **{term: Option((flag,), "float", help=OVERHEAD_HELP[term]) for term, flag in zip(
@@ -96,7 +98,7 @@ FLAGS: dict[str, Option] = {
     "as_json": Option(("--json",), "flag", help="print the per-policy summaries as JSON"),
 }
 # The options that draw a workload: a --trace is the workload, so beside it they would be silently ignored.
-DRAWN_WORKLOAD = ("requests", "arrivals", "prompt", "output_lengths")
+DRAWN_WORKLOAD = ("requests", "arrivals", "prompt", "output_lengths", "prefix", "sessions")
 # The largest fleet simulated or planned: 4096 replicas is past any one deployment, and each replica is an engine
 # held in memory and stepped in Python.
 MAX_REPLICAS = 4096
@@ -134,6 +136,8 @@ class SimulateConfig:
     prompt: str = FLAGS["prompt"].default
     output_lengths: str = FLAGS["output_lengths"].default
     seed: int = FLAGS["seed"].default
+    prefix: str | None = FLAGS["prefix"].default  # --prefix shared:L:N
+    sessions: str | None = FLAGS["sessions"].default  # --sessions T:G
     trace: Path | None = FLAGS["trace"].default
     policies: tuple[Policy, ...] = FLAGS["policies"].default  # () : DEFAULT_POLICIES
     # each --overhead-* given replaces that term of the profile's overhead
@@ -167,6 +171,13 @@ class SimulateConfig:
         check_rates(self.rates, "--rates")
         if not self.trace:  # a trace's own length is counted as it is read
             check_request_count(self.requests)
+        if self.prefix:
+            parse_prefix(self.prefix)
+        if self.sessions:
+            parse_sessions(self.sessions)
+        if self.sessions and self.fleet:
+            raise BadInputError("--sessions: each turn is sent when the one before it ends, and fleets do not route "
+                                "conversations yet; simulate one replica")
         check_fleet(self.replicas, self.router, self.disaggregate, self.kv_link_gbps, self.policy_list)
 
     @property

@@ -1,13 +1,17 @@
-"""Workloads: requests with arrival times and prompt/output lengths, generated from a seed or read from a trace.
+"""Workloads: requests with arrival times and prompt/output lengths, generated from a seed or read from a trace
+(a CSV of lengths, or a Mooncake trace whose block hashes say which prompts share a prefix).
 
 Lengths are integers of at least one token: a request always produces its first token.  The random streams
 for arrivals, prompts and outputs are separate, so changing the arrival rate (the capacity search does) keeps
-every request's lengths.
+every request's lengths.  A request can say what its tokens are (``segments``: the content a prefix cache keys,
+``roofline.serving.prefix_cache``): prompts that open with one of a few shared system prompts (``--prefix``), the
+turns of a conversation, each resending the conversation so far (``--sessions``), or a trace's block hashes.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 from dataclasses import dataclass, replace
@@ -42,9 +46,15 @@ TOKEN_TIME_BYTES = 8
 @dataclass(frozen=True)
 class Request:
     id: int
-    arrival_s: float
+    arrival_s: float  # a session's later turn: a placeholder (its session's start) until the turn before it ends
     prompt_tokens: int
     output_tokens: int
+    # What the tokens are, from the first: (content id, tokens) pieces, the same id the same tokens; tokens past
+    # them (none given: every token) are this request's own.  They may run on past the prompt into the output
+    # that a later turn of the same session resends.
+    segments: tuple[tuple[int, int], ...] = ()
+    after: int | None = None  # a session's later turn: sent ``think_s`` after request ``after``'s last token
+    think_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.arrival_s) or not 0 <= self.arrival_s <= MAX_ARRIVAL_S:
@@ -54,6 +64,8 @@ class Request:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise WorkloadError(f"request {self.id}: {name} must be an integer >= 1, got {value!r}")
+        if self.after is not None and not 0 <= self.after < self.id:  # a turn follows an earlier request
+            raise WorkloadError(f"request {self.id}: it follows request {self.after}, which must come before it")
 
 
 def _numbers(spec: str, parts: list[str], count: tuple[int, ...]) -> list[float]:
@@ -100,14 +112,16 @@ def _raw_lengths(spec: str, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(raw, dtype=float)
 
 
-def arrival_times(spec: str, n: int, rng: np.random.Generator) -> list[float]:
-    """``burst`` (all at t = 0) or ``poisson:RATE`` (requests per second, exponential gaps, first at its gap)."""
+def arrival_times(spec: str, n: int, rng: np.random.Generator, per_arrival: float = 1) -> list[float]:
+    """``burst`` (all at t = 0) or ``poisson:RATE`` (requests per second, exponential gaps, first at its gap).
+    ``per_arrival``: the requests each arrival stands for (a session's turns, on average), so the gaps are that
+    much longer and requests still come at RATE."""
     kind, *parts = spec.strip().split(":")
     if kind == "burst" and not parts:
         return [0.0] * n
     if kind == "poisson":
         (rate,) = _numbers(spec, parts, (1,))
-        times = np.cumsum(rng.exponential(1 / rate, size=n))
+        times = np.cumsum(rng.exponential(per_arrival / rate, size=n))
         if not np.all(np.isfinite(times)) or times[-1] > MAX_ARRIVAL_S:
             raise WorkloadError(f"{spec!r}: at this rate the requests arrive over more than {MAX_ARRIVAL_S:.0e} s; "
                                 "give a higher rate")
@@ -152,25 +166,101 @@ def check_fits_in_memory(requests: list[Request], runs: int) -> None:
                             f"{free / 1e9:.1f} GB is available: give fewer --requests or shorter --output")
 
 
-def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0) -> list[Request]:
+def parse_prefix(text: str) -> tuple[int, int]:
+    """``--prefix shared:L:N``: N system prompts of L tokens each (L, N)."""
+    kind, *parts = text.strip().split(":")
+    try:
+        tokens, count = (int(p) for p in parts) if kind == "shared" and len(parts) == 2 else (0, 0)
+    except ValueError:
+        tokens = count = 0
+    if not 1 <= tokens <= MAX_LENGTH_TOKENS or not 1 <= count <= MAX_REQUESTS:
+        raise WorkloadError(f"--prefix {text!r}: give shared:L:N, N system prompts of L tokens (integers from 1; "
+                            f"L at most {MAX_LENGTH_TOKENS:,}, N at most {MAX_REQUESTS:,})")
+    return tokens, count
+
+
+def parse_sessions(text: str) -> tuple[int, float]:
+    """``--sessions T:G``: conversations of T turns, each sent G seconds after the answer to the one before."""
+    turns, sep, gap = text.strip().partition(":")
+    try:
+        parsed = (int(turns), float(gap))
+    except ValueError:
+        parsed = None
+    if not sep or parsed is None or not 1 <= parsed[0] <= MAX_REQUESTS or not 0 <= parsed[1] <= MAX_ARRIVAL_S:
+        raise WorkloadError(f"--sessions {text!r}: give T:G, turns per conversation (an integer from 1) and the "
+                            f"seconds a user takes to answer (from 0 to {MAX_ARRIVAL_S:.0e})")
+    return parsed
+
+
+def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0, prefix: str | None = None,
+                  sessions: str | None = None) -> list[Request]:
+    """``n`` requests; with ``prefix`` (``shared:L:N``) each prompt opens with one of N system prompts of L tokens,
+    drawn uniformly, and ``prompt`` is what follows it; with ``sessions`` (``T:G``) the requests are conversations
+    of T turns (the last one shorter when T does not divide ``n``): ``arrivals`` start them (``poisson:RATE``:
+    RATE requests/s, conversations at RATE / T), each later turn is sent G seconds after the turn before it ends,
+    and its prompt resends the conversation so far (every earlier prompt and answer) before ``prompt`` new
+    tokens."""
     check_request_count(n)
     check_seed(seed)
-    streams = np.random.SeedSequence(seed).spawn(3)
-    times = arrival_times(arrivals, n, np.random.default_rng(streams[0]))
+    shared = parse_prefix(prefix) if prefix else None
+    turns, think_s = parse_sessions(sessions) if sessions else (1, 0.0)
+    streams = np.random.SeedSequence(seed).spawn(4)  # the first three as they always were: same seed, same lengths
     prompts = sample_lengths(prompt, n, np.random.default_rng(streams[1]))
     outputs = sample_lengths(output, n, np.random.default_rng(streams[2]))
-    return [Request(i, t, p, o) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
+    if shared is None and turns == 1:
+        times = arrival_times(arrivals, n, np.random.default_rng(streams[0]))
+        return [Request(i, t, p, o) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
+    count = -(-n // turns)
+    starts = arrival_times(arrivals, count, np.random.default_rng(streams[0]), per_arrival=n / count)
+    systems = np.random.default_rng(streams[3]).integers(shared[1], size=count) if shared else None
+    return [request for s in range(count) for request in _conversation(
+        s, starts[s], range(s * turns, min(n, (s + 1) * turns)), prompts, outputs, shared,
+        None if systems is None else int(systems[s]), think_s)]
+
+
+def _conversation(session: int, start_s: float, ids: range, prompts: list[int], outputs: list[int],
+                  shared: tuple[int, int] | None, system: int | None, think_s: float) -> list[Request]:
+    """One session's turns.  Content ids: system prompt k is k; request i's new tokens are N + 2i and its answer
+    N + 2i + 1 (N: the system prompts), so no two pieces of content share an id by accident."""
+    first = shared[1] if shared else 0
+    history: tuple[tuple[int, int], ...] = ((system, shared[0]),) if shared and system is not None else ()
+    out = []
+    for i in ids:
+        new, answer = (first + 2 * i, prompts[i]), (first + 2 * i + 1, outputs[i])
+        tokens = sum(length for _, length in history) + prompts[i]
+        if tokens > MAX_LENGTH_TOKENS:
+            raise WorkloadError(f"session {session}: turn {i - ids.start + 1} resends {tokens:,} tokens, past "
+                                f"{MAX_LENGTH_TOKENS:,}; give fewer turns or shorter lengths")
+        # Only content another request can meet is keyed: a last turn's own tokens are no one else's.
+        segments = (*history, new, answer) if i + 1 < ids.stop else history
+        out.append(Request(i, start_s, tokens, outputs[i], segments, after=i - 1 if i > ids.start else None,
+                           think_s=think_s))
+        history = (*history, new, answer)
+    return out
 
 
 def with_arrivals(requests: list[Request], arrivals: str, seed: int = 0) -> list[Request]:
-    """The same requests (same lengths) under another arrival process: what a rate search varies."""
-    times = arrival_times(arrivals, len(requests), np.random.default_rng(np.random.SeedSequence(seed).spawn(3)[0]))
-    return [replace(r, arrival_s=t) for r, t in zip(requests, times, strict=True)]
+    """The same requests (same lengths) under another arrival process: what a rate search varies.  A
+    conversation's first turn takes the new time; its later turns still follow it (their placeholder moves
+    with it), and ``poisson:RATE`` still means RATE requests/s."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(3)[0])
+    firsts = [r for r in requests if r.after is None]
+    if len(firsts) == len(requests):
+        times = arrival_times(arrivals, len(requests), rng)
+        return [replace(r, arrival_s=t) for r, t in zip(requests, times, strict=True)]
+    times = iter(arrival_times(arrivals, len(firsts), rng, per_arrival=len(requests) / len(firsts)))
+    moved: dict[int, float] = {}
+    for r in sorted(requests, key=lambda r: r.id):  # a turn's predecessor has a lower id
+        moved[r.id] = next(times) if r.after is None else moved[r.after]
+    return [replace(r, arrival_s=moved[r.id]) for r in requests]
 
 
 def load_trace(path: str | Path) -> list[Request]:
-    """A CSV with columns ``arrival_s,prompt_tokens,output_tokens`` (others ignored), sorted by arrival."""
+    """A CSV with columns ``arrival_s,prompt_tokens,output_tokens`` (others ignored), or a Mooncake trace (a
+    ``.jsonl`` file: ``load_mooncake_trace``), sorted by arrival."""
     path = Path(path)
+    if path.suffix.lower() == ".jsonl":
+        return load_mooncake_trace(path)
     try:
         with path.open(newline="", encoding="utf-8-sig") as stream:  # -sig: a spreadsheet's BOM is not a column
             reader = csv.DictReader(stream)
@@ -196,20 +286,86 @@ def load_trace(path: str | Path) -> list[Request]:
             out.append(Request(len(out), arrival, prompt, output))
         except WorkloadError as exc:
             raise WorkloadError(f"{path}: line {line}: {exc}") from None
-    if not out:
+    return _by_arrival(path, out)
+
+
+def _by_arrival(path: Path, requests: list[Request]) -> list[Request]:
+    if not requests:
         raise WorkloadError(f"{path}: trace has no requests")
-    out.sort(key=lambda r: (r.arrival_s, r.id))
-    return [replace(r, id=i) for i, r in enumerate(out)]
+    requests.sort(key=lambda r: (r.arrival_s, r.id))
+    return [replace(r, id=i) for i, r in enumerate(requests)]
+
+
+# Mooncake's traces (kvcache-ai/Mooncake, FAST25-release/traces/*.jsonl) give one hash id per 512 tokens of input,
+# the last block partial: 6,758 tokens have 14 ids.
+MOONCAKE_BLOCK_TOKENS = 512
+
+
+def load_mooncake_trace(path: Path) -> list[Request]:
+    """A Mooncake trace: a JSON object a line, ``timestamp`` (ms since the first request), ``input_length``,
+    ``output_length`` and ``hash_ids``, one id per ``MOONCAKE_BLOCK_TOKENS`` tokens of the prompt (the last block
+    partial); two prompts whose ids agree up to a block share every token up to its end.  Other keys are
+    ignored."""
+    rows = []
+    try:
+        with path.open(encoding="utf-8-sig") as stream:
+            for line, text in enumerate(stream, start=1):
+                if not text.strip():
+                    continue
+                if len(rows) == MAX_REQUESTS:  # counted while read: a huge trace is refused before it fills memory
+                    raise WorkloadError(f"{path}: trace has more than {MAX_REQUESTS:,} requests; give a shorter one")
+                try:
+                    rows.append((line, json.loads(text)))
+                except ValueError:
+                    raise WorkloadError(f"{path}: line {line}: not a JSON object (a Mooncake trace has one a "
+                                        "line)") from None
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise WorkloadError(f"{path}: not UTF-8 text") from None
+    out = []
+    for line, row in rows:
+        try:
+            out.append(_mooncake_request(len(out), row))
+        except WorkloadError as exc:
+            raise WorkloadError(f"{path}: line {line}: {exc}") from None
+    return _by_arrival(path, out)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mooncake_request(index: int, row: Any) -> Request:
+    fields = ("timestamp", "input_length", "output_length", "hash_ids")
+    if not isinstance(row, dict) or any(name not in row for name in fields):
+        raise WorkloadError(f"a Mooncake trace row has {', '.join(fields)}")
+    stamp, prompt, output, ids = (row[name] for name in fields)
+    if not (_integer(stamp) or isinstance(stamp, float)) or not _integer(prompt) or not _integer(output) \
+            or not isinstance(ids, list) or not all(_integer(i) for i in ids):
+        raise WorkloadError("timestamp (ms) must be a number, input_length and output_length integers, hash_ids "
+                            "a list of integers")
+    blocks = -(-prompt // MOONCAKE_BLOCK_TOKENS) if prompt > 0 else 0
+    if prompt > 0 and len(ids) != blocks:
+        raise WorkloadError(f"{len(ids)} hash_ids for {prompt} input tokens: a Mooncake trace has one per "
+                            f"{MOONCAKE_BLOCK_TOKENS} tokens ({blocks})")
+    segments = tuple((i, MOONCAKE_BLOCK_TOKENS) for i in ids[:-1])
+    if ids:
+        segments += ((ids[-1], prompt - MOONCAKE_BLOCK_TOKENS * (len(ids) - 1)),)
+    return Request(index, stamp / 1000, prompt, output, segments)
 
 
 def read_workload(trace: Path | None, requests: int, arrivals: str, prompt: str, output: str,
-                  seed: int) -> tuple[list[Request], dict[str, Any]]:
+                  seed: int, prefix: str | None = None, sessions: str | None = None
+                  ) -> tuple[list[Request], dict[str, Any]]:
     """A command's workload and the record its document keeps of it: the ``trace`` replayed, or ``requests`` drawn
-    from the arrival and length specs with ``seed``."""
+    from the arrival and length specs with ``seed`` (``prefix``: shared system prompts; ``sessions``: multi-turn
+    conversations)."""
     if trace is not None:
         return load_trace(trace), {"trace": str(trace)}
-    spec = {"requests": requests, "arrivals": arrivals, "prompt": prompt, "output": output, "seed": seed}
-    return make_workload(requests, arrivals, prompt, output, seed), spec
+    spec = {"requests": requests, "arrivals": arrivals, "prompt": prompt, "output": output, "seed": seed,
+            **({"prefix": prefix} if prefix else {}), **({"sessions": sessions} if sessions else {})}
+    return make_workload(requests, arrivals, prompt, output, seed, prefix, sessions), spec
 
 
 def describe_lengths(spec: str) -> str:
@@ -233,6 +389,16 @@ def describe_arrivals(spec: str) -> str:
     return f"arrivals {spec}"
 
 
+def _after_prefix(prefix: str | None) -> str:
+    """``shared:2000:8`` -> ", after one of 8 shared system prompts of 2000 tokens"."""
+    if not prefix:
+        return ""
+    kind, *parts = str(prefix).split(":")
+    if kind != "shared" or len(parts) != 2:
+        return f", after the shared prefix {prefix}"  # a spec this version does not know: as written
+    return f", after one of {parts[1]} shared system prompts of {parts[0]} tokens"
+
+
 def describe_workload(workload: dict[str, Any]) -> str:
     """The workload record of a simulation or plan document in words, for a report (a plan's has no arrivals:
     it sweeps the rate)."""
@@ -242,7 +408,12 @@ def describe_workload(workload: dict[str, Any]) -> str:
     if workload.get("arrivals"):
         parts[0] += f", {describe_arrivals(workload['arrivals'])}"
     if workload.get("prompt"):
-        parts.append(f"prompts {describe_lengths(workload['prompt'])}")
+        parts.append(f"{'new tokens per turn' if workload.get('sessions') else 'prompts'} "
+                     f"{describe_lengths(workload['prompt'])}{_after_prefix(workload.get('prefix'))}")
+    if workload.get("sessions"):
+        turns, _, gap = str(workload["sessions"]).partition(":")
+        parts.append(f"conversations of {turns} turns, each sent {gap} s after the answer to the one before and "
+                     "resending the conversation so far")
     if workload.get("output"):
         parts.append(f"outputs {describe_lengths(workload['output'])}")
     if workload.get("seed") is not None:

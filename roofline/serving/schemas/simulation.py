@@ -50,7 +50,13 @@ class Workload(Record):
     prompt: Any = key("string", nullable=False, doc="generated: prompt length distribution")
     output: Any = key("string", nullable=False, doc="generated: output length distribution")
     seed: Any = key("integer", nullable=False, doc="generated: the seed")
-    trace: Any = key("string", nullable=False, doc="replayed: the trace CSV (then no other key)")
+    prefix: Any = key("string", nullable=False,
+                      doc="generated, --prefix shared:L:N: each prompt opens with one of N system prompts of L tokens")
+    sessions: Any = key("string", nullable=False,
+                        doc="generated, --sessions T:G: conversations of T turns, each sent G s after the answer to "
+                            "the one before")
+    trace: Any = key("string", nullable=False,
+                     doc="replayed: the trace, a CSV or a Mooncake .jsonl (then no other key)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +71,9 @@ class PolicyRecord(Record):
     pad_q_tokens: Any = key("integer", nullable=False, doc="chunked:pad-q=Q: a packed step's queries padded to")
     pad_kv_tokens: Any = key("integer", nullable=False, doc="chunked:pad-kv=V: its keys padded to (0: none)")
     kv_cap_tokens: Any = key("integer", nullable=False, doc="chunked:kv-cap=C: keys padded at most to (0: no cap)")
+    prefix_cache: Any = key("boolean", nullable=True,
+                            doc="paged, chunked: blocks kept by prefix hash and found again (null: no block cache; "
+                                "absent: written before prefix caching was modelled)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +147,11 @@ class Summary(Record):
     comm_time_share: Any = key("number", nullable=False,
                                doc="busy time in tensor-parallel all-reduces (absent: the profile costs none)")
     kv_blocked_step_share: Any = key("number", required=True, doc="steps that refused admission for blocks")
+    prefix_hit_rate: Any = key("number", nullable=True,
+                               doc="prompt tokens found in the prefix cache over all prompt tokens (null: the policy "
+                                   "keeps no prefix cache; absent: written before it was modelled)")
+    cached_prompt_tokens: Any = key("integer", nullable=False,
+                                    doc="prompt tokens found in the prefix cache, not prefilled (absent: as above)")
     preemptions: Any = key("integer", required=True, doc="sequences preempted")
     mbu_mean: Any = key("number", required=True, nullable=True, doc="bytes over busy time / roof (null: no roof)")
     mfu_mean: Any = key("number", required=True, nullable=True, doc="FLOP over busy time / roof (null: no roof)")
