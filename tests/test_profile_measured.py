@@ -194,3 +194,75 @@ def test_an_existing_file_that_is_not_a_profile_is_never_overwritten(tmp_path):
     run = CliRunner().invoke(main, ["profile", "--hf-config", str(TINY), "--device", "cpu", "-o", str(result_file)])
     assert run.exit_code == 2 and "not overwriting it" in run.output
     assert result_file.read_text() == '{"kind": "gpubench-result"}'
+
+
+TINY_MLA = Path(__file__).parent / "data" / "tiny-mla-config.json"
+
+
+@pytest.mark.parametrize("batch, q_len, kv_len", [(3, 1, 20), (1, 6, 6), (2, 4, 12)])
+def test_absorbed_mla_attention_is_the_attention_of_the_up_projected_keys_and_values(batch, q_len, kv_len):
+    """The tiny MLA model's attention as the profile times it (absorbed: every head's query against the shared
+    latent + rope cache, the weights times the latent), checked against MLA written out: each head's keys and
+    values up-projected from the latent (W_UK, W_UV), its nope and rope parts, the softmax scaled by the
+    query-key width; decode, a whole causal prompt, and a chunk over a cached prefix."""
+    import torch
+
+    from microbench.serving.profile_kernels import AttentionWorkload
+    from microbench.serving.profile_plan import attention_shape
+    from roofline.specs.hf_config import load_hf_config
+
+    model = load_hf_config(TINY_MLA)
+    shape = attention_shape(model, 1)
+    heads, latent, rope = shape.heads, model.kv_lora_rank, model.qk_rope_head_dim
+    nope, v_dim = model.head_dim - rope, model.v_head_dim
+    assert (heads, shape.latent, shape.rope, shape.head_dim, shape.cached_values) == (4, 64, 16, 48, 80)
+    g = torch.Generator().manual_seed(7)
+    q_nope, q_rope = (torch.randn(batch, heads, q_len, d, generator=g) for d in (nope, rope))
+    cache, k_rope = torch.randn(batch, kv_len, latent, generator=g), torch.randn(batch, kv_len, rope, generator=g)
+    w_uk, w_uv = torch.randn(heads, nope, latent, generator=g), torch.randn(heads, v_dim, latent, generator=g)
+    # Written out: per head, keys [nope from the latent, the shared rope key], values from the latent.
+    keys = torch.cat([torch.einsum("hnl,bcl->bhcn", w_uk, cache), k_rope[:, None].expand(-1, heads, -1, -1)], -1)
+    values = torch.einsum("hvl,bcl->bhcv", w_uv, cache)
+    scores = torch.cat([q_nope, q_rope], -1) @ keys.transpose(-1, -2) / (nope + rope) ** 0.5
+    allowed = torch.arange(kv_len)[None, :] <= torch.arange(q_len)[:, None] + (kv_len - q_len)
+    expected = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1) @ values  # [b, h, q, v]
+
+    workload = AttentionWorkload(torch, shape, batch, q_len, kv_len, "fp32", "sdpa", "cpu", 1, seed=3)
+    absorbed_q = torch.cat([torch.einsum("bhqn,hnl->bhql", q_nope, w_uk), q_rope], -1)  # [b, h, q, latent + rope]
+    assert workload.q[0].shape == (batch, heads * q_len, latent + rope)
+    assert workload.k[0].shape == (batch, kv_len, latent + rope)
+    workload.q[0] = absorbed_q.reshape(batch, heads * q_len, latent + rope)
+    workload.k[0] = torch.cat([cache, k_rope], -1)
+    workload.launch(0)
+    out = workload.out[0]
+    assert out.shape == (batch, heads * q_len, latent)  # one latent per head and query, up-projected by W_UV after
+    got = torch.einsum("bhql,hvl->bhqv", out.reshape(batch, heads, q_len, latent), w_uv)
+    assert torch.allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_tiny_mla_mixture_is_profiled_and_simulates(tmp_path):
+    """A DeepSeek-V3-like model (MLA, 8 routed experts top-2, one shared, the first layer dense) measured on the
+    CPU: every table of its step (MLA's projections, the dense layer's MLP, router, shared and routed experts, the
+    absorbed attention over its latent cache), loaded as a profile and simulated."""
+    output = tmp_path / "mla.json"
+    run = CliRunner().invoke(main, ["profile", "--hf-config", str(TINY_MLA), "--device", "cpu", "--max-tokens", "4",
+                                    "--max-context", "16", "--max-batch", "2", "--budget", "0.002", "-o", str(output)])
+    assert run.exit_code == 0, run.output
+    profile = load_profile(output)
+    assert profile.model["attention"] == "mla" and profile.model["kv_lora_rank"] == 64
+    assert [t.name for t in profile.linears] == ["qkv_a_proj", "q_b_proj", "kv_b_proj", "o_proj", "gate_up_proj",
+                                                 "down_proj", "router", "shared_gate_up_proj", "shared_down_proj"]
+    by_name = {t.name: t for t in profile.linears}
+    assert (by_name["qkv_a_proj"].n, by_name["kv_b_proj"].n, by_name["kv_b_proj"].k) == (96 + 64 + 16, 4 * 64, 64)
+    assert by_name["gate_up_proj"].layers == 1 and by_name["router"].layers == 1  # one dense layer, one routed
+    assert [(g.name, g.n, g.k, g.experts, g.topk) for g in profile.grouped] == [
+        ("experts_gate_up_proj", 256, 256, 8, 2), ("experts_down_proj", 256, 128, 8, 2)]
+    assert profile.memory["kv_bytes_per_token"] == 2 * (64 + 16) * 4  # two layers of latent + rope key, fp32
+    tables = [t.time_s for t in (*profile.linears, *profile.grouped)] + list(profile.decode_attention.time_s)
+    assert all(t > 0 for times in tables for t in times)
+    simulated = CliRunner().invoke(main, ["simulate", str(output), "--requests", "8", "--prompt", "fixed:4",
+                                          "--output", "uniform:2:6", "--policy", "static:batch=2", "--no-report",
+                                          "-o", str(tmp_path / "sim")])
+    assert simulated.exit_code == 0, simulated.output
+    document = json.loads((tmp_path / "sim" / "simulation.json").read_text())
+    assert document["runs"][0]["composition_s"]["linear_s"] > 0

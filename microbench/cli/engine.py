@@ -163,6 +163,10 @@ def _print_validation(document: dict) -> None:
     click.echo(f"engine: {engine['name']} {document['runs']['static']['measured']['settings'].get('transformers')}, "
                f"{engine['model']['name']} {engine['dtype']}, {engine['torch_threads']} torch thread(s); "
                f"{engine['weights']}")
+    if engine.get("experts"):
+        experts = engine["experts"]
+        click.echo(f"experts: transformers {experts['implementation']} ({experts['kernel']}), profiled under "
+                   f"{experts['routing']} routing")
     for path, fit in document["calibration"].items():
         click.echo(overhead_line(path, fit["overhead"]))
     mode = document["setup"].get("engine_mode", "eager")

@@ -1,8 +1,10 @@
 """``gpubench profile`` measured: time every kernel of one engine step of a model on this device.
 
-Linear layers are the sweep's own ``gemm`` points (``measure.measure_point``: rotation over cold weights, the
-correctness check, CUDA graphs or ``perf_counter``, the adaptive stopping rule); attention and the rest of
-the step are workloads of ``profile_kernels`` timed with the same timers and the same rule.
+Linear layers and a mixture's experts are the sweep's own ``gemm`` and ``grouped`` points
+(``measure.measure_point``: rotation over cold weights, the correctness check, CUDA graphs or ``perf_counter``,
+the adaptive stopping rule; on the CPU the same operands and check, timed on the profile's ``--clock`` as every
+other item is); attention and the rest of the step are workloads of ``profile_kernels`` timed with the same
+timers and the same rule.
 
 Like a sweep it is resumable and interruptible: ``<output>.partial`` (the plan and what is measured) is
 written once, then each item is journalled as one line beside it (``roofline.result.journal``, so a save costs one
@@ -29,6 +31,9 @@ from microbench.sweep.config import SweepConfig
 from microbench.sweep.plan import PlanError, PointSpec
 from microbench.timing import ops
 from microbench.timing.adaptive import measure
+from microbench.timing.grouped import Assignment, GroupedWorkload, touched_bytes
+from microbench.timing.grouped import bytes_per_copy as grouped_bytes_per_copy
+from microbench.timing.grouped import support_problem as grouped_problem
 from microbench.timing.measure import measure_point, prepared_timer, release_timers, utc_now
 from microbench.timing.observer import Interrupted, SweepObserver
 from microbench.timing.session import open_session
@@ -40,6 +45,7 @@ from roofline.result.journal import Journal
 from roofline.serving.profile_doc import CommTable, StepProfile, check_profile_output, save_profile
 from roofline.step.launches import StepModel
 from roofline.step.memory import kv_bytes_per_token, weight_bytes
+from roofline.step.routing import Routing
 
 # Seconds of sampling per item unless --budget: an 8B model's ~300 items on an H200 in a few minutes, a tiny
 # model's on two CPU cores in seconds.
@@ -183,8 +189,8 @@ def measure_item(session, plan: ProfilePlan, model, item: Item, dtype: str) -> d
     """Median and samples of one item; a kernel that cannot run here is bad input for this profile."""
     if item.kind in ("linear", "grouped"):
         spec = linear_spec(plan.step_model(model, session.choice.kind), item)
-        if session.choice.kind == "cpu" and item.kind == "linear":
-            return _measure_cpu_linear(session, spec, plan.clock)
+        if session.choice.kind == "cpu":
+            return _measure_cpu_gemm(session, spec, plan.clock)
         point = measure_point(session, spec)
         if not point.ok:
             raise PlanError(f"{item.name} at {item.a} tokens: {point.status}: {point.reason}")
@@ -215,21 +221,34 @@ def _measure_workload(session, workload, clock: str) -> dict[str, Any]:
             "stop_reason": result.stop_reason, "copies": workload.copies}
 
 
-def _measure_cpu_linear(session, spec: PointSpec, clock: str) -> dict[str, Any]:
-    """A sweep gemm point (same operands, rotation and correctness check) timed on the profile's clock."""
-    problem = ops.support_problem(spec, session.device)
+def _measure_cpu_gemm(session, spec: PointSpec, clock: str) -> dict[str, Any]:
+    """A sweep gemm or grouped point (same operands, rotation and correctness check) timed on the profile's clock,
+    as the engine is: a grouped one records the kernel it picked and the experts its routing touched."""
+    grouped = spec.op == "grouped"
+    problem = grouped_problem(spec.dtype, spec.topk, spec.experts) if grouped else \
+        ops.support_problem(spec, session.device)
     if problem:
         raise PlanError(f"{spec.label}: {problem}")
-    work = count_work("gemm", spec.dtype, spec.batch, spec.n, spec.k)
-    copies = _copies(session, ops.bytes_per_copy(spec), f"gemm {spec.label}", work.weight_bytes)
+    if grouped:
+        touched = Assignment.draw(Routing.parse(spec.routing), spec.experts, spec.topk, spec.batch,
+                                  ops.seed_for(session.seed, "routing", spec.label)).touched
+        copies = _copies(session, grouped_bytes_per_copy(spec), f"grouped {spec.label}", touched_bytes(spec, touched))
+        session.weights.clear()  # a grouped point holds its experts itself
+    else:
+        copies = _copies(session, ops.bytes_per_copy(spec), f"gemm {spec.label}",
+                         count_work("gemm", spec.dtype, spec.batch, spec.n, spec.k).weight_bytes)
     try:
-        workload = ops.build_workload(session.torch, spec, "cpu", copies, session.seed, session.weights)
+        experts = GroupedWorkload(session.torch, spec, "cpu", copies, session.seed, ops.random_tensor,
+                                  ops.seed_for) if grouped else None
+        workload = experts or ops.build_workload(session.torch, spec, "cpu", copies, session.seed, session.weights)
     except Exception as exc:  # noqa: BLE001 - as measure_point records a point it cannot build: one line, exit 2
         raise PlanError(f"{spec.label}: cannot build it on the CPU ({type(exc).__name__}: {exc})") from None
-    correctness = workload.check(ops.seed_for(session.seed, "check", spec.label))
+    correctness = workload.check(ops.seed_for(session.seed, "check", spec.label))  # a grouped one picks its kernel
     if not correctness["passed"]:
-        raise PlanError(f"gemm {spec.label} failed its correctness check (relative error {correctness['rel_err']})")
-    return {**_measure_workload(session, workload, clock), "rel_err": correctness["rel_err"]}
+        raise PlanError(f"{spec.op} {spec.label} failed its correctness check (relative error "
+                        f"{correctness['rel_err']})")
+    measured = {**_measure_workload(session, workload, clock), "rel_err": correctness["rel_err"]}
+    return {**measured, "kernel": experts.kernel, "touched": experts.assignment.touched} if experts else measured
 
 
 def _build_workload(session, plan: ProfilePlan, model, item: Item, dtype: str):

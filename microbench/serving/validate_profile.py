@@ -61,8 +61,10 @@ def check_profile_timing(profile: StepProfile, path: Path | None, clock: str, th
 
 def profile_plan_for(setup, requests, clock: str, kind: str, passes: int):
     """The plan of a profile sized to what the workload can fill in one step (``requests``: the workload's and
-    the calibration's; ``validate_sizes.profile_sizes``), its
-    sampling budget split over the passes.  ``plan.check()`` reads the model: cheap, before anything runs."""
+    the calibration's; ``validate_sizes.profile_sizes``), its sampling budget split over the passes, a mixture's
+    experts under the routing of the engine's random router (``engine.models.ENGINE_ROUTING``).
+    ``plan.check()`` reads the model: cheap, before anything runs."""
+    from microbench.serving.engine.models import ENGINE_ROUTING
     from microbench.serving.profile_plan import ProfilePlan
     from microbench.serving.profile_run import DEFAULT_BUDGET_S
 
@@ -70,8 +72,8 @@ def profile_plan_for(setup, requests, clock: str, kind: str, passes: int):
     budget = (setup.profile_budget_s or DEFAULT_BUDGET_S[kind]) / passes
     max_tokens, max_batch = profile_sizes(setup, requests)
     return ProfilePlan(model=setup.model, hf_config=str(setup.hf_config) if setup.hf_config else None,
-                       dtype=setup.dtype, max_tokens=max_tokens, max_context=longest, max_batch=max_batch,
-                       device=setup.device, budget_s=budget, clock=clock)
+                       routing=ENGINE_ROUTING, dtype=setup.dtype, max_tokens=max_tokens, max_context=longest,
+                       max_batch=max_batch, device=setup.device, budget_s=budget, clock=clock)
 
 
 class ProfilePasses:

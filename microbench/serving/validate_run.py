@@ -40,6 +40,9 @@ from roofline.specs.models import ModelSpec
 
 WEIGHTS_NOTE = ("random weights built from the config (nothing downloaded): kernels of the same shapes cost the "
                 "same time whatever the weights hold, and EOS is disabled so every output has its workload length")
+# What the weights do decide in a mixture of experts (engine.models): which experts each token runs through.
+ROUTER_NOTE = ("; a mixture's random router sends each token to top-k experts as if drawn uniformly, the routing "
+               "its profile is measured under")
 # The calibration's second batch size, half the first: per-step and per-sequence costs separate, and the run
 # stays as short as the workload's.
 CALIBRATION_SMALL_DIVISOR = 2
@@ -54,11 +57,8 @@ def calibration_sizes(batch: int, requests: int) -> list[int]:
 
 
 def model_from_profile(profile: StepProfile) -> ModelSpec:
-    m = profile.model
-    return ModelSpec(id=str(m.get("id", m["name"])), name=str(m["name"]), layers=m["layers"], hidden=m["hidden"],
-                        heads=m["heads"], kv_heads=m["kv_heads"], head_dim=m["head_dim"],
-                        intermediate=m["intermediate"], vocab=m["vocab"], gated_mlp=m["mlp"] == "gated",
-                        tied_embeddings=bool(m.get("tied_embeddings", False)))
+    """The model a given profile was measured for, every field that shapes a step (a mixture's experts too)."""
+    return ModelSpec.from_record(profile.model)
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,9 @@ class Prepared:
 def prepare(setup: ValidateConfig) -> Prepared:
     """Every check that reads the user's input (options, workloads, device, model or profile, transformers), in
     that order, before torch runs anything (the output folder was checked before: ``VALIDATE_FOLDER``)."""
+    from microbench.serving.engine import models as engine_models
     from microbench.serving.engine import transformers_engine as te
+    from microbench.serving.engine.settings import EngineError
 
     setup.check()
     workloads = {"workload": make_workload(setup.requests, setup.arrivals, setup.prompt, setup.output, setup.seed),
@@ -253,6 +255,9 @@ def prepare(setup: ValidateConfig) -> Prepared:
     else:
         plan = profile_plan_for(setup, everything, timing.clock, choice.kind, setup.repeats)
         model, dtype = plan.check(), plan.resolved_dtype(choice.kind)
+    problem = engine_models.refusal(model)
+    if problem:  # before the profile is measured
+        raise EngineError(problem)
     check_engine_fits(setup, model, dtype, everything, choice.kind, choice.index)
     te.transformers_module()  # fail before measuring anything when the package is missing
     return Prepared(workloads, choice, timing, profile, plan, mode)
@@ -287,6 +292,8 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
     lm = te.build_model(torch, model, dtype, device, longest + 16, setup.seed)
     from microbench.serving.engine.settings import graphs_policy_options
 
+    experts = engine_experts(torch, lm)
+
     # Graphs mode: every static batch on one static cache (one compiled shape per batch size), attended whole;
     # each continuous step packed and padded as the manager's graphs run it.
     cache_tokens = longest if ready.engine_mode == "graphs" else None
@@ -304,17 +311,22 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
                             passes.measure_pass if passes else None)
     if passes is not None:
         profile = passes.finish()
+    if experts is not None and any(table.kernel != experts["kernel"] for table in profile.grouped):
+        observer.on_phase(f"the profile timed the experts with {profile.grouped[0].kernel}, the engine runs "
+                          f"{experts['kernel']}")
     fits = calibrate(profile, workloads["calibration"], policies, sizes, best)
     runs = {path: (best[(path, "workload", batch[path])],
                    simulate(profile, workloads["workload"], policies[path](batch[path]), fits[path]["overhead"]))
             for path in policies}
     # a given profile (ready.profile) comes from --profile, so profile_path is set on both branches
-    return validation_document(setup, profile, profile_path, fits, runs, argv)  # pyright: ignore[reportArgumentType]
+    return validation_document(setup, profile, profile_path, fits, runs, argv,  # pyright: ignore[reportArgumentType]
+                               experts)
 
 
 def validation_document(setup: ValidateConfig, profile: StepProfile, profile_path: Path, fits, runs,
-                        argv: tuple[str, ...]) -> dict[str, Any]:
-    """validate.json: every key as roofline.serving.schemas.validation declares it (docs/validation.schema.json)."""
+                        argv: tuple[str, ...], experts: dict[str, str] | None = None) -> dict[str, Any]:
+    """validate.json: every key as roofline.serving.schemas.validation declares it (docs/validation.schema.json);
+    ``experts``: a mixture's (``engine_experts``)."""
     from microbench.serving.engine.timing import step_durations
     from roofline.serving.schemas.validation import VALIDATION_KIND, VALIDATION_VERSION
 
@@ -325,8 +337,10 @@ def validation_document(setup: ValidateConfig, profile: StepProfile, profile_pat
     return {
         "schema_version": VALIDATION_VERSION, "kind": VALIDATION_KIND, "tool": tool_info(), "created_at": utc_now(),
         "argv": list(argv), "host": host_info(), "device": profile.device,
-        "engine": {"name": setup.engine, "weights": WEIGHTS_NOTE, "model": profile.model, "dtype": profile.dtype,
-                   "torch_threads": __import__("torch").get_num_threads()},
+        "engine": {"name": setup.engine, "weights": WEIGHTS_NOTE + (ROUTER_NOTE if experts else ""),
+                   "model": profile.model, "dtype": profile.dtype,
+                   "torch_threads": __import__("torch").get_num_threads(),
+                   **({"experts": experts} if experts is not None else {})},
         "setup": setup.to_record(),
         "profile": {"path": str(profile_path), "basis": profile.basis, "created_at": profile.created_at},
         "calibration": {path: {"overhead": fit["overhead"].to_dict(), "runs": fit["runs"]}
@@ -343,6 +357,18 @@ def validation_document(setup: ValidateConfig, profile: StepProfile, profile_pat
         "ratio": {"what": "static total time / continuous total time", "predicted": predicted_ratio,
                   "measured": measured_ratio, "rel_err": relative_error(predicted_ratio, measured_ratio)},
     }
+
+
+def engine_experts(torch, lm) -> dict[str, str] | None:
+    """A mixture's experts as the engine runs them: transformers' implementation, the kernel it picks, and the
+    routing the profile is measured under to describe its router (``engine.models``).  None: a dense model."""
+    from microbench.serving.engine import models as engine_models
+
+    kernel = engine_models.experts_kernel(torch, lm)
+    if kernel is None:
+        return None
+    return {"implementation": lm.config._experts_implementation, "kernel": kernel,
+            "routing": engine_models.ENGINE_ROUTING}
 
 
 def kernel_share(predicted, measured_step_s) -> float | None:

@@ -1,6 +1,6 @@
-"""Hugging Face transformers as the engine: a Llama-architecture model with RANDOM weights built from a
-config (nothing is downloaded: the same shapes cost the same time whatever the weights hold), greedy, with
-EOS disabled so every request produces exactly its workload's output length.
+"""Hugging Face transformers as the engine: a model with RANDOM weights built from a config (``engine.models``:
+Llama, or Qwen3-MoE for a mixture of experts; nothing is downloaded), greedy, with EOS disabled so every request
+produces exactly its workload's output length.
 
 - static: ``generate`` on padded batches of up to B requests, formed in arrival order when the engine is
   idle (the simulator's ``static:batch=B``); every slot decodes until the batch's longest output ends.
@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from microbench.serving.engine.models import build_model as build_model  # callers build through this module
 from microbench.serving.engine.settings import (
     EngineError,
     continuous_config,
@@ -30,25 +31,6 @@ from microbench.serving.engine.timing import EngineRun, stamped_timing
 # wall: perf_counter.  thread-cpu: the CPU time of the thread that runs the engine loop (CPU device, one torch
 # thread, burst arrivals): what the engine's work takes when other processes share the cores.
 CLOCKS = ("wall", "thread-cpu")
-
-
-def build_model(torch, model, dtype: str, device: str, max_positions: int, seed: int):
-    """A LlamaForCausalLM of the profile's shapes with random weights (seeded), on ``device``, in eval mode."""
-    transformers = transformers_module()
-    if not model.gated_mlp:
-        raise EngineError(f"{model.name} has a plain MLP: the transformers engine here builds Llama (gated) models")
-    config = transformers.LlamaConfig(
-        hidden_size=model.hidden, intermediate_size=model.intermediate, num_hidden_layers=model.layers,
-        num_attention_heads=model.heads, num_key_value_heads=model.kv_heads, head_dim=model.head_dim,
-        vocab_size=model.vocab, max_position_embeddings=max_positions, tie_word_embeddings=model.tied_embeddings,
-        bos_token_id=None, eos_token_id=None, pad_token_id=0)
-    config._attn_implementation = "sdpa"
-    from microbench.timing.ops import torch_dtype
-
-    torch.manual_seed(seed)
-    with torch.device(device):
-        built = transformers.LlamaForCausalLM._from_config(config, dtype=torch_dtype(torch, dtype))
-    return built.eval()
 
 
 def prompt_ids(request, vocab: int) -> list[int]:

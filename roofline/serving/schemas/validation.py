@@ -22,6 +22,16 @@ PATHS = ("static", "continuous")
 
 
 @dataclass(frozen=True, kw_only=True)
+class EngineExperts(Record):
+    SECTION: ClassVar[str] = "engine.experts"
+    implementation: Any = key("string", required=True, doc="transformers' experts implementation (grouped_mm)")
+    kernel: Any = key("string", required=True,
+                      doc="the kernel it runs, named as the profile's grouped tables name theirs")
+    routing: Any = key("string", required=True,
+                       doc="the routing the profile describes its random router with (uniform)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class EngineIdentity(Record):
     SECTION: ClassVar[str] = "engine"
     name: Any = key("string", required=True, choices=("transformers",), doc="the engine driven")
@@ -29,6 +39,8 @@ class EngineIdentity(Record):
     model: Any = key("object", record=ModelShape, required=True, doc="the model's shapes (the profile's)")
     dtype: Any = key("string", required=True, choices=DTYPES, doc="the dtype it ran in")
     torch_threads: Any = key("integer", required=True, doc="torch intra-op threads while it ran")
+    experts: Any = key("object", record=EngineExperts, nullable=False,
+                       doc="a mixture of experts: how its experts ran (absent: dense)")
 
 
 @dataclass(frozen=True, kw_only=True)

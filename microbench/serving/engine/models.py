@@ -1,0 +1,110 @@
+"""The model the transformers engine runs, built from a ``ModelSpec`` with RANDOM weights (seeded, nothing
+downloaded): a dense model as ``LlamaForCausalLM``, a mixture of experts as ``Qwen3MoeForCausalLM``.
+
+Kernels of the same shapes cost the same time whatever the weights hold, with one exception: a mixture's router
+decides which experts a step's tokens run through, and the grouped GEMM's time grows with the experts touched.  A
+random router on random weights routes like the profile's ``uniform`` routing (each token's top-k independent and
+uniform: ``ENGINE_ROUTING``; ``tests/test_validate_moe.py`` counts the experts the engine touches), so that is the
+routing validate profiles a mixture under.
+
+The experts run transformers' ``grouped_mm`` implementation (its default from 5.17 on, pinned here so a later
+default cannot change what is timed): ``torch.nn.functional.grouped_mm`` (``torch._grouped_mm`` before torch 2.10)
+over the tokens sorted by expert where transformers finds it usable, else its own loop of ``torch.mm`` per expert
+over the same sorted rows.  The measured profile's grouped GEMM (``microbench.timing.grouped``) runs the same
+kernels on the same layout; ``experts_kernel`` names the one the engine runs as the profile names its own.
+
+What the engine cannot build is refused in one line (``EngineError``) rather than built as something else: MLA
+attention, shared experts (Qwen3-MoE has none), sliding-window layers (the built model would attend over every
+token while the simulator costs the window), a plain (ungated) MLP.
+"""
+
+from __future__ import annotations
+
+from microbench.serving.engine.settings import EngineError, transformers_module
+
+# How a random router on random weights spreads tokens over experts (roofline.step.routing).
+ENGINE_ROUTING = "uniform"
+EXPERTS_IMPLEMENTATION = "grouped_mm"
+
+
+def refusal(model) -> str | None:
+    """Why the engine cannot build ``model`` (a ``ModelSpec``) as it is modelled, or None."""
+    built = "the transformers engine here builds Llama and Qwen3-MoE models"
+    if not model.gated_mlp:
+        return f"{model.name} has a plain MLP: {built} (gated MLPs)"
+    if model.attention != "gqa":
+        return f"{model.name} has {model.attention.upper()} attention: {built} (grouped-query attention)"
+    if model.sliding_layers:
+        return (f"{model.name} has {model.sliding_layers} sliding-window layers: {built}, which attend over every "
+                "token")
+    if model.shared_experts:
+        return f"{model.name} has {model.shared_experts} shared experts: {built}, and Qwen3-MoE has none"
+    return None
+
+
+def _config(transformers, model, max_positions: int):
+    """The transformers config and model class of ``model``."""
+    common = dict(hidden_size=model.hidden, num_hidden_layers=model.layers, num_attention_heads=model.heads,
+                  num_key_value_heads=model.kv_heads, head_dim=model.head_dim, vocab_size=model.vocab,
+                  max_position_embeddings=max_positions, tie_word_embeddings=model.tied_embeddings,
+                  bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    if not model.is_moe:
+        return transformers.LlamaConfig(intermediate_size=model.intermediate, **common), \
+            transformers.LlamaForCausalLM
+    # The dense layers of a partly routed mixture come first (DeepSeek's first_k_dense_replace): where they sit
+    # does not change a step's cost.
+    config = transformers.Qwen3MoeConfig(
+        intermediate_size=model.intermediate, moe_intermediate_size=model.expert_intermediate,
+        num_experts=model.experts, num_experts_per_tok=model.experts_per_token, decoder_sparse_step=1,
+        mlp_only_layers=list(range(model.dense_layers)), norm_topk_prob=True, use_sliding_window=False, **common)
+    config._experts_implementation = EXPERTS_IMPLEMENTATION
+    return config, transformers.Qwen3MoeForCausalLM
+
+
+def build_model(torch, model, dtype: str, device: str, max_positions: int, seed: int):
+    """The engine's model of ``model``'s shapes with random weights (seeded), on ``device``, in eval mode."""
+    problem = refusal(model)
+    if problem:
+        raise EngineError(problem)
+    transformers = transformers_module()
+    config, model_class = _config(transformers, model, max_positions)
+    config._attn_implementation = "sdpa"
+    from microbench.timing.ops import torch_dtype
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        built = model_class._from_config(config, dtype=torch_dtype(torch, dtype))
+    return built.eval()
+
+
+def _experts_module(lm):
+    """The first routed-experts module of the model (its weights ``[experts, N, K]``), or None (dense)."""
+    for module in lm.modules():
+        weight = getattr(module, "gate_up_proj", None)
+        if getattr(weight, "dim", lambda: 0)() == 3 and hasattr(module, "down_proj"):
+            return module
+    return None
+
+
+def experts_kernel(torch, lm) -> str | None:
+    """The kernel the engine's experts run, named as a grouped profile table names its kernel (None: dense).
+    transformers' ``grouped_mm`` picks torch's grouped GEMM where ``_can_use_grouped_mm`` allows it (5.17 and
+    5.24: torch > 2.8 on the CPU, SM80+ on CUDA), else its loop of ``torch.mm`` per expert over the sorted rows."""
+    from microbench.timing.grouped import LOOP_KERNEL, grouped_kernel
+
+    experts = _experts_module(lm)
+    if experts is None:
+        return None
+    implementation = lm.config._experts_implementation
+    if implementation != EXPERTS_IMPLEMENTATION:
+        return f"transformers experts_implementation={implementation}"
+    from transformers.integrations import moe
+
+    usable = getattr(moe, "_can_use_grouped_mm", None)
+    if usable is None:
+        return "transformers grouped_mm (which kernel it picks: unknown to this transformers)"
+    weight = experts.gate_up_proj.transpose(-2, -1)
+    rows = torch.zeros((1, weight.shape[1]), dtype=weight.dtype, device=weight.device)
+    offsets = torch.ones(weight.shape[0], dtype=torch.int32, device=weight.device)
+    fn, name = grouped_kernel(torch)
+    return name if fn is not None and usable(rows, weight, offsets) else LOOP_KERNEL
