@@ -251,14 +251,34 @@ def report(result_file, output) -> None:
 
 
 @main.command(name="import")
-@click.argument("csv_file", type=click.Path(path_type=Path))
+@click.argument("csv_file", type=click.Path(path_type=Path), required=False)
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="result file to write")
-@click.option("--device-name", required=True, help="the device the data was measured on")
+@click.option("--device-name", default=None, help="the device the data was measured on (a CSV import)")
 @click.option("--sku", default=None, help="SKU id from profiles/gpus (matched by name if omitted)")
-@click.option("--device-kind", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--device-kind", type=click.Choice(["cuda", "cpu"]), default=None, help="cuda (default) or cpu")
 @click.option("--force", is_flag=True, help="replace an existing -o file")
-def import_(csv_file, output, device_name, sku, device_kind, force) -> None:
-    """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample)."""
+@click.option("--reference", default=None, metavar="aiconfigurator",
+              help="import a reference database's GEMM rows instead of a CSV (the [reference] extra)")
+@click.option("--gpu", default=None, help="--reference: the SKU whose rows to import")
+@click.option("--engine", default=None, help="--reference: vllm | sglang | trtllm, whose kernels it timed [vllm]")
+@click.option("--dtype", "dtypes", multiple=True, help="--reference: bf16, fp8, fp8-block, nvfp4 [bf16]")
+@click.option("--shape", "shapes", multiple=True, help="--reference: weight NxK (repeatable) [every shape]")
+def import_(csv_file, output, device_name, sku, device_kind, force, reference, gpu, engine, dtypes, shapes) -> None:
+    """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample), or
+    with --reference a reference database's GEMMs on a SKU."""
+    from microbench.cli import reference as ref
+
+    if reference is not None:
+        ref.refuse_csv_options(csv_file, device_name, sku, device_kind)
+        ref.import_reference(reference, gpu, engine, dtypes, shapes, output, force)
+        return
+    ref.refuse_reference_options(gpu, engine, dtypes, shapes)
+    if csv_file is None or device_name is None:
+        raise BadInput("give CSV_FILE and --device-name (or --reference aiconfigurator --gpu SKU)")
+    _import_csv(csv_file, output, device_name, sku, device_kind or "cuda", force)
+
+
+def _import_csv(csv_file, output, device_name, sku, device_kind, force) -> None:
     from roofline.result.importer import import_csv
     from roofline.result.io import check_output, save_result
 

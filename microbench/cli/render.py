@@ -282,7 +282,9 @@ def print_fit(analysis: dict[str, Any]) -> None:
     from roofline.report.tables import reference_lines
 
     title = f"roofline fit: {analysis['device']} ({analysis['sku'] or 'no SKU'})"
-    if analysis["origin"] == "imported":
+    if analysis.get("reference"):
+        title += f" — reference data from {analysis['reference']['package']}"
+    elif analysis["origin"] == "imported":
         title += " — imported data"
     for line in analysis.get("warnings") or []:
         stdout.print(f"[yellow]warning: {escape(line)}[/]")
@@ -292,6 +294,11 @@ def print_fit(analysis: dict[str, Any]) -> None:
                           justify=lambda _, column: "left" if column in ("series", "flags") else "right")
     for line in reference_lines(analysis):
         stdout.print(escape(line))
+    if analysis.get("reference"):
+        from roofline.result.sections import ReferenceSource
+
+        words = ReferenceSource.from_dict(analysis["reference"]).words()
+        stdout.print(escape(f"Reference data, not measured here: {words} ({analysis['reference']['file']})."))
     if analysis["spec_reason"]:
         stdout.print(f"spec: {analysis['spec_reason']}")
     header, rows = formats_table(analysis)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from roofline.core.counting import compute_dtype
@@ -117,6 +117,8 @@ class GpuSpec:
     reported_bytes: float
     reported_source: str
     achievable: Achievable
+    # The systems reference databases name this SKU by ({"aiconfigurator": "h200_sxm"}): none, no reference data.
+    reference_systems: dict[str, str] = field(default_factory=dict)
 
     def matches(self, device_name: str, memory_bytes: float | None) -> bool:
         if not re.search(self.name_regex, device_name, flags=re.IGNORECASE):
@@ -169,6 +171,7 @@ def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
             reported_bytes=_positive(memory["reported_bytes"]),
             reported_source=str(memory["reported_source"]),
             achievable=_achievable(data["achievable"], bandwidth, peak_flop_per_s),
+            reference_systems={str(k): str(v) for k, v in data.get("reference", {}).items() if k != "note"},
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecError(f"profile {sku}: malformed ({exc})") from None

@@ -1,0 +1,77 @@
+"""The reference database in the commands: ``gpubench import --reference``, ``gpubench profile --reference`` and
+``gpubench compare --reference``.  Thin: check the options, call ``roofline.reference`` (and the profile and
+comparison built on it), print.  Never imports torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from microbench.cli.edges import BadInput, bad_input
+from microbench.cli.guard import writing_to
+
+
+def parse_shapes(texts: tuple[str, ...]) -> list[tuple[int, int]]:
+    """``--shape NxK``, repeatable or a comma list, each once."""
+    from microbench.sweep.plan import parse_shape
+
+    shapes = [parse_shape(part) for text in texts for part in text.split(",") if part.strip()]
+    return list(dict.fromkeys(shapes))
+
+
+def parse_dtypes(texts: tuple[str, ...]) -> list[str]:
+    from roofline.core.options import check_dtypes
+
+    dtypes = [part.strip() for text in texts for part in text.split(",") if part.strip()] or ["bf16"]
+    for dtype in dtypes:
+        check_dtypes(dtype, None)
+    return list(dict.fromkeys(dtypes))
+
+
+def refuse_csv_options(csv_file, device_name, sku, device_kind) -> None:
+    """``import --reference`` reads the database: the CSV import's own inputs beside it would be ignored."""
+    typed = [flag for flag, value in (("CSV_FILE", csv_file), ("--device-name", device_name), ("--sku", sku),
+                                      ("--device-kind", device_kind)) if value is not None]
+    if typed:
+        raise BadInput(f"--reference reads the reference database: drop {', '.join(typed)} (--gpu names the SKU)")
+
+
+def import_reference(reference: str, gpu: str | None, engine: str | None, dtypes: tuple[str, ...],
+                     shapes: tuple[str, ...], output: Path, force: bool) -> None:
+    """``gpubench import --reference NAME --gpu SKU``: the database's GEMM rows as a result file."""
+    from microbench.cli.serving import tool_and_host
+    from roofline.reference.database import check_engine, check_reference, open_database
+    from roofline.reference.importer import reference_result
+    from roofline.result.io import check_output, save_result
+    from roofline.specs.gpus import load_gpu_spec
+
+    with bad_input(), writing_to(output):
+        check_reference(reference)
+        if gpu is None:
+            raise BadInput(f"--reference {reference} needs --gpu SKU: whose data to import")
+        chosen_engine, spec = check_engine(engine), load_gpu_spec(gpu)
+        chosen_dtypes, chosen_shapes = parse_dtypes(dtypes), parse_shapes(shapes)
+        check_output(output, overwrite=force, resumable=False)
+        tool, host = tool_and_host()
+        result = reference_result(open_database(), spec, chosen_engine, chosen_dtypes, chosen_shapes or None,
+                                  tool=tool, host=host, argv=tuple(sys.argv))
+        save_result(result, output)
+    reference_record = result.settings.reference
+    assert reference_record is not None  # reference_result always records its source
+    click.echo(f"imported {len(result.points)} reference point(s) of {', '.join(chosen_dtypes)} for {gpu} "
+               f"({reference_record.words()}) into {output}")
+    for warning in result.settings.import_warnings or ():
+        click.echo(f"warning: {warning}", err=True)
+
+
+def refuse_reference_options(gpu, engine, dtypes, shapes) -> None:
+    """The CSV import takes none of ``--reference``'s options."""
+    typed = [flag for flag, value in (("--gpu", gpu), ("--engine", engine), ("--dtype", dtypes), ("--shape", shapes))
+             if value]
+    if typed:
+        raise BadInput(f"{', '.join(typed)} belong to --reference; a CSV import reads its device from "
+                       "--device-name and its shapes from the file")
+
