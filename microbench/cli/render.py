@@ -297,7 +297,9 @@ def print_fit(analysis: dict[str, Any]) -> None:
     if analysis.get("reference"):
         from roofline.result.sections import ReferenceSource
 
-        words = ReferenceSource.from_dict(analysis["reference"]).words()
+        source = ReferenceSource.from_dict(analysis["reference"])
+        assert isinstance(source, ReferenceSource)  # from_dict builds the record it is called on
+        words = source.words()
         stdout.print(escape(f"Reference data, not measured here: {words} ({analysis['reference']['file']})."))
     if analysis["spec_reason"]:
         stdout.print(f"spec: {analysis['spec_reason']}")
@@ -323,7 +325,7 @@ def print_decode(document: dict[str, Any]) -> None:
     # The all-reduces' share of the step: a column only where TP > 1 gives them (TP 1's table is as it was).
     columns = ("ms/token", "comm", "tokens/s", "MBU", "MFU", "bound", "KV fits") if setup["tp"] > 1 else \
         ("ms/token", "tokens/s", "MBU", "MFU", "bound", "KV fits")
-    header = ["batch"] + [f"{'meas' if key == 'measured' else 'spec'} {column}" for key, _ in parts
+    header = ["batch"] + [f"{'meas' if key == 'measured' else 'model'} {column}" for key, _ in parts
                           for column in columns]
     rows = []
     for index, batch in enumerate(setup["batches"]):

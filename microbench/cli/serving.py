@@ -48,7 +48,16 @@ def build_analytic_profile(config):
                             max_tokens=config.max_tokens, max_context=config.max_context,
                             gpu=load_gpu_spec(sku) if sku else None, result=result,
                             result_name=config.from_result.name if config.from_result else "", tool=tool, host=host,
-                            argv=tuple(sys.argv), ideal=config.ideal, ep=config.ep, routing=config.routing)
+                            argv=tuple(sys.argv), ideal=config.ideal, ep=config.ep, routing=config.routing,
+                            efficiency=_efficiency(config))
+
+
+def _efficiency(config) -> str:
+    """``--efficiency`` as typed; its default ``auto`` means the reference's curves only for a SKU's own profile
+    (``--from`` carries a sweep's measured curves, ``--ideal`` the datasheet)."""
+    if config.efficiency == "auto" and (config.from_result is not None or config.ideal):
+        return "flat"
+    return config.efficiency
 
 
 def write_analytic_profile(config) -> None:

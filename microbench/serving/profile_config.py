@@ -18,6 +18,7 @@ from microbench.serving.profile_plan import DEFAULT_MAX_BATCH, ProfilePlan
 from microbench.serving.validate_options import check_positive_number, check_threads
 from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
+from roofline.decode.ceilings import check_efficiency
 from roofline.serving.simulate_config import MODEL_FLAGS
 
 CLOCKS = ("wall", "thread-cpu")
@@ -58,6 +59,7 @@ class ProfileConfig:
     sku: str | None = None
     ideal: bool = False
     from_result: Path | None = None
+    efficiency: str = "auto"
     max_tokens: int = 8192
     max_context: int = 8192
     analytic: bool = False
@@ -73,6 +75,7 @@ class ProfileConfig:
     def __post_init__(self) -> None:
         check_dtypes(self.dtype, self.kv_dtype)
         if self.analytic:
+            check_efficiency(self.efficiency, self.ideal, self.from_result is not None)
             return  # the measuring fields are the defaults (from_options refuses them typed)
         if self.sku or self.from_result or self.ideal:
             raise PlanError("--gpu, --ideal and --from belong to --analytic; a measured profile times this device")
@@ -105,6 +108,8 @@ class ProfileConfig:
             if measuring:
                 raise PlanError("--analytic measures nothing: drop " + spelled(MEASURED_FLAGS, measuring))
             values.update((name, option.default) for name, option in MEASURED_FLAGS.items())
+        if "efficiency" in given and not values.get("analytic"):
+            raise PlanError("--efficiency belongs to --analytic; a measured profile times this device")
         if "dtype" not in given and not values.get("analytic"):
             values["dtype"] = None  # a measured profile runs what the engine runs on the device
         return cls(**values)

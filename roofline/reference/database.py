@@ -103,10 +103,9 @@ class Database:
     def system(self, gpu: GpuSpec) -> str:
         """The database's system for ``gpu``, refused in one line when the spec sheet names none or it has no data."""
         system = gpu.reference_systems.get(NAME)
-        covered = sorted(p.name for p in (self.root / "data").iterdir() if p.is_dir())
+        covered = sorted(p.name for p in (self.root / "data").iterdir() if p.is_dir() and any(p.rglob("*.parquet")))
         if system is None:
-            raise ReferenceDataError(f"{self.label} has no data for {gpu.sku} (its systems: {', '.join(covered)}; "
-                                     f"a spec sheet names its system in [reference])")
+            raise ReferenceDataError(f"{self.label} has no data for {gpu.sku} (it covers {', '.join(covered)})")
         if system not in covered:
             raise ReferenceDataError(f"{gpu.sku}: {self.label} has no system {system!r} (its systems: "
                                      f"{', '.join(covered)})")
@@ -147,11 +146,13 @@ class Database:
         """The ``columns`` of the rows of ``path`` whose columns equal ``equal``'s values, as lists."""
         import pyarrow.parquet as pq
 
-        filters = [(name, "=", value) for name, value in (equal or {}).items()] or None
-        try:
-            return pq.read_table(path, columns=columns, filters=filters).to_pydict()
+        equal = equal or {}
+        try:  # read whole and filtered here: pyarrow's row filters load its dataset layer, slower than the tables
+            rows = pq.read_table(path, columns=list(dict.fromkeys([*columns, *equal]))).to_pydict()
         except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors derive from these
             raise ReferenceDataError(f"{path}: cannot read ({str(exc).splitlines()[0]})") from None
+        keep = [i for i in range(len(rows[columns[0]])) if all(rows[name][i] == value for name, value in equal.items())]
+        return {name: [rows[name][i] for i in keep] for name in columns}
 
 
 def _located() -> tuple[Path, str]:

@@ -18,6 +18,7 @@ from typing import Any
 from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.errors import BadInputError
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, number_refusal, spelled
+from roofline.decode.ceilings import EFFICIENCIES, check_efficiency
 from roofline.serving.metrics import Slo
 from roofline.serving.policies import Policy, parse_policy
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
@@ -46,6 +47,10 @@ MODEL_FLAGS: dict[str, Option] = {
                     "achievable ceilings (measured by others)"),
     "from_result": Option(("--from",), "path",
                           help="a sweep result: its fitted roofline per series instead of the spec sheet"),
+    "efficiency": Option(("--efficiency",), "choice", "auto", choices=EFFICIENCIES, show_default=True,
+                         help="per-matrix efficiencies from the reference database's GEMM curves (reference), the "
+                              "SKU's flat achievable ceilings (flat), or reference where installed and covering the "
+                              "SKU (auto)"),
     "max_tokens": Option(("--max-tokens",), "int", 8192, show_default=True, help="largest tokens in a step"),
     "max_context": Option(("--max-context",), "int", 8192, show_default=True, help="largest context"),
 }
@@ -126,6 +131,7 @@ class SimulateConfig:
     sku: str | None = None
     ideal: bool = False
     from_result: Path | None = None
+    efficiency: str = "auto"
     max_tokens: int = 8192
     max_context: int = 8192
     requests: int = 1000
@@ -157,6 +163,7 @@ class SimulateConfig:
             raise BadInputError("give a PROFILE.json, or --analytic with --gpu SKU --model NAME")
         check_seed(self.seed)
         check_dtypes(self.dtype, self.kv_dtype)
+        check_efficiency(self.efficiency, self.ideal, self.from_result is not None)
         if not 0 < self.mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         for term, value in self.overhead_given.items():  # EngineOverhead's own bound, worded with the flag
