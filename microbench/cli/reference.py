@@ -75,3 +75,43 @@ def refuse_reference_options(gpu, engine, dtypes, shapes) -> None:
         raise BadInput(f"{', '.join(typed)} belong to --reference; a CSV import reads its device from "
                        "--device-name and its shapes from the file")
 
+
+
+def write_reference_profile(config) -> None:
+    """``gpubench profile --reference NAME --gpu SKU``: the step profile from the database, saved to ``-o``."""
+    from microbench.cli.serving import tool_and_host
+    from roofline.core.options import resolved_kv_dtype
+    from roofline.reference.database import check_engine
+    from roofline.serving.profile_doc import check_profile_output, save_profile
+    from roofline.serving.reference_profile import reference_profile
+    from roofline.serving.simulate_config import MODEL_FLAGS
+    from roofline.specs.gpus import load_gpu_spec
+    from roofline.specs.hf_config import load_hf_config
+    from roofline.specs.models import load_model
+
+    with bad_input(), writing_to(config.output):
+        if bool(config.model) == bool(config.hf_config):
+            raise BadInput("give one of --model NAME or --hf-config PATH")
+        check_profile_output(config.output)
+        model = load_model(config.model) if config.model else load_hf_config(config.hf_config)
+        dtype = config.dtype or MODEL_FLAGS["dtype"].default
+        tool, host = tool_and_host()
+        profile = reference_profile(model, tp=config.tp, ep=config.ep, routing=config.routing, dtype=dtype,
+                                    kv_dtype=resolved_kv_dtype(dtype, config.kv_dtype), max_tokens=config.max_tokens,
+                                    max_context=config.max_context, gpu=load_gpu_spec(config.sku),
+                                    engine=check_engine(config.engine), tool=tool, host=host, argv=tuple(sys.argv))
+        save_profile(profile, config.output)
+    click.echo(f"step profile of {profile.model['name']} ({profile.basis}) saved to {config.output}")
+    for name, source in table_sources(profile):
+        click.echo(f"  {name}: {source}")
+
+
+def table_sources(profile) -> list[tuple[str, str]]:
+    """Each table of a profile and its source, in the document's order."""
+    out = [(t.name, t.source) for t in profile.linears] + [("lm_head", profile.lm_head.source)]
+    out += [(t.name, t.source) for t in profile.grouped]
+    out += [(name, table.source) for name, table in (("decode_attention", profile.decode_attention),
+                                                     ("prefill_attention", profile.prefill_attention),
+                                                     ("other", profile.other), ("comm", profile.comm),
+                                                     ("all_to_all", profile.all_to_all)) if table is not None]
+    return out

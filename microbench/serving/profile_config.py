@@ -19,6 +19,7 @@ from microbench.serving.validate_options import check_positive_number, check_thr
 from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
 from roofline.decode.ceilings import check_efficiency
+from roofline.reference.database import check_engine, check_reference
 from roofline.serving.simulate_config import MODEL_FLAGS
 
 CLOCKS = ("wall", "thread-cpu")
@@ -41,6 +42,9 @@ FLAGS: dict[str, Option] = {
     **MODEL_FLAGS,
     "analytic": Option(("--analytic",), "flag",
                        help="from a SKU's ceilings (--gpu) or a sweep's fits (--from), no timers"),
+    "reference": Option(("--reference",), metavar="aiconfigurator",
+                        help="from a reference database's kernel times on --gpu (the [reference] extra), no timers"),
+    "engine": Option(("--engine",), help="--reference: vllm | sglang | trtllm, whose kernels it timed [vllm]"),
     "output": Option(("-o", "--output"), "path", required=True, help="the step profile (JSON)"),
     **MEASURED_FLAGS,
 }
@@ -63,6 +67,8 @@ class ProfileConfig:
     max_tokens: int = 8192
     max_context: int = 8192
     analytic: bool = False
+    reference: str | None = None
+    engine: str | None = None
     device: str = "auto"
     max_batch: int = DEFAULT_MAX_BATCH
     attention: str = "sdpa"
@@ -74,6 +80,15 @@ class ProfileConfig:
 
     def __post_init__(self) -> None:
         check_dtypes(self.dtype, self.kv_dtype)
+        if self.reference is not None:
+            check_reference(self.reference)
+            check_engine(self.engine)
+            if self.analytic or self.from_result or self.ideal or not self.sku:
+                raise PlanError("--reference reads the database's kernel times on --gpu SKU: give --gpu, and none of "
+                                "--analytic, --from, --ideal")
+            return
+        if self.engine is not None:
+            raise PlanError("--engine belongs to --reference")
         if self.analytic:
             check_efficiency(self.efficiency, self.ideal, self.from_result is not None)
             return  # the measuring fields are the defaults (from_options refuses them typed)
@@ -103,13 +118,14 @@ class ProfileConfig:
         if values.get("resume") and planned:  # each would be ignored: the plan is the partial file's own
             raise PlanError("--resume takes the plan from OUTPUT.partial; do not also give "
                             + spelled(FLAGS, planned))
-        if values.get("analytic"):
+        if values.get("analytic") or values.get("reference") is not None:
             measuring = given_among(given, MEASURED_FLAGS)
             if measuring:
-                raise PlanError("--analytic measures nothing: drop " + spelled(MEASURED_FLAGS, measuring))
+                mode = "--analytic" if values.get("analytic") else "--reference"
+                raise PlanError(f"{mode} measures nothing: drop " + spelled(MEASURED_FLAGS, measuring))
             values.update((name, option.default) for name, option in MEASURED_FLAGS.items())
         if "efficiency" in given and not values.get("analytic"):
             raise PlanError("--efficiency belongs to --analytic; a measured profile times this device")
-        if "dtype" not in given and not values.get("analytic"):
+        if "dtype" not in given and not values.get("analytic") and values.get("reference") is None:
             values["dtype"] = None  # a measured profile runs what the engine runs on the device
         return cls(**values)

@@ -88,8 +88,8 @@ def sku_basis(gpu: GpuSpec, dtype: str, dtypes: set[str], *, ideal: bool = False
     check_efficiency(efficiency, ideal)
     roof, words = sku_roof(gpu, dtype, ideal, require_peak)
     if ideal:
-        return AnalyticBasis(roof, analytic_time(roof.bandwidth_bytes_per_s, _peaks(gpu, True)), words, "ideal")
-    flat = analytic_time(roof.bandwidth_bytes_per_s, _peaks(gpu, False))  # pyright: ignore[reportArgumentType]
+        return AnalyticBasis(roof, analytic_time(gpu.bandwidth_bytes_per_s, _peaks(gpu, True)), words, "ideal")
+    flat = analytic_time(gpu.achievable.bandwidth_bytes_per_s, _peaks(gpu, False))
     if efficiency == "flat":
         return AnalyticBasis(roof, flat, words, "flat")
     from roofline.reference.database import ReferenceDataError, open_database

@@ -72,19 +72,19 @@ class GemmEfficiency:
         return self._cache[key]
 
     def _factor(self, table: GemmTable, m: float, n: int, k: int) -> float:
-        m, k = _clamp(m, table.ms), _clamp(k, table.ks)
-        n = max(n, table.ns[0])  # wider than the widest: the lookup splits it into measured widths
-        try:
-            measured = table.lookup(m, n, k).time_s
+        rows, cols, depth = _clamp(m, table.ms), max(n, table.ns[0]), int(_clamp(k, table.ks))
+        try:  # a matrix wider than the widest measured: the lookup splits it into measured widths
+            measured = table.lookup(rows, cols, depth).time_s
         except OutsideTable:  # a bracketing shape was not measured: the nearest measured one's
-            m, n, k = _nearest(m, table.ms), _nearest(min(n, table.ns[-1]), table.ns), _nearest(k, table.ks)
-            if (m, n, k) not in table.latency_s:
-                return self.memory_fraction(count_work("gemm", table.dtype, max(1, round(m)), n, k).bytes)
-            measured = table.latency_s[(m, n, k)]
-        work = count_work("gemm", table.dtype, 1, n, k)  # per row and weight, to scale to a fractional m
-        flop = work.flop * m
-        nbytes = count_work("gemm", table.dtype, 2, n, k).bytes * (m - 1) - work.bytes * (m - 2)
-        roof = roof_time_s(flop, nbytes, self.gpu.bandwidth_bytes_per_s, self.gpu.peak_for(table.dtype))
+            rows = _nearest(rows, table.ms)
+            cols, depth = _nearest(min(cols, table.ns[-1]), table.ns), _nearest(depth, table.ks)
+            if (rows, cols, depth) not in table.latency_s:
+                return self.memory_fraction(count_work("gemm", table.dtype, int(rows), cols, depth).bytes)
+            measured = table.latency_s[(int(rows), cols, depth)]
+        one, two = count_work("gemm", table.dtype, 1, cols, depth), count_work("gemm", table.dtype, 2, cols, depth)
+        # FLOP and bytes are affine in the rows: scaled to a fractional row count (a grouped GEMM's rows per expert).
+        flop, nbytes = one.flop * rows, one.bytes + (two.bytes - one.bytes) * (rows - 1)
+        roof = float(roof_time_s(flop, nbytes, self.gpu.bandwidth_bytes_per_s, self.gpu.peak_for(table.dtype)))
         return min(1.0, roof / measured)
 
     def memory_fraction(self, nbytes: float) -> float:
