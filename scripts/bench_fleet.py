@@ -29,10 +29,10 @@ import sys
 import time
 
 from roofline.fleet.replicas import FleetLayout, simulate_fleet
-from roofline.serving.analytic import analytic_profile
 from roofline.serving.capacity import capacity_under
 from roofline.serving.metrics import Slo, summarize
 from roofline.serving.policies import DEFAULT_ROUTER, ROUTERS
+from roofline.serving.profiles.analytic import analytic_profile
 from roofline.serving.workload import make_workload
 from roofline.specs.gpus import load_gpu_spec
 from roofline.specs.models import load_model

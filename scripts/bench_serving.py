@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import time
 
-from roofline.serving.analytic import analytic_profile
 from roofline.serving.capacity import capacity_under
 from roofline.serving.metrics import Slo, summarize
+from roofline.serving.profiles.analytic import analytic_profile
 from roofline.serving.simulate import simulate
 from roofline.serving.workload import make_workload
 from roofline.specs.gpus import load_gpu_spec

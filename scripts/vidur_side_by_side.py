@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.result.io import load_result
-from roofline.serving.analytic import analytic_profile
 from roofline.serving.profile_doc import StepProfile
+from roofline.serving.profiles.analytic import analytic_profile
 from roofline.serving.simulate import simulate
 from roofline.serving.workload import make_workload
 from roofline.specs.gpus import GIB, load_gpu_spec

@@ -49,8 +49,9 @@ def test_unknown_sku():
 def test_every_spec_sheet_has_an_interconnect_with_its_sources():
     for sku, spec in load_gpu_specs().items():
         link = spec.interconnect
-        assert link.link_source and link.latency_source, sku
+        assert link.link_source and link.latency_source and link.base_latency_source, sku
         assert 1e10 <= link.link_bytes_per_s <= 2e12 and 0 < link.hop_latency_s < 1e-5, sku
+        assert 0 < link.base_latency_s < 1e-4 and "baseLat" in link.base_latency_source, sku
         # The ring uses one direction: the sheet halves the datasheets' bidirectional sums.
         assert "each way" in link.link_source, sku
     assert load_gpu_spec("h100-sxm").interconnect.link_bytes_per_s == 450e9  # NVLink 4: 900 GB/s both ways
@@ -60,7 +61,10 @@ def test_every_spec_sheet_has_an_interconnect_with_its_sources():
 
 
 @pytest.mark.parametrize("link", [None, {"kind": "NVLink 4", "link_bytes_per_s": 0, "hop_latency_s": 1e-6,
-                                         "link_source": "s", "latency_source": "s"}])
+                                         "link_source": "s", "latency_source": "s", "base_latency_s": 6.6e-6,
+                                         "base_latency_source": "s"},
+                                  {"kind": "NVLink 4", "link_bytes_per_s": 450e9, "hop_latency_s": 1e-6,
+                                   "link_source": "s", "latency_source": "s"}])
 def test_a_sheet_without_a_usable_interconnect_is_refused(link):
     from roofline.specs import gpus  # its TOML reader: tomllib, or tomli on Python 3.10
     from roofline.specs.gpus import _parse_gpu_profile, profiles_dir

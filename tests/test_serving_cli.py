@@ -14,7 +14,9 @@ from microbench.cli.app import main
 from roofline.core.units import seconds, significant
 from roofline.serving.profile_doc import load_profile
 
-ANALYTIC = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b"]
+# The flat achievable ceilings: the same numbers whether or not the [reference] extra is installed (its per-matrix
+# efficiencies, the default where it is, have their own tests: tests/test_analytic_basis.py).
+ANALYTIC = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b", "--efficiency", "flat"]
 
 
 def _simulate(tmp_path, *args):
@@ -271,8 +273,8 @@ def test_requests_past_the_profiles_max_context_are_refused(tmp_path, workload):
 
 
 def test_an_slo_a_burst_already_meets_gives_the_burst_rate_as_a_lower_bound(tmp_path):
-    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--requests", "50",
-                    "--slo", "ttft_p90=2,tpot_p99=0.1", "--no-report")
+    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--efficiency", "flat",
+                    "--requests", "50", "--slo", "ttft_p90=2,tpot_p99=0.1", "--no-report")
     assert run.exit_code == 0, run.output
     entry = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]
     capacity = entry["capacity"]
@@ -286,14 +288,15 @@ def test_an_slo_below_one_requests_own_latency_is_answered_without_searching_rat
     """A TTFT limit of 1 µs is missed by every request served alone (its own prefill takes ms): no rate can meet it,
     so the answer comes from one lone request's simulation, not from replaying the workload at ever lower rates,
     and a line on stderr says why as it is found."""
-    from roofline.serving.analytic import analytic_profile
+    from roofline.serving.profiles.analytic import analytic_profile
     from roofline.serving.simulate import simulate
     from roofline.serving.workload import Request
     from roofline.specs.gpus import load_gpu_spec
     from roofline.specs.models import load_model
 
-    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--requests", "5",
-                    "--prompt", "fixed:16", "--output", "fixed:4", "--slo", "ttft_p90=0.000001", "--no-report")
+    run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--efficiency", "flat",
+                    "--requests", "5", "--prompt", "fixed:16", "--output", "fixed:4", "--slo", "ttft_p90=0.000001",
+                    "--no-report")
     assert run.exit_code == 0, run.output
     capacity = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["capacity"]
     assert capacity["capacity_requests_per_s"] is None and capacity["tried"] == []

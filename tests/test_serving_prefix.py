@@ -142,7 +142,7 @@ def test_eight_system_prompts_of_2000_tokens_hit_above_80_percent_and_cut_ttft()
     """Llama-3-8B on the H200's achievable ceilings: 200 requests at 10/s, each one of 8 system prompts of 2,000
     tokens and 128 tokens of its own.  At most the first use of each prompt misses: the hit rate is about
     2,000 / 2,128 of the other 192 (90%), and the prefill of 128 tokens over a cached prefix is far shorter."""
-    from roofline.serving.analytic import analytic_profile
+    from roofline.serving.profiles.analytic import analytic_profile
     from roofline.specs.gpus import load_gpu_spec
     from roofline.specs.models import load_model
 

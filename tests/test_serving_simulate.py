@@ -224,8 +224,8 @@ def test_the_step_log_holds_the_cost_the_simulator_computed_for_each_step_and_th
     from dataclasses import replace
 
     import roofline.serving.simulate as simulator
-    from roofline.serving.analytic import analytic_profile
     from roofline.serving.profile_doc import EngineOverhead
+    from roofline.serving.profiles.analytic import analytic_profile
     from roofline.serving.step_cost import CostModel
     from roofline.specs.gpus import load_gpu_spec
     from roofline.specs.models import load_model
@@ -272,7 +272,7 @@ def test_each_decode_step_reads_the_kv_of_every_token_so_far_and_its_own_by_hand
     A lone 100-token prompt's i-th decode attends to 100 + i keys (the prompt, the tokens since, its own): the
     step's bytes and FLOP past a decode of no keys are (100 + i) x 131,072 B and (100 + i) x 4 x 32 heads x 128
     x 32 layers."""
-    from roofline.serving.analytic import analytic_profile
+    from roofline.serving.profiles.analytic import analytic_profile
     from roofline.serving.step_cost import CostModel
     from roofline.specs.gpus import load_gpu_spec
     from roofline.specs.models import load_model

@@ -128,10 +128,10 @@ def test_printed_sentences_are_not_folded_when_stdout_is_piped():
 
 def test_decode_summary_reads_once_in_readable_units(measured_decode):
     run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h200-sxm",
-                                    "--batch", "1,2", "--json"])
+                                    "--efficiency", "flat", "--batch", "1,2", "--json"])
     assert run.exit_code == 0, run.output
     summary = json.loads(run.output)["summary"][0]
-    assert summary.startswith("analytic, spec sheet: ")
+    assert summary.startswith("analytic, achievable ceilings: NVIDIA H200")
     assert "e+" not in summary and " GB" in summary and " ms per token" in summary
     folder, _ = measured_decode  # the document --json prints is the one decode.json holds
     line = json.loads((folder / "decode.json").read_text())["summary"][0]

@@ -15,10 +15,10 @@ from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes
 from roofline.core.roof import ring_all_reduce_time_s
 from roofline.decode.document import analytic_document
 from roofline.decode.step import DecodeSetup, analytic_time
-from roofline.serving.analytic import analytic_profile
 from roofline.serving.document import composition
 from roofline.serving.metrics import summarize
 from roofline.serving.profile_doc import CommTable, StepProfile
+from roofline.serving.profiles.analytic import analytic_profile
 from roofline.serving.simulate import simulate
 from roofline.serving.step_cost import CostModel
 from roofline.serving.workload import make_workload
@@ -30,9 +30,22 @@ OLD_COMPOSITION = {"linear_s", "attention_s", "other_s", "overhead_s"}
 
 
 def test_the_ring_all_reduce_by_hand():
-    assert ring_all_reduce_time_s(1e6, 1, 1e9, 1e-6) == 0.0  # one rank has nothing to reduce
+    assert ring_all_reduce_time_s(1e6, 1, 1e9, 1e-6, 5e-6) == 0.0  # one rank has nothing to reduce
     # 8 ranks: 14 steps of 1/8 of the message each, and 14 hop latencies.
     assert ring_all_reduce_time_s(8e6, 8, 1e9, 1e-6) == pytest.approx(14 / 8 * 8e6 / 1e9 + 14e-6)
+    # NCCL's fixed latency per collective, once, whatever the ranks and the size.
+    assert ring_all_reduce_time_s(8e6, 8, 1e9, 1e-6, 5e-6) == pytest.approx(5e-6 + 14 / 8 * 8e6 / 1e9 + 14e-6)
+    assert ring_all_reduce_time_s(0, 2, 1e9, 1e-6, 5e-6) == pytest.approx(5e-6 + 2e-6)
+
+
+def test_the_spec_sheets_all_reduce_pays_nccls_base_latency():
+    """A decode step's all-reduce of one token's hidden vector is almost all latency: NCCL's base latency (6.6 us,
+    ring LL) and the ring's 2(N-1) step latencies, as NCCL's own cost model charges them."""
+    link = load_gpu_spec("h200-sxm").interconnect
+    assert link.base_latency_s == pytest.approx(6.6e-6) and "baseLat" in link.base_latency_source
+    assert link.all_reduce_time_s(2 * 8192, 8) == pytest.approx(
+        6.6e-6 + 14 * 0.6e-6 + 14 / 8 * 2 * 8192 / 450e9)
+    assert link.to_dict()["base_latency_s"] == pytest.approx(6.6e-6)
     assert all_reduce_bytes("bf16", 3, 8192) == 3 * 8192 * 2
     assert all_reduce_bytes("fp8", 3, 8192) == 3 * 8192 * 2  # an fp8 GEMM writes bf16: that is what is summed
     assert all_reduce_bytes("w4a16", 3, 8192) == 3 * 8192 * 2
@@ -48,15 +61,15 @@ def test_decode_70b_over_eight_h100s_shows_its_communication_share():
     first = document["analytic"]["rows"][0]
     assert 0.01 <= first["comm_share"] <= 0.6
     model, link = load_model("llama-3-70b"), load_gpu_spec("h100-sxm").interconnect
-    one = ring_all_reduce_time_s(2 * 8192, 8, link.link_bytes_per_s, link.hop_latency_s)
+    one = ring_all_reduce_time_s(2 * 8192, 8, link.link_bytes_per_s, link.hop_latency_s, link.base_latency_s)
     assert first["comm_time_s"] == pytest.approx(model.layers * TP_ALL_REDUCES_PER_LAYER * one)
 
 
 def test_tp_1_decode_is_exactly_as_before():
     model, spec = load_model("llama-3-8b"), load_gpu_spec("h100-sxm")
     setup = DecodeSetup(StepModel.of(model), 4096)
-    document = analytic_document(setup, spec, [1, 64], 0.9)
-    time_fn = analytic_time(spec.bandwidth_bytes_per_s, spec.peak_flop_per_s)
+    document = analytic_document(setup, spec, [1, 64], 0.9)  # the achievable ceilings, as profile --analytic
+    time_fn = analytic_time(spec.achievable.bandwidth_bytes_per_s, spec.achievable.peak_flop_per_s)
     for row in document["rows"]:
         kernels = sum(time_fn(launch) * launch.count for launch in setup.launches(row["batch"]))
         assert row["step_time_s"] == kernels and row["comm_time_s"] == 0.0  # the kernels alone, to the bit
@@ -78,7 +91,7 @@ def test_an_analytic_tp_profile_carries_the_ring_costs_and_the_simulation_shows_
     link = load_gpu_spec("h100-sxm").interconnect
     index = comm.tokens.index(64)
     assert comm.time_s[index] == pytest.approx(ring_all_reduce_time_s(64 * 4096 * 2, 2, link.link_bytes_per_s,
-                                                                      link.hop_latency_s))
+                                                                      link.hop_latency_s, link.base_latency_s))
     step = CostModel(profile).cost(64, 64 * 500, [])
     assert step.comm_s == pytest.approx(32 * 2 * comm.time_s[index])
     assert step.time_s == pytest.approx(step.linear_s + step.attention_s + step.other_s + step.comm_s)

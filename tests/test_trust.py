@@ -86,7 +86,7 @@ def test_compare_calls_no_difference_significant_against_a_run_on_a_busy_device(
 
 def test_a_profile_built_from_a_busy_run_says_so_in_its_basis(committed_cpu_result):
     from roofline.result.io import load_result
-    from roofline.serving.analytic import analytic_profile
+    from roofline.serving.profiles.analytic import analytic_profile
     from roofline.specs.models import load_model
 
     result = load_result(committed_cpu_result)

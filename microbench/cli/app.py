@@ -43,10 +43,16 @@ REPORT_FLAGS: dict[str, Option] = {
 }
 IMPORT_FLAGS: dict[str, Option] = {
     "output": Option(("-o", "--output"), "path", required=True, help="result file to write"),
-    "device_name": Option(("--device-name",), required=True, help="the device the data was measured on"),
+    "device_name": Option(("--device-name",), help="the device the data was measured on (a CSV import)"),
     "sku": Option(("--sku",), help="SKU id from profiles/gpus (matched by name if omitted)"),
-    "device_kind": Option(("--device-kind",), "choice", "cuda", choices=("cuda", "cpu"), show_default=True),
+    "device_kind": Option(("--device-kind",), "choice", choices=("cuda", "cpu"), help="cuda or cpu [cuda]"),
     "force": Option(("--force",), "flag", help="replace an existing -o file"),
+    "reference": Option(("--reference",), metavar="aiconfigurator",
+                        help="import a reference database's GEMM rows instead of a CSV (the [reference] extra)"),
+    "gpu": Option(("--gpu",), help="--reference: the SKU whose rows to import"),
+    "engine": Option(("--engine",), help="--reference: vllm | sglang | trtllm, whose kernels it timed [vllm]"),
+    "dtypes": Option(("--dtype",), multiple=True, help="--reference: bf16, fp8, fp8-block, nvfp4 [bf16]"),
+    "shapes": Option(("--shape",), multiple=True, help="--reference: weight NxK (repeatable) [every shape]"),
 }
 
 
@@ -222,10 +228,24 @@ def report(result_file, output) -> None:
 
 
 @main.command(name="import")
-@click.argument("csv_file", type=click.Path(path_type=Path))
+@click.argument("csv_file", type=click.Path(path_type=Path), required=False)
 @declare(IMPORT_FLAGS)
-def import_(csv_file, output, device_name, sku, device_kind, force) -> None:
-    """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample)."""
+def import_(csv_file, output, device_name, sku, device_kind, force, reference, gpu, engine, dtypes, shapes) -> None:
+    """Import samples measured elsewhere: CSV with columns op,dtype,batch,n,k,time_s (one row per sample), or
+    with --reference a reference database's GEMMs on a SKU."""
+    from microbench.cli import reference as ref
+
+    if reference is not None:
+        ref.refuse_csv_options(csv_file, device_name, sku, device_kind)
+        ref.import_reference(reference, gpu, engine, dtypes, shapes, output, force)
+        return
+    ref.refuse_reference_options(gpu, engine, dtypes, shapes)
+    if csv_file is None or device_name is None:
+        raise BadInput("give CSV_FILE and --device-name (or --reference aiconfigurator --gpu SKU)")
+    _import_csv(csv_file, output, device_name, sku, device_kind or "cuda", force)
+
+
+def _import_csv(csv_file, output, device_name, sku, device_kind, force) -> None:
     from roofline.result.importer import import_csv
     from roofline.result.io import check_output, save_result
 

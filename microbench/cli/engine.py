@@ -26,7 +26,8 @@ def register(main: click.Group) -> None:
 
 
 @click.command(help="Everything one engine step of a model costs, as kernel-time tables: measured on this device "
-                    "with the sweep's timers (or --analytic from a spec sheet); for simulate.")
+                    "with the sweep's timers (or --analytic from a spec sheet, or --reference from a reference "
+                    "database's kernel times); for simulate.")
 @declare(PROFILE_FLAGS)
 @click.pass_context
 def profile(ctx, **options) -> None:
@@ -34,7 +35,11 @@ def profile(ctx, **options) -> None:
 
     with bad_input():
         config = ProfileConfig.from_options(options, given(ctx))
-    if config.analytic:
+    if config.reference is not None:
+        from microbench.cli.reference import write_reference_profile
+
+        write_reference_profile(config)
+    elif config.analytic:
         from microbench.cli.serving import write_analytic_profile
 
         write_analytic_profile(config)

@@ -282,7 +282,9 @@ def print_fit(analysis: dict[str, Any]) -> None:
     from roofline.report.tables import reference_lines
 
     title = f"roofline fit: {analysis['device']} ({analysis['sku'] or 'no SKU'})"
-    if analysis["origin"] == "imported":
+    if analysis.get("reference"):
+        title += f" — reference data from {analysis['reference']['package']}"
+    elif analysis["origin"] == "imported":
         title += " — imported data"
     for line in analysis.get("warnings") or []:
         stdout.print(f"[yellow]warning: {escape(line)}[/]")
@@ -292,6 +294,13 @@ def print_fit(analysis: dict[str, Any]) -> None:
                           justify=lambda _, column: "left" if column in ("series", "flags") else "right")
     for line in reference_lines(analysis):
         stdout.print(escape(line))
+    if analysis.get("reference"):
+        from roofline.result.sections import ReferenceSource
+
+        source = ReferenceSource.from_dict(analysis["reference"])
+        assert isinstance(source, ReferenceSource)  # from_dict builds the record it is called on
+        words = source.words()
+        stdout.print(escape(f"Reference data, not measured here: {words} ({analysis['reference']['file']})."))
     if analysis["spec_reason"]:
         stdout.print(f"spec: {analysis['spec_reason']}")
     header, rows = formats_table(analysis)
@@ -316,7 +325,7 @@ def print_decode(document: dict[str, Any]) -> None:
     # The all-reduces' share of the step: a column only where TP > 1 gives them (TP 1's table is as it was).
     columns = ("ms/token", "comm", "tokens/s", "MBU", "MFU", "bound", "KV fits") if setup["tp"] > 1 else \
         ("ms/token", "tokens/s", "MBU", "MFU", "bound", "KV fits")
-    header = ["batch"] + [f"{'meas' if key == 'measured' else 'spec'} {column}" for key, _ in parts
+    header = ["batch"] + [f"{'meas' if key == 'measured' else 'model'} {column}" for key, _ in parts
                           for column in columns]
     rows = []
     for index, batch in enumerate(setup["batches"]):

@@ -1,7 +1,7 @@
 """The serving commands of the simulator side: ``gpubench simulate`` and the analytic ``gpubench profile``
 (``--analytic``; the profile command itself, measured on the device otherwise, is the engine side's).  Thin: build
-the config, hold the output, call ``roofline`` (``roofline.fleet.simulate_run``, ``roofline.serving.analytic``),
-print.  Never imports torch.
+the config, hold the output, call ``roofline`` (``roofline.fleet.simulate_run``,
+``roofline.serving.profiles.analytic``), print.  Never imports torch.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def provenance():
 
 def write_analytic_profile(config) -> None:
     """``gpubench profile --analytic``: the analytic step profile of a ``ProfileConfig``, saved to ``-o``."""
-    from roofline.serving.analytic import analytic_profile_of
     from roofline.serving.profile_doc import check_profile_output, save_profile
+    from roofline.serving.profiles.analytic import analytic_profile_of
 
     with bad_input(), writing_to(config.output):
         check_profile_output(config.output)

@@ -16,6 +16,7 @@ from typing import Any
 from microbench.sweep.plan import PlanError, parse_batches
 from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.options import Option, check_dtypes, number_refusal, resolved_kv_dtype
+from roofline.decode.ceilings import EFFICIENCIES, check_efficiency
 from roofline.step.parallel import Parallelism
 from roofline.step.routing import Routing
 from roofline.step.speculative import parse_spec_decode
@@ -43,8 +44,14 @@ FLAGS: dict[str, Option] = {
     "batches": Option(("--batch",), default="1:1024:x2", show_default=True, help="batches: list and ranges"),
     "mem_fraction": Option(("--mem-fraction",), "number", 0.9, show_default=True, low=0, high=1,
                            help="share of device memory for weights + KV cache"),
-    "analytic": Option(("--analytic",), "flag", help="from the spec sheet only (needs --gpu), no measuring"),
+    "analytic": Option(("--analytic",), "flag", help="from the SKU's analytic basis only (needs --gpu), no measuring"),
     "sku": Option(("--gpu",), help="SKU for the analytic side [the matched SKU]"),
+    "ideal": Option(("--ideal",), "flag",
+                    help="analytic side: the datasheet's peak bandwidth and FLOP/s, not the SKU's achievable ceilings"),
+    "efficiency": Option(("--efficiency",), "choice", "auto", choices=EFFICIENCIES, show_default=True,
+                         help="analytic side: per-matrix efficiencies from the reference database's GEMM curves "
+                              "(reference), the SKU's flat achievable ceilings (flat), or reference where installed "
+                              "and covering the SKU (auto)"),
     "from_result": Option(("--from",), "path", help="take launch times from this sweep result instead of measuring"),
     "device": Option(("--device",), default="auto", show_default=True),
     "budget_s": Option(("--budget",), "number", low=0, help="seconds of sampling per launch measured"),
@@ -69,6 +76,8 @@ class DecodeConfig:
     mem_fraction: float = FLAGS["mem_fraction"].default
     analytic: bool = FLAGS["analytic"].default
     sku: str | None = FLAGS["sku"].default
+    ideal: bool = FLAGS["ideal"].default
+    efficiency: str = FLAGS["efficiency"].default
     from_result: Path | None = FLAGS["from_result"].default
     device: str = FLAGS["device"].default
     budget_s: float | None = FLAGS["budget_s"].default
@@ -88,6 +97,7 @@ class DecodeConfig:
             raise PlanError("--mem-fraction must be in (0, 1]")
         if self.analytic and not self.sku:
             raise PlanError("--analytic needs --gpu SKU")
+        check_efficiency(self.efficiency, self.ideal)
         if self.analytic and self.from_result is not None:  # it would be ignored: --analytic reads nothing
             raise PlanError("--from gives measured launch times; --analytic is the spec sheet only: give one of them")
         if self.budget_s is not None and number_refusal(self.budget_s, low=0) is not None:

@@ -21,7 +21,8 @@ from roofline.step.speculative import parse_spec_decode
 def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManager[SweepObserver]] | None = None
                ) -> dict[str, Any]:
     """The decode document of a checked config: the model read, measured (or its times read ``--from`` a
-    result) unless ``--analytic``, and the spec sheet's side wherever a SKU is known.  ``progress`` opens the
+    result) unless ``--analytic``, and the SKU's analytic side (``roofline.decode.ceilings``) wherever a SKU is
+    known.  ``progress`` opens the
     observer a measurement reports to (the CLI's progress bar); none: it reports to nobody."""
     if config.model:
         profile = load_model(config.model)
@@ -47,7 +48,8 @@ def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManag
                                          config.budget_s, progress or _silent, config.sku)
         sku = sku or document["measured"].pop("sku", None)
     if sku:
-        document["analytic"] = analytic_document(setup, load_gpu_spec(sku), batch_list, mem_fraction)
+        document["analytic"] = analytic_document(setup, load_gpu_spec(sku), batch_list, mem_fraction,
+                                                 config.efficiency, config.ideal)
     document["summary"] = summary_lines(document)
     return document
 

@@ -4,7 +4,7 @@ each summing a ``tokens × hidden`` tensor with the others, over a grid of token
 On GPUs the ranks use NCCL, one GPU each; on the CPU gloo over N local processes runs the same path (the same
 collective, the same process group, the same timing), so the measuring code is exercised where no GPU is.  A
 measured step profile records the medians as its ``comm`` table (``measured: true``); without N GPUs the table
-is costed on the matched SKU's spec sheet instead (``roofline.serving.analytic.comm_tables``).
+is costed on the matched SKU's spec sheet instead (``roofline.serving.profiles.analytic.comm_tables``).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def profile_comm_table(tp: int, device: str, sku: str | None, model, dtype: str,
     if device == "cpu" or (device == "cuda" and _cuda_devices() >= tp):
         return measure_all_reduce(tp, model.hidden, tokens, dtype, device).comm_table()
     if sku:
-        from roofline.serving.analytic import comm_tables
+        from roofline.serving.profiles.analytic import comm_tables
         from roofline.specs.gpus import load_gpu_spec
         from roofline.step.launches import StepModel
 

@@ -18,6 +18,8 @@ from microbench.serving.profile_plan import DEFAULT_MAX_BATCH, MEASURED_DTYPE, P
 from microbench.serving.validate_options import check_positive_number, check_threads
 from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
+from roofline.decode.ceilings import check_efficiency
+from roofline.reference.database import check_engine, check_reference
 from roofline.serving.simulate_config import MODEL_FLAGS
 
 CLOCKS = ("wall", "thread-cpu")
@@ -48,6 +50,9 @@ FLAGS: dict[str, Option] = {
     "dtype": MEASURED_OR_ANALYTIC_DTYPE,
     "analytic": Option(("--analytic",), "flag",
                        help="from a SKU's ceilings (--gpu) or a sweep's fits (--from), no timers"),
+    "reference": Option(("--reference",), metavar="aiconfigurator",
+                        help="from a reference database's kernel times on --gpu (the [reference] extra), no timers"),
+    "engine": Option(("--engine",), help="--reference: vllm | sglang | trtllm, whose kernels it timed [vllm]"),
     "output": Option(("-o", "--output"), "path", required=True, help="the step profile (JSON)"),
     **MEASURED_FLAGS,
 }
@@ -67,9 +72,12 @@ class ProfileConfig:
     sku: str | None = FLAGS["sku"].default
     ideal: bool = FLAGS["ideal"].default
     from_result: Path | None = FLAGS["from_result"].default
+    efficiency: str = FLAGS["efficiency"].default
     max_tokens: int = FLAGS["max_tokens"].default
     max_context: int = FLAGS["max_context"].default
     analytic: bool = FLAGS["analytic"].default
+    reference: str | None = FLAGS["reference"].default
+    engine: str | None = FLAGS["engine"].default
     device: str = FLAGS["device"].default
     max_batch: int = FLAGS["max_batch"].default
     attention: str = FLAGS["attention"].default
@@ -81,7 +89,17 @@ class ProfileConfig:
 
     def __post_init__(self) -> None:
         check_dtypes(self.dtype, self.kv_dtype)
+        if self.reference is not None:
+            check_reference(self.reference)
+            check_engine(self.engine)
+            if self.analytic or self.from_result or self.ideal or not self.sku:
+                raise PlanError("--reference reads the database's kernel times on --gpu SKU: give --gpu, and none of "
+                                "--analytic, --from, --ideal")
+            return
+        if self.engine is not None:
+            raise PlanError("--engine belongs to --reference")
         if self.analytic:
+            check_efficiency(self.efficiency, self.ideal, self.from_result is not None)
             return  # the measuring fields are the defaults (from_options refuses them typed)
         if self.sku or self.from_result or self.ideal:
             raise PlanError("--gpu, --ideal and --from belong to --analytic; a measured profile times this device")
@@ -109,11 +127,14 @@ class ProfileConfig:
         if values.get("resume") and planned:  # each would be ignored: the plan is the partial file's own
             raise PlanError("--resume takes the plan from OUTPUT.partial; do not also give "
                             + spelled(FLAGS, planned))
-        if values.get("analytic"):
+        if values.get("analytic") or values.get("reference") is not None:
             measuring = given_among(given, MEASURED_FLAGS)
             if measuring:
-                raise PlanError("--analytic measures nothing: drop " + spelled(MEASURED_FLAGS, measuring))
+                mode = "--analytic" if values.get("analytic") else "--reference"
+                raise PlanError(f"{mode} measures nothing: drop " + spelled(MEASURED_FLAGS, measuring))
             values.update((name, option.default) for name, option in MEASURED_FLAGS.items())
-        if "dtype" not in given and not values.get("analytic"):
+        if "efficiency" in given and not values.get("analytic"):
+            raise PlanError("--efficiency belongs to --analytic; a measured profile times this device")
+        if "dtype" not in given and not values.get("analytic") and values.get("reference") is None:
             values["dtype"] = None  # a measured profile runs what the engine runs on the device
         return cls(**values)

@@ -292,7 +292,7 @@ def expert_exchange(run: ProfileRun, model, sku: str | None) -> CommTable | None
     costs them (none matched: not counted)."""
     if run.plan.ep <= 1 or not sku:
         return None
-    from roofline.serving.analytic import comm_tables
+    from roofline.serving.profiles.analytic import comm_tables
     from roofline.specs.gpus import load_gpu_spec
 
     step = run.plan.step_model(model, run.session.choice.kind)

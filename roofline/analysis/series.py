@@ -122,6 +122,8 @@ def fit_one(result: Result, points: list[Point], seed: int = 0) -> SeriesFit:
 
 def _regime(result: Result) -> str:
     """Which regime a fitted roof describes: that of the points it was fitted to."""
+    if result.settings.reference:
+        return f"fitted to reference points {result.settings.reference.words()}; regime not recorded"
     if result.origin == "imported":
         return "fitted to imported points; regime not recorded"
     if result.device.kind == "cpu":
@@ -189,6 +191,8 @@ def analyse(result: Result, seed: int = 0) -> dict[str, Any]:
         "device": result.device.name,
         "sku": result.device.sku,
         "origin": result.origin,
+        # Imported from a reference database: which, who measured it, with which engine and version.
+        "reference": result.settings.reference.to_dict() if result.settings.reference else None,
         "spec_reason": spec_reason,
         "spec": {"bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s,
                  "peak_flop_per_s": dict(profile.peak_flop_per_s)} if profile else None,

@@ -24,16 +24,19 @@ def roof_time_s(flop, nbytes, bandwidth_bytes_per_s: float, peak_flop_per_s: flo
     return out if out.ndim else float(out)
 
 
-def ring_all_reduce_time_s(message_bytes: float, ranks: int, link_bytes_per_s: float, hop_latency_s: float
-                           ) -> float:
-    """One ring all-reduce of ``message_bytes`` on every rank: ``2(N-1)/N · bytes / BW + 2(N-1) · latency``.
+def ring_all_reduce_time_s(message_bytes: float, ranks: int, link_bytes_per_s: float, hop_latency_s: float,
+                           base_latency_s: float = 0.0) -> float:
+    """One ring all-reduce of ``message_bytes`` on every rank:
+    ``base + 2(N-1)/N · bytes / BW + 2(N-1) · hop latency``.
 
     A ring reduce-scatter then all-gather sends 2(N-1) chunks of bytes/N one way along each link, one ring step
-    at a time (``BW``: one direction of one GPU's link).  One rank has nothing to reduce: 0."""
+    at a time (``BW``: one direction of one GPU's link).  ``base_latency_s`` is the fixed cost of launching one
+    collective whatever its size (NCCL's own cost model charges it, ``baseLat``, before the steps' latencies): what
+    a decode step's small all-reduces mostly pay.  One rank has nothing to reduce: 0."""
     if ranks <= 1:
         return 0.0
     steps = 2 * (ranks - 1)
-    return steps / ranks * message_bytes / link_bytes_per_s + steps * hop_latency_s
+    return base_latency_s + steps / ranks * message_bytes / link_bytes_per_s + steps * hop_latency_s
 
 
 def all_to_all_time_s(message_bytes: float, ranks: int, link_bytes_per_s: float, hop_latency_s: float) -> float:

@@ -8,10 +8,10 @@ from typing import Any
 
 from roofline.core.roof import ridge_flop_per_byte
 from roofline.core.units import seconds, si_bytes
+from roofline.decode.ceilings import sku_basis, step_dtypes
 from roofline.decode.moe import experts_crossover, moe_words
 from roofline.decode.step import (
     DecodeSetup,
-    analytic_time,
     comm_time,
     kv_capacity,
     latency_knee,
@@ -47,22 +47,28 @@ def _comm_fn(setup: DecodeSetup, interconnect: Interconnect | None):
     return comm_time(setup, interconnect) if interconnect is not None and setup.step.parallelism.gpus > 1 else None
 
 
-def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], mem_fraction: float
-                      ) -> dict[str, Any]:
-    """The same step from the spec sheet alone: no GPU needed.  The KV capacity is sized from the memory the driver
-    reports for the board, not the datasheet's rounder figure."""
-    peak = profile.peak_for(setup.dtype)  # never another dtype's: say there is none
+BASIS_NAMES = {"reference": "per-matrix efficiencies", "flat": "achievable ceilings", "ideal": "spec sheet"}
+
+
+def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], mem_fraction: float,
+                      efficiency: str = "flat", ideal: bool = False) -> dict[str, Any]:
+    """The same step from the SKU's analytic basis (``roofline.decode.ceilings``, the one ``profile --analytic``
+    times its tables on): no GPU needed.  MBU, MFU and the ridge are against the basis's ceilings (the achievable
+    ones; the datasheet's with ``ideal``).  The KV capacity is sized from the memory the driver reports for the
+    board, not the datasheet's rounder figure."""
+    dtypes = step_dtypes(setup.step) | (step_dtypes(setup.drafter) if setup.drafter else set())
+    basis = sku_basis(profile, setup.dtype, dtypes, ideal=ideal, efficiency=efficiency, require_peak=False)
+    bandwidth, peak = basis.roof.bandwidth_bytes_per_s, basis.roof.peak_flop_per_s  # never another dtype's peak
     capacity = kv_capacity(setup, profile.reported_bytes, mem_fraction)
-    rows = step_rows(setup, batches, analytic_time(profile.bandwidth_bytes_per_s, profile.peak_flop_per_s),
-                     profile.bandwidth_bytes_per_s, peak, capacity["max_batch"],
+    rows = step_rows(setup, batches, basis.time_s, bandwidth, peak, capacity["max_batch"],
                      _comm_fn(setup, profile.interconnect),
                      power_energy(profile.tdp_w * setup.step.parallelism.gpus) if profile.tdp_w else None)
     energy = {"basis": f"every GPU at its TDP, {profile.tdp_w:g} W (an upper bound: decode at small batch draws "
                        "less)", "source": profile.tdp_source} if profile.tdp_w else \
         {"basis": None, "why_none": f"spec sheet {profile.sku} has no power figure"}
-    ridge = ridge_flop_per_byte(peak, profile.bandwidth_bytes_per_s)
-    return {"source": f"spec sheet: {profile.name} ({profile.sku})",
-            "bandwidth_bytes_per_s": profile.bandwidth_bytes_per_s, "peak_flop_per_s": peak,
+    ridge = ridge_flop_per_byte(peak, bandwidth)
+    return {"source": f"{BASIS_NAMES[basis.efficiency]}: {profile.name} ({profile.sku})", "basis": basis.basis,
+            "bandwidth_bytes_per_s": bandwidth, "peak_flop_per_s": peak,
             "rows": rows_to_dicts(rows), "kv": capacity, "energy": energy,
             "comm": comm_part(setup, profile.interconnect, f"spec sheet {profile.sku}"),
             "crossing": ridge_crossing(setup, ridge, batches) if ridge else None,
@@ -217,6 +223,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         if part.get("knee_batch_1p10"):
             text += f"; time per token is 10% above batch 1 by batch {part['knee_batch_1p10']}"
         lines.append(text + ".")
+        if part.get("basis"):
+            lines.append(f"{key} basis: {part['basis']}.")
         if setup.get("speculation") and crossing and part.get("crossing_without_speculation"):
             lines.append(f"{key}: {_speculation_words(setup['speculation'], crossing, part)}")
         if setup.get("moe"):

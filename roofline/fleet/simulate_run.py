@@ -1,12 +1,13 @@
 """``gpubench simulate`` as the library runs it: everything between the command's parsed options and what it prints.
 
 ``prepare_simulation`` reads and checks every input before anything is simulated: the step profile (a file, or
-built from the model options with ``--analytic``: ``roofline.serving.analytic``), the workload (drawn, or a trace),
-that its runs fit in memory, the engine overhead (the profile's, each ``--overhead-*`` replacing its term) and a
-fleet's layout.  ``Simulation.run`` simulates each policy (``roofline.serving.simulate``, or the whole fleet:
-``roofline.fleet.replicas``), with its rate curve (``--rates``) and capacity search (``--slo``), and assembles the
-document (``roofline.serving.document``); ``SimulationOutcome.write`` writes simulation.json, requests.csv and the
-report into a folder.  The CLI holds the output folder around them (``microbench.cli.guard``) and prints.
+built from the model options with ``--analytic``: ``roofline.serving.profiles.analytic``), the workload (drawn, or
+a trace), that its runs fit in memory, the engine overhead (the profile's, each ``--overhead-*`` replacing its
+term) and a fleet's layout.  ``Simulation.run`` simulates each policy (``roofline.serving.simulate``, or the whole
+fleet: ``roofline.fleet.replicas``), with its rate curve (``--rates``) and capacity search (``--slo``), and
+assembles the document (``roofline.serving.document``); ``SimulationOutcome.write`` writes simulation.json,
+requests.csv and the report into a folder.  The CLI holds the output folder around them (``microbench.cli.guard``)
+and prints.
 
 It lives with the fleets because one simulate command may simulate a fleet, and the serving room never reads
 the fleet room; one replica is the serving room's engine loop, called directly.
@@ -26,11 +27,11 @@ from roofline.fleet.summary import fleet_section, layout_record
 from roofline.result.sections import Provenance
 from roofline.serving import document as simulation_doc
 from roofline.serving import simulate as engine_loop
-from roofline.serving.analytic import analytic_profile_of
 from roofline.serving.capacity import Probe, capacity_under, rate_point
 from roofline.serving.metrics import summarize
 from roofline.serving.policies import Policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
+from roofline.serving.profiles.analytic import analytic_profile_of
 from roofline.serving.simulate import SimulationRun
 from roofline.serving.simulate_config import FLAGS, SimulateConfig
 from roofline.serving.workload import Request, check_fits_in_memory, read_workload, with_arrivals

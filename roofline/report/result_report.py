@@ -73,6 +73,9 @@ def environment_lines(result: Result) -> list[str]:
 
 def method_lines(result: Result) -> list[str]:
     s = result.settings
+    if s.reference:
+        return [f"Reference data imported from {s.reference.package} ({s.source_file}): {s.reference.words()}; "
+                "one sample per point, not measured by gpubench."]
     if result.origin == "imported":
         return [f"Imported from {s.source_file}: another tool's timings, not measured by gpubench."]
     ok = result.ok_points()

@@ -137,6 +137,28 @@ class Busy(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReferenceSource(Record):
+    SECTION: ClassVar[str] = "settings.reference"
+    name: str | None = key("string", doc="the reference database (--reference): aiconfigurator")
+    package: str | None = key("string", doc="the package the data came in: aiconfigurator-core")
+    package_version: str | None = key("string", doc="its installed version, read")
+    measured_by: str | None = key("string", doc="who measured the data")
+    system: str | None = key("string", doc="the database's name for the GPU (h200_sxm)")
+    family: str | None = key("string", doc="the table's family (gemm)")
+    engine: str | None = key("string", doc="the serving engine whose kernels were timed (vllm, sglang, trtllm)")
+    engine_version: str | None = key("string", doc="that engine's version")
+    file: str | None = key("string", doc="the table, relative to the package's systems/data folder")
+    device: str | None = key("string", doc="the device name the rows carry")
+    kernel: str | None = key("string", doc="the kernel that ran (the engine's busiest for the dtype)")
+
+    def words(self) -> str:
+        """``measured by NVIDIA (aiconfigurator's collector) with vllm 0.24.0 (its kernel), from aiconfigurator-core
+        0.12.0``: what fit, report and compare say beside data imported from a reference."""
+        return (f"measured by {self.measured_by} with {self.engine} {self.engine_version} ({self.kernel}) on "
+                f"{self.device}, from {self.package} {self.package_version}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Resumed(Record):
     SECTION: ClassVar[str] = "settings.resumed[]"
     at: str | None = key("string", doc="UTC time the sweep was resumed")
@@ -170,6 +192,9 @@ class Settings(Record):
     resumed: tuple | None = key("array", items="object", item_record=Resumed, doc="each --resume of this file")
     import_warnings: tuple | None = key("array", items="string", doc="import: what the importer warned about")
     source_file: str | None = key("string", doc="import: the file imported")
+    reference: ReferenceSource | None = key("object", record=ReferenceSource,
+                                            doc="import --reference: the database, who measured it, with which "
+                                                "engine and version (null: not a reference)")
 
 
 # --- ceilings ---------------------------------------------------------------------------------------------

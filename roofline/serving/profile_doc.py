@@ -19,7 +19,7 @@ from roofline.specs.models import stored_dtype
 
 SCHEMA_VERSION = 1
 KIND = "gpubench-step-profile"
-SOURCES = ("measured", "analytic")
+SOURCES = ("measured", "analytic", "reference")
 MODEL_KEYS = ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "mlp")
 
 
@@ -97,6 +97,7 @@ class LinearTable:
     tokens: tuple[int, ...]
     time_s: tuple[float, ...]
     layers: int | None = None
+    source: str = ""  # where the times come from (a reference profile names it per table); "": the profile's basis
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], what: str) -> LinearTable:
@@ -106,12 +107,14 @@ class LinearTable:
                    k=_positive_int(d.get("k"), f"{what}.k"), per_layer=_positive_int(d.get("per_layer", 1),
                                                                                      f"{what}.per_layer"),
                    tokens=tokens, time_s=_times(d.get("time_s"), len(tokens), f"{what}.time_s"),
-                   layers=None if layers is None else _positive_int(layers, f"{what}.layers"))
+                   layers=None if layers is None else _positive_int(layers, f"{what}.layers"),
+                   source=str(d.get("source", "")))
 
     def to_dict(self) -> dict[str, Any]:
         out = {"name": self.name, "n": self.n, "k": self.k, "per_layer": self.per_layer,
                "tokens": list(self.tokens), "time_s": list(self.time_s)}
-        return {**out, "layers": self.layers} if self.layers is not None else out
+        out = {**out, "layers": self.layers} if self.layers is not None else out
+        return {**out, "source": self.source} if self.source else out
 
 
 @dataclass(frozen=True)
@@ -128,18 +131,21 @@ class GroupedTable:
     kernel: str
     tokens: tuple[int, ...]
     time_s: tuple[float, ...]
+    source: str = ""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], what: str) -> GroupedTable:
         tokens = _grid(d.get("tokens"), f"{what}.tokens")
         values = {key: _positive_int(d.get(key), f"{what}.{key}") for key in ("n", "k", "experts", "topk", "layers")}
         return cls(name=str(d.get("name", what)), kernel=str(d.get("kernel", "")), tokens=tokens,
-                   time_s=_times(d.get("time_s"), len(tokens), f"{what}.time_s"), **values)
+                   time_s=_times(d.get("time_s"), len(tokens), f"{what}.time_s"), source=str(d.get("source", "")),
+                   **values)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "n": self.n, "k": self.k, "experts": self.experts, "topk": self.topk,
-                "layers": self.layers, "kernel": self.kernel, "tokens": list(self.tokens),
-                "time_s": list(self.time_s)}
+        out = {"name": self.name, "n": self.n, "k": self.k, "experts": self.experts, "topk": self.topk,
+               "layers": self.layers, "kernel": self.kernel, "tokens": list(self.tokens),
+               "time_s": list(self.time_s)}
+        return {**out, "source": self.source} if self.source else out
 
 
 @dataclass(frozen=True)
@@ -150,16 +156,18 @@ class Table1D:
     axis: str
     grid: tuple[int, ...]
     time_s: tuple[float, ...]
+    source: str = ""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], axis: str, what: str) -> Table1D:
         grid = _grid(d.get(axis), f"{what}.{axis}")
         return cls(kernel=str(d.get("kernel", "")), axis=axis, grid=grid,
-                   time_s=_times(d.get("time_s"), len(grid), f"{what}.time_s"))
+                   time_s=_times(d.get("time_s"), len(grid), f"{what}.time_s"), source=str(d.get("source", "")))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {self.axis: list(self.grid), "time_s": list(self.time_s)}
-        return {"kernel": self.kernel, **out} if self.kernel else out
+        out = {"kernel": self.kernel, **out} if self.kernel else out
+        return {**out, "source": self.source} if self.source else out
 
 
 @dataclass(frozen=True)
@@ -172,16 +180,19 @@ class Table2D:
     rows: tuple[int, ...]
     cols: tuple[int, ...]
     time_s: tuple[tuple[float, ...], ...]
+    source: str = ""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], row_axis: str, col_axis: str, what: str) -> Table2D:
         rows, cols = _grid(d.get(row_axis), f"{what}.{row_axis}"), _grid(d.get(col_axis), f"{what}.{col_axis}")
         return cls(kernel=str(d.get("kernel", "")), row_axis=row_axis, col_axis=col_axis, rows=rows, cols=cols,
-                   time_s=_table(d.get("time_s"), len(rows), len(cols), f"{what}.time_s"))
+                   time_s=_table(d.get("time_s"), len(rows), len(cols), f"{what}.time_s"),
+                   source=str(d.get("source", "")))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, self.row_axis: list(self.rows), self.col_axis: list(self.cols),
-                "time_s": [list(r) for r in self.time_s]}
+        out = {"kernel": self.kernel, self.row_axis: list(self.rows), self.col_axis: list(self.cols),
+               "time_s": [list(r) for r in self.time_s]}
+        return {**out, "source": self.source} if self.source else out
 
 
 @dataclass(frozen=True)

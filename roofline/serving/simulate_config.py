@@ -18,6 +18,7 @@ from typing import Any
 from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.errors import BadInputError
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, number_refusal, spelled
+from roofline.decode.ceilings import EFFICIENCIES, check_efficiency
 from roofline.serving.metrics import Slo
 from roofline.serving.policies import (
     DEFAULT_POLICIES,
@@ -49,6 +50,10 @@ MODEL_FLAGS: dict[str, Option] = {
                     "achievable ceilings (measured by others)"),
     "from_result": Option(("--from",), "path",
                           help="a sweep result: its fitted roofline per series instead of the spec sheet"),
+    "efficiency": Option(("--efficiency",), "choice", "auto", choices=EFFICIENCIES, show_default=True,
+                         help="per-matrix efficiencies from the reference database's GEMM curves (reference), the "
+                              "SKU's flat achievable ceilings (flat), or reference where installed and covering the "
+                              "SKU (auto)"),
     "max_tokens": Option(("--max-tokens",), "int", 8192, show_default=True, help="largest tokens in a step"),
     "max_context": Option(("--max-context",), "int", 8192, show_default=True, help="largest context"),
 }
@@ -129,6 +134,7 @@ class SimulateConfig:
     sku: str | None = FLAGS["sku"].default
     ideal: bool = FLAGS["ideal"].default
     from_result: Path | None = FLAGS["from_result"].default
+    efficiency: str = FLAGS["efficiency"].default
     max_tokens: int = FLAGS["max_tokens"].default
     max_context: int = FLAGS["max_context"].default
     requests: int = FLAGS["requests"].default
@@ -163,6 +169,7 @@ class SimulateConfig:
             raise BadInputError("give a PROFILE.json, or --analytic with --gpu SKU --model NAME")
         check_seed(self.seed)
         check_dtypes(self.dtype, self.kv_dtype)
+        check_efficiency(self.efficiency, self.ideal, self.from_result is not None)
         if not 0 < self.mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         for term, value in self.overhead_given.items():  # EngineOverhead's own bound, worded with the flag

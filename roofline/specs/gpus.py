@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from roofline.core.counting import compute_dtype
@@ -40,17 +40,22 @@ def profiles_dir() -> Path:
 @dataclass(frozen=True)
 class Interconnect:
     """What a tensor-parallel all-reduce crosses between two GPUs of one node: the link's bandwidth one way (a
-    ring sends each byte one way along each link) and the latency of one ring step, each with its source."""
+    ring sends each byte one way along each link), the latency of one ring step and the fixed latency of one
+    collective (NCCL's base latency), each with its source."""
 
     kind: str
     link_bytes_per_s: float
     hop_latency_s: float
     link_source: str
     latency_source: str
+    base_latency_s: float = 0.0
+    base_latency_source: str = ""
 
     def all_reduce_time_s(self, message_bytes: float, ranks: int) -> float:
-        """One ring all-reduce of ``message_bytes`` over ``ranks`` GPUs on this link (``roofline.core.roof``)."""
-        return ring_all_reduce_time_s(message_bytes, ranks, self.link_bytes_per_s, self.hop_latency_s)
+        """One ring all-reduce of ``message_bytes`` over ``ranks`` GPUs on this link (``roofline.core.roof``), its
+        base latency included."""
+        return ring_all_reduce_time_s(message_bytes, ranks, self.link_bytes_per_s, self.hop_latency_s,
+                                      self.base_latency_s)
 
     def all_to_all_time_s(self, message_bytes: float, ranks: int) -> float:
         """One all-to-all over ``ranks`` GPUs sending ``message_bytes`` from each (``roofline.core.roof``)."""
@@ -58,11 +63,14 @@ class Interconnect:
 
     def describe(self) -> str:
         return (f"{self.kind}, {self.link_bytes_per_s / 1e9:.0f} GB/s each way, "
-                f"{self.hop_latency_s * 1e6:.2g} us per ring step")
+                f"{self.hop_latency_s * 1e6:.2g} us per ring step, {self.base_latency_s * 1e6:.2g} us per "
+                "all-reduce")
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "link_bytes_per_s": self.link_bytes_per_s, "hop_latency_s": self.hop_latency_s,
-                "sources": {"link": self.link_source, "latency": self.latency_source}}
+                "base_latency_s": self.base_latency_s,
+                "sources": {"link": self.link_source, "latency": self.latency_source,
+                            "base_latency": self.base_latency_source}}
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,8 @@ class GpuSpec:
     achievable: Achievable
     tdp_w: float | None = None  # the board's power limit, the datasheet's thermal design power
     tdp_source: str = ""
+    # The systems reference databases name this SKU by ({"aiconfigurator": "h200_sxm"}): none, no reference data.
+    reference_systems: dict[str, str] = field(default_factory=dict)
 
     def matches(self, device_name: str, memory_bytes: float | None) -> bool:
         if not re.search(self.name_regex, device_name, flags=re.IGNORECASE):
@@ -157,12 +167,15 @@ def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
             interconnect=Interconnect(kind=str(link["kind"]), link_bytes_per_s=_positive(link["link_bytes_per_s"]),
                                       hop_latency_s=_non_negative(link["hop_latency_s"]),
                                       link_source=str(link["link_source"]),
-                                      latency_source=str(link["latency_source"])),
+                                      latency_source=str(link["latency_source"]),
+                                      base_latency_s=_non_negative(link["base_latency_s"]),
+                                      base_latency_source=str(link["base_latency_source"])),
             reported_bytes=_positive(memory["reported_bytes"]),
             reported_source=str(memory["reported_source"]),
             achievable=_achievable(data["achievable"], bandwidth, peak_flop_per_s),
             tdp_w=_positive(data["power"]["tdp_w"]) if "power" in data else None,
             tdp_source=str(data.get("power", {}).get("source", "")),
+            reference_systems={str(k): str(v) for k, v in data.get("reference", {}).items() if k != "note"},
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecError(f"profile {sku}: malformed ({exc})") from None

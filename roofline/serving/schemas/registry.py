@@ -68,8 +68,8 @@ def write_schemas() -> None:
         schema_path(name).write_text(text, encoding="utf-8")
 
 
-WRITERS = {"step-profile": "roofline.serving.profile_doc.StepProfile.to_dict (analytic: roofline.serving.analytic; "
-                           "measured: microbench.serving.profile_run)",
+WRITERS = {"step-profile": "roofline.serving.profile_doc.StepProfile.to_dict (analytic: "
+                           "roofline.serving.profiles.analytic; measured: microbench.serving.profile_run)",
            "simulation": "roofline.serving.document.simulation_document",
            "validation": "microbench.serving.validate_run.validation_document",
            "plan": "roofline.fleet.plan_document.plan_document"}

@@ -82,6 +82,9 @@ class LinearKernel(Record):
     layers: Any = key("integer", nullable=False,
                       doc="the layers that have it (absent: every layer; a mixture's dense MLP, router and shared "
                           "experts are in some)")
+    source: Any = key("string", nullable=False,
+                      doc="where this table's times come from (a reference profile names it per table; absent: the "
+                          "profile's basis)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +100,9 @@ class GroupedKernel(Record):
     kernel: Any = key("string", required=True, doc="what timed it (roofline: the analytic profile)")
     tokens: Any = key("array", items="integer", required=True, doc="rows given to the GPU's experts, increasing")
     time_s: Any = key("array", items="number", unit="s", required=True, doc="one grouped launch's time per row count")
+    source: Any = key("string", nullable=False,
+                      doc="where this table's times come from (a reference profile names it per table; absent: the "
+                          "profile's basis)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +115,9 @@ class LmHead(Record):
     dtype: Any = key("string", nullable=False, choices=PLAIN_DTYPES,
                      doc="the dtype its weight is stored and timed in: bf16 when dtype is a weight-only format, "
                          "as AWQ/GPTQ checkpoints keep the LM head and embeddings (absent: so)")
+    source: Any = key("string", nullable=False,
+                      doc="where this table's times come from (a reference profile names it per table; absent: the "
+                          "profile's basis)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +128,9 @@ class DecodeAttention(Record):
     contexts: Any = key("array", items="integer", required=True, doc="tokens each attends to, increasing")
     time_s: Any = key("array", items="array", cells="number", unit="s", required=True,
                       doc="one layer's time, per context per batch")
+    source: Any = key("string", nullable=False,
+                      doc="where this table's times come from (a reference profile names it per table; absent: the "
+                          "profile's basis)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +139,9 @@ class PrefillAttention(Record):
     kernel: Any = key("string", nullable=False, doc="the attention kernel (absent: not named)")
     prompt_tokens: Any = key("array", items="integer", required=True, doc="prompt lengths, increasing")
     time_s: Any = key("array", items="number", unit="s", required=True, doc="one layer, one causal prompt")
+    source: Any = key("string", nullable=False,
+                      doc="where this table's times come from (a reference profile names it per table; absent: the "
+                          "profile's basis)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,6 +152,9 @@ class ChunkAttention(Record):
     prefix_tokens: Any = key("array", items="integer", required=True, doc="cached prefix lengths, increasing")
     time_s: Any = key("array", items="array", cells="number", unit="s", required=True,
                       doc="one layer's time, per prefix per chunk")
+    source: Any = key("string", nullable=False,
+                      doc="where this table's times come from (a reference profile names it per table; absent: the "
+                          "profile's basis)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,6 +165,9 @@ class OtherKernels(Record):
     tokens: Any = key("array", items="integer", required=True, doc="tokens in the step, increasing")
     time_s: Any = key("array", items="number", unit="s", required=True,
                       doc="norms, residual adds, rope, activations (measured: and sampling): per step, all layers")
+    source: Any = key("string", nullable=False,
+                      doc="where this table's times come from (a reference profile names it per table; absent: the "
+                          "profile's basis)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,7 +221,9 @@ class StepProfileDocument(Record):
     host: Any = key("object", record=SECTIONS["host"], required=True, doc="the machine (as in a result)")
     device: Any = key("object", record=SECTIONS["device"], required=True,
                       doc="the device (as in a result; analytic: the spec sheet's name, SKU and reported memory)")
-    source: Any = key("string", required=True, choices=profile_doc.SOURCES, doc="measured or analytic")
+    source: Any = key("string", required=True, choices=profile_doc.SOURCES,
+                      doc="measured (here), analytic (a roofline), or reference (a reference database's kernel "
+                          "times, each table naming its source)")
     basis: Any = key("string", required=True,
                      doc="how the times were made: analytic, the ceilings of the linears and attention and what they "
                          "are (achievable, or the spec sheet with --ideal, or a sweep's fits) and the other kernels'")

@@ -1,16 +1,18 @@
-"""A step profile from a roofline instead of timers: the ceilings of a SKU, or the fitted roofline of each series
-of a measured sweep (``--from RESULT.json``).  Same document as a measured profile, ``source: analytic``.
+"""A step profile from a roofline instead of timers: a SKU's ceilings, or the fitted roofline of each series of a
+measured sweep (``--from RESULT.json``).  Same document as a measured profile, ``source: analytic``.
 
-A SKU's ceilings are by default what it reaches in practice, its spec sheet's ``[achievable]`` table (a streaming
-kernel's bandwidth and mamf-finder's matmul FLOP/s, measured by others): the datasheet's peaks are never reached, and
-a profile on them is optimistic.  ``ideal=True`` (``--ideal``) takes the datasheet's peaks instead.  The KV capacity
-is sized from the memory the driver reports for the board (``reported_bytes``), not the datasheet's "80 GB".
+A SKU's launches are timed by the analytic basis ``decode --analytic`` reads too (``roofline.decode.ceilings``), so
+the two give the same kernel time for a launch: by default (``--efficiency auto``) each GEMM on the datasheet's
+roofline over its matrix's efficiency, derived from a reference database's measured GEMM curves on the SKU (the
+``[reference]`` extra), else the SKU's achievable ceilings (its spec sheet's ``[achievable]`` table: one bandwidth,
+one peak per dtype, measured by others); ``--ideal`` takes the datasheet's peaks, never reached.  The basis says
+which.  The KV capacity is sized from the memory the driver reports for the board (``reported_bytes``), not the
+datasheet's "80 GB".
 
 What the step launches, and each launch's FLOP and bytes, is the step model's (``roofline.step``): its dense
 linears, its routed experts' grouped GEMMs (a mixture of experts, under the profile's routing), its attention
 (GQA or MLA) and its elementwise kernels (``StepModel.other_bytes_per_token``, the ``other`` table, their bytes at
-the ceilings' bandwidth; their launch latency, which dominates them at a few tokens, is not in it).  Each table
-entry is that launch's roofline time (``roofline.decode.step.analytic_time``: max(bytes/BW, FLOP/P)); in a quantized
+the achievable bandwidth; their launch latency, which dominates them at a few tokens, is not in it).  In a quantized
 format the layers' linears are timed in it and the LM head in bf16, as the checkpoints store them.
 
 Tensor parallelism adds the ``comm`` table (one ring all-reduce of a GPU's tokens' hidden vectors per token count,
@@ -30,7 +32,8 @@ from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, a
 from roofline.core.errors import BadInputError
 from roofline.core.options import check_dtypes, resolved_kv_dtype
 from roofline.core.roof import Roof
-from roofline.decode.step import analytic_time
+from roofline.decode.ceilings import check_efficiency, sku_basis, sku_roof, step_dtypes
+from roofline.decode.step import TimeFn, analytic_time
 from roofline.result.document import Result
 from roofline.result.io import load_result
 from roofline.result.sections import Provenance
@@ -43,23 +46,6 @@ from roofline.step.comm import ALL_TO_ALLS_PER_MOE_LAYER
 from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
 from roofline.step.launches import Launch, StepModel
 from roofline.step.memory import kv_bytes_per_token, weight_bytes
-
-
-def spec_roof(gpu: GpuSpec, dtype: str) -> Roof:
-    peak = gpu.peak_for(dtype)
-    if not peak:
-        raise SpecError(f"{gpu.sku} has no {dtype} peak in its spec sheet")
-    return Roof(gpu.bandwidth_bytes_per_s, peak)
-
-
-def sku_roof(gpu: GpuSpec, dtype: str, ideal: bool) -> tuple[Roof, str]:
-    """The SKU's ceilings and what they are: its achievable ones by default, the datasheet's with ``ideal``."""
-    spec = spec_roof(gpu, dtype)  # a dtype the SKU lacks is refused the same way either way
-    if ideal:
-        return spec, f"spec sheet {gpu.sku} (--ideal)"
-    achievable = gpu.achievable
-    return Roof(achievable.bandwidth_bytes_per_s, achievable.peak_for(dtype)), \
-        f"achievable ceilings of {gpu.sku}: {achievable.describe(dtype)}"
 
 
 def _fit_series(result: Result, dtype: str) -> list[dict[str, Any]]:
@@ -112,15 +98,22 @@ def _basis(result_name: str, dtype: str, fitted: int, total: int, rest: str, she
     return basis + (f", measured on a busy device ({busy}): slower than the device runs quiet" if busy else "")
 
 
-class Timer:
-    """Each launch's roofline time: a fitted roof for the (dtype, N, K) a sweep fitted, else the default roof."""
+def roof_time(roof: Roof) -> TimeFn:
+    """A launch on one roof, whatever its dtype (a sweep's fit is of one dtype's curve)."""
+    def time_s(launch: Launch) -> float:
+        return analytic_time(roof.bandwidth_bytes_per_s, {launch.dtype: roof.peak_flop_per_s})(launch)  # pyright: ignore[reportArgumentType]
+    return time_s
 
-    def __init__(self, default: Roof, fits: dict[str, dict[tuple[int, int], Roof]]):
+
+class Timer:
+    """Each launch's time: a fitted roof for the (dtype, N, K) a sweep fitted, else ``default``."""
+
+    def __init__(self, default: TimeFn, fits: dict[str, dict[tuple[int, int], Roof]]):
         self.default, self.fits = default, fits
 
     def __call__(self, launch: Launch) -> float:
-        roof = self.fits.get(launch.dtype, {}).get((launch.n, launch.k), self.default)
-        return analytic_time(roof.bandwidth_bytes_per_s, {launch.dtype: roof.peak_flop_per_s})(launch)  # pyright: ignore[reportArgumentType]
+        roof = self.fits.get(launch.dtype, {}).get((launch.n, launch.k))
+        return self.default(launch) if roof is None else roof_time(roof)(launch)
 
     def fitted(self, dtype: str, n: int, k: int) -> bool:
         return (n, k) in self.fits.get(dtype, {})
@@ -142,14 +135,12 @@ def _grouped_tables(step: StepModel, timer: Timer, tokens: tuple[int, ...]) -> t
                               tuple(timer(step.grouped_launch(g, t)) for t in tokens)) for g in step.grouped)
 
 
-def _attention_tables(step: StepModel, roof: Roof, tokens, contexts):
+def _attention_tables(step: StepModel, time_s: TimeFn, tokens, contexts):
     """Per layer on one GPU: decode (batch × context), whole prompts, and chunks over a cached prefix."""
-    peak = {step.cache_dtype: roof.peak_flop_per_s}
-
     def attn(queries: int, keys: float, pairs: float) -> float:
         launch = Launch("attention", "attention", step.cache_dtype, queries, 0, 0, 1,
                         step.attention_layer_work(queries, keys, pairs))
-        return analytic_time(roof.bandwidth_bytes_per_s, peak)(launch)  # pyright: ignore[reportArgumentType]
+        return time_s(launch)
 
     decode = Table2D("roofline", "batches", "contexts", DECODE_BATCHES, contexts,
                      tuple(tuple(attn(b, b * c, b * c) for c in contexts) for b in DECODE_BATCHES))
@@ -186,34 +177,41 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
                      gpu: GpuSpec | None, result: Result | None = None, result_name: str = "",
                      tool: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
                      argv: tuple[str, ...] = (), ideal: bool = False, ep: int = 1,
-                     routing: str = "balanced") -> StepProfile:
-    """The step profile of ``model`` on a roofline: ``gpu``'s achievable ceilings (its spec sheet's with
-    ``ideal``), or the fits of ``result``."""
+                     routing: str = "balanced", efficiency: str = "flat") -> StepProfile:
+    """The step profile of ``model`` on a roofline: ``gpu``'s analytic basis (``roofline.decode.ceilings``:
+    ``efficiency`` reference, flat, or auto; the datasheet with ``ideal``), or the fits of ``result``."""
     step = StepModel.of(model, tp, ep, dtype, kv_dtype, routing)
     if max_tokens < 2 or max_context < 2:
         raise SpecError("--max-tokens and --max-context must be at least 2")
     check_dtypes(dtype, kv_dtype)
-    spec, sheet = sku_roof(gpu, dtype, ideal) if gpu else (None, "")
-    if result is None and spec is None:
+    check_efficiency(efficiency, ideal, result is not None)
+    if result is None and gpu is None:
         raise SpecError("--analytic needs --gpu SKU or --from RESULT.json")
     series = _fit_series(result, dtype) if result is not None else []
-    default, rest = result_roof(result, dtype, spec, series) if result is not None else (spec, "spec")
+    if result is None:
+        assert gpu is not None  # refused above
+        sku = sku_basis(gpu, dtype, step_dtypes(step), ideal=ideal, efficiency=efficiency)
+        default, default_time, roof_basis = sku.roof, sku.time_s, sku.basis
+    else:
+        spec, sheet = sku_roof(gpu, dtype, ideal) if gpu else (None, "")
+        default, rest = result_roof(result, dtype, spec, series)
+        default_time, roof_basis = roof_time(default), ""
     bandwidth = default.bandwidth_bytes_per_s if default is not None else None
     if not bandwidth:  # every roof built above has one: a guard for the type checker and for future roofs
         raise SpecError("no memory bandwidth to put the profile's kernels on")
     tokens = token_grid(max_tokens)
     contexts = tuple(sorted({c for c in DECODE_CONTEXTS if c < max_context} | {max_context}))
-    timer = Timer(default, _fits(step, result, series, default))
+    timer = Timer(default_time, _fits(step, result, series, default))
     linears, lm_head = _linear_tables(step, timer, tokens)
     shapes = [(lin.dtype, lin.n, lin.k) for lin in step.linears]
     fitted = sum(timer.fitted(*shape) for shape in shapes)
-    decode, prefill, chunk = _attention_tables(step, default, tokens, contexts)
+    decode, prefill, chunk = _attention_tables(step, default_time, tokens, contexts)
     # A measured run's device says what its driver reported; a SKU's, what the driver reports for the board.
     device = dict(result.device) if result is not None else {"kind": "cuda", "name": gpu.name, "sku": gpu.sku,
                                                              "memory_bytes": int(gpu.reported_bytes)}
     memory_bytes = device.get("memory_bytes") or (gpu.reported_bytes if gpu else None)
-    roof_basis = (_basis(result_name, dtype, fitted, len(shapes), rest, sheet, busy_why(result))
-                  if result is not None else sheet)
+    if result is not None:
+        roof_basis = _basis(result_name, dtype, fitted, len(shapes), rest, sheet, busy_why(result))
     # Each table's basis: the linears and attention on the roofline named, the other kernels their bytes (the comm
     # tables name their link themselves).
     basis = f"{roof_basis}; other kernels: their bytes at {bandwidth / 1e12:.3g} TB/s"
@@ -266,6 +264,8 @@ class ModelOptions(Protocol):
     @property
     def ideal(self) -> bool: ...
     @property
+    def efficiency(self) -> str: ...
+    @property
     def from_result(self) -> Path | None: ...
     @property
     def max_tokens(self) -> int: ...
@@ -291,4 +291,12 @@ def analytic_profile_of(options: ModelOptions, provenance: Provenance) -> StepPr
                             gpu=load_gpu_spec(sku) if sku else None, result=result,
                             result_name=options.from_result.name if options.from_result else "",
                             tool=provenance.tool, host=provenance.host, argv=provenance.argv, ideal=options.ideal,
-                            ep=options.ep, routing=options.routing)
+                            ep=options.ep, routing=options.routing, efficiency=_efficiency(options))
+
+
+def _efficiency(options: ModelOptions) -> str:
+    """``--efficiency`` as typed; its default ``auto`` means the reference's curves only for a SKU's own profile
+    (``--from`` carries a sweep's measured curves, ``--ideal`` the datasheet)."""
+    if options.efficiency == "auto" and (options.from_result is not None or options.ideal):
+        return "flat"
+    return options.efficiency

@@ -1,0 +1,74 @@
+"""The reference database's all-reduce tables: one all-reduce of a message over N GPUs, for a step profile's
+``comm`` table.
+
+The engine's own all-reduce where the database timed it (``comm/<engine>/<version>/custom_allreduce_perf.parquet``:
+vLLM's and SGLang's custom all-reduce, TensorRT-LLM's; the CUDA-graph rows where both were timed, as a decode step
+runs in a graph), else NCCL's (``comm/nccl/<version>/nccl_perf.parquet``, nccl-tests' ``all_reduce_perf``, in the
+version the system's file names).  Convention, read in aiconfigurator's collectors (``collector/collect_nccl.py``:
+``message_size = bytes // bytes_per_element``; ``collector/collect_all_reduce.py``: the input tensor holds
+``message_size`` elements): ``message_size`` counts elements (fp16 or bf16, two bytes each), ``latency``
+milliseconds.  A message is interpolated linearly between the measured sizes that bracket it; one smaller than the
+smallest measured takes the smallest's time (an all-reduce of fewer elements is no slower: its latency floor), and
+one larger than the largest is refused.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass
+
+from roofline.reference.database import MS, Database, ReferenceDataError, TableSource, busiest_kernel
+from roofline.reference.gemm import OutsideTable
+from roofline.specs.gpus import GpuSpec
+
+ELEMENT_BYTES = 2  # the tables' fp16 (NCCL's "half") and bf16 rows
+
+
+@dataclass(frozen=True)
+class AllReduceTable:
+    """Seconds of one all-reduce over ``ranks`` GPUs by message size in bytes."""
+
+    ranks: int
+    source: TableSource
+    sizes_bytes: tuple[int, ...]
+    time_s: tuple[float, ...]
+
+    @classmethod
+    def read(cls, db: Database, gpu: GpuSpec, engine: str, ranks: int) -> AllReduceTable:
+        system = db.system(gpu)
+        try:
+            path, version = db.table(system, "comm", engine, "custom_allreduce_perf.parquet")
+            rows = db.read(path, ["message_size", "latency", "kernel_source", "device"],
+                           {"num_gpus": ranks, "allreduce_dtype": "bfloat16", "op_name": "all_reduce"})
+            family, owner = "all-reduce", engine
+        except ReferenceDataError:
+            rows = {"message_size": []}
+        if not rows["message_size"]:  # the engine's own was not timed: NCCL's
+            path, version = db.nccl_table(system)
+            rows = db.read(path, ["message_size", "latency", "kernel_source", "device"],
+                           {"num_gpus": ranks, "nccl_dtype": "half", "op_name": "all_reduce"})
+            family, owner = "all-reduce (nccl-tests all_reduce_perf)", "nccl"
+        if not rows["message_size"]:
+            raise ReferenceDataError(f"{db.label} has no all-reduce over {ranks} GPUs on {system}")
+        graph = sorted(k for k in set(rows["kernel_source"]) if "graph" in k.lower())
+        kernel = graph[0] if graph else busiest_kernel(rows["kernel_source"])
+        by_size: dict[int, list[float]] = {}
+        for size, latency, source in zip(rows["message_size"], rows["latency"], rows["kernel_source"], strict=True):
+            if source == kernel and latency and latency > 0:
+                by_size.setdefault(int(size) * ELEMENT_BYTES, []).append(float(latency) * MS)
+        sizes = tuple(sorted(by_size))
+        source = TableSource(db.version, system, family, owner, version, db.relative(path), rows["device"][0], kernel)
+        return cls(ranks, source, sizes, tuple(sorted(by_size[s])[len(by_size[s]) // 2] for s in sizes))
+
+    def time_for(self, message_bytes: float) -> float:
+        """One all-reduce of ``message_bytes`` from each GPU."""
+        sizes, times = self.sizes_bytes, self.time_s
+        if message_bytes <= sizes[0]:
+            return times[0]
+        if message_bytes > sizes[-1]:
+            raise OutsideTable(f"an all-reduce of {message_bytes:.3g} bytes is past the measured {sizes[-1]:.3g}")
+        i = bisect_left(sizes, message_bytes)
+        if sizes[i] == message_bytes:
+            return times[i]
+        f = (message_bytes - sizes[i - 1]) / (sizes[i] - sizes[i - 1])
+        return times[i - 1] + f * (times[i] - times[i - 1])

@@ -1,0 +1,221 @@
+"""A step profile from a reference database's kernel times (``gpubench profile --reference``): the GPUs this
+machine does not hold, from measurements NVIDIA made on them with a serving engine (``roofline.reference``).
+
+Same document as any profile, ``source: reference``, each table naming its source.  The step model
+(``roofline.step``) says what one step launches; the database times it:
+
+- each linear and the LM head: the engine's GEMM table of the dtype each is stored in, at every token count of the
+  grid (measured, interpolated between measured shapes, or a matrix wider than any measured as measured widths side
+  by side; the table says how many of each);
+- decode attention (batch × context) and a whole prompt's attention: the engine's generation and context attention
+  tables of one GPU's heads (a decode batch larger than any measured at a context: extrapolated linearly in the
+  batch, and counted); chunks over a cached prefix have no table (the database times no prefix): the simulator takes
+  the whole prompt's time less the prefix's (``chunk_attention`` null);
+- a mixture of experts' routed experts: the engine's fused MoE layer for the model's shape, split, dtype and
+  routing, shared between the two grouped tables in proportion to their roofline times;
+- the all-reduces (TP > 1): the engine's own all-reduce over the profile's GPUs, else NCCL's.
+
+What the database lacks (a shape below or past its tables, MLA attention, a dtype it does not time, a routing it
+does not run, the elementwise kernels, expert parallelism's all-to-alls) is timed on the SKU's analytic basis
+(``roofline.decode.ceilings``: per-matrix efficiencies from the same database where they apply) or its spec sheet's
+interconnect, and that table's source says so and why: never extrapolated without a word.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes
+from roofline.core.options import check_dtypes
+from roofline.decode.ceilings import AnalyticBasis, sku_basis, sku_roof, step_dtypes
+from roofline.reference.attention import AttentionTable
+from roofline.reference.comm import AllReduceTable
+from roofline.reference.database import Database, ReferenceDataError, open_database
+from roofline.reference.gemm import GemmTable
+from roofline.reference.moe import MoeTable
+from roofline.serving.profile_doc import CommTable, GroupedTable, LinearTable, StepProfile, Table1D, Table2D
+from roofline.serving.profiles.analytic import comm_tables, other_table
+from roofline.specs.gpus import GpuSpec, SpecError
+from roofline.specs.models import ModelSpec
+from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
+from roofline.step.launches import Launch, Linear, StepModel
+from roofline.step.memory import kv_bytes_per_token, weight_bytes
+
+
+class Tables:
+    """The database's tables one profile reads, each read once, and the fallback for what they lack."""
+
+    def __init__(self, db: Database, gpu: GpuSpec, engine: str, step: StepModel, fallback: AnalyticBasis):
+        self.db, self.gpu, self.engine, self.step, self.fallback = db, gpu, engine, step, fallback
+        self.gemms: dict[str, GemmTable | ReferenceDataError] = {}
+
+    def gemm(self, dtype: str) -> GemmTable:
+        if dtype not in self.gemms:
+            try:
+                self.gemms[dtype] = GemmTable.read(self.db, self.gpu, self.engine, dtype)
+            except ReferenceDataError as exc:
+                self.gemms[dtype] = exc
+        found = self.gemms[dtype]
+        if isinstance(found, ReferenceDataError):
+            raise found
+        return found
+
+    def lacks(self, what: str, why: Exception) -> str:
+        """The source of a table the database could not time."""
+        return f"not in {self.db.label} ({why}): {what} on {self.fallback.basis}"
+
+
+def _linear_table(tables: Tables, linear: Linear, tokens: tuple[int, ...]) -> LinearTable:
+    step, layers = tables.step, tables.step.model.layers
+    per = None if linear.layers == layers or linear.part == "head" else linear.layers
+    try:
+        table = tables.gemm(linear.dtype)
+        looked = [table.lookup(t, linear.n, linear.k) for t in tokens]
+    except ReferenceDataError as exc:
+        times = tuple(tables.fallback.time_s(step.linear_launch(linear, t)) for t in tokens)
+        return LinearTable(linear.name, linear.n, linear.k, 1, tokens, times, per,
+                           tables.lacks(f"{linear.dtype} {linear.n}x{linear.k}", exc))
+    counts = {how: sum(look.how == how for look in looked) for how in ("measured", "interpolated", "split")}
+    said = ", ".join(f"{count} {how}" for how, count in counts.items() if count)
+    return LinearTable(linear.name, linear.n, linear.k, 1, tokens, tuple(look.time_s for look in looked), per,
+                       f"{table.source.describe()}; {said} of {len(tokens)} token counts")
+
+
+def _grouped_tables(tables: Tables, tokens: tuple[int, ...]) -> tuple[GroupedTable, ...]:
+    """The routed experts: the fused MoE layer's time shared between its two grouped GEMMs by their roofline
+    times, or both on the fallback basis."""
+    step = tables.step
+    if not step.grouped:
+        return ()
+    m, par = step.model, step.parallelism
+    launches = [[step.grouped_launch(g, t) for t in tokens] for g in step.grouped]
+    roofline = [[tables.fallback.time_s(launch) for launch in row] for row in launches]
+    try:
+        moe = MoeTable.read(tables.db, tables.gpu, tables.engine, step.grouped[0].dtype, m.hidden,
+                            m.expert_intermediate, m.experts_per_token, m.experts, par.expert_tp, par.ep,
+                            step.routing.spelled)
+        # The database's rows are indexed by the tokens entering the layer; a GPU's grouped table by the rows its
+        # experts are given: the same without expert parallelism, tokens × top-k / EP with it.
+        entering = [t * par.ep / m.experts_per_token if par.ep > 1 else t for t in tokens]
+        fused = [moe.time_for(t) for t in entering]
+    except ReferenceDataError as exc:
+        source = tables.lacks("the routed experts", exc)
+        return tuple(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, "roofline", tokens, tuple(times),
+                                  source) for g, times in zip(step.grouped, roofline, strict=True))
+    source = (f"{moe.source.describe()}: the fused layer's time shared between gate_up and down in proportion to "
+              f"their roofline times")
+    out = []
+    for g, own in zip(step.grouped, roofline, strict=True):
+        share = [fused[i] * own[i] / sum(row[i] for row in roofline) for i in range(len(tokens))]
+        out.append(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, moe.source.kernel, tokens,
+                                tuple(share), source))
+    return tuple(out)
+
+
+def _attention_launch(step: StepModel, queries: int, keys: float, pairs: float) -> Launch:
+    return Launch("attention", "attention", step.cache_dtype, queries, 0, 0, 1,
+                  step.attention_layer_work(queries, keys, pairs))
+
+
+def _decode_attention(tables: Tables, contexts: tuple[int, ...]) -> Table2D:
+    step = tables.step
+    try:
+        table = _attention(tables, "generation")
+        cells = tuple(tuple(table.time_s(b, c) for c in contexts) for b in DECODE_BATCHES)
+    except ReferenceDataError as exc:
+        cells = tuple(tuple(tables.fallback.time_s(_attention_launch(step, b, b * c, b * c)) for c in contexts)
+                      for b in DECODE_BATCHES)
+        return Table2D("roofline", "batches", "contexts", DECODE_BATCHES, contexts, cells,
+                       tables.lacks("decode attention", exc))
+    beyond = sum(1 for b in DECODE_BATCHES for c in contexts if not _measured_batch(table, b, c))
+    said = f"; {beyond} of {len(cells) * len(contexts)} cells past the largest batch measured at their context, " \
+           "extrapolated linearly in the batch" if beyond else ""
+    return Table2D(table.source.kernel, "batches", "contexts", DECODE_BATCHES, contexts, cells,
+                   table.source.describe() + said)
+
+
+def _measured_batch(table: AttentionTable, batch: int, context: int) -> bool:
+    """Whether ``batch`` is within the batches measured at the lengths around ``context``."""
+    lengths = sorted({s for _, s in table.latency_s})
+    around = [s for s in lengths if s >= context][:1] + [s for s in lengths if s <= context][-1:]
+    return all(batch <= max(b for b, s in table.latency_s if s == length) for length in around)
+
+
+def _attention(tables: Tables, kind: str) -> AttentionTable:
+    step, m, tp = tables.step, tables.step.model, tables.step.parallelism.tp
+    if m.attention != "gqa":
+        raise ReferenceDataError(f"gpubench reads the database's GQA attention, not {m.attention.upper()}")
+    return AttentionTable.read(tables.db, tables.gpu, tables.engine, kind, m.heads // tp, m.kv_heads // tp,
+                               m.head_dim, step.cache_dtype)
+
+
+def _prefill_attention(tables: Tables, prompts: tuple[int, ...]) -> Table1D:
+    step = tables.step
+    chunks = "; a chunk over a cached prefix: the whole prompt's time less the prefix's (the database times no prefix)"
+    try:
+        table = _attention(tables, "context")
+        times = tuple(table.time_s(1, p) for p in prompts)
+    except ReferenceDataError as exc:
+        times = tuple(tables.fallback.time_s(_attention_launch(step, p, p, p * (p + 1) / 2)) for p in prompts)
+        return Table1D("roofline", "prompt_tokens", prompts, times, tables.lacks("prefill attention", exc) + chunks)
+    return Table1D(table.source.kernel, "prompt_tokens", prompts, times, table.source.describe() + chunks)
+
+
+def _all_reduce(tables: Tables, tokens: tuple[int, ...]) -> CommTable | None:
+    step = tables.step
+    if step.parallelism.tp <= 1:
+        return None
+    try:
+        table = AllReduceTable.read(tables.db, tables.gpu, tables.engine, step.parallelism.tp)
+        times = tuple(table.time_for(all_reduce_bytes(step.dtype, t, step.model.hidden)) for t in tokens)
+    except ReferenceDataError as exc:
+        reduce, _ = comm_tables(step, tables.gpu, tokens)
+        assert reduce is not None  # TP > 1
+        return CommTable(reduce.ranks, reduce.per_layer, False, f"not in {tables.db.label} ({exc}): {reduce.source}",
+                         tokens, reduce.time_s)
+    return CommTable(step.parallelism.tp, TP_ALL_REDUCES_PER_LAYER, True, table.source.describe(), tokens, times)
+
+
+def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, max_tokens: int, max_context: int,
+                      gpu: GpuSpec, engine: str = "vllm", ep: int = 1, routing: str = "balanced",
+                      db: Database | None = None, tool: dict[str, Any] | None = None,
+                      host: dict[str, Any] | None = None, argv: tuple[str, ...] = ()) -> StepProfile:
+    """The step profile of ``model`` on ``gpu`` from the reference database's kernel times for ``engine``."""
+    step = StepModel.of(model, tp, ep, dtype, kv_dtype, routing)
+    if max_tokens < 2 or max_context < 2:
+        raise SpecError("--max-tokens and --max-context must be at least 2")
+    check_dtypes(dtype, kv_dtype)
+    db = db or open_database()
+    system = db.system(gpu)  # refused in one line before anything is read
+    fallback = sku_basis(gpu, dtype, step_dtypes(step), efficiency="auto", engine=engine)
+    tables = Tables(db, gpu, engine, step, fallback)
+    tokens = token_grid(max_tokens)
+    contexts = tuple(sorted({c for c in DECODE_CONTEXTS if c < max_context} | {max_context}))
+    every = [_linear_table(tables, linear, tokens) for linear in step.linears]
+    bandwidth = fallback.roof.bandwidth_bytes_per_s or gpu.achievable.bandwidth_bytes_per_s
+    other = other_table(step, bandwidth, tokens)
+    _, exchange = comm_tables(step, gpu, tokens)
+    basis = (f"{db.label} on {system} ({gpu.sku}), {engine}'s kernels, measured by NVIDIA; each table "
+             "names its source")
+    return StepProfile(
+        source="reference", basis=basis, model=model.to_record(), tp=tp, dtype=dtype, kv_dtype=step.cache_dtype,
+        lm_head_dtype=step.stored_dtype("head"),
+        memory={"device_bytes": int(gpu.reported_bytes), "weight_bytes": weight_bytes(step),
+                "kv_bytes_per_token": kv_bytes_per_token(step)},
+        linears=tuple(every[:-1]), lm_head=every[-1], decode_attention=_decode_attention(tables, contexts),
+        prefill_attention=_prefill_attention(tables, token_grid(max(contexts))), chunk_attention=None,
+        other=Table1D(other.kernel, other.axis, other.grid, other.time_s,
+                      f"not in {db.label} (it times no elementwise kernel): their bytes at {bandwidth / 1e12:.3g} "
+                      f"TB/s, the achievable bandwidth of {gpu.sku}"),
+        engine_overhead=None, comm=_all_reduce(tables, tokens), grouped=_grouped_tables(tables, tokens), ep=ep,
+        routing=step.routing.spelled,
+        all_to_all=None if exchange is None else CommTable(
+            exchange.ranks, exchange.per_layer, False, f"not read from {db.label}: {exchange.source}", tokens,
+            exchange.time_s),
+        roof={"bandwidth_bytes_per_s": fallback.roof.bandwidth_bytes_per_s,
+              "peak_flop_per_s": fallback.roof.peak_flop_per_s,
+              "basis": f"what compute-bound, MBU and MFU are judged against: the {sku_roof(gpu, dtype, False)[1]}"},
+        tool=tool or {}, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        argv=argv, host=host or {}, device={"kind": "cuda", "name": gpu.name, "sku": gpu.sku,
+                                             "memory_bytes": int(gpu.reported_bytes)})

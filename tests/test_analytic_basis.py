@@ -1,0 +1,114 @@
+"""The analytic basis (``roofline.decode.ceilings``): ``decode --analytic`` and ``profile --analytic`` time a launch
+the same way, on the SKU's achievable ceilings by default or per-matrix efficiencies from the reference database's
+GEMM curves; the datasheet only with ``--ideal``; the efficiencies derived as documented."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli.app import main
+from roofline.core.counting import count_work
+from roofline.core.roof import roof_time_s
+from roofline.decode.ceilings import sku_basis
+from roofline.decode.document import analytic_document
+from roofline.decode.step import DecodeSetup
+from roofline.reference import database
+from roofline.serving.profiles.analytic import analytic_profile
+from roofline.serving.step_cost import CostModel
+from roofline.specs.gpus import load_gpu_spec
+from roofline.specs.models import load_model
+from roofline.step.launches import StepModel
+
+needs_database = pytest.mark.skipif(not database.installed(), reason="the [reference] extra (aiconfigurator-core, "
+                                     "Python 3.11 to 3.13) is not installed")
+EFFICIENCIES = ["flat", pytest.param("reference", marks=needs_database)]
+
+
+@pytest.mark.parametrize("efficiency", EFFICIENCIES)
+@pytest.mark.parametrize("model_id, tp", [("llama-3-8b", 1), ("llama-3-70b", 4), ("mixtral-8x7b", 2)])
+def test_decode_and_the_profile_give_the_same_kernel_time(model_id, tp, efficiency):
+    """For one model, SKU, batch and context on the profile's grids, decode's analytic step is the profile's
+    linears, experts, attention and all-reduces as the simulator reads them (the step's other kernels are the
+    profile's alone: decode does not count them)."""
+    model, gpu = load_model(model_id), load_gpu_spec("h100-sxm")
+    profile = analytic_profile(model, tp=tp, dtype="bf16", kv_dtype="bf16", max_tokens=1024, max_context=8192,
+                               gpu=gpu, efficiency=efficiency)
+    cost = CostModel(profile)
+    for context in (512, 8192):
+        setup = DecodeSetup(StepModel.of(model, tp), context)
+        rows = analytic_document(setup, gpu, [1, 64], 0.9, efficiency)["rows"]
+        for row in rows:
+            step = cost.cost(row["batch"], row["batch"] * context, [])
+            assert row["step_time_s"] == pytest.approx(step.linear_s + step.attention_s + step.comm_s, rel=1e-9)
+            assert row["comm_time_s"] == pytest.approx(step.comm_s, rel=1e-9)
+
+
+def test_decode_reads_the_achievable_ceilings_as_the_profile_does_and_the_datasheet_only_with_ideal():
+    gpu = load_gpu_spec("h100-sxm")
+    setup = DecodeSetup(StepModel.of(load_model("llama-3-8b")), 512)
+    flat = analytic_document(setup, gpu, [1], 0.9)
+    assert flat["source"].startswith("achievable ceilings: ")
+    assert flat["bandwidth_bytes_per_s"] == gpu.achievable.bandwidth_bytes_per_s
+    ideal = analytic_document(setup, gpu, [1], 0.9, ideal=True)
+    assert ideal["source"].startswith("spec sheet: ") and ideal["bandwidth_bytes_per_s"] == gpu.bandwidth_bytes_per_s
+    # batch 1 reads its weights: the two bases differ by the bandwidths' ratio (3.07 against 3.35 TB/s here).
+    ratio = flat["rows"][0]["step_time_s"] / ideal["rows"][0]["step_time_s"]
+    assert ratio == pytest.approx(gpu.bandwidth_bytes_per_s / gpu.achievable.bandwidth_bytes_per_s, rel=0.01)
+
+
+def test_efficiency_is_refused_beside_what_it_contradicts(tmp_path):
+    for args, message in ((["--ideal", "--efficiency", "reference"], "--ideal takes the datasheet's peaks"),
+                          (["--efficiency", "best"], "--efficiency")):
+        run = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b",
+                                        *args])
+        assert run.exit_code == 2 and message in run.output, run.output
+    run = CliRunner().invoke(main, ["profile", "--model", "llama-3-8b", "--efficiency", "flat", "-o",
+                                    str(tmp_path / "p.json")])
+    assert run.exit_code == 2 and "--efficiency belongs to --analytic" in run.output
+
+
+@needs_database
+def test_each_matrix_has_its_own_efficiency_from_the_reference_curves():
+    """A GEMM's efficiency is the datasheet roofline's time over the time the database measured for it: a small
+    weight streams at a smaller fraction of the bandwidth than a large one, and the LM head wider than any measured
+    matrix is read as measured widths side by side."""
+    gpu = load_gpu_spec("h200-sxm")
+    basis = sku_basis(gpu, "bf16", {"bf16"}, efficiency="reference")
+    assert basis.efficiency == "reference" and "per-matrix efficiencies from aiconfigurator-core" in basis.basis
+    step = StepModel.of(load_model("llama-3-8b"))
+    from roofline.reference.gemm import GemmTable
+
+    table = GemmTable.read(database.open_database(), gpu, "vllm", "bf16")
+    for linear in step.linears[:-1]:  # each of the 8B's layer matrices was measured: the basis gives its time
+        launch = step.linear_launch(linear, 1)
+        if (1, linear.n, linear.k) in table.latency_s:
+            assert basis.time_s(launch) == pytest.approx(table.latency_s[(1, linear.n, linear.k)], rel=1e-9)
+    small, large = (count_work("gemm", "bf16", 1, n, 4096) for n in (1024, 28672))
+    time_small = basis.time_s(step.linear_launch(type(step.linears[0])("x", 1024, 4096, "bf16", 1, "mlp"), 1))
+    time_large = basis.time_s(step.linear_launch(type(step.linears[0])("x", 28672, 4096, "bf16", 1, "mlp"), 1))
+    assert small.bytes / time_small < large.bytes / time_large <= gpu.bandwidth_bytes_per_s
+    # w4a16's quarter of the bytes keeps its own bytes, at the bf16 shape's efficiency.
+    w4 = sku_basis(gpu, "w4a16", {"w4a16", "bf16"}, efficiency="reference")
+    bf16_launch = step.linear_launch(step.linears[2], 1)
+    w4_launch = StepModel.of(load_model("llama-3-8b"), dtype="w4a16").linear_launch(
+        StepModel.of(load_model("llama-3-8b"), dtype="w4a16").linears[2], 1)
+    factor = roof_time_s(1, bf16_launch.work.bytes, gpu.bandwidth_bytes_per_s, None) / basis.time_s(bf16_launch)
+    assert w4.time_s(w4_launch) == pytest.approx(w4_launch.work.bytes / gpu.bandwidth_bytes_per_s / factor, rel=1e-6)
+    assert "w4a16 takes bf16's" in w4.basis
+
+
+@needs_database
+def test_auto_takes_the_reference_where_it_covers_the_sku_and_says_why_not_elsewhere(tmp_path):
+    covered = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b",
+                                        "--batch", "1", "--json"])
+    assert json.loads(covered.output)["analytic"]["source"].startswith("per-matrix efficiencies: ")
+    uncovered = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "l4", "--model", "llama-3-8b", "--batch",
+                                          "1", "--context", "128", "--json"])
+    part = json.loads(uncovered.output[: uncovered.output.rindex("}") + 1])["analytic"]
+    assert part["source"].startswith("achievable ceilings: ") and "has no data for l4" in part["basis"]
+    refused = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "l4", "--model", "llama-3-8b",
+                                        "--efficiency", "reference"])
+    assert refused.exit_code == 2 and "has no data for l4" in refused.output

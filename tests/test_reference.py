@@ -1,0 +1,160 @@
+"""The reference database (NVIDIA's aiconfigurator-core, the optional ``[reference]`` extra): found without importing
+it, its GEMM rows imported as a result that fit, report and compare read, a shape looked up in a table (measured,
+interpolated, split, refused), and every refusal one line.  Tests that read the database skip, saying why, where the
+extra is not installed (it needs Python 3.11 to 3.13)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli.app import main
+from roofline.reference import database
+from roofline.reference.database import ReferenceDataError
+from roofline.specs.gpus import load_gpu_spec
+
+needs_database = pytest.mark.skipif(not database.installed(), reason="the [reference] extra (aiconfigurator-core, "
+                                     "Python 3.11 to 3.13) is not installed")
+
+
+def _h200_rows(m: int, n: int, k: int, dtype: str = "bfloat16") -> list[float]:
+    """The database's own rows of one shape, read here with pyarrow apart from gpubench's reader (latency, ms)."""
+    import pyarrow.parquet as pq
+
+    db = database.open_database()
+    path, _ = db.table("h200_sxm", "gemm", "vllm", "gemm_perf.parquet")
+    table = pq.read_table(path, filters=[("gemm_dtype", "=", dtype), ("m", "=", m), ("n", "=", n), ("k", "=", k)])
+    return table.column("latency").to_pylist()
+
+
+def test_without_the_extra_every_reference_command_says_how_to_install_it(monkeypatch, tmp_path):
+    real = database.importlib.util.find_spec
+    monkeypatch.setattr(database.importlib.util, "find_spec",
+                        lambda name, *a: None if name == database.MODULE else real(name, *a))
+    database.open_database.cache_clear()
+    try:
+        assert not database.installed()
+        run = CliRunner().invoke(main, ["import", "--reference", "aiconfigurator", "--gpu", "h200-sxm", "-o",
+                                        str(tmp_path / "r.json")])
+    finally:
+        database.open_database.cache_clear()
+    assert run.exit_code == 2
+    assert run.output.strip().splitlines() == [
+        "gpubench: error: the reference data aiconfigurator-core is not installed: pip install "
+        "'gpubench-roofline[reference]' (aiconfigurator-core needs Python 3.11 to 3.13)"]
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--reference", "vidur", "--gpu", "h200-sxm"], "--reference vidur: unknown reference; choose from aiconfigurator"),
+    (["--reference", "aiconfigurator"], "--reference aiconfigurator needs --gpu SKU"),
+    (["--reference", "aiconfigurator", "--gpu", "h200-sxm", "--engine", "tgi"], "--engine tgi: choose from vllm"),
+    (["x.csv", "--reference", "aiconfigurator", "--gpu", "h200-sxm"], "drop CSV_FILE"),
+    (["x.csv", "--device-name", "H200", "--gpu", "h200-sxm"], "--gpu belong to --reference"),
+    (["x.csv"], "give CSV_FILE and --device-name"),
+])
+def test_import_refuses_what_it_cannot_take_in_one_line(tmp_path, args, message):
+    run = CliRunner().invoke(main, ["import", *args, "-o", str(tmp_path / "r.json")])
+    assert run.exit_code == 2, run.output
+    assert len(run.output.strip().splitlines()) == 1 and message in run.output, run.output
+    assert not (tmp_path / "r.json").exists()
+
+
+@needs_database
+def test_the_database_is_read_in_the_version_it_names_its_current_one():
+    db = database.open_database()
+    path, version = db.table("h200_sxm", "gemm", "vllm", "gemm_perf.parquet")
+    assert version == "0.24.0" and path.parent.name == "0.24.0"  # query_versions.yaml: vllm current 0.24.0
+    _, version = db.table("a100_sxm", "gemm", "vllm", "gemm_perf.parquet")
+    assert version == "0.14.0"  # its override
+    assert database._version_key("1.3.0rc20") < database._version_key("1.3.0") < database._version_key("1.3.0.post1")
+    with pytest.raises(ReferenceDataError, match="no data for h100-nvl"):
+        db.system(load_gpu_spec("h100-nvl"))
+
+
+@needs_database
+def test_each_sku_mapped_to_a_system_is_the_gpu_its_rows_were_measured_on():
+    """The spec sheet's [reference] system must hold rows whose device name its own name pattern matches: a wrong
+    mapping would put another GPU's times on this one."""
+    from roofline.reference.gemm import GemmTable
+    from roofline.specs.gpus import load_gpu_specs
+
+    mapped = {sku: spec for sku, spec in load_gpu_specs().items() if spec.reference_systems}
+    assert set(mapped) == {"h200-sxm", "h100-sxm", "b200", "a100-sxm-80gb", "l40s"}
+    for sku, spec in mapped.items():
+        table = GemmTable.read(database.open_database(), spec, "vllm", "bf16")
+        assert spec.matches(table.source.device, None), (sku, table.source.device)
+
+
+@needs_database
+def test_import_then_fit_gives_the_series_crossover_with_an_interval(tmp_path):
+    output = tmp_path / "R.json"
+    run = CliRunner().invoke(main, ["import", "--reference", "aiconfigurator", "--gpu", "h200-sxm", "--engine",
+                                    "vllm", "--dtype", "bf16", "--shape", "10240x8192", "-o", str(output)])
+    assert run.exit_code == 0, run.output
+    document = json.loads(output.read_text())
+    assert document["origin"] == "imported"
+    reference = document["settings"]["reference"]
+    assert reference["package"] == "aiconfigurator-core" and reference["engine"] == "vllm"
+    assert reference["engine_version"] == "0.24.0" and reference["measured_by"].startswith("NVIDIA")
+    assert reference["package_version"] == database.open_database().version
+    one = next(p for p in document["points"] if p["batch"] == 1)
+    assert one["samples_s"] == pytest.approx([v * 1e-3 for v in _h200_rows(1, 10240, 8192)])  # ms -> s, one row
+    fit = CliRunner().invoke(main, ["fit", str(output), "--json"])
+    assert fit.exit_code == 0, fit.output
+    analysis = json.loads(fit.output)
+    series = analysis["series"][0]
+    low, high = series["critical_batch_ci95"]
+    assert series["status"] == "ok" and low is not None and low <= series["critical_batch"] <= high
+    # The spec sheet's ridge puts an H200's bf16 10240x8192 at 216: cuBLAS reaches a little less than its peak.
+    assert 150 < series["critical_batch"] < 400
+    assert analysis["reference"]["engine"] == "vllm"
+    table = CliRunner().invoke(main, ["fit", str(output)])
+    assert "reference data from aiconfigurator-core" in table.output and "measured by NVIDIA" in table.output
+
+
+@needs_database
+def test_a_shape_the_database_lacks_is_refused_naming_the_nearest(tmp_path):
+    run = CliRunner().invoke(main, ["import", "--reference", "aiconfigurator", "--gpu", "h200-sxm", "--shape",
+                                    "8192x28672", "-o", str(tmp_path / "r.json")])
+    assert run.exit_code == 2
+    assert "8192x28672: vllm 0.24.0's bf16 table on h200_sxm did not measure it (nearest: " in run.output
+    run = CliRunner().invoke(main, ["import", "--reference", "aiconfigurator", "--gpu", "h200-sxm", "--dtype",
+                                    "w4a16", "-o", str(tmp_path / "r.json")])
+    assert run.exit_code == 2 and "not w4a16" in run.output
+
+
+@needs_database
+def test_a_lookup_is_measured_interpolated_split_or_refused():
+    from roofline.reference.gemm import GemmTable, OutsideTable
+
+    table = GemmTable.read(database.open_database(), load_gpu_spec("h200-sxm"), "vllm", "bf16")
+    measured = table.lookup(16, 8192, 8192)
+    assert measured.how == "measured" and measured.time_s == table.latency_s[(16, 8192, 8192)]
+    # 14336 lies half way from 12288 to 16384: linear in n between the two rows.
+    lo, hi = table.latency_s[(16, 12288, 8192)], table.latency_s[(16, 16384, 8192)]
+    between = table.lookup(16, 14336, 8192)
+    assert between.how == "interpolated" and between.time_s == pytest.approx((lo + hi) / 2)
+    # In m and n at once: the four corners' bilinear mean.
+    corners = [table.latency_s[(m, n, 8192)] for m in (17, 32) for n in (12288, 16384)]
+    assert table.lookup(24.5, 14336, 8192).time_s == pytest.approx(sum(corners) / 4)
+    # Wider than the widest measured (65536): two matrices of half the columns each.
+    half = table.lookup(1, 64128, 8192).time_s
+    assert table.lookup(1, 128256, 8192) == type(measured)(2 * half, "split")
+    with pytest.raises(OutsideTable, match="m=40000 is outside the measured 1..32768"):
+        table.lookup(40000, 8192, 8192)
+    with pytest.raises(OutsideTable, match="k=16 is outside"):
+        table.lookup(1, 8192, 16)
+    with pytest.raises(OutsideTable, match="n=8 is outside the measured 32..65536"):
+        table.lookup(1, 8, 8192)  # a router's 8 columns: below the table, refused rather than guessed
+
+
+@needs_database
+def test_a_dtype_with_several_kernels_takes_the_busiest_and_says_so():
+    from roofline.reference.gemm import GemmTable
+
+    table = GemmTable.read(database.open_database(), load_gpu_spec("h200-sxm"), "vllm", "fp8-block")
+    assert table.source.kernel == "DeepGemmFp8BlockScaledMMKernel"  # 23,882 rows against 4,736 and 7,123
+    assert "DeepGemmFp8BlockScaledMMKernel" in table.source.describe()
