@@ -158,3 +158,37 @@ def test_a_dtype_with_several_kernels_takes_the_busiest_and_says_so():
     table = GemmTable.read(database.open_database(), load_gpu_spec("h200-sxm"), "vllm", "fp8-block")
     assert table.source.kernel == "DeepGemmFp8BlockScaledMMKernel"  # 23,882 rows against 4,736 and 7,123
     assert "DeepGemmFp8BlockScaledMMKernel" in table.source.describe()
+
+
+@needs_database
+def test_compare_puts_a_gpu_sweep_beside_the_reference_of_its_sku(tmp_path):
+    """The committed H200 sweep against the database's H200 rows: the reference is the baseline, each verdict's
+    reference time is the database's own row (read apart with pyarrow), and what it lacks is said, not filled."""
+    import statistics
+
+    sweep = "tests/data/h200/first-run-sweep.json"
+    run = CliRunner().invoke(main, ["compare", sweep, "--reference", "aiconfigurator", "--format", "json",
+                                    "-o", str(tmp_path / "cmp")])
+    assert run.exit_code == 0, run.output
+    comparison = json.loads(run.output)["comparison"]
+    assert comparison["baseline"] == "aiconfigurator:h200-sxm"
+    reference_ms = statistics.median(_h200_rows(1, 10240, 8192))
+    first = next(line for line in comparison["reference_verdicts"] if "at batch 1 on bf16 10240x8192" in line)
+    assert f"reference {reference_ms * 1e3:.1f} us" in first
+    group = next(g for g in comparison["groups"] if (g["n"], g["k"]) == (10240, 8192))
+    local = next(r for r in group["rows"] if r["file"] == sweep)
+    assert group["speed_vs_baseline"][sweep]["1"] == pytest.approx(reference_ms / 1e3 / local["times_s"]["1"])
+    assert any("8192x28672: not in the reference" in line for line in comparison["not_comparable"])
+    assert any("the reference has no batch 24" in line for line in comparison["not_comparable"])
+    assert (tmp_path / "cmp" / "compare.md").read_text().count("## Against the reference") == 1
+
+
+def test_compare_against_a_reference_refuses_what_it_cannot_compare_in_one_line(tmp_path):
+    cpu = "results/cpu-amd-epyc-2core-20261202.json"
+    for args, message in ((["--engine", "vllm"], "--engine names the reference's engine"),
+                          (["--reference", "aiconfigurator"], "compares GPU results of a known SKU")):
+        if "compares GPU" in message and not database.installed():
+            continue
+        run = CliRunner().invoke(main, ["compare", cpu, *args])
+        assert run.exit_code == 2, run.output
+        assert run.output.count("\n") == 1 and message in run.output, run.output

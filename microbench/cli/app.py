@@ -333,8 +333,20 @@ def _compare_into(config, staging: Path | None) -> dict:
         loaded, skipped = collect(list(config.inputs))
         if not loaded:
             raise ResultError("no usable result among the inputs: " + "; ".join(skipped))
+        measured = loaded
+        if config.reference is not None:
+            from roofline.compare.against_reference import reference_items, verdicts
+
+            references, lacking = reference_items(loaded, config.reference, config.engine)
+            loaded = references + loaded  # the first reference is the baseline unless --baseline names another
         comparison = compare_results(loaded, config.baseline, list(config.specs))
-    units = fleet(loaded, config.mad_k)
+        if config.reference is not None:  # what the database lacks, said once, with its engine and version
+            names = {item.file for item in references}
+            comparison["not_comparable"] = [line for line in comparison["not_comparable"]
+                                            if not any(line.endswith(f"not measured in {n}") for n in names)]
+            comparison["not_comparable"] += lacking
+            comparison["reference_verdicts"] = verdicts(comparison, loaded)
+    units = fleet(measured, config.mad_k)
     for note in skipped:
         click.echo(note, err=True)
     document = {"comparison": comparison, "fleet": units, "skipped": skipped}

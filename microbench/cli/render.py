@@ -374,6 +374,8 @@ def print_compare(comparison: dict[str, Any], fleet: dict[str, Any]) -> None:
         _print_rows(grouped_title(group), list(GROUPED_COLUMNS), [grouped_cells(row) for row in group["rows"]])
     for line in comparison["not_comparable"]:
         stdout.print(f"[yellow]not comparable: {line}[/]")
+    for line in comparison.get("reference_verdicts") or []:
+        stdout.print(escape(line))
     flagged = [u for u in fleet["units"] if u["outlier"]]
     if len(fleet["units"]) >= 3 or flagged:
         table = Table(title=f"fleet: {len(fleet['units'])} unit(s), outliers beyond {fleet['k']} robust sd",

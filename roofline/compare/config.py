@@ -20,6 +20,10 @@ FLAGS: dict[str, Option] = {
     "mad_k": Option(("--mad-k",), "number", 3.0, show_default=True, low=0,
                     help="fleet: flag units more than k robust sd (1.4826 MAD) from their SKU's median"),
     "fail_on_outlier": Option(("--fail-on-outlier",), "flag", help="exit 1 when any unit is flagged"),
+    "reference": Option(("--reference",), metavar="aiconfigurator",
+                        help="beside a reference database's GEMM times for each result's SKU, the baseline (the "
+                             "[reference] extra)"),
+    "engine": Option(("--engine",), help="--reference: vllm | sglang | trtllm, whose kernels it timed [vllm]"),
 }
 
 
@@ -32,12 +36,16 @@ class CompareConfig:
     output: Path | None = FLAGS["output"].default
     mad_k: float = FLAGS["mad_k"].default
     fail_on_outlier: bool = FLAGS["fail_on_outlier"].default
+    reference: str | None = FLAGS["reference"].default
+    engine: str | None = FLAGS["engine"].default
 
     def __post_init__(self) -> None:
         if not self.inputs:
             raise OptionError("give at least one result file or folder to compare")
         if self.fmt not in FORMATS:
             raise OptionError(f"unknown --format {self.fmt!r}; choose from {', '.join(FORMATS)}")
+        if self.engine is not None and self.reference is None:
+            raise OptionError("--engine names the reference's engine: give it with --reference aiconfigurator")
         why = number_refusal(self.mad_k, low=0)
         if why is not None:
             raise OptionError(f"--mad-k {self.mad_k:g}: {why}")

@@ -176,6 +176,8 @@ def markdown(comparison: dict[str, Any], fleet: dict[str, Any] | None) -> str:
             out += ["Differences from the baseline that are not \"same\":", ""] + [f"- {x}" for x in lines] + [""]
     out += _format_markdown(comparison)
     out += _grouped_markdown(comparison)
+    if comparison.get("reference_verdicts"):
+        out += ["## Against the reference", ""] + [f"- {line}" for line in comparison["reference_verdicts"]] + [""]
     if comparison["not_comparable"]:
         out += ["## Not comparable", ""] + [f"- {line}" for line in comparison["not_comparable"]] + [""]
     if fleet:

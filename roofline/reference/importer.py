@@ -69,13 +69,21 @@ def reference_result(db: Database, gpu: GpuSpec, engine: str, dtypes: list[str],
         found, dropped = reference_points(table, shapes, batches)
         points += found
         warnings += dropped
+    return as_result(db, gpu, tables, points, warnings, tool=tool, host=host, argv=argv)
+
+
+def as_result(db: Database, gpu: GpuSpec, tables: list[GemmTable], points: list[Point], warnings: list[str], *,
+              tool: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
+              argv: tuple[str, ...] = ()) -> Result:
+    """Reference points read from ``tables`` (one per dtype) as a result marked as imported from the database."""
     if not points:
-        raise ReferenceDataError(f"{db.label}: no {', '.join(dtypes)} GEMM rows to import for {gpu.sku}")
+        raise ReferenceDataError(f"{db.label}: no {', '.join(t.dtype for t in tables)} GEMM rows to import for "
+                                 f"{gpu.sku}")
     first = tables[0].source
     device = {"kind": "cuda", "name": first.device, "sku": gpu.sku}
     kernels = {t.dtype: t.source.kernel for t in tables}
-    warnings += [f"{dtype}: the kernel {kernel} (the database's most measured for it); others left out"
-                 for dtype, kernel in kernels.items() if len(kernels) > 1]
+    warnings = warnings + [f"{dtype}: the kernel {kernel} (the database's most measured for it); others left out"
+                           for dtype, kernel in kernels.items() if len(kernels) > 1]
     return Result(
         tool={"name": "gpubench", **(tool or {}), "imported_from": f"{db.label}: {first.file}"},
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -86,4 +94,3 @@ def reference_result(db: Database, gpu: GpuSpec, engine: str, dtypes: list[str],
         telemetry={"source": "none", "reason": "reference data measured elsewhere has no telemetry"},
         origin="imported",
     )
-
