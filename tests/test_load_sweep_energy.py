@@ -148,3 +148,61 @@ def test_bad_sweep_loads_are_one_line_exit_2(tmp_path, value, says):
     lines = run.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpubench: error: --sweep-load") and says in lines[0]
     assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def two_skus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("skus")
+    for gpu in ("h100-sxm", "h200-sxm"):
+        run = CliRunner().invoke(main, ["profile", *ANALYTIC[:1], "--gpu", gpu, "--model", "llama-3-8b",
+                                        "--max-tokens", "2048", "--max-context", "2048", "--efficiency", "flat",
+                                        "-o", str(folder / f"{gpu}.json")])
+        assert run.exit_code == 0, run.output
+    return [str(folder / "h100-sxm.json"), str(folder / "h200-sxm.json")]
+
+
+def _plan(tmp_path, profiles, *extra):
+    out = tmp_path / "plan"
+    run = CliRunner().invoke(main, ["plan", *profiles, "--rate", "5,20", "--slo", "ttft_p90=1,tpot_p99=0.03",
+                                    "--requests", "40", "--policy", "continuous", "--policy", "chunked:budget=512",
+                                    *extra, "-o", str(out)], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    return run.output, json.loads((out / "plan.json").read_text(encoding="utf-8"))
+
+
+def _met_at(document, rate):
+    return [(candidate, plan, point) for candidate in document["candidates"] for plan in candidate["plans"]
+            for point in plan["aggregated"] if point["rate_requests_per_s"] == rate and point["met"]]
+
+
+@pytest.mark.parametrize("prices, axis", [(("--gpu-hour-usd", "h100-sxm=2.5,h200-sxm=3.5"), "tokens_per_usd"),
+                                          (("--gpu-hour-usd", "h100-sxm=2.5"), "tokens_per_s_per_gpu")])
+def test_plan_answers_each_rate_with_the_cheapest_plan_on_its_front(two_skus, tmp_path, prices, axis):
+    output, document = _plan(tmp_path, two_skus, *prices)
+    assert [a["rate_requests_per_s"] for a in document["answers"]] == [5, 20]
+    for answer in document["answers"]:
+        met = _met_at(document, answer["rate_requests_per_s"])
+        assert len(met) == 4 and answer["met"]
+        placed = [(point["tokens_per_s_per_user"], point[axis]) for _, _, point in met]
+        assert [point["on_front"] for _, _, point in met] == [not _dominated(q, placed) for q in placed]
+        best = max(placed, key=lambda q: q[1])
+        chosen = next(point for _, _, point in met if (point["tokens_per_s_per_user"], point[axis]) == best)
+        assert answer["tokens_per_s_per_gpu"] == chosen["tokens_per_s_per_gpu"]
+        assert answer["sentence"][0].upper() + answer["sentence"][1:] in output
+        assert ("dollar" in answer["front"]) == (axis == "tokens_per_usd")
+    for candidate in document["candidates"]:
+        watts = candidate["power"]["watts_per_gpu"]
+        assert watts == load_gpu_spec(candidate["sku"]).tdp_w and candidate["power"]["upper_bound"] is True
+        for _, _, point in _met_at(document, 20):
+            # Busy time is at most the makespan on every replica: tokens per joule at least tokens/s per GPU / W.
+            assert point["tokens_per_joule"] >= point["tokens_per_s_per_gpu"] / watts * (1 - 1e-9)
+
+
+def test_plan_on_a_profile_without_power_says_why(tmp_path):
+    path = tmp_path / "cpu.json"
+    profile = replace(constant_profile(0.001, device_bytes=10**9), power=measured_power("cpu"))
+    save_profile(profile, path)
+    output, document = _plan(tmp_path, [str(path)])
+    point = document["candidates"][0]["plans"][0]["aggregated"][0]
+    assert point["met"] and point["tokens_per_joule"] is None and point["tokens_per_usd"] is None
+    assert "no tokens per joule: the CPU has no energy counter gpubench reads" in output
