@@ -119,6 +119,10 @@ def test_simulate_sweep_load_writes_the_figure_and_the_front(tmp_path):
         assert energy["tokens_per_joule"] == pytest.approx(summary["output_tokens"] / (summary["busy_s"] * 700))
         gpu_hours = summary["makespan_s"] / 3600
         assert energy["tokens_per_usd"] == pytest.approx(summary["output_tokens"] / (gpu_hours * 2.5))
+    on = [p for p in sweep["points"] if p["on_front"]]
+    assert "On the throughput-interactivity front (tokens/s per GPU against tokens/s per user): " in run.output
+    assert all(f"{p['policy']} at " in run.output for p in on)
+    assert "output tokens per joule (700 W a GPU, its TDP, over " in run.output
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "## Throughput against interactivity" in report and "throughput-interactivity.png" in report
     assert "## Energy and cost" in report and "lower bound" in report

@@ -334,7 +334,33 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
         lines += [f"{entry['policy']['policy']}: warning: {w}" for w in entry["summary"].get("warnings", [])]
         if (entry.get("capacity") or {}).get("reason"):
             lines.append(f"{entry['policy']['policy']}: capacity: {entry['capacity']['reason']}")
+        if (entry.get("energy") or {}).get("tokens_per_joule") is not None:
+            lines.append(f"{entry['policy']['policy']}: {energy_words(entry['energy'])}.")
+    energy = next((entry["energy"] for entry in document["runs"] if entry.get("energy")), None)
+    if energy is not None and energy["watts_per_gpu"] is None:
+        lines.append(f"No tokens per joule: {energy['why_none']}.")
+    if document.get("load_sweep"):
+        lines.append(front_sentence(document["load_sweep"]))
     return lines
+
+
+def energy_words(energy: dict[str, Any]) -> str:
+    """"≥ 3.47 output tokens per joule (700 W a GPU, its TDP, over 3.37 busy GPU-s), 3.5e+06 per dollar"."""
+    bound = ("≥ ", ", its TDP") if energy["upper_bound"] else ("", "")
+    dollars = "" if energy["tokens_per_usd"] is None else f", {significant(energy['tokens_per_usd'])} per dollar"
+    return (f"{bound[0]}{significant(energy['tokens_per_joule'])} output tokens per joule "
+            f"({energy['watts_per_gpu']:g} W a GPU{bound[1]}, over {significant(energy['gpu_busy_s'])} busy GPU-s)"
+            f"{dollars}")
+
+
+def front_sentence(sweep: dict[str, Any]) -> str:
+    """Which policy at which rates is on the throughput-interactivity front."""
+    on: dict[str, list[str]] = {}
+    for point in sweep["points"]:
+        if point["on_front"]:
+            on.setdefault(point["policy"], []).append(significant(point["rate_requests_per_s"]))
+    where = "; ".join(f"{policy} at {', '.join(rates)} requests/s" for policy, rates in on.items()) or "no point"
+    return f"On the throughput-interactivity front (tokens/s per GPU against tokens/s per user): {where}."
 
 
 # The context the bytes per token of a mixture's sentence are taken at (the weights dominate them at batch 1).
