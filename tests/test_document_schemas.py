@@ -97,13 +97,14 @@ def fresh_profile(tmp_path_factory):
 @pytest.fixture(scope="module")
 def fresh_simulation(tmp_path_factory):
     """50 requests under three policies, with an SLO tight enough to make the capacity search probe rates and
-    a rate curve: every part of the document the schema types."""
+    a rate curve, a load sweep and a price: every part of the document the schema types."""
     out = tmp_path_factory.mktemp("simulation")
     run = CliRunner().invoke(main, ["simulate", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b",
                                     "--requests", "50", "--policy", "static:batch=8", "--policy", "paged",
                                     "--policy", "chunked:budget=512",
                                     "--slo", "ttft_p90=0.05", "--rates", "5", "--overhead-s", "0.001",
-                                    "--no-report", "-o", str(out)], catch_exceptions=False)
+                                    "--sweep-load", "2,5", "--gpu-hour-usd", "2", "--no-report", "-o", str(out)],
+                         catch_exceptions=False)
     assert run.exit_code == 0, run.output
     return json.loads((out / "simulation.json").read_text(encoding="utf-8"))
 

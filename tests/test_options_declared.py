@@ -67,7 +67,7 @@ def test_every_option_of_a_command_is_made_from_a_row_of_its_table(name):
 
 # Fields the config parses from the option's text (--batch 1:8, --rates 1,2, --spec a,b): their default is the
 # parse of the row's, which the test below checks through the command line.
-PARSED = {DecodeConfig: {"batches"}, SimulateConfig: {"rates"}, PlanConfig: {"rates", "prices"},
+PARSED = {DecodeConfig: {"batches"}, SimulateConfig: {"rates", "sweep_load"}, PlanConfig: {"rates", "prices"},
           CompareConfig: {"specs"}}
 CONFIGS = [(SweepConfig, SWEEP_FLAGS), (DecodeConfig, DECODE_FLAGS), (ProfileConfig, PROFILE_FLAGS),
            (ValidateConfig, VALIDATE_FLAGS), (SimulateConfig, SIMULATE_FLAGS), (PlanConfig, PLAN_FLAGS),

@@ -115,7 +115,7 @@ def run_simulate(config) -> None:
 
 def _show_simulation(document: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps([{"policy": e["policy"], "summary": e["summary"], "capacity": e["capacity"]}
-                               for e in document["runs"]], indent=1, allow_nan=False))
+        click.echo(json.dumps([{"policy": e["policy"], "summary": e["summary"], "capacity": e["capacity"],
+                                "energy": e.get("energy")} for e in document["runs"]], indent=1, allow_nan=False))
     else:
         _print_table(document)

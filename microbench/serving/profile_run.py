@@ -42,7 +42,7 @@ from roofline.core.counting import DTYPE_SIZES, count_work
 from roofline.core.options import resolved_kv_dtype
 from roofline.result.io import journal_entries, journal_path, write_output_file
 from roofline.result.journal import Journal
-from roofline.serving.profile_doc import CommTable, StepProfile, check_profile_output, save_profile
+from roofline.serving.profile_doc import CommTable, StepProfile, check_profile_output, no_power, save_profile
 from roofline.step.launches import StepModel
 from roofline.step.memory import kv_bytes_per_token, weight_bytes
 from roofline.step.routing import Routing
@@ -347,8 +347,18 @@ def assemble_profile(run: ProfileRun, model, dtype: str, comm: CommTable | None 
         "engine_overhead": None,
         **({"comm": comm.to_dict()} if comm is not None else {}),
         **({"all_to_all": exchange.to_dict()} if exchange is not None else {}),
+        "power": measured_power(session.choice.kind),
     }
     return StepProfile.from_dict(document)
+
+
+def measured_power(kind: str) -> dict[str, Any]:
+    """Why a measured profile carries no power figure: the CPU has no counter gpubench reads, and on a GPU the
+    profile's session runs with telemetry off (``prepare_profile``), so no energy counter is read."""
+    if kind == "cpu":
+        return no_power("the CPU has no energy counter gpubench reads (NVML reads GPUs)")
+    return no_power("the measured profile's session runs with telemetry off, so no energy counter was read; "
+                    "an analytic profile of the SKU (--analytic --gpu SKU) carries its TDP as an upper bound")
 
 
 def measured_roof(run: ProfileRun, step: StepModel) -> dict[str, Any] | None:

@@ -24,8 +24,8 @@ from roofline.core.units import seconds, significant
 from roofline.fleet.handover import KvLink
 from roofline.fleet.replicas import FleetLayout, simulate_fleet
 from roofline.serving.capacity import CapacityResult, Probe, Progress, capacity_under, rate_point
-from roofline.serving.latency import latencies
-from roofline.serving.metrics import Slo
+from roofline.serving.latency import latencies, percentile_s
+from roofline.serving.metrics import Slo, energy_figures
 from roofline.serving.policies import Policy
 from roofline.serving.profile_doc import StepProfile
 from roofline.serving.simulate import simulate
@@ -132,7 +132,12 @@ class RateTrial:
             lat = latencies(run.requests)
             checks = t.slo.check(lat)
             met = all(check["met"] for check in checks.values())
-            figures = {**rate_point(self.rate, run, lat), "slo_s": {k: check["value_s"] for k, check in checks.items()}}
+            tpot_p50 = percentile_s(lat["tpot"], 50)
+            energy = energy_figures(sum(r.output_tokens for r in run.requests), run.busy_s, run.makespan_s,
+                                    c.profile.gpus, layout.size, c.profile.power_figure, c.price_usd_per_gpu_hour)
+            figures = {**rate_point(self.rate, run, lat), "slo_s": {k: check["value_s"] for k, check in checks.items()},
+                       "tokens_per_s_per_user": 1 / tpot_p50 if tpot_p50 else None,
+                       "tokens_per_joule": energy["tokens_per_joule"], "tokens_per_usd": energy["tokens_per_usd"]}
             self.tried[key] = (met, figures)
             if self.progress is not None:
                 self.progress(Probe("poisson", self.rate, met, checks, fleet=layout.describe()))
@@ -150,12 +155,14 @@ class RateTrial:
                                "replicas": size, "prefill_replicas": replicas if split else None,
                                "decode_replicas": decode if split else None, "gpus": gpus, "tokens_per_s": None,
                                "tokens_per_s_per_gpu": None, "usd_per_million_output_tokens": None,
+                               "tokens_per_s_per_user": None, "tokens_per_joule": None, "tokens_per_usd": None,
                                "ttft_p90_s": None, "tpot_p99_s": None, "itl_p99_s": None, "e2e_p99_s": None,
                                "slo_s": None, "sentence": why_none or f"the SLO is not met up to {t.max_gpus} GPUs at "
                                                                  f"{significant(self.rate)} requests/s", "warnings": []}
         if replicas is not None and size is not None and gpus is not None:
             figures = self.tried[(replicas, decode)][1]
-            out.update({k: figures[k] for k in ("tokens_per_s", "ttft_p90_s", "tpot_p99_s", "itl_p99_s", "e2e_p99_s",
+            out.update({k: figures[k] for k in ("tokens_per_s", "tokens_per_s_per_user", "tokens_per_joule",
+                                                "tokens_per_usd", "ttft_p90_s", "tpot_p99_s", "itl_p99_s", "e2e_p99_s",
                                                 "slo_s")})
             out["tokens_per_s_per_gpu"] = figures["tokens_per_s"] / gpus
             if c.price_usd_per_gpu_hour is not None:

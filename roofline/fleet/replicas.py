@@ -199,4 +199,5 @@ def _pooled(runs: list[SimulationRun], roles: tuple[str, ...], outcomes: list[Re
     return FleetRun(policy=policy.to_dict(), requests=tuple(outcomes), steps=StepLog.joined([r.steps for r in runs]),
                     kv_blocks_total=first.kv_blocks_total, kv_tokens_capacity=first.kv_tokens_capacity,
                     overhead=overhead, shared_prefixes=any(r.shared_prefixes for r in runs),
-                    replica_runs=tuple(runs), roles=roles, placement=placement, transfer_s=transfers)
+                    replica_runs=tuple(runs), roles=roles, placement=placement, transfer_s=transfers,
+                    busy_s=sum(r.busy_s for r in runs))

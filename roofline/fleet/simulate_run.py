@@ -11,6 +11,11 @@ and prints.
 
 It lives with the fleets because one simulate command may simulate a fleet, and the serving room never reads
 the fleet room; one replica is the serving room's engine loop, called directly.
+
+``--sweep-load`` simulates every policy at each of its rates (``roofline.serving.capacity.load_point``) and marks
+the Pareto front of tokens/s per GPU against tokens/s per user over all of them (``load_sweep``); each policy's
+energy and cost (``roofline.serving.metrics.energy_figures``) are charged on the profile's power figure and
+``--gpu-hour-usd``.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from roofline.fleet.summary import fleet_section, layout_record
 from roofline.result.sections import Provenance
 from roofline.serving import document as simulation_doc
 from roofline.serving import simulate as engine_loop
-from roofline.serving.capacity import Probe, capacity_under, rate_point
-from roofline.serving.metrics import summarize
+from roofline.serving.capacity import Fleet, Probe, capacity_under, load_point, load_sweep, rate_point
+from roofline.serving.metrics import energy_figures, summarize
 from roofline.serving.policies import Policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
 from roofline.serving.profiles.analytic import analytic_profile_of
@@ -121,10 +126,19 @@ class Simulation:
         config, provenance = self.config, self.provenance
         entries = [self._policy(policy, progress) for policy in config.policy_list]
         profile_path = str(config.profile_file) if config.profile_file else None
+        sweep = load_sweep([(entry["run"].policy["policy"], entry["sweep"]) for entry in entries], self.fleet) \
+            if config.sweep_load else None
         document = simulation_doc.simulation_document(
             entries, self.profile, profile_path, self.workload, config.mem_fraction, provenance.tool, provenance.host,
-            provenance.argv, layout_record(self.layout) if self.layout else None)
+            provenance.argv, layout_record(self.layout) if self.layout else None, sweep)
         return SimulationOutcome(document, [entry["run"] for entry in entries], self.layout is not None)
+
+    @property
+    def fleet(self) -> Fleet:
+        """What the runs' energy and cost are charged on: the profile's GPUs per replica and power, the replicas,
+        ``--gpu-hour-usd``."""
+        return Fleet(self.profile.gpus, self.layout.size if self.layout is not None else 1, self.profile.power_figure,
+                     self.config.gpu_hour_usd)
 
     def _run_at(self, policy: Policy, workload: list[Request], log_steps: bool = False) -> SimulationRun:
         """One simulation of ``workload``: of the whole fleet when there is one (its capacity is the fleet's)."""
@@ -144,13 +158,18 @@ class Simulation:
             return self._run_at(policy, workload)
 
         run = self._run_at(policy, self.requests, log_steps=True)
-        entry: dict[str, Any] = {"run": run, "summary": summarize(run, profile, config.mem_fraction, config.slo),
-                                 "rates": []}
+        summary = summarize(run, profile, config.mem_fraction, config.slo)
+        fleet = self.fleet
+        entry: dict[str, Any] = {"run": run, "summary": summary, "rates": [], "energy": energy_figures(
+            summary["output_tokens"], run.busy_s, run.makespan_s, fleet.gpus_per_replica, fleet.replicas,
+            fleet.power, fleet.usd_per_gpu_hour)}
         if isinstance(run, FleetRun):
             entry["fleet"] = fleet_section(run, profile, config.mem_fraction)
         for rate in config.rates:
             entry["rates"].append(rate_point(rate, run_at(with_arrivals(self.requests, f"poisson:{rate!r}",
                                                                         config.seed))))
+        entry["sweep"] = [load_point(rate, run_at(with_arrivals(self.requests, f"poisson:{rate!r}", config.seed)),
+                                     fleet) for rate in config.sweep_load]
         if config.slo is not None:
             entry["capacity"] = capacity_under(self.requests, config.slo, run_at, config.seed,
                                                named_progress(progress, f"capacity of {policy.text}"))

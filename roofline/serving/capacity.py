@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from roofline.analysis.frontier import pareto_front
 from roofline.core.units import seconds, significant
 from roofline.serving.latency import latencies, percentile_s
-from roofline.serving.metrics import Slo
+from roofline.serving.metrics import Slo, energy_figures
 from roofline.serving.simulate import SimulationError, SimulationRun
 from roofline.serving.workload import MAX_ARRIVAL_S, Request, with_arrivals
 
@@ -77,6 +78,53 @@ def rate_point(rate: float, run: SimulationRun, lat: dict[str, np.ndarray] | Non
     return {"rate_requests_per_s": rate, "tokens_per_s": tokens / run.makespan_s,
             "ttft_p90_s": percentile_s(lat["ttft"], 90), "tpot_p99_s": percentile_s(lat["tpot"], 99),
             "itl_p99_s": percentile_s(lat["itl"], 99), "e2e_p99_s": percentile_s(lat["e2e"], 99)}
+
+
+# What a sweep's tokens/s per user is: one request's decode speed, from the median request's TPOT (the mean is
+# pulled by a few preempted requests' long TPOTs; the median is the user a front is read for).
+PER_USER_BASIS = "1 / TPOT p50: output tokens/s a median request sees after its first token"
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What a sweep's run is charged on: GPUs per replica, replicas, the profile's power figure
+    (``StepProfile.power_figure``) and the price of a GPU-hour in USD (None: not given)."""
+
+    gpus_per_replica: int
+    replicas: int
+    power: dict[str, Any]
+    usd_per_gpu_hour: float | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_replica * self.replicas
+
+
+def load_point(rate: float, run: SimulationRun, fleet: Fleet) -> dict[str, Any]:
+    """One point of a load sweep (``simulate --sweep-load``): the run at ``rate`` requests/s as throughput per GPU
+    (output tokens/s over every GPU of the fleet) against tokens/s per user (``PER_USER_BASIS``; None: no request
+    had a second token), with its TTFT and TPOT percentiles and its tokens per joule and per dollar."""
+    lat = latencies(run.requests)
+    tokens = sum(r.output_tokens for r in run.requests)
+    tpot_p50 = percentile_s(lat["tpot"], 50)
+    energy = energy_figures(tokens, run.busy_s, run.makespan_s, fleet.gpus_per_replica, fleet.replicas, fleet.power,
+                            fleet.usd_per_gpu_hour)
+    return {"rate_requests_per_s": rate, "tokens_per_s": tokens / run.makespan_s,
+            "tokens_per_s_per_gpu": tokens / run.makespan_s / fleet.gpus,
+            "tokens_per_s_per_user": 1 / tpot_p50 if tpot_p50 else None,
+            **{f"{metric}_p{p}_s": percentile_s(lat[metric], p) for metric in ("ttft", "tpot") for p in (50, 90, 99)},
+            "tokens_per_joule": energy["tokens_per_joule"], "tokens_per_usd": energy["tokens_per_usd"]}
+
+
+def load_sweep(points: list[tuple[str, list[dict[str, Any]]]], fleet: Fleet) -> dict[str, Any]:
+    """The document's ``load_sweep``: each policy's ``load_point`` per rate, each marked ``on_front`` when no
+    point of any policy is at least as good on both tokens/s per user and tokens/s per GPU and better on one
+    (None: the point has no tokens/s per user)."""
+    flat = [{"policy": policy, **point} for policy, policy_points in points for point in policy_points]
+    front = pareto_front([None if p["tokens_per_s_per_user"] is None else
+                          (p["tokens_per_s_per_user"], p["tokens_per_s_per_gpu"]) for p in flat])
+    return {"tokens_per_s_per_user_basis": PER_USER_BASIS, "gpus": fleet.gpus,
+            "points": [{**point, "on_front": on} for point, on in zip(flat, front, strict=True)]}
 
 
 def unloaded_latencies(requests: Sequence[Request], run_at: Callable[[list[Request]], SimulationRun]

@@ -75,9 +75,11 @@ def profile_identity(profile: StepProfile, path: str | None) -> dict[str, Any]:
 
 def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, profile_path: str | None,
                         workload: dict[str, Any], mem_fraction: float, tool: dict[str, Any], host: dict[str, Any],
-                        argv: tuple[str, ...], fleet: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``entries``: per policy ``{"run", "summary", "capacity"?, "rates"?, "fleet"?}``; ``fleet``: the layout of
-    a fleet's replicas (``roofline.fleet``; None: one replica, and no fleet keys)."""
+                        argv: tuple[str, ...], fleet: dict[str, Any] | None = None,
+                        load_sweep: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``entries``: per policy ``{"run", "summary", "capacity"?, "rates"?, "energy"?, "fleet"?}``; ``fleet``: the
+    layout of a fleet's replicas (``roofline.fleet``; None: one replica, and no fleet keys); ``load_sweep``:
+    ``--sweep-load``'s points and front (``roofline.serving.capacity.load_sweep``; None: no key)."""
     runs = []
     for entry in entries:
         run, summary = entry["run"], entry["summary"]
@@ -88,6 +90,7 @@ def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, pro
                      "timeline": timeline(run, profile, summary["kv_tokens_capacity"]),
                      "capacity": entry["capacity"].to_dict() if entry.get("capacity") else None,
                      "rates": entry.get("rates") or [],
+                     **({"energy": entry["energy"]} if entry.get("energy") else {}),
                      **({"fleet": entry["fleet"]} if entry.get("fleet") else {})})
     return {
         "schema_version": SCHEMA_VERSION, "kind": KIND, "tool": tool,
@@ -95,6 +98,7 @@ def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, pro
         "host": host,
         "profile": profile_identity(profile, profile_path),
         "workload": workload, "mem_fraction": mem_fraction, **({"fleet": fleet} if fleet else {}), "runs": runs,
+        **({"load_sweep": load_sweep} if load_sweep else {}),
     }
 
 

@@ -160,6 +160,27 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
     return out
 
 
+def energy_figures(output_tokens: int, busy_s: float, makespan_s: float, gpus: int, replicas: int,
+                   power: dict[str, Any], usd_per_gpu_hour: float | None = None) -> dict[str, Any]:
+    """Output tokens per joule and per dollar of one run.  Energy: each replica's ``gpus`` GPUs at the profile's
+    ``power`` (``StepProfile.power_figure``: W per GPU) over its busy time (``busy_s``, summed over the
+    replicas); the idle time between steps is not charged.  At a TDP the joules are an upper bound, so tokens per
+    joule is a lower bound.  Cost: every GPU of the ``replicas`` over the whole makespan (a rented GPU is paid for
+    idle too) at ``usd_per_gpu_hour`` (None: no price, no tokens per dollar).  No power figure: no joules, and
+    ``why_none`` says why (never a made-up number)."""
+    watts = power.get("watts_per_gpu")
+    gpu_busy_s = busy_s * gpus
+    joules = gpu_busy_s * watts if watts is not None else None
+    gpu_hours = makespan_s * gpus * replicas / 3600
+    return {"watts_per_gpu": watts, "upper_bound": power.get("upper_bound") if watts is not None else None,
+            "basis": power.get("basis"), "source": power.get("source"), "why_none": power.get("why_none"),
+            "gpu_busy_s": gpu_busy_s, "joules": joules,
+            "tokens_per_joule": output_tokens / joules if joules else None,
+            "gpu_hours": gpu_hours, "usd_per_gpu_hour": usd_per_gpu_hour,
+            "tokens_per_usd": output_tokens / (gpu_hours * usd_per_gpu_hour)
+            if usd_per_gpu_hour is not None and gpu_hours > 0 else None}
+
+
 def prefix_figures(run: SimulationRun) -> dict[str, Any]:
     """The prefix cache's hit rate: prompt tokens each request found cached when first admitted, over every prompt
     token (None: the policy keeps no prefix cache), and those tokens."""

@@ -296,6 +296,9 @@ class StepProfile:
     ep: int = 1
     routing: str = "balanced"
     all_to_all: CommTable | None = None
+    # What one GPU draws while the step runs (``power_record``): watts with their basis and source, or why none
+    # (None: a profile written before profiles carried one).
+    power: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -333,6 +336,8 @@ class StepProfile:
             self.step_model()
         except (BadInputError, ValueError, KeyError, TypeError) as exc:
             raise ProfileDocError(f"the model and its split are not a step model ({exc})") from None
+        if self.power is not None:
+            _check_power(self.power)
         if self.roof is not None:
             for key in ("bandwidth_bytes_per_s", "peak_flop_per_s"):
                 value = self.roof.get(key)
@@ -342,6 +347,17 @@ class StepProfile:
     @property
     def layers(self) -> int:
         return self.model["layers"]
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one replica of this profile runs on: its expert-parallel group, else its tensor-parallel one."""
+        return self.ep if self.ep > 1 else self.tp
+
+    @property
+    def power_figure(self) -> dict[str, Any]:
+        """The profile's ``power`` record, or for a profile written before profiles carried one, why none."""
+        return self.power if self.power is not None else no_power(
+            "the profile records no power figure (written before step profiles carried one)")
 
     def step_model(self):
         """The step model this profile's tables time (``roofline.step``): the model, its split, formats, routing."""
@@ -376,6 +392,7 @@ class StepProfile:
             **({"ep": self.ep, "routing": self.routing, "grouped": [t.to_dict() for t in self.grouped]}
                if self.grouped else {}),
             **({"all_to_all": self.all_to_all.to_dict()} if self.all_to_all is not None else {}),
+            **({"power": dict(self.power)} if self.power is not None else {}),
         }
 
     @classmethod
@@ -418,7 +435,31 @@ class StepProfile:
             ep=d.get("ep", 1), routing=str(d.get("routing", "balanced")),
             all_to_all=CommTable.from_dict(_object(d["all_to_all"], "all_to_all"), "all_to_all")
             if d.get("all_to_all") is not None else None,
+            power=_object(d["power"], "power") if d.get("power") is not None else None,
         )
+
+
+def power_record(watts_per_gpu: float, basis: str, source: str, upper_bound: bool) -> dict[str, Any]:
+    """What one GPU draws while a step runs, in W: ``basis`` says how it was found, ``source`` where from, and
+    ``upper_bound`` whether the step draws at most this (a board's TDP) rather than this (a measured draw)."""
+    return {"watts_per_gpu": float(watts_per_gpu), "upper_bound": upper_bound, "basis": basis, "source": source}
+
+
+def no_power(why: str) -> dict[str, Any]:
+    """A profile without a power figure, saying why (never a made-up number)."""
+    return {"watts_per_gpu": None, "why_none": why}
+
+
+def _check_power(power: dict[str, Any]) -> None:
+    watts = power.get("watts_per_gpu")
+    if watts is None:
+        if not isinstance(power.get("why_none"), str) or not power["why_none"]:
+            raise ProfileDocError("power without watts_per_gpu must say why_none")
+        return
+    if not isinstance(watts, (int, float)) or isinstance(watts, bool) or not math.isfinite(watts) or watts <= 0:
+        raise ProfileDocError(f"power.watts_per_gpu must be a positive number of watts, got {watts!r}")
+    if not isinstance(power.get("upper_bound"), bool):
+        raise ProfileDocError("power.upper_bound must be true or false")
 
 
 def load_profile(path: str | os.PathLike) -> StepProfile:

@@ -1,6 +1,7 @@
 """The simulation report: report.html (self-contained), report.md with PNGs beside it, from simulation.json's
 content and the runs (a fleet's: the pooled run, and a table of its replicas).  Figures: throughput against
-latency over rates, batch and KV occupancy over time, MBU/MFU over time, latency distributions, the inter-token
+latency over rates, throughput per GPU against tokens/s per user over ``--sweep-load``'s rates with the Pareto
+front ringed, batch and KV occupancy over time, MBU/MFU over time, latency distributions, the inter-token
 latency's distribution and tail, step-time composition.
 """
 
@@ -114,6 +115,78 @@ def _rates_figure(document: dict[str, Any]):
     return fig
 
 
+def interactivity_figure(document: dict[str, Any]):
+    """``--sweep-load``: tokens/s per GPU against tokens/s per user, a line per policy through its loads, the
+    Pareto front over every policy ringed (None: no sweep)."""
+    sweep = document.get("load_sweep")
+    if not sweep:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    policies = list(dict.fromkeys(p["policy"] for p in sweep["points"]))
+    for i, policy in enumerate(policies):
+        points = sorted((p for p in sweep["points"] if p["policy"] == policy and p["tokens_per_s_per_user"]),
+                        key=lambda p: p["rate_requests_per_s"])
+        ax.plot([p["tokens_per_s_per_user"] for p in points], [p["tokens_per_s_per_gpu"] for p in points],
+                marker="o", color=OKABE_ITO[i % 8], label=policy)
+    front = sorted((p for p in sweep["points"] if p["on_front"]), key=lambda p: p["tokens_per_s_per_user"])
+    ax.plot([p["tokens_per_s_per_user"] for p in front], [p["tokens_per_s_per_gpu"] for p in front], linestyle="none",
+            marker="o", markersize=13, markerfacecolor="none", markeredgecolor="black", label="Pareto front")
+    ax.set_xlabel("tokens/s per user (1 / TPOT p50)")
+    ax.set_ylabel(f"output tokens/s per GPU ({sweep['gpus']} GPU{'s' if sweep['gpus'] > 1 else ''})")
+    ax.set_title("Throughput against interactivity over arrival rates")
+    ax.legend()
+    return fig
+
+
+def load_sweep_rows(sweep: dict[str, Any]) -> tuple[tuple[str, ...], ...]:
+    """One row per policy and load, in ``LOAD_SWEEP_HEADER``'s columns."""
+    def three(point: dict[str, Any], metric: str) -> str:
+        return "/".join(_s(point[f"{metric}_p{p}_s"]) for p in (50, 90, 99))
+
+    return tuple((p["policy"], significant(p["rate_requests_per_s"]), significant(p["tokens_per_s_per_gpu"]),
+                  "–" if p["tokens_per_s_per_user"] is None else significant(p["tokens_per_s_per_user"]),
+                  three(p, "ttft"), three(p, "tpot"),
+                  "–" if p["tokens_per_joule"] is None else significant(p["tokens_per_joule"]),
+                  "yes" if p["on_front"] else "") for p in sweep["points"])
+
+
+LOAD_SWEEP_HEADER = ("policy", "req/s", "tok/s/GPU", "tok/s/user", "TTFT p50/p90/p99", "TPOT p50/p90/p99", "tok/J",
+                     "on front")
+
+
+def energy_rows(document: dict[str, Any]) -> tuple[tuple[str, ...], ...]:
+    """One row per policy: its GPU-seconds of steps, the power charged, joules, tokens per joule and per dollar
+    (a TDP's tokens per joule is a floor: "≥")."""
+    rows = []
+    for entry in document["runs"]:
+        e = entry.get("energy")
+        if not e:
+            continue
+        bound = "≥ " if e["upper_bound"] else ""
+        rows.append((entry["policy"]["policy"], significant(e["gpu_busy_s"]),
+                     "–" if e["watts_per_gpu"] is None else f"{e['watts_per_gpu']:g}",
+                     "–" if e["joules"] is None else significant(e["joules"]),
+                     "–" if e["tokens_per_joule"] is None else bound + significant(e["tokens_per_joule"]),
+                     "–" if e["tokens_per_usd"] is None else significant(e["tokens_per_usd"])))
+    return tuple(rows)
+
+
+ENERGY_HEADER = ("policy", "GPU-s busy", "W per GPU", "J", "tokens/J", "tokens/$")
+
+
+def energy_sentence(document: dict[str, Any]) -> str | None:
+    """Where the power figure comes from, once (every policy is charged the same), or why there is none."""
+    energy = next((entry["energy"] for entry in document["runs"] if entry.get("energy")), None)
+    if energy is None:
+        return None
+    if energy["watts_per_gpu"] is None:
+        return f"No tokens per joule: {energy['why_none']}."
+    bound = (" At a TDP the joules are an upper bound, so tokens per joule is a lower bound." if energy["upper_bound"]
+             else "")
+    return (f"Energy: every GPU at {energy['watts_per_gpu']:g} W over its busy time, idle time not charged "
+            f"({energy['basis']}; {energy['source']}).{bound}")
+
+
 def _timeline_figure(document: dict[str, Any]):
     fig, (top, mid, bottom) = plt.subplots(3, 1, figsize=(8, 7.5), sharex=True)
     for i, entry in enumerate(document["runs"]):
@@ -216,7 +289,8 @@ def _composition_figure(document: dict[str, Any]):
 
 def render_figures(document: dict[str, Any], runs: list[SimulationRun]) -> dict[str, bytes]:
     _style()
-    figures = {"throughput_latency": _rates_figure(document), "timeline": _timeline_figure(document),
+    figures = {"throughput_latency": _rates_figure(document),
+               "throughput-interactivity": interactivity_figure(document), "timeline": _timeline_figure(document),
                "latency": latency_figure(runs), "itl": itl_figure(runs),
                "composition": _composition_figure(document)}
     return figure_pngs(figures)[0]
@@ -260,7 +334,33 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
         lines += [f"{entry['policy']['policy']}: warning: {w}" for w in entry["summary"].get("warnings", [])]
         if (entry.get("capacity") or {}).get("reason"):
             lines.append(f"{entry['policy']['policy']}: capacity: {entry['capacity']['reason']}")
+        if (entry.get("energy") or {}).get("tokens_per_joule") is not None:
+            lines.append(f"{entry['policy']['policy']}: {energy_words(entry['energy'])}.")
+    energy = next((entry["energy"] for entry in document["runs"] if entry.get("energy")), None)
+    if energy is not None and energy["watts_per_gpu"] is None:
+        lines.append(f"No tokens per joule: {energy['why_none']}.")
+    if document.get("load_sweep"):
+        lines.append(front_sentence(document["load_sweep"]))
     return lines
+
+
+def energy_words(energy: dict[str, Any]) -> str:
+    """"≥ 3.47 output tokens per joule (700 W a GPU, its TDP, over 3.37 busy GPU-s), 3.5e+06 per dollar"."""
+    bound = ("≥ ", ", its TDP") if energy["upper_bound"] else ("", "")
+    dollars = "" if energy["tokens_per_usd"] is None else f", {significant(energy['tokens_per_usd'])} per dollar"
+    return (f"{bound[0]}{significant(energy['tokens_per_joule'])} output tokens per joule "
+            f"({energy['watts_per_gpu']:g} W a GPU{bound[1]}, over {significant(energy['gpu_busy_s'])} busy GPU-s)"
+            f"{dollars}")
+
+
+def front_sentence(sweep: dict[str, Any]) -> str:
+    """Which policy at which rates is on the throughput-interactivity front."""
+    on: dict[str, list[str]] = {}
+    for point in sweep["points"]:
+        if point["on_front"]:
+            on.setdefault(point["policy"], []).append(significant(point["rate_requests_per_s"]))
+    where = "; ".join(f"{policy} at {', '.join(rates)} requests/s" for policy, rates in on.items()) or "no point"
+    return f"On the throughput-interactivity front (tokens/s per GPU against tokens/s per user): {where}."
 
 
 # The context the bytes per token of a mixture's sentence are taken at (the weights dominate them at batch 1).
@@ -356,6 +456,18 @@ def write_report(document: dict[str, Any], runs: list[SimulationRun], folder: Pa
         page.Heading("Verdict"), page.Bullets(tuple(verdict_lines(document))),
         page.Heading("Policies"), *policy_tables(document),
         page.Paragraph(f"Workload: {workload}.", f"Workload: {html.escape(workload)}.")]
+    energy, sentence = energy_rows(document), energy_sentence(document)
+    if energy:
+        blocks += [page.Heading("Energy and cost"), page.Table(ENERGY_HEADER, energy)]
+    if sentence:
+        blocks.append(page.Paragraph(sentence, html.escape(sentence)))
+    if document.get("load_sweep"):
+        sweep = document["load_sweep"]
+        gpus = f"{sweep['gpus']} GPU{'s' if sweep['gpus'] > 1 else ''}"
+        text = (f"Tokens/s per user: {sweep['tokens_per_s_per_user_basis']}; per GPU: over {gpus}. "
+                "On the front: no point of any policy has as many tokens/s per user and per GPU and more of one.")
+        blocks += [page.Heading("Throughput against interactivity"),
+                   page.Table(LOAD_SWEEP_HEADER, load_sweep_rows(sweep)), page.Paragraph(text, html.escape(text))]
     for entry in document["runs"]:
         if entry.get("fleet"):
             blocks += [page.Heading(f"Replicas under {entry['policy']['policy']}"),

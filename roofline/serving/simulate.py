@@ -67,6 +67,9 @@ class SimulationRun:
     kv_tokens_capacity: int | None
     overhead: EngineOverhead | None
     shared_prefixes: bool = False  # some requests said what their tokens are: a prefix cache could find them
+    # Seconds the engine ran steps, summed as it ran them: a run without a step log still has its busy time (what
+    # energy is charged on).
+    busy_s: float = 0.0
 
     @property
     def makespan_s(self) -> float:
@@ -322,6 +325,7 @@ class Replica:
         self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache)
         self.model = CostModel(profile, overhead)
         self.steps = StepLog()
+        self.busy_s = 0.0
         # A run read only for its requests' latencies (a capacity probe) keeps no step: at a low rate every
         # request decodes alone, and 100,000 requests' steps are 2 GB of log that nobody reads.
         self.log_steps = log_steps
@@ -367,6 +371,7 @@ class Replica:
                                plan.packed)
         start_s = engine.clock_s
         engine.clock_s += cost.time_s
+        self.busy_s += cost.time_s
         wasted = engine.apply(plan)
         # Static slots keep their KV until the whole batch ends; elsewhere a finished sequence frees it.
         padded = plan.padded_prompt_tokens
@@ -399,7 +404,7 @@ class Replica:
         return SimulationRun(policy=policy.to_dict(), requests=self.outcomes(), steps=self.steps,
                              kv_blocks_total=self.kv_blocks,
                              kv_tokens_capacity=self.kv_blocks * policy.block if self.kv_blocks is not None else None,
-                             overhead=overhead, shared_prefixes=self.engine.shared)
+                             overhead=overhead, shared_prefixes=self.engine.shared, busy_s=self.busy_s)
 
 
 def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,

@@ -88,6 +88,13 @@ FLAGS: dict[str, Option] = {
     "slo": Option(("--slo",), help="latency objectives METRIC_pNN=SECONDS, METRIC ttft, tpot, itl or e2e, "
                    "e.g. ttft_p90=2,itl_p99=0.05: goodput and capacity"),
     "rates": Option(("--rates",), help="also simulate these Poisson rates (requests/s) for the latency curve"),
+    "sweep_load": Option(("--sweep-load",), metavar="R1,R2,...|LOW:HIGH:N",
+                         help="also simulate every policy at these Poisson rates (requests/s; LOW:HIGH:N: N rates "
+                              "spaced evenly in log from LOW to HIGH): tokens/s per GPU against tokens/s per user "
+                              "(1 / TPOT p50), the Pareto front marked (throughput-interactivity.png, load_sweep); "
+                              "its own runs, beside --rates' latency curve"),
+    "gpu_hour_usd": Option(("--gpu-hour-usd",), "number", low=0, metavar="PRICE",
+                           help="what one GPU-hour costs you, USD: output tokens per dollar; none is built in"),
     "replicas": Option(("--replicas",), "int", 1, show_default=True,
                        help="replicas of the profile behind one router (each the profile's --tp GPUs)"),
     "router": Option(("--router",), "choice", DEFAULT_ROUTER, show_default=True, choices=ROUTER_NAMES,
@@ -154,6 +161,8 @@ class SimulateConfig:
     mem_fraction: float = FLAGS["mem_fraction"].default
     slo: Slo | None = FLAGS["slo"].default
     rates: tuple[float, ...] = ()
+    sweep_load: tuple[float, ...] = ()  # --sweep-load, each rate spelled out
+    gpu_hour_usd: float | None = FLAGS["gpu_hour_usd"].default
     replicas: int = FLAGS["replicas"].default
     router: str = FLAGS["router"].default
     disaggregate: tuple[int, int] | None = FLAGS["disaggregate"].default  # (prefill replicas, decode replicas)
@@ -176,6 +185,10 @@ class SimulateConfig:
             if not math.isfinite(value) or not 0 <= value <= MAX_KERNEL_S:
                 raise BadInputError(f"{FLAGS[term].spelled} {value:g}: give seconds from 0 to {MAX_KERNEL_S:g}")
         check_rates(self.rates, "--rates")
+        check_sweep_load(self.sweep_load)
+        if self.gpu_hour_usd is not None and number_refusal(self.gpu_hour_usd, low=0):
+            raise BadInputError(f"--gpu-hour-usd {self.gpu_hour_usd:g}: {number_refusal(self.gpu_hour_usd, low=0)} "
+                                "(USD per GPU-hour)")
         if not self.trace:  # a trace's own length is counted as it is read
             check_request_count(self.requests)
         if self.prefix:
@@ -207,7 +220,7 @@ class SimulateConfig:
         ``profile_file``); ``given``: the fields typed on the command line."""
         values = dict(options)
         split = parse_split(values.get("disaggregate"))
-        config = cls(**{**values, "policies": (), "slo": None, "rates": (),  # every plain option first
+        config = cls(**{**values, "policies": (), "slo": None, "rates": (), "sweep_load": (),  # plain ones first
                         "disaggregate": split})
         building = given_among(given, MODEL_FLAGS)
         if config.profile_file and building:
@@ -222,7 +235,7 @@ class SimulateConfig:
         policies = tuple(parse_policy(p) for p in values.get("policies") or ())
         slo = Slo.parse(values["slo"]) if values.get("slo") else None
         return cls(**{**values, "policies": policies, "slo": slo, "rates": _parse_rates(values.get("rates")),
-                      "disaggregate": split})
+                      "sweep_load": parse_sweep_load(values.get("sweep_load")), "disaggregate": split})
 
 
 def refuse_drawn_beside_trace(trace: Path | None, given: Collection[str], table: Mapping[str, Option]) -> None:
@@ -241,6 +254,39 @@ def _parse_rates(text: str | None) -> tuple[float, ...]:
         return tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise BadInputError(f"--rates {text!r}: give requests/s as a comma list (0.5,1,2)") from None
+
+
+SWEEP_LOAD_SYNTAX = "give requests/s as a comma list (0.5,1,2,4) or LOW:HIGH:N (0.5:16:6)"
+
+
+def parse_sweep_load(text: str | None) -> tuple[float, ...]:
+    """``--sweep-load``: a comma list of rates, or ``LOW:HIGH:N``, N rates from LOW to HIGH spaced evenly in log
+    (each a constant factor above the one before: load is read on a log scale).  Ranges are checked here, the
+    rates themselves by ``check_sweep_load``."""
+    if not text:
+        return ()
+    try:
+        if ":" not in text:
+            return tuple(float(x) for x in text.split(",") if x.strip())
+        low_text, high_text, count_text = text.split(":")
+        low, high, count = float(low_text), float(high_text), int(count_text)
+    except ValueError:
+        raise BadInputError(f"--sweep-load {text!r}: {SWEEP_LOAD_SYNTAX}") from None
+    if not (math.isfinite(low) and math.isfinite(high)) or not 0 < low < high or not 2 <= count <= MAX_RATES:
+        raise BadInputError(f"--sweep-load {text!r}: LOW:HIGH:N needs 0 < LOW < HIGH and N from 2 to {MAX_RATES}")
+    return tuple(low * (high / low) ** (i / (count - 1)) for i in range(count))
+
+
+def check_sweep_load(rates: tuple[float, ...]) -> None:
+    """The loads of a sweep: ``check_rates``' rule, at least two of them (one point is no trade-off), each once."""
+    if not rates:
+        return
+    check_rates(rates, "--sweep-load")
+    if len(rates) < 2:
+        given = ",".join(f"{r:g}" for r in rates)
+        raise BadInputError(f"--sweep-load {given}: give at least two rates (one load shows no trade-off)")
+    if len(set(rates)) < len(rates):
+        raise BadInputError("--sweep-load: a rate is given twice; give each load once")
 
 
 def parse_split(text: str | None) -> tuple[int, int] | None:

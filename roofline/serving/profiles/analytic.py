@@ -37,7 +37,16 @@ from roofline.decode.step import TimeFn, analytic_time
 from roofline.result.document import Result
 from roofline.result.io import load_result
 from roofline.result.sections import Provenance
-from roofline.serving.profile_doc import CommTable, GroupedTable, LinearTable, StepProfile, Table1D, Table2D
+from roofline.serving.profile_doc import (
+    CommTable,
+    GroupedTable,
+    LinearTable,
+    StepProfile,
+    Table1D,
+    Table2D,
+    no_power,
+    power_record,
+)
 from roofline.serving.simulate_config import MODEL_FLAGS
 from roofline.specs.gpus import GpuSpec, SpecError, load_gpu_spec
 from roofline.specs.hf_config import load_hf_config
@@ -173,6 +182,21 @@ def comm_tables(step: StepModel, gpu: GpuSpec, tokens: tuple[int, ...]) -> tuple
     return reduce, exchange
 
 
+# What the TDP bounds: the board never draws more, and a step that leaves it waiting on memory draws less.
+TDP_BASIS = "the board's TDP from its spec sheet: an upper bound (a step that does not saturate the GPU draws less)"
+
+
+def sku_power(gpu: GpuSpec | None, result_name: str = "") -> dict[str, Any]:
+    """The power figure an analytic or reference profile carries: ``gpu``'s TDP as an upper bound, or why none
+    (no spec sheet named or matched, or one without a ``[power]`` table)."""
+    if gpu is None:
+        return no_power(f"no spec sheet named (--gpu) or matched by {result_name or 'the sweep'}'s device: no TDP "
+                        "to charge, and a sweep's fitted roofline carries no power")
+    if not gpu.tdp_w:
+        return no_power(f"spec sheet {gpu.sku} has no [power] table (TDP)")
+    return power_record(gpu.tdp_w, TDP_BASIS, gpu.tdp_source or f"spec sheet {gpu.sku}", upper_bound=True)
+
+
 def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, max_tokens: int, max_context: int,
                      gpu: GpuSpec | None, result: Result | None = None, result_name: str = "",
                      tool: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
@@ -227,7 +251,7 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
         roof={"bandwidth_bytes_per_s": default.bandwidth_bytes_per_s, "peak_flop_per_s": default.peak_flop_per_s,
               "basis": roof_basis},
         tool=tool or {}, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        argv=argv, host=host or {}, device=device)
+        argv=argv, host=host or {}, device=device, power=sku_power(gpu, result_name))
 
 
 def _fits(step: StepModel, result: Result | None, series: list[dict[str, Any]], default: Roof

@@ -35,7 +35,7 @@ from roofline.reference.database import Database, ReferenceDataError, open_datab
 from roofline.reference.gemm import GemmTable
 from roofline.reference.moe import MoeTable
 from roofline.serving.profile_doc import CommTable, GroupedTable, LinearTable, StepProfile, Table1D, Table2D
-from roofline.serving.profiles.analytic import comm_tables, other_table
+from roofline.serving.profiles.analytic import comm_tables, other_table, sku_power
 from roofline.specs.gpus import GpuSpec, SpecError
 from roofline.specs.models import ModelSpec
 from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
@@ -218,4 +218,4 @@ def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, m
               "basis": f"what compute-bound, MBU and MFU are judged against: the {sku_roof(gpu, dtype, False)[1]}"},
         tool=tool or {}, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         argv=argv, host=host or {}, device={"kind": "cuda", "name": gpu.name, "sku": gpu.sku,
-                                             "memory_bytes": int(gpu.reported_bytes)})
+                                             "memory_bytes": int(gpu.reported_bytes)}, power=sku_power(gpu))

@@ -14,6 +14,7 @@ from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
 from roofline.serving.policies import ROUTER_NAMES
 from roofline.serving.schemas.simulation import Capacity, KvLinkRecord, PolicyRecord, ProfileIdentity, Workload
+from roofline.serving.schemas.step_profile import StepPower
 
 PLAN_VERSION = 1
 PLAN_KIND = "gpubench-plan"
@@ -44,6 +45,13 @@ class PlanPoint(Record):
                                     doc="output tokens per second per GPU")
     usd_per_million_output_tokens: Any = key("number", unit="USD", required=True, nullable=True,
                                              doc="GPUs x --gpu-hour-usd over the output (null: no price given)")
+    tokens_per_s_per_user: Any = key("number", unit="1/s", nullable=True,
+                                     doc="1 / TPOT p50 of that fleet (null: none; absent: not recorded)")
+    tokens_per_joule: Any = key("number", unit="1/J", nullable=True,
+                                doc="output tokens over the busy GPU-seconds x the profile's power (null: no power "
+                                    "figure, or not met)")
+    tokens_per_usd: Any = key("number", nullable=True, doc="output tokens over GPU-hours x --gpu-hour-usd (null: no "
+                                                           "price, or not met)")
     ttft_p90_s: Any = key("number", unit="s", required=True, nullable=True, doc="TTFT P90 of that fleet")
     tpot_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="TPOT P99")
     itl_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="ITL P99")
@@ -54,6 +62,9 @@ class PlanPoint(Record):
     warnings: Any = key("array", items="string", required=True, doc="what makes the answer less sure")
     tried: Any = key("array", items="object", item_record=FleetTried, required=True,
                      doc="every fleet simulated at this rate")
+    on_front: Any = key("boolean", nullable=True,
+                        doc="on the rate's front over every plan meeting the SLO (answers[].front says its axes; "
+                            "null: not met, or no tokens/s per user)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,9 +86,32 @@ class PlanCandidate(Record):
     sku: Any = key("string", required=True, nullable=True, doc="the GPU SKU it runs on (null: not known)")
     gpu_hour_usd: Any = key("number", unit="USD", required=True, nullable=True,
                             doc="its price per GPU-hour, as given (null: not given)")
+    power: Any = key("object", record=StepPower, nullable=False,
+                     doc="the profile's power figure, or why none (absent: not recorded)")
     kv_link: Any = key("object", record=KvLinkRecord, required=True, nullable=True,
                        doc="with --disaggregate: what a prompt's KV cache crosses")
     plans: Any = key("array", items="object", item_record=PolicyPlan, required=True, doc="one per policy")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanAnswer(Record):
+    SECTION: ClassVar[str] = "answers[]"
+    rate_requests_per_s: Any = key("number", unit="1/s", required=True, doc="the rate")
+    met: Any = key("boolean", required=True, doc="some plan meets the SLO at it")
+    front: Any = key("string", required=True, doc="the front's axes: tokens/s per user against tokens per dollar "
+                                                  "(every plan priced) or tokens/s per GPU")
+    candidate: Any = key("string", required=True, nullable=True, doc="the cheapest plan on the front: its candidate")
+    policy: Any = key("string", required=True, nullable=True, doc="its policy")
+    layout: Any = key("string", required=True, nullable=True, choices=("aggregated", "disaggregated"),
+                      doc="its layout")
+    gpus: Any = key("integer", required=True, nullable=True, doc="its GPUs")
+    tokens_per_s_per_gpu: Any = key("number", unit="1/s", required=True, nullable=True, doc="its tokens/s per GPU")
+    tokens_per_s_per_user: Any = key("number", unit="1/s", required=True, nullable=True, doc="its 1 / TPOT p50")
+    usd_per_million_output_tokens: Any = key("number", unit="USD", required=True, nullable=True,
+                                             doc="its cost (null: no price)")
+    tokens_per_joule: Any = key("number", unit="1/J", required=True, nullable=True,
+                                doc="its tokens per joule (null: no power figure)")
+    sentence: Any = key("string", required=True, doc="the answer in words")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,3 +134,6 @@ class PlanDocument(Record):
                             doc="--gpu-hour-usd: price per GPU-hour by SKU")
     candidates: Any = key("array", items="object", item_record=PlanCandidate, required=True,
                           doc="one per profile given")
+    answers: Any = key("array", items="object", item_record=PlanAnswer, nullable=False,
+                       doc="per rate, the cheapest plan on the front of every plan meeting the SLO (absent: not "
+                           "recorded)")

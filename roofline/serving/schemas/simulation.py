@@ -277,6 +277,60 @@ class FleetLayoutRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Energy(Record):
+    SECTION: ClassVar[str] = "runs[].energy"
+    watts_per_gpu: Any = key("number", unit="W", required=True, nullable=True,
+                             doc="the profile's power figure per GPU (null: it has none; why_none says why)")
+    upper_bound: Any = key("boolean", required=True, nullable=True,
+                           doc="the figure is a TDP: joules at most, tokens per joule at least (null: no figure)")
+    basis: Any = key("string", required=True, nullable=True, doc="how the profile's figure was found")
+    source: Any = key("string", required=True, nullable=True, doc="where it comes from (the datasheet line)")
+    why_none: Any = key("string", required=True, nullable=True, doc="no figure: why (null: there is one)")
+    gpu_busy_s: Any = key("number", unit="s", required=True,
+                          doc="GPU-seconds of steps: each replica's busy time times its GPUs (idle time not charged)")
+    joules: Any = key("number", unit="J", required=True, nullable=True, doc="gpu_busy_s x watts_per_gpu")
+    tokens_per_joule: Any = key("number", unit="1/J", required=True, nullable=True,
+                                doc="output tokens over joules (null: no power figure)")
+    gpu_hours: Any = key("number", unit="h", required=True, doc="every GPU of the fleet over the makespan")
+    usd_per_gpu_hour: Any = key("number", required=True, nullable=True, doc="--gpu-hour-usd (null: not given)")
+    tokens_per_usd: Any = key("number", required=True, nullable=True,
+                              doc="output tokens over gpu_hours x usd_per_gpu_hour (null: no price)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadPoint(Record):
+    SECTION: ClassVar[str] = "load_sweep.points[]"
+    policy: Any = key("string", required=True, doc="the policy, as given")
+    rate_requests_per_s: Any = key("number", unit="1/s", required=True, doc="Poisson arrival rate")
+    tokens_per_s: Any = key("number", unit="1/s", required=True, doc="output tokens per second, the whole fleet")
+    tokens_per_s_per_gpu: Any = key("number", unit="1/s", required=True,
+                                    doc="tokens_per_s over every GPU (TP x replicas; EP for a mixture)")
+    tokens_per_s_per_user: Any = key("number", unit="1/s", required=True, nullable=True,
+                                     doc="1 / TPOT p50 (null: no request had a second token)")
+    ttft_p50_s: Any = key("number", unit="s", required=True, nullable=True, doc="TTFT P50")
+    ttft_p90_s: Any = key("number", unit="s", required=True, nullable=True, doc="TTFT P90")
+    ttft_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="TTFT P99")
+    tpot_p50_s: Any = key("number", unit="s", required=True, nullable=True, doc="TPOT P50 (null: no TPOT)")
+    tpot_p90_s: Any = key("number", unit="s", required=True, nullable=True, doc="TPOT P90")
+    tpot_p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="TPOT P99")
+    tokens_per_joule: Any = key("number", unit="1/J", required=True, nullable=True,
+                                doc="as runs[].energy, for this run (null: no power figure)")
+    tokens_per_usd: Any = key("number", required=True, nullable=True, doc="as runs[].energy (null: no price)")
+    on_front: Any = key("boolean", required=True, nullable=True,
+                        doc="no point of any policy has as many tokens/s per user and per GPU and more of one "
+                            "(null: no tokens/s per user)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSweep(Record):
+    SECTION: ClassVar[str] = "load_sweep"
+    tokens_per_s_per_user_basis: Any = key("string", required=True, doc="what tokens/s per user is")
+    gpus: Any = key("integer", required=True, doc="GPUs throughput is divided by")
+    points: Any = key("array", items="object", item_record=LoadPoint, required=True,
+                      doc="every policy at every --sweep-load rate")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SimulatedPolicy(Record):
     SECTION: ClassVar[str] = "runs[]"
     policy: Any = key("object", record=PolicyRecord, required=True, doc="the policy simulated")
@@ -288,6 +342,8 @@ class SimulatedPolicy(Record):
     capacity: Any = key("object", record=Capacity, required=True, nullable=True, doc="with --slo: the search")
     rates: Any = key("array", items="object", item_record=RatePoint, required=True,
                      doc="--rates and the capacity probes: the throughput-latency curve")
+    energy: Any = key("object", record=Energy, nullable=False,
+                      doc="tokens per joule and per dollar (absent: written before they were reported)")
     fleet: Any = key("object", record=FleetFigures, nullable=False,
                      doc="a fleet's replicas and how evenly they were loaded (absent: one replica)")
 
@@ -307,3 +363,6 @@ class SimulationDocument(Record):
     fleet: Any = key("object", record=FleetLayoutRecord, nullable=False,
                      doc="--replicas or --disaggregate: the fleet simulated (absent: one replica)")
     runs: Any = key("array", items="object", item_record=SimulatedPolicy, required=True, doc="one per policy")
+    load_sweep: Any = key("object", record=LoadSweep, nullable=False,
+                          doc="--sweep-load: tokens/s per GPU against tokens/s per user, the front marked "
+                              "(absent: no sweep)")

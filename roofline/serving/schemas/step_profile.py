@@ -211,6 +211,20 @@ class CommKernels(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class StepPower(Record):
+    SECTION: ClassVar[str] = "power"
+    watts_per_gpu: Any = key("number", unit="W", required=True, nullable=True,
+                             doc="what one GPU draws while a step runs (null: no figure; why_none says why)")
+    upper_bound: Any = key("boolean", nullable=False,
+                           doc="the step draws at most this (a board's TDP), not this (absent: no figure)")
+    basis: Any = key("string", nullable=False, doc="how the figure was found (absent: no figure)")
+    source: Any = key("string", nullable=False, doc="where it comes from: the datasheet line (absent: no figure)")
+    why_none: Any = key("string", nullable=False,
+                        doc="no figure: why (a CPU has no energy counter gpubench reads; a measured profile's session "
+                            "reads none; a spec sheet without [power])")
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepProfileDocument(Record):
     SECTION: ClassVar[str] = ""
     schema_version: Any = key("integer", required=True, doc="format version (1)")
@@ -255,3 +269,5 @@ class StepProfileDocument(Record):
     all_to_all: Any = key("object", record=CommKernels, nullable=False,
                           doc="expert parallelism's dispatch and combine all-to-alls, per MoE layer (absent: EP 1); "
                               "ranks is the profile's ep")
+    power: Any = key("object", record=StepPower, nullable=False,
+                     doc="the power simulate charges its busy time at (absent: written before profiles carried one)")
