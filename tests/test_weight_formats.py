@@ -267,3 +267,16 @@ def test_every_format_output_names_the_kernels_that_ran(tmp_path):
     assert (saved["kernel"], saved["baseline_kernel"]) == (triton_name, "torch.matmul")
     run = CliRunner().invoke(main, ["compare", str(path), str(path), "--format", "md"], catch_exceptions=False)
     assert f"{triton_name} / torch.matmul" in run.output
+
+
+def test_an_interval_holding_1x_says_the_two_are_not_told_apart_not_faster():
+    from roofline.analysis.formats import format_sentence
+
+    told = {"format": "w4a16", "baseline": "bf16", "n": 2048, "k": 4096, "backend": "torch", "batches": [1, 4, 16],
+            "speedup": [1.04, 0.9, 0.5], "speedup_ci95": [[0.5, 1.6], [0.8, 1.0], [0.4, 0.6]], "status": CROSSES,
+            "break_even_batch": 3.7, "break_even_ci95": [None, None]}
+    sentence = format_sentence(told, "on AMD EPYC")
+    assert sentence.startswith("w4a16 is not told apart from bf16 on 2048x4096 at batch 1 (1")
+    assert "faster" not in sentence
+    clear = dict(told, speedup_ci95=[[1.02, 1.06], [0.8, 1.0], [0.4, 0.6]])
+    assert format_sentence(clear, "on AMD EPYC").startswith("w4a16 is 1.04× (95% CI 1.02–1.06) faster than bf16")

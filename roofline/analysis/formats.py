@@ -239,7 +239,11 @@ def format_sentence(c: dict[str, Any], where: str) -> str:
             f"it is as fast or faster again only at batch {', '.join(map(str, again))}"
         return (f"{fmt} does not pay off on {shape} {where}: at {at} it runs at {speedup_text(c)} the speed of "
                 f"{base}, and {rest}.")
-    head = f"{fmt} is {speedup_text(c)} faster than {base} on {shape} at {at}"
+    low, high = c["speedup_ci95"][0]
+    # An interval that holds 1× cannot say "faster": the two are not told apart there.
+    head = f"{fmt} is not told apart from {base} on {shape} at {at} ({speedup_text(c)})" \
+        if low is not None and high is not None and low <= 1 <= high else \
+        f"{fmt} is {speedup_text(c)} faster than {base} on {shape} at {at}"
     if c["status"] == BEYOND:
         return (f"{head} and still pays off at batch {c['batches'][-1]}, the largest measured, at "
                 f"{speedup_text(c, -1, named=False)} {where}: its break-even lies beyond it.")
