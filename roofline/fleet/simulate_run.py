@@ -34,6 +34,7 @@ from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profi
 from roofline.serving.profiles.analytic import analytic_profile_of
 from roofline.serving.simulate import SimulationRun
 from roofline.serving.simulate_config import FLAGS, SimulateConfig
+from roofline.serving.step_cost import drafter_cost_basis
 from roofline.serving.workload import Request, check_fits_in_memory, read_workload, with_arrivals
 
 # Each simulation of a capacity search as it ends, with what was searched ("capacity of continuous"): the command
@@ -123,15 +124,21 @@ class Simulation:
         profile_path = str(config.profile_file) if config.profile_file else None
         document = simulation_doc.simulation_document(
             entries, self.profile, profile_path, self.workload, config.mem_fraction, provenance.tool, provenance.host,
-            provenance.argv, layout_record(self.layout) if self.layout else None)
+            provenance.argv, layout_record(self.layout) if self.layout else None, self._spec_decode())
         return SimulationOutcome(document, [entry["run"] for entry in entries], self.layout is not None)
+
+    def _spec_decode(self) -> dict[str, Any] | None:
+        """The document's record of ``--spec-decode``: the setting and what its drafter was costed on."""
+        spec = self.config.speculation
+        return None if spec is None else {**spec.to_dict(), "drafter_cost": drafter_cost_basis(spec)}
 
     def _run_at(self, policy: Policy, workload: list[Request], log_steps: bool = False) -> SimulationRun:
         """One simulation of ``workload``: of the whole fleet when there is one (its capacity is the fleet's)."""
         if self.layout is not None:
             return simulate_fleet(self.profile, workload, policy, self.layout, self.overhead,
-                                  self.config.mem_fraction, log_steps)
-        return engine_loop.simulate(self.profile, workload, policy, self.overhead, self.config.mem_fraction, log_steps)
+                                  self.config.mem_fraction, log_steps, self.config.speculation, self.config.seed)
+        return engine_loop.simulate(self.profile, workload, policy, self.overhead, self.config.mem_fraction, log_steps,
+                                    self.config.speculation, self.config.seed)
 
     def _policy(self, policy: Policy, progress: ProbeReport | None) -> dict[str, Any]:
         """One policy's entry: its run and summary; with rates its curve; with an SLO its capacity (each probe

@@ -152,12 +152,24 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
     if "comm_time_share" in out and out["binding_limit"] != "communication":  # their share, binding or not
         out["binding_sentence"] += (f" The tensor-parallel all-reduces take {out['comm_time_share']:.0%} of the "
                                     "busy time.")
+    if run.speculation:
+        out["spec_decode"] = speculation_figures(run)
     out["warnings"] = [] if run.policy.get("prefix_cache") or not run.shared_prefixes else [uncached_warning(run)]
     if out["kv_occupancy_max"] is not None and out["kv_occupancy_max"] > 1:
         # Only policies without a block-limited cache can get here: they model kernels, not memory.
         out["warnings"].append(f"needs up to {out['kv_occupancy_max']:.1f}x the KV cache that fits beside the weights "
                                f"({capacity} tokens): it would not run on this device; paged or chunked would")
     return out
+
+
+def speculation_figures(run: SimulationRun) -> dict[str, Any]:
+    """Tokens a decoding sequence gained per step, mean over the run's decode sequence-steps (a static batch's
+    finished slots not counted), and how many sequence-steps that is."""
+    s = step_arrays(run, ("decodes", "wasted_slots", "decode_tokens"))
+    sequence_steps = int((s["decodes"] - s["wasted_slots"]).sum())
+    tokens = float(s["decode_tokens"].sum())
+    return {"tokens_per_sequence_step": tokens / sequence_steps if sequence_steps else 0.0,
+            "sequence_steps": sequence_steps}
 
 
 def prefix_figures(run: SimulationRun) -> dict[str, Any]:
