@@ -5,7 +5,7 @@ Each replica is the serving room's own engine loop (``roofline.serving.simulate.
 order: before a request is routed at time t, every replica runs the steps that start before t (a request
 arriving at t could not join them), so the router reads each replica's state at t and the replica then sees
 the request exactly as a lone replica would.  One replica is therefore today's ``simulate``, step for step.
-Memory is each request's state and token times plus each step's 160-byte log entry: nothing is kept per
+Memory is each request's state and token times plus each step's 176-byte log entry: nothing is kept per
 request per step.
 """
 
