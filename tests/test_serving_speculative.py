@@ -174,3 +174,13 @@ def test_plan_takes_spec_decode_and_records_it(tmp_path):
     from test_document_schemas import schema_errors
 
     assert schema_errors("plan", document) == []
+
+
+def test_chunked_counts_each_speculative_decode_as_its_k_plus_1_tokens_of_the_budget():
+    """Budget 16, two decodes verifying 3 drafts each: 8 tokens, so a third prompt prefills 8 tokens beside them
+    (plain decodes would leave it 14)."""
+    requests = [Request(0, 0.0, 4, 50), Request(1, 0.0, 4, 50), Request(2, 1.5, 40, 5)]
+    for spec, chunk in ((None, 14), (ALWAYS_ALL_THREE, 8)):
+        run = simulate(constant_profile(device_bytes=10**6), requests, "chunked:budget=16", spec=spec)
+        mixed = next(s for s in run.steps if s.decodes and s.prefill_tokens)
+        assert (mixed.decodes, mixed.prefill_tokens) == (2, chunk)
