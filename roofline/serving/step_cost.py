@@ -22,6 +22,7 @@ from roofline.core.counting import NO_WORK, attention_extent
 from roofline.core.errors import BadInputError
 from roofline.serving.policies import Packing
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D, Table2D
+from roofline.specs.gpus import SpecError
 from roofline.step.launches import Batch
 from roofline.step.speculative import SpecDecode, drafter_roof_s, drafter_step, drafter_work
 
@@ -85,7 +86,11 @@ class CostModel:
         self.profile, self.layers = profile, profile.layers
         self.overhead, self.spec = overhead, spec
         self.step = profile.step_model()
-        self.drafter = drafter_step(self.step, spec) if spec is not None else None
+        try:
+            self.drafter = drafter_step(self.step, spec) if spec is not None else None
+        except (BadInputError, SpecError) as exc:  # an unknown draft model, said with the option that named it
+            words = str(exc).replace("--hf-config PATH", "drafter=CONFIG.json")  # how a drafter names a file
+            raise BadInputError(f"--spec-decode drafter={spec.drafter if spec else ''}: {words}") from None
         if spec is not None and spec.drafter != "mtp" and not profile.roof:
             raise BadInputError(f"--spec-decode drafter={spec.drafter}: the draft model is costed on the profile's "
                                 "roofline, and this profile has none")
