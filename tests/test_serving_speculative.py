@@ -189,3 +189,9 @@ def test_chunked_counts_each_speculative_decode_as_its_k_plus_1_tokens_of_the_bu
         run = simulate(constant_profile(device_bytes=10**6), requests, "chunked:budget=16", spec=spec)
         mixed = next(s for s in run.steps if s.decodes and s.prefill_tokens)
         assert (mixed.decodes, mixed.prefill_tokens) == (2, chunk)
+
+
+def test_a_run_where_no_sequence_decodes_has_no_mean_tokens_per_sequence_step():
+    run = simulate(constant_profile(), [Request(0, 0.0, 5, 1)], "continuous", spec=ALWAYS_ALL_THREE)
+    assert summarize(run, constant_profile(), 0.9)["spec_decode"] == {"tokens_per_sequence_step": None,
+                                                                      "sequence_steps": 0}

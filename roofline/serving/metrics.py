@@ -164,11 +164,12 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
 
 def speculation_figures(run: SimulationRun) -> dict[str, Any]:
     """Tokens a decoding sequence gained per step, mean over the run's decode sequence-steps (a static batch's
-    finished slots not counted), and how many sequence-steps that is."""
+    finished slots not counted; None when no sequence decoded: every output one token), and how many sequence-steps
+    that is."""
     s = step_arrays(run, ("decodes", "wasted_slots", "decode_tokens"))
     sequence_steps = int((s["decodes"] - s["wasted_slots"]).sum())
     tokens = float(s["decode_tokens"].sum())
-    return {"tokens_per_sequence_step": tokens / sequence_steps if sequence_steps else 0.0,
+    return {"tokens_per_sequence_step": tokens / sequence_steps if sequence_steps else None,
             "sequence_steps": sequence_steps}
 
 

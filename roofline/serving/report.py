@@ -256,8 +256,8 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
     shared = shares_prefixes(document)
     for entry in document["runs"]:
         lines.append(f"{entry['policy']['policy']}: {entry['summary']['binding_sentence']}")
-        if entry["summary"].get("spec_decode"):
-            figures = entry["summary"]["spec_decode"]
+        figures = entry["summary"].get("spec_decode")
+        if figures and figures["tokens_per_sequence_step"] is not None:
             lines.append(f"{entry['policy']['policy']}: {figures['tokens_per_sequence_step']:.2f} tokens per "
                          f"sequence-step (over {figures['sequence_steps']:,} decoding sequence-steps).")
         if shared and entry["summary"].get("prefix_hit_rate") is not None:

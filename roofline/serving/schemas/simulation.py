@@ -122,9 +122,9 @@ class SloSummary(Record):
 @dataclass(frozen=True, kw_only=True)
 class SpecDecodeFigures(Record):
     SECTION: ClassVar[str] = "runs[].summary.spec_decode"
-    tokens_per_sequence_step: Any = key("number", required=True,
+    tokens_per_sequence_step: Any = key("number", required=True, nullable=True,
                                         doc="tokens a decoding sequence gained per step, mean over the run (1 + the "
-                                            "accepted drafts, cut at each output's end)")
+                                            "accepted drafts, cut at each output's end; null: no sequence decoded)")
     sequence_steps: Any = key("integer", required=True, doc="decoding sequence-steps it is the mean over")
 
 
