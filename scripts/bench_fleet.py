@@ -8,7 +8,7 @@ scale: Llama-3-8B on the H200's achievable ceilings (the analytic default) under
 router, 100,000 requests (prompts of 512 tokens, outputs exponential with mean 128 capped at 512) at Poisson 800
 requests/s (about 80% of the fleet's capacity under the SLO below) and at 400 requests/s (a lighter load: smaller
 batches, so more steps). Target: each simulation under 60 s on 2 CPU cores; peak memory printed (the steps are
-logged at 160 bytes each, the requests' token times at 8 bytes a token).
+logged at 176 bytes each, the requests' token times at 8 bytes a token).
 
 capacity: the highest Poisson rate meeting ttft_p90=0.5,tpot_p99=0.04 for 1 and for 2 replicas (round robin) of
 the same profile, over the same 8,000 requests (the capacity search of ``simulate --slo``).  Target: 2 replicas

@@ -119,7 +119,7 @@ def test_a_fresh_step_profile_validates_and_writes_its_keys_in_the_declared_orde
     assert list(fresh_profile) == [key for key in StepProfileDocument.registry() if key not in ("comm",) + MOE_KEYS]
 
 
-def test_a_tensor_parallel_profile_and_its_simulation_validate_with_their_comm_keys(tmp_path):
+def test_a_tensor_parallel_profile_and_its_speculative_simulation_validate_with_their_comm_and_draft_keys(tmp_path):
     path = tmp_path / "profile.json"
     run = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--tp",
                                     "2", "-o", str(path)], catch_exceptions=False)
@@ -128,22 +128,27 @@ def test_a_tensor_parallel_profile_and_its_simulation_validate_with_their_comm_k
     assert schema_errors("step-profile", profile) == []
     assert list(profile) == [key for key in StepProfileDocument.registry() if key not in MOE_KEYS]
     run = CliRunner().invoke(main, ["simulate", str(path), "--requests", "20", "--policy", "paged", "--slo",
-                                    "ttft_p90=0.05", "--no-report", "-o", str(tmp_path / "sim")],
+                                    "ttft_p90=0.05", "--spec-decode", "draft=2,accept=geometric:0.6", "--no-report",
+                                    "-o", str(tmp_path / "sim")],
                              catch_exceptions=False)
     assert run.exit_code == 0, run.output
     simulation = json.loads((tmp_path / "sim" / "simulation.json").read_text(encoding="utf-8"))
     assert schema_errors("simulation", simulation) == []
     summary = simulation["runs"][0]["summary"]
     assert list(summary) == list(Summary.registry()) and "comm_s" in simulation["runs"][0]["composition_s"]
+    assert "draft_s" in simulation["runs"][0]["composition_s"] and simulation["spec_decode"]["draft"] == 2
 
 
 def test_a_fresh_simulation_validates_and_writes_its_keys_in_the_declared_order(fresh_simulation):
     assert schema_errors("simulation", fresh_simulation) == []
-    assert list(fresh_simulation) == [key for key in SimulationDocument.registry() if key != "fleet"]  # one replica
+    # one replica, no speculative decoding
+    assert list(fresh_simulation) == [key for key in SimulationDocument.registry()
+                                      if key not in ("fleet", "spec_decode")]
     for run in fresh_simulation["runs"]:
         assert list(run) == [key for key in SimulatedPolicy.registry() if key != "fleet"]
-        # --slo: every summary key, slo included, but the all-reduces' share (TP 1 has none)
-        assert list(run["summary"]) == [key for key in Summary.registry() if key != "comm_time_share"]
+        # --slo: every summary key, slo included, but the all-reduces' share (TP 1 has none) and speculation's
+        assert list(run["summary"]) == [key for key in Summary.registry()
+                                        if key not in ("comm_time_share", "spec_decode")]
     assert any(run["capacity"]["tried"] for run in fresh_simulation["runs"])  # probes with their checks
 
 

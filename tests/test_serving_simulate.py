@@ -199,14 +199,16 @@ def test_the_step_log_gives_back_by_name_what_each_step_was_logged_with_and_take
     from roofline.serving.step_cost import StepCost
     from roofline.serving.step_log import FIELDS, StepLog
 
-    cost = StepCost(time_s=1.5, linear_s=2.5, attention_s=3.5, other_s=4.5, overhead_s=5.5, comm_s=6.5, flop=7.5,
-                    bytes=8.5, compute_bound=True)
+    cost = StepCost(time_s=1.5, linear_s=2.5, attention_s=3.5, other_s=4.5, overhead_s=5.5, comm_s=6.5, draft_s=6.75,
+                    flop=7.5, bytes=8.5, compute_bound=True)
     state = {"start_s": 9.5, "decodes": 10, "prefill_tokens": 11, "sequences": 12, "waiting": 13, "kv_tokens": 14,
-             "kv_blocks_used": 15, "wasted_slots": 16, "padding_tokens": 17, "kv_blocked": False, "preempted": 18}
+             "kv_blocks_used": 15, "wasted_slots": 16, "padding_tokens": 17, "kv_blocked": False, "preempted": 18,
+             "decode_tokens": 19}
     log = StepLog()
     log.append(cost=cost, **state)
     expected = {**{name: getattr(cost, name) for name in ("time_s", "linear_s", "attention_s", "other_s",
-                                                          "overhead_s", "comm_s", "flop", "bytes", "compute_bound")},
+                                                          "overhead_s", "comm_s", "draft_s", "flop", "bytes",
+                                                          "compute_bound")},
                 **state}
     assert set(expected) == set(FIELDS)
     for name, value in expected.items():

@@ -26,6 +26,7 @@ from roofline.serving.simulate_config import (
     refuse_static_split,
 )
 from roofline.serving.workload import check_request_count
+from roofline.step.speculative import SpecDecode, parse_spec_decode
 
 # The largest fleet a plan searches: past it a target is reported as not met (exit 0), not searched for ever.
 MAX_GPUS = MAX_REPLICAS
@@ -48,6 +49,7 @@ FLAGS: dict[str, Option] = {
     "kv_link_gbps": Option(("--kv-link-gbps",), "float",
                            help="with --disaggregate: the link the KV cache crosses, Gb/s [each profile's spec "
                                 "sheet interconnect]"),
+    "spec_decode": SIMULATE_FLAGS["spec_decode"],
     "mem_fraction": SIMULATE_FLAGS["mem_fraction"],
     "out_dir": Option(("-o", "--out-dir"), "path",
                       help="folder for plan.json and the report [results/plan-<UTC time>]"),
@@ -72,6 +74,7 @@ class PlanConfig:
     max_gpus: int = FLAGS["max_gpus"].default
     disaggregate: bool = FLAGS["disaggregate"].default
     kv_link_gbps: float | None = FLAGS["kv_link_gbps"].default
+    spec_decode: str | None = FLAGS["spec_decode"].default  # --spec-decode draft=K,accept=DIST[,drafter=D]
     mem_fraction: float = FLAGS["mem_fraction"].default
     out_dir: Path | None = FLAGS["out_dir"].default
     no_report: bool = FLAGS["no_report"].default
@@ -97,6 +100,7 @@ class PlanConfig:
         if not 0 < self.mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         check_router(self.router)
+        parse_spec_decode(self.spec_decode)
         if isinstance(self.max_gpus, bool) or not 1 <= self.max_gpus <= MAX_GPUS:
             raise BadInputError(f"--max-gpus {self.max_gpus}: give 1 to {MAX_GPUS}")
         for sku, price in self.prices:
@@ -113,6 +117,11 @@ class PlanConfig:
     @property
     def policy_list(self) -> list[Policy]:
         return list(self.policies or [parse_policy(p) for p in DEFAULT_POLICIES])
+
+    @property
+    def speculation(self) -> SpecDecode | None:
+        """``--spec-decode`` parsed (None: not asked for)."""
+        return parse_spec_decode(self.spec_decode)
 
     @property
     def price_of(self) -> dict[str, float]:

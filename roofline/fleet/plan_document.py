@@ -34,6 +34,7 @@ def plan_document(candidates: list[Candidate], plans: list[list[dict[str, Any]]]
         "host": host, "workload": {k: v for k, v in workload.items() if k != "arrivals"},
         "slo": dict(target.slo.limits_s), "rates_requests_per_s": list(target.rates), "router": target.router,
         "max_gpus": target.max_gpus, "mem_fraction": target.mem_fraction, "gpu_hour_usd": dict(prices),
+        **({"spec_decode": target.spec.to_dict()} if target.spec is not None else {}),
         "candidates": records, "answers": answers,
     }
 

@@ -57,7 +57,7 @@ def prepare_plan(config: PlanConfig, provenance: Provenance) -> Planning:
     check_fits_in_memory(requests, 1)
     slo = cast(Slo, config.slo)  # a PlanConfig always has one (it refuses a plan without)
     target = Target(requests, slo, config.rates, config.router, config.max_gpus, config.mem_fraction,
-                    config.seed, config.disaggregate)
+                    config.seed, config.disaggregate, config.speculation)
     return Planning(config, candidates, target, workload, provenance)
 
 

@@ -30,6 +30,7 @@ from roofline.serving.policies import Policy
 from roofline.serving.profile_doc import StepProfile
 from roofline.serving.simulate import simulate
 from roofline.serving.workload import Request, with_arrivals
+from roofline.step.speculative import SpecDecode
 
 # The workload's requests are replayed at each rate, so at a high rate they arrive within a short span; when that
 # span is under this many times the end-to-end latency, the run is mostly its start (queues have no time to
@@ -61,6 +62,7 @@ class Target:
     mem_fraction: float
     seed: int
     disaggregate: bool
+    spec: SpecDecode | None = None  # --spec-decode: every replica decodes speculatively
 
 
 def usd_per_million_output_tokens(usd_per_gpu_hour: float, gpus: int, tokens_per_s: float) -> float:
@@ -104,7 +106,8 @@ def one_replica_capacity(candidate: Candidate, policy: Policy, target: Target,
     profile, mem = candidate.profile, target.mem_fraction
 
     def run_at(workload):
-        return simulate(profile, workload, policy, profile.engine_overhead, mem, log_steps=False)
+        return simulate(profile, workload, policy, profile.engine_overhead, mem, log_steps=False, spec=target.spec,
+                        seed=target.seed)
 
     return capacity_under(target.requests, target.slo, run_at, target.seed, progress)
 
@@ -128,7 +131,7 @@ class RateTrial:
             layout = FleetLayout(replicas, t.router) if decode is None else \
                 FleetLayout(router=t.router, split=(replicas, decode), link=c.link)
             run = simulate_fleet(c.profile, self.workload, self.policy, layout, c.profile.engine_overhead,
-                                 t.mem_fraction, log_steps=False)
+                                 t.mem_fraction, log_steps=False, spec=t.spec, seed=t.seed)
             lat = latencies(run.requests)
             checks = t.slo.check(lat)
             met = all(check["met"] for check in checks.values())

@@ -5,7 +5,7 @@ Each replica is the serving room's own engine loop (``roofline.serving.simulate.
 order: before a request is routed at time t, every replica runs the steps that start before t (a request
 arriving at t could not join them), so the router reads each replica's state at t and the replica then sees
 the request exactly as a lone replica would.  One replica is therefore today's ``simulate``, step for step.
-Memory is each request's state and token times plus each step's 160-byte log entry: nothing is kept per
+Memory is each request's state and token times plus each step's 176-byte log entry: nothing is kept per
 request per step.
 """
 
@@ -23,6 +23,7 @@ from roofline.serving.simulate import Replica, RequestOutcome, SimulationError, 
 from roofline.serving.simulate_config import refuse_static_split
 from roofline.serving.step_log import StepLog
 from roofline.serving.workload import Request
+from roofline.step.speculative import SpecDecode
 
 
 @dataclass(frozen=True)
@@ -85,27 +86,31 @@ class Member:
 
 
 def simulate_fleet(profile: StepProfile, requests: Sequence[Request], policy: Policy | str, layout: FleetLayout,
-                   overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True
-                   ) -> FleetRun:
+                   overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True,
+                   spec: SpecDecode | None = None, seed: int = 0) -> FleetRun:
     """Run ``requests`` through the fleet of ``layout``; the pooled run with each replica's (with ``log_steps``
-    False, no replica logs its steps: the run is read for its requests only)."""
+    False, no replica logs its steps: the run is read for its requests only).  ``spec``: speculative decoding on
+    every replica, each drawing its acceptances from its own stream under ``seed``."""
     policy = parse_policy(policy) if isinstance(policy, str) else policy
-    kv_blocks = check_requests(profile, requests, policy, mem_fraction)
+    kv_blocks = check_requests(profile, requests, policy, mem_fraction, spec.draft if spec is not None else 0)
+
+    def replica(role_policy: Policy, index: int) -> Member:
+        return Member(Replica(profile, role_policy, overhead, kv_blocks, log_steps=log_steps, spec=spec, seed=seed,
+                              index=index))
+
     if any(r.after is not None for r in requests):
         raise SimulationError("a conversation's later turn is sent when the turn before it ends, on whichever "
                               "replica that was: fleets do not route conversations yet; simulate one replica")
     ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))  # the order a lone replica takes them in
     if layout.split is None:
-        front = [Member(Replica(profile, policy, overhead, kv_blocks, log_steps=log_steps))
-                 for _ in range(layout.replicas)]
+        front = [replica(policy, i) for i in range(layout.replicas)]
         return _aggregated(front, Router(layout.router), ordered, policy, overhead)
     if layout.link is None:
         raise ValueError("a disaggregated layout needs its KV link")
     refuse_static_split([policy])
     prefill, decode = layout.split
-    front = [Member(Replica(profile, policy, overhead, kv_blocks, log_steps=log_steps)) for _ in range(prefill)]
-    back = [Member(Replica(profile, DecodeOnly.of(policy), overhead, kv_blocks, log_steps=log_steps))
-            for _ in range(decode)]
+    front = [replica(policy, i) for i in range(prefill)]
+    back = [replica(DecodeOnly.of(policy), prefill + i) for i in range(decode)]
     return _disaggregated(profile, front, back, layout, ordered, policy, overhead)
 
 
@@ -199,5 +204,6 @@ def _pooled(runs: list[SimulationRun], roles: tuple[str, ...], outcomes: list[Re
     return FleetRun(policy=policy.to_dict(), requests=tuple(outcomes), steps=StepLog.joined([r.steps for r in runs]),
                     kv_blocks_total=first.kv_blocks_total, kv_tokens_capacity=first.kv_tokens_capacity,
                     overhead=overhead, shared_prefixes=any(r.shared_prefixes for r in runs),
+                    speculation=first.speculation,
                     replica_runs=tuple(runs), roles=roles, placement=placement, transfer_s=transfers,
                     busy_s=sum(r.busy_s for r in runs))

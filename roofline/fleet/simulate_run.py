@@ -39,6 +39,7 @@ from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profi
 from roofline.serving.profiles.analytic import analytic_profile_of
 from roofline.serving.simulate import SimulationRun
 from roofline.serving.simulate_config import FLAGS, SimulateConfig
+from roofline.serving.step_cost import drafter_cost_basis
 from roofline.serving.workload import Request, check_fits_in_memory, read_workload, with_arrivals
 
 # Each simulation of a capacity search as it ends, with what was searched ("capacity of continuous"): the command
@@ -130,7 +131,7 @@ class Simulation:
             if config.sweep_load else None
         document = simulation_doc.simulation_document(
             entries, self.profile, profile_path, self.workload, config.mem_fraction, provenance.tool, provenance.host,
-            provenance.argv, layout_record(self.layout) if self.layout else None, sweep)
+            provenance.argv, layout_record(self.layout) if self.layout else None, sweep, self._spec_decode())
         return SimulationOutcome(document, [entry["run"] for entry in entries], self.layout is not None)
 
     @property
@@ -140,12 +141,18 @@ class Simulation:
         return Fleet(self.profile.gpus, self.layout.size if self.layout is not None else 1, self.profile.power_figure,
                      self.config.gpu_hour_usd)
 
+    def _spec_decode(self) -> dict[str, Any] | None:
+        """The document's record of ``--spec-decode``: the setting and what its drafter was costed on."""
+        spec = self.config.speculation
+        return None if spec is None else {**spec.to_dict(), "drafter_cost": drafter_cost_basis(spec)}
+
     def _run_at(self, policy: Policy, workload: list[Request], log_steps: bool = False) -> SimulationRun:
         """One simulation of ``workload``: of the whole fleet when there is one (its capacity is the fleet's)."""
         if self.layout is not None:
             return simulate_fleet(self.profile, workload, policy, self.layout, self.overhead,
-                                  self.config.mem_fraction, log_steps)
-        return engine_loop.simulate(self.profile, workload, policy, self.overhead, self.config.mem_fraction, log_steps)
+                                  self.config.mem_fraction, log_steps, self.config.speculation, self.config.seed)
+        return engine_loop.simulate(self.profile, workload, policy, self.overhead, self.config.mem_fraction, log_steps,
+                                    self.config.speculation, self.config.seed)
 
     def _policy(self, policy: Policy, progress: ProbeReport | None) -> dict[str, Any]:
         """One policy's entry: its run and summary; with rates its curve; with an SLO its capacity (each probe

@@ -58,9 +58,11 @@ def timeline(run: SimulationRun, profile: StepProfile, kv_capacity_tokens: int |
 
 
 def composition(run: SimulationRun, with_comm: bool = False) -> dict[str, float]:
-    """Where the busy time went: seconds in linears, attention, other kernels and engine overhead, and with
-    ``with_comm`` (a profile that costs tensor-parallel all-reduces) in those all-reduces."""
-    parts = ("linear_s", "attention_s", "other_s", "overhead_s") + (("comm_s",) if with_comm else ())
+    """Where the busy time went: seconds in linears, attention, other kernels and engine overhead, with
+    ``with_comm`` (a profile that costs tensor-parallel all-reduces) in those all-reduces, and with speculative
+    decoding in the drafter's steps."""
+    parts = ("linear_s", "attention_s", "other_s", "overhead_s") + (("comm_s",) if with_comm else ()) + \
+        (("draft_s",) if run.speculation else ())
     s = step_arrays(run, parts)
     return {f"{name}": float(values.sum()) for name, values in s.items()}
 
@@ -76,10 +78,12 @@ def profile_identity(profile: StepProfile, path: str | None) -> dict[str, Any]:
 def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, profile_path: str | None,
                         workload: dict[str, Any], mem_fraction: float, tool: dict[str, Any], host: dict[str, Any],
                         argv: tuple[str, ...], fleet: dict[str, Any] | None = None,
-                        load_sweep: dict[str, Any] | None = None) -> dict[str, Any]:
+                        load_sweep: dict[str, Any] | None = None,
+                        spec_decode: dict[str, Any] | None = None) -> dict[str, Any]:
     """``entries``: per policy ``{"run", "summary", "capacity"?, "rates"?, "energy"?, "fleet"?}``; ``fleet``: the
     layout of a fleet's replicas (``roofline.fleet``; None: one replica, and no fleet keys); ``load_sweep``:
-    ``--sweep-load``'s points and front (``roofline.serving.capacity.load_sweep``; None: no key)."""
+    ``--sweep-load``'s points and front (``roofline.serving.capacity.load_sweep``; None: no key); ``spec_decode``:
+    the speculative decoding simulated (None: none, and no key)."""
     runs = []
     for entry in entries:
         run, summary = entry["run"], entry["summary"]
@@ -97,7 +101,8 @@ def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, pro
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "argv": list(argv),
         "host": host,
         "profile": profile_identity(profile, profile_path),
-        "workload": workload, "mem_fraction": mem_fraction, **({"fleet": fleet} if fleet else {}), "runs": runs,
+        "workload": workload, "mem_fraction": mem_fraction, **({"fleet": fleet} if fleet else {}),
+        **({"spec_decode": spec_decode} if spec_decode else {}), "runs": runs,
         **({"load_sweep": load_sweep} if load_sweep else {}),
     }
 

@@ -6,7 +6,9 @@ capacity search read the same numbers.
 The definitions are vLLM's serving benchmark's (docs/serving.md): TTFT from arrival to the first token; TPOT the
 request's mean gap after its first token; ITL every gap between two consecutive tokens of a request, pooled over
 all requests before any percentile is taken, so one long stall is a tail gap and is not averaged away as TPOT
-averages it; end-to-end from arrival to the last token."""
+averages it; end-to-end from arrival to the last token.  Tokens that arrive together (a speculative step's accepted
+drafts and its own token) are one chunk, as vLLM streams them: ITL is the gap between chunks, one per chunk after
+the first, while TPOT stays per output token."""
 
 from __future__ import annotations
 
@@ -60,8 +62,10 @@ def span_s(requests: Sequence[Timed]) -> float:
 
 
 def inter_token_latencies_s(request: Timed) -> np.ndarray:
-    """The request's gaps between consecutive output tokens, in order (one fewer than its tokens)."""
-    return np.diff(np.asarray(request.token_times_s, dtype=float))
+    """The request's gaps between consecutive chunks of output tokens, in order (one fewer than its tokens when
+    each token is its own chunk; tokens that share their time are one chunk)."""
+    gaps = np.diff(np.asarray(request.token_times_s, dtype=float))
+    return gaps[gaps > 0]
 
 
 def _gaps_and_owners(requests: Sequence[Timed]) -> tuple[np.ndarray, np.ndarray]:
@@ -78,7 +82,10 @@ def _gaps_and_owners(requests: Sequence[Timed]) -> tuple[np.ndarray, np.ndarray]
     seams = np.cumsum(counts)[:-1] - 1
     keep[seams[(seams >= 0) & (seams < len(gaps))]] = False
     owners = np.repeat(np.arange(len(requests)), np.maximum(counts - 1, 0))
-    return gaps[keep], owners
+    gaps = gaps[keep]
+    # Tokens of one chunk share their time: no gap between them (vLLM's ITL is one gap per streamed chunk).
+    chunk = gaps > 0
+    return gaps[chunk], owners[chunk]
 
 
 def pooled_inter_token_latencies_s(requests: Sequence[Timed]) -> np.ndarray:

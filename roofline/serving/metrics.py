@@ -152,6 +152,8 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
     if "comm_time_share" in out and out["binding_limit"] != "communication":  # their share, binding or not
         out["binding_sentence"] += (f" The tensor-parallel all-reduces take {out['comm_time_share']:.0%} of the "
                                     "busy time.")
+    if run.speculation:
+        out["spec_decode"] = speculation_figures(run)
     out["warnings"] = [] if run.policy.get("prefix_cache") or not run.shared_prefixes else [uncached_warning(run)]
     if out["kv_occupancy_max"] is not None and out["kv_occupancy_max"] > 1:
         # Only policies without a block-limited cache can get here: they model kernels, not memory.
@@ -179,6 +181,17 @@ def energy_figures(output_tokens: int, busy_s: float, makespan_s: float, gpus: i
             "gpu_hours": gpu_hours, "usd_per_gpu_hour": usd_per_gpu_hour,
             "tokens_per_usd": output_tokens / (gpu_hours * usd_per_gpu_hour)
             if usd_per_gpu_hour is not None and gpu_hours > 0 else None}
+
+
+def speculation_figures(run: SimulationRun) -> dict[str, Any]:
+    """Tokens a decoding sequence gained per step, mean over the run's decode sequence-steps (a static batch's
+    finished slots not counted; None when no sequence decoded: every output one token), and how many sequence-steps
+    that is."""
+    s = step_arrays(run, ("decodes", "wasted_slots", "decode_tokens"))
+    sequence_steps = int((s["decodes"] - s["wasted_slots"]).sum())
+    tokens = float(s["decode_tokens"].sum())
+    return {"tokens_per_sequence_step": tokens / sequence_steps if sequence_steps else None,
+            "sequence_steps": sequence_steps}
 
 
 def prefix_figures(run: SimulationRun) -> dict[str, Any]:

@@ -156,8 +156,8 @@ class Paged(Continuous):
 
 @dataclass(frozen=True)
 class Chunked(Policy):
-    """Sarathi-style stall-free batching: every decode first, then prefill chunks in arrival order until the
-    step holds ``budget`` tokens.  KV as ``paged``."""
+    """Sarathi-style stall-free batching: every decode first (each its K + 1 verified tokens under speculative
+    decoding), then prefill chunks in arrival order until the step holds ``budget`` tokens.  KV as ``paged``."""
 
     budget: int = 512
     pad_q: int = 0  # > 0: the step is packed and padded as transformers' CUDA graphs run it (``Packing``)
@@ -178,7 +178,8 @@ class Chunked(Policy):
 
     def schedule(self, engine) -> StepPlan:
         decodes = engine.decodable()
-        room = self.budget - len(decodes)
+        # A speculative decode verifies its drafts too: 1 + lookahead tokens of the budget each.
+        room = self.budget - len(decodes) * (1 + engine.lookahead)
         chunks = []
         for seq in engine.prefilling():
             if room <= 0:

@@ -322,9 +322,18 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
         lines.append(moe)
     if document.get("fleet"):
         lines.append(_fleet_sentence(document["fleet"], p["tp"]))
+    spec = document.get("spec_decode")
+    if spec:
+        lines.append(f"Speculative decoding {spec['spelled']}: {spec['draft']} draft tokens a step, "
+                     f"{spec['tokens_per_step']:.2f} tokens per sequence-step expected; the drafter: "
+                     f"{spec.get('drafter_cost') or spec['drafter']}.")
     shared = shares_prefixes(document)
     for entry in document["runs"]:
         lines.append(f"{entry['policy']['policy']}: {entry['summary']['binding_sentence']}")
+        figures = entry["summary"].get("spec_decode")
+        if figures and figures["tokens_per_sequence_step"] is not None:
+            lines.append(f"{entry['policy']['policy']}: {figures['tokens_per_sequence_step']:.2f} tokens per "
+                         f"sequence-step (over {figures['sequence_steps']:,} decoding sequence-steps).")
         if shared and entry["summary"].get("prefix_hit_rate") is not None:
             lines.append(f"{entry['policy']['policy']}: {_prefix_sentence(entry['summary'])}")
         if entry.get("fleet"):

@@ -4,7 +4,9 @@ model says how long the step takes, the clock jumps by that much.
 Events are engine steps (and arrivals while the engine is idle); nothing happens between them, so a run of
 10,000 requests is a few tens of thousands of steps of plain Python.  Tokens are emitted at the end of the
 step that computes them: a step that completes a prompt's prefill emits its first token.  Each token's time is
-kept (8 bytes a token, in an ``array``), for the inter-token latency.
+kept (8 bytes a token, in an ``array``), for the inter-token latency.  With speculative decoding
+(``roofline.step.speculative``) a decoding sequence verifies K drafts a step and gains 1 + the accepted drafts,
+drawn from the acceptance distribution (seeded), every one at the step's end.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from roofline.serving.step_cost import CostModel
 from roofline.serving.step_log import StepLog
 from roofline.serving.workload import Request
 from roofline.specs.models import past_context_window
+from roofline.step.speculative import SpecDecode, acceptance_rng
 
 
 class SimulationError(BadInputError):
@@ -70,6 +73,7 @@ class SimulationRun:
     # Seconds the engine ran steps, summed as it ran them: a run without a step log still has its busy time (what
     # energy is charged on).
     busy_s: float = 0.0
+    speculation: dict[str, Any] | None = None  # --spec-decode: SpecDecode.to_dict() (None: one token a step)
 
     @property
     def makespan_s(self) -> float:
@@ -118,7 +122,7 @@ class Engine:
     ``take_waiting``, ``decodable``, ``prefilling``."""
 
     def __init__(self, requests: Sequence[Request], kv_blocks: int | None, block: int,
-                 prefix_cache: bool = False) -> None:
+                 prefix_cache: bool = False, spec: SpecDecode | None = None, seed: int = 0, index: int = 0) -> None:
         # A conversation's later turn waits for the turn before it to end: it is sent (think_s later) only then.
         self.followers = {r.after: Seq(r) for r in requests if r.after is not None}
         self.pending = sorted((Seq(r) for r in requests if r.after is None), key=_arrival)
@@ -134,6 +138,12 @@ class Engine:
         self.kv_tokens = 0  # held by running sequences (a static batch's are summed when its step is logged)
         self.left_running = False  # a sequence finished this step: filter the running list once
         self.finished_log: list[Seq] | None = None  # a list: every sequence that finishes, in order (a fleet's)
+        # Speculative decoding: each decode verifies spec.draft drafts, whose KV needs room (vLLM's lookahead
+        # slots) before the step runs; the accepted counts are drawn from the replica's own stream.
+        self.spec = spec
+        self.lookahead = spec.draft if spec is not None else 0
+        self.rng = acceptance_rng(seed, index) if spec is not None else None
+        self.step_tokens = 0  # tokens the last step's decodes emitted
 
     def arrive(self) -> None:
         while self.next_arrival < len(self.pending) and \
@@ -179,18 +189,18 @@ class Engine:
         kv = self.kv
         if kv is None:  # no blocks to find: every prefilled sequence decodes
             return [s for s in self.running if s.prefill_left == 0]
-        out, block = [], kv.block
+        out, block, ahead = [], kv.block, 1 + self.lookahead
         for seq in list(self.running):
             if seq.prefill_left > 0 or not seq.active:
                 continue
-            if seq.kv_tokens + 1 > seq.blocks * block:
+            while seq.active and seq.kv_tokens + ahead > seq.blocks * block:
                 while not kv.spare() and seq.active:
                     self.preempt(self.running[-1])
-                if not seq.active:
-                    continue
-                kv.take(1)
-                seq.blocks += 1
-            out.append(seq)
+                if seq.active:
+                    kv.take(1)
+                    seq.blocks += 1
+            if seq.active:
+                out.append(seq)
         return out
 
     def preempt(self, seq: Seq) -> None:
@@ -231,9 +241,14 @@ class Engine:
 
     def apply(self, plan: StepPlan) -> int:
         """Advance every sequence in the plan by what the step computed; returns the wasted slots."""
-        wasted = 0
         now = self.clock_s
+        if self.spec is not None:
+            self.kv_tokens += sum(t for _, t in plan.chunks)
+            wasted = self._speculate(plan.decodes, now)
+            return self._apply_chunks(plan, wasted)
+        wasted = 0
         self.kv_tokens += len(plan.decodes) + sum(t for _, t in plan.chunks)
+        self.step_tokens = len(plan.decodes)
         for seq in plan.decodes:  # the hot loop: emit() inlined (a decode is never a sequence's first token)
             seq.kv_tokens += 1
             if seq.finished:
@@ -243,6 +258,30 @@ class Engine:
             seq.token_times.append(now)
             if seq.generated >= seq.output_tokens:
                 self.finish(seq)
+        self.step_tokens -= wasted
+        return self._apply_chunks(plan, wasted)
+
+    def _speculate(self, decodes: list[Seq], now: float) -> int:
+        """Each decode's verification: 1 + accepted drafts (drawn), never past its output; the rejected drafts'
+        KV is dropped, the accepted tokens' kept.  Returns the wasted slots (static: already finished)."""
+        assert self.spec is not None and self.rng is not None
+        wasted = emitted = 0
+        for seq, drawn in zip(decodes, self.spec.draw(self.rng, len(decodes)).tolist(), strict=True):
+            tokens = 1 if seq.finished else min(drawn, seq.output_tokens - seq.generated)
+            seq.kv_tokens += tokens
+            self.kv_tokens += tokens
+            if seq.finished:
+                wasted += 1
+                continue
+            seq.generated += tokens
+            emitted += tokens
+            seq.token_times.extend([now] * tokens)
+            if seq.generated >= seq.output_tokens:
+                self.finish(seq)
+        self.step_tokens = emitted
+        return wasted
+
+    def _apply_chunks(self, plan: StepPlan, wasted: int) -> int:
         for seq, tokens in plan.chunks:
             seq.prefill_left = max(0, seq.prefill_left - tokens)
             seq.kv_tokens += tokens
@@ -280,10 +319,11 @@ def kv_block_count(profile: StepProfile, block: int, mem_fraction: float) -> int
     return kv_blocks_that_fit(profile, mem_fraction, block)
 
 
-def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Policy, mem_fraction: float
-                   ) -> int | None:
+def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Policy, mem_fraction: float,
+                   lookahead: int = 0) -> int | None:
     """Refuse what no replica of ``profile`` can serve (a request past the context window, past the profile's
-    largest context, or larger than the whole KV cache); the policy's KV blocks (None: it keeps no block cache)."""
+    largest context, or larger than the whole KV cache with ``lookahead`` draft tokens' room); the policy's KV
+    blocks (None: it keeps no block cache)."""
     if not requests:
         raise SimulationError("no requests to simulate")
     turns = [r.after for r in requests if r.after is not None]
@@ -302,9 +342,10 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
                               f"max context of {limit} tokens: profile with a larger --max-context")
     kv_blocks = kv_block_count(profile, policy.block, mem_fraction) if policy.paged else None
     if kv_blocks is not None:
-        if -(-longest // policy.block) > kv_blocks:
-            raise SimulationError(f"a request of {longest} tokens needs more than the {kv_blocks} KV blocks of "
-                                  f"{policy.block} tokens the memory holds")
+        if -(-(longest + lookahead) // policy.block) > kv_blocks:
+            drafts = f" (and {lookahead} draft tokens)" if lookahead else ""
+            raise SimulationError(f"a request of {longest} tokens{drafts} needs more than the {kv_blocks} KV blocks "
+                                  f"of {policy.block} tokens the memory holds")
     return kv_blocks
 
 
@@ -320,10 +361,13 @@ class Replica:
     time order, which gives the same steps because a step only takes requests that arrived by its start."""
 
     def __init__(self, profile: StepProfile, policy: Policy, overhead: EngineOverhead | None, kv_blocks: int | None,
-                 requests: Sequence[Request] = (), log_steps: bool = True) -> None:
-        self.policy, self.kv_blocks = policy, kv_blocks
-        self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache)
-        self.model = CostModel(profile, overhead)
+                 requests: Sequence[Request] = (), log_steps: bool = True, spec: SpecDecode | None = None,
+                 seed: int = 0, index: int = 0) -> None:
+        """``spec``: speculative decoding, its acceptances drawn under ``seed`` (``index``: the replica's stream
+        in a fleet)."""
+        self.policy, self.kv_blocks, self.spec = policy, kv_blocks, spec
+        self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache, spec, seed, index)
+        self.model = CostModel(profile, overhead, spec)
         self.steps = StepLog()
         self.busy_s = 0.0
         # A run read only for its requests' latencies (a capacity probe) keeps no step: at a low rate every
@@ -365,8 +409,10 @@ class Replica:
             engine.clock_s = max(engine.clock_s, engine.pending[engine.next_arrival].request.arrival_s)
             return True
         # A static cache is attended whole (masked); otherwise each decode reads its own context and its new token.
-        context_sum = len(plan.decodes) * plan.attended_tokens if plan.attended_tokens else \
-            sum(s.kv_tokens for s in plan.decodes) + len(plan.decodes)
+        # A verification's K + 1 new tokens are in the context it attends (its drafts included).
+        queries = 1 + engine.lookahead
+        context_sum = len(plan.decodes) * (plan.attended_tokens + queries - 1) if plan.attended_tokens else \
+            sum(s.kv_tokens for s in plan.decodes) + len(plan.decodes) * queries
         cost = self.model.cost(len(plan.decodes), context_sum, [(t, s.kv_tokens) for s, t in plan.chunks],
                                plan.packed)
         start_s = engine.clock_s
@@ -386,7 +432,7 @@ class Replica:
             kv_blocks_used=None if engine.kv is None else engine.kv.in_use(),
             wasted_slots=wasted,
             padding_tokens=sum(padded - s.request.prompt_tokens for s, _ in plan.chunks) if padded else 0,
-            kv_blocked=engine.kv_blocked, preempted=engine.preempted)
+            kv_blocked=engine.kv_blocked, preempted=engine.preempted, decode_tokens=engine.step_tokens)
         return True
 
     def finish(self) -> None:
@@ -404,16 +450,18 @@ class Replica:
         return SimulationRun(policy=policy.to_dict(), requests=self.outcomes(), steps=self.steps,
                              kv_blocks_total=self.kv_blocks,
                              kv_tokens_capacity=self.kv_blocks * policy.block if self.kv_blocks is not None else None,
-                             overhead=overhead, shared_prefixes=self.engine.shared, busy_s=self.busy_s)
+                             overhead=overhead, shared_prefixes=self.engine.shared, busy_s=self.busy_s,
+                             speculation=self.spec.to_dict() if self.spec is not None else None)
 
 
 def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,
-             overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True
-             ) -> SimulationRun:
+             overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True,
+             spec: SpecDecode | None = None, seed: int = 0) -> SimulationRun:
     """Run ``requests`` through one replica under ``policy``; per-request times and a record per step (with
-    ``log_steps`` False, an empty step log: the run is read for its requests only)."""
+    ``log_steps`` False, an empty step log: the run is read for its requests only).  ``spec``: speculative
+    decoding, its acceptances drawn under ``seed``."""
     policy = parse_policy(policy) if isinstance(policy, str) else policy
-    replica = Replica(profile, policy, overhead, check_requests(profile, requests, policy, mem_fraction), requests,
-                      log_steps)
+    kv_blocks = check_requests(profile, requests, policy, mem_fraction, spec.draft if spec is not None else 0)
+    replica = Replica(profile, policy, overhead, kv_blocks, requests, log_steps, spec, seed)
     replica.finish()
     return replica.run(overhead)

@@ -31,6 +31,7 @@ from roofline.serving.policies import (
 )
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
 from roofline.serving.workload import check_request_count, parse_prefix, parse_sessions
+from roofline.step.speculative import SpecDecode, parse_spec_decode
 
 # The options that build an analytic profile (beside a PROFILE.json they would be silently ignored).
 MODEL_FLAGS: dict[str, Option] = {
@@ -83,6 +84,10 @@ FLAGS: dict[str, Option] = {
     **{term: Option((flag,), "float", help=OVERHEAD_HELP[term]) for term, flag in zip(
         EngineOverhead.TERMS, ("--overhead-s", "--overhead-per-seq-s", "--overhead-per-cached-token-s",
                                "--overhead-per-prefill-s"), strict=True)},
+    "spec_decode": Option(("--spec-decode",), metavar="draft=K,accept=DIST[,drafter=D]",
+                          help="speculative decoding: K draft tokens a step from the drafter (mtp, an MTP head, or "
+                               "a profiles/models id), accepted as DIST (geometric:P or hist:p0/.../pK), each "
+                               "decode verifying K + 1 tokens and gaining 1 + the accepted drafts (seeded by --seed)"),
     "mem_fraction": Option(("--mem-fraction",), "float", 0.9, show_default=True,
                            help="share of memory for weights + KV"),
     "slo": Option(("--slo",), help="latency objectives METRIC_pNN=SECONDS, METRIC ttft, tpot, itl or e2e, "
@@ -158,6 +163,7 @@ class SimulateConfig:
     per_sequence_s: float | None = FLAGS["per_sequence_s"].default
     per_cached_token_s: float | None = FLAGS["per_cached_token_s"].default
     per_prefill_step_s: float | None = FLAGS["per_prefill_step_s"].default
+    spec_decode: str | None = FLAGS["spec_decode"].default  # --spec-decode draft=K,accept=DIST[,drafter=D]
     mem_fraction: float = FLAGS["mem_fraction"].default
     slo: Slo | None = FLAGS["slo"].default
     rates: tuple[float, ...] = ()
@@ -189,6 +195,7 @@ class SimulateConfig:
         if self.gpu_hour_usd is not None and number_refusal(self.gpu_hour_usd, low=0):
             raise BadInputError(f"--gpu-hour-usd {self.gpu_hour_usd:g}: {number_refusal(self.gpu_hour_usd, low=0)} "
                                 "(USD per GPU-hour)")
+        parse_spec_decode(self.spec_decode)
         if not self.trace:  # a trace's own length is counted as it is read
             check_request_count(self.requests)
         if self.prefix:
@@ -209,6 +216,11 @@ class SimulateConfig:
     def overhead_given(self) -> dict[str, float]:
         """The overhead terms typed on the command line, by EngineOverhead term."""
         return {term: getattr(self, term) for term in EngineOverhead.TERMS if getattr(self, term) is not None}
+
+    @property
+    def speculation(self) -> SpecDecode | None:
+        """``--spec-decode`` parsed (None: not asked for)."""
+        return parse_spec_decode(self.spec_decode)
 
     @property
     def policy_list(self) -> list[Policy]:

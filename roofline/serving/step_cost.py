@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from roofline.core.counting import NO_WORK, attention_extent
+from roofline.core.errors import BadInputError
 from roofline.serving.policies import Packing
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D, Table2D
+from roofline.specs.gpus import SpecError
 from roofline.step.launches import Batch
+from roofline.step.speculative import SpecDecode, drafter_roof_s, drafter_step, drafter_work
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,19 @@ class StepCost:
     other_s: float
     overhead_s: float
     comm_s: float  # the tensor-parallel all-reduces (0 without a comm table)
+    draft_s: float  # speculative decoding: the drafter's steps (0 without --spec-decode)
     flop: float
     bytes: float
     compute_bound: bool
+
+
+def drafter_cost_basis(spec: SpecDecode) -> str:
+    """What ``CostModel`` costs the drafter's steps on, in words (the simulation document's ``drafter_cost``)."""
+    if spec.drafter == "mtp":
+        return (f"{spec.draft} steps of an MTP head, each one layer of the profile's decode step (its layers' time "
+                "over the layer count) and the profile's LM head")
+    return (f"{spec.draft} decode steps of {spec.drafter}, each launch on the profile's roofline (its bandwidth and "
+            "peak FLOP/s): the profile has no table of the draft model")
 
 
 def _bracket(grid: Sequence[int], x: float) -> tuple[int, float]:
@@ -68,10 +81,19 @@ class CostModel:
     count (cached: a simulation meets few), attention's from its per-layer coefficients (linear in queries, keys and
     query-key pairs), so a simulation of 10,000 requests stays fast."""
 
-    def __init__(self, profile: StepProfile, overhead: EngineOverhead | None = None) -> None:
+    def __init__(self, profile: StepProfile, overhead: EngineOverhead | None = None,
+                 spec: SpecDecode | None = None) -> None:
         self.profile, self.layers = profile, profile.layers
-        self.overhead = overhead
+        self.overhead, self.spec = overhead, spec
         self.step = profile.step_model()
+        try:
+            self.drafter = drafter_step(self.step, spec) if spec is not None else None
+        except (BadInputError, SpecError) as exc:  # an unknown draft model, said with the option that named it
+            words = str(exc).replace("--hf-config PATH", "drafter=CONFIG.json")  # how a drafter names a file
+            raise BadInputError(f"--spec-decode drafter={spec.drafter if spec else ''}: {words}") from None
+        if spec is not None and spec.drafter != "mtp" and not profile.roof:
+            raise BadInputError(f"--spec-decode drafter={spec.drafter}: the draft model is costed on the profile's "
+                                "roofline, and this profile has none")
         model = self.step.model
         self.full_layers = model.layers - model.sliding_layers
         self.sliding_layers, self.window = model.sliding_layers, model.sliding_window
@@ -98,7 +120,7 @@ class CostModel:
         for layers, window in ((self.full_layers, None), (self.sliding_layers, self.window)):
             if not layers:
                 continue
-            extent = attention_extent(batch.context_sum, batch.decodes, batch.chunks, window)
+            extent = attention_extent(batch.context_sum, batch.decodes, batch.chunks, window, batch.queries)
             flop += layers * sum(w.flop * x for w, x in zip(self.attention_per, extent, strict=True))
             nbytes += layers * sum(w.bytes * x for w, x in zip(self.attention_per, extent, strict=True))
         return flop, nbytes
@@ -112,7 +134,8 @@ class CostModel:
         profile's chunk table: masked, K and V repeated, as transformers' ``paged|sdpa`` runs it); the FLOP and
         bytes stay the useful work's."""
         p, step = self.profile, self.step
-        group = Batch(decodes, context_sum, tuple(chunks))
+        spec = self.spec if decodes else None
+        group = Batch(decodes, context_sum, tuple(chunks), spec.queries if spec else 1)
         batch = step.rank_batch(group)
         tokens, logits = step.rank_tokens(group.tokens), step.rank_tokens(group.logits)
         _, keys_read, _ = attention_extent(batch.context_sum, batch.decodes, batch.chunks)
@@ -135,10 +158,41 @@ class CostModel:
         linear_flop, linear_bytes = self._linear_work(group.tokens, group.logits) if group.tokens else (0.0, 0.0)
         attention_flop, attention_bytes = self._attention_work(batch)
         flop, nbytes = linear_flop + attention_flop, linear_bytes + attention_bytes
-        return StepCost(time_s=linear_s + attention_s + other_s + overhead_s + comm_s, linear_s=linear_s,
-                        attention_s=attention_s, other_s=other_s, overhead_s=overhead_s, comm_s=comm_s, flop=flop,
-                        bytes=nbytes,
+        draft_s = 0.0
+        if spec is not None and self.drafter is not None:
+            # The drafter reads each sequence's context without the drafts: K steps of one token per sequence.
+            plain = context_sum - decodes * (spec.queries - 1)
+            draft_s = self._draft_s(decodes, plain)
+            draft_flop, draft_bytes = drafter_work(self.drafter, decodes, plain, spec.draft)
+            flop, nbytes = flop + draft_flop, nbytes + draft_bytes
+        return StepCost(time_s=linear_s + attention_s + other_s + overhead_s + comm_s + draft_s, linear_s=linear_s,
+                        attention_s=attention_s, other_s=other_s, overhead_s=overhead_s, comm_s=comm_s,
+                        draft_s=draft_s, flop=flop, bytes=nbytes,
                         compute_bound=self.ridge is not None and flop >= self.ridge * nbytes)
+
+    def _draft_s(self, decodes: int, context_sum: float) -> float:
+        """The drafter's K steps of one token per sequence (``context_sum``: the contexts without the drafts).
+        An MTP head is one more layer of the target with its LM head: each step the profile's plain decode step
+        of ``decodes`` sequences, its layers' part (linears, attention, other kernels, all-reduces) over the
+        layer count, plus the LM head whole.  A draft model is another model the profile has no table of: its
+        launches on the profile's roofline (``roofline.step.speculative.drafter_roof_s``)."""
+        spec, drafter = self.spec, self.drafter
+        assert spec is not None and drafter is not None
+        if spec.drafter != "mtp":
+            roof = self.profile.roof or {}
+            return drafter_roof_s(drafter, decodes, context_sum, spec.draft, roof["bandwidth_bytes_per_s"],
+                                  roof.get("peak_flop_per_s"))
+        p, step = self.profile, self.step
+        group = Batch(decodes, context_sum)
+        tokens = step.rank_tokens(decodes)
+        head_s = interp1(p.lm_head.tokens, p.lm_head.time_s, tokens)
+        layers_s = self._linear_s(tokens, 0) + self._grouped_s(step.grouped_tokens(decodes)) + \
+            self._attention_s(step.rank_batch(group))
+        if p.other is not None:
+            layers_s += interp1(p.other.grid, p.other.time_s, tokens)
+        if p.comm is not None:
+            layers_s += self.layers * p.comm.per_layer * interp1(p.comm.tokens, p.comm.time_s, tokens)
+        return spec.draft * (layers_s / self.layers + head_s)
 
     def _linear_s(self, tokens: int, logits: int) -> float:
         p, out = self.profile, 0.0
@@ -161,7 +215,17 @@ class CostModel:
         decode at ``min(context, window)``, a prefill chunk scaled by the share of its query-key pairs the window
         keeps."""
         p, out = self.profile, 0.0
-        if batch.decodes:
+        if batch.decodes and batch.queries > 1:
+            # A verification's K + 1 queries per sequence attend over its cache and causally among themselves:
+            # a prefill chunk of K + 1 tokens over a cached prefix, the chunk table's case (the decode table times
+            # one query per sequence; read at B × (K + 1) rows it would read each cache K + 1 times).  At the
+            # sequences' mean context, as the decode table is read.
+            prefix = batch.context_sum / batch.decodes - batch.queries
+            out += batch.decodes * self.full_layers * self._prefill_attention_s(batch.queries, prefix)
+            if self.sliding_layers:
+                out += batch.decodes * self.sliding_layers * self._prefill_attention_s(
+                    batch.queries, min(prefix, self.window or prefix))
+        elif batch.decodes:
             mean = batch.context_sum / batch.decodes
             out += self.full_layers * interp2(p.decode_attention, batch.decodes, mean)
             if self.sliding_layers:
@@ -175,7 +239,7 @@ class CostModel:
                 out += self.sliding_layers * whole * (kept / pairs if pairs else 0.0)
         return out
 
-    def _prefill_attention_s(self, chunk: int, prefix: int) -> float:
+    def _prefill_attention_s(self, chunk: int, prefix: float) -> float:
         p = self.profile
         whole: Table1D = p.prefill_attention
         if prefix == 0:

@@ -36,6 +36,7 @@ class StepRecord(StepCost):
     padding_tokens: int  # static: prompt tokens of padding prefilled
     kv_blocked: bool  # a waiting request was refused for lack of KV blocks
     preempted: int
+    decode_tokens: int  # tokens the step's decodes emitted (speculative decoding: accepted drafts + 1 each)
 
 
 COST_FIELDS = tuple(f.name for f in fields(StepCost))
@@ -43,7 +44,7 @@ FIELDS = tuple(f.name for f in fields(StepRecord))  # the cost's fields first, t
 _INDEX = {name: i for i, name in enumerate(FIELDS)}
 _WIDTH = len(FIELDS)
 _INTEGERS = frozenset({"decodes", "prefill_tokens", "sequences", "waiting", "kv_tokens", "wasted_slots",
-                       "padding_tokens", "preempted"})
+                       "padding_tokens", "preempted", "decode_tokens"})
 _BOOLEANS = frozenset({"compute_bound", "kv_blocked"})
 
 
@@ -72,12 +73,12 @@ class StepLog(Sequence[StepRecord]):
 
     def append(self, *, cost: StepCost, start_s: float, decodes: int, prefill_tokens: int, sequences: int,
                waiting: int, kv_tokens: int, kv_blocks_used: int | None, wasted_slots: int, padding_tokens: int,
-               kv_blocked: bool, preempted: int) -> None:
+               kv_blocked: bool, preempted: int, decode_tokens: int) -> None:
         """One step's record, every field by name: twelve positional numbers are easy to swap unseen."""
         self._extend((cost.time_s, cost.linear_s, cost.attention_s, cost.other_s, cost.overhead_s, cost.comm_s,
-                      cost.flop, cost.bytes, cost.compute_bound, start_s, decodes, prefill_tokens, sequences,
-                      waiting, kv_tokens, math.nan if kv_blocks_used is None else kv_blocks_used, wasted_slots,
-                      padding_tokens, kv_blocked, preempted))
+                      cost.draft_s, cost.flop, cost.bytes, cost.compute_bound, start_s, decodes, prefill_tokens,
+                      sequences, waiting, kv_tokens, math.nan if kv_blocks_used is None else kv_blocks_used,
+                      wasted_slots, padding_tokens, kv_blocked, preempted, decode_tokens))
 
     def column(self, name: str) -> np.ndarray:
         """Field ``name`` of every step, as float64 (a copy: the log may still grow)."""

@@ -125,3 +125,37 @@ def drafter_step(step, spec: SpecDecode):
         return StepModel.of(model, step.parallelism.tp, 1, step.dtype, step.kv_dtype)
     except SpecError:
         return StepModel.of(model, 1, 1, step.dtype, step.kv_dtype)
+
+
+def drafter_work(drafter, decodes: int, context_sum: float, draft: int) -> tuple[float, float]:
+    """(FLOP, bytes) of the drafter's ``draft`` steps of ``decodes`` sequences whose contexts sum to
+    ``context_sum``, on one GPU (the launches ``gpubench decode --spec-decode`` counts)."""
+    from roofline.step.launches import Batch
+
+    work = drafter.work(Batch(decodes, context_sum)).total
+    return draft * work.flop, draft * work.bytes
+
+
+def drafter_roof_s(drafter, decodes: int, context_sum: float, draft: int, bandwidth_bytes_per_s: float,
+                   peak_flop_per_s: float | None) -> float:
+    """Seconds of the drafter's ``draft`` steps on a roofline: each launch the slower of its bytes at
+    ``bandwidth_bytes_per_s`` and its FLOP at ``peak_flop_per_s`` (None: bytes only), as ``gpubench decode
+    --analytic`` times the drafter's launches."""
+    from roofline.step.launches import Batch
+
+    seconds = 0.0
+    for launch in drafter.launches(Batch(decodes, context_sum)):
+        memory = launch.work.bytes / bandwidth_bytes_per_s
+        compute = launch.work.flop / peak_flop_per_s if peak_flop_per_s else 0.0
+        seconds += launch.count * max(memory, compute)
+    return draft * seconds
+
+
+# The acceptance draws' stream beside the workload's (numpy's default_rng(seed) draws the lengths): one seed, two
+# independent streams, so turning speculation on never changes the workload drawn.
+ACCEPTANCE_STREAM = 0x5EC
+
+
+def acceptance_rng(seed: int, replica: int = 0) -> np.random.Generator:
+    """The generator of one replica's acceptance draws under ``--seed``."""
+    return np.random.default_rng((seed, ACCEPTANCE_STREAM, replica))

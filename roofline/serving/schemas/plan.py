@@ -13,7 +13,14 @@ from roofline.result.json_schema import shaped_key as key
 from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
 from roofline.serving.policies import ROUTER_NAMES
-from roofline.serving.schemas.simulation import Capacity, KvLinkRecord, PolicyRecord, ProfileIdentity, Workload
+from roofline.serving.schemas.simulation import (
+    Capacity,
+    KvLinkRecord,
+    PolicyRecord,
+    ProfileIdentity,
+    SpecDecodeSetting,
+    Workload,
+)
 from roofline.serving.schemas.step_profile import StepPower
 
 PLAN_VERSION = 1
@@ -132,6 +139,8 @@ class PlanDocument(Record):
     mem_fraction: Any = key("number", required=True, doc="share of device memory for weights and KV")
     gpu_hour_usd: Any = key("object", values="number", unit="USD", required=True,
                             doc="--gpu-hour-usd: price per GPU-hour by SKU")
+    spec_decode: Any = key("object", record=SpecDecodeSetting, nullable=False,
+                           doc="--spec-decode: every replica decodes speculatively (absent: none)")
     candidates: Any = key("array", items="object", item_record=PlanCandidate, required=True,
                           doc="one per profile given")
     answers: Any = key("array", items="object", item_record=PlanAnswer, nullable=False,

@@ -120,6 +120,15 @@ class SloSummary(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SpecDecodeFigures(Record):
+    SECTION: ClassVar[str] = "runs[].summary.spec_decode"
+    tokens_per_sequence_step: Any = key("number", required=True, nullable=True,
+                                        doc="tokens a decoding sequence gained per step, mean over the run (1 + the "
+                                            "accepted drafts, cut at each output's end; null: no sequence decoded)")
+    sequence_steps: Any = key("integer", required=True, doc="decoding sequence-steps it is the mean over")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Summary(Record):
     SECTION: ClassVar[str] = "runs[].summary"
     requests: Any = key("integer", required=True, doc="requests served")
@@ -161,6 +170,8 @@ class Summary(Record):
                              choices=("kv-cache", "engine-overhead", "communication", "compute", "bandwidth"),
                              doc="the limit that binds")
     binding_sentence: Any = key("string", required=True, doc="the sentence naming it")
+    spec_decode: Any = key("object", record=SpecDecodeFigures, nullable=False,
+                           doc="--spec-decode: the accepted tokens measured (absent: no speculative decoding)")
     warnings: Any = key("array", items="string", required=True, doc="what the run could not model")
 
 
@@ -173,6 +184,8 @@ class Composition(Record):
     overhead_s: Any = key("number", unit="s", required=True, doc="engine overhead")
     comm_s: Any = key("number", unit="s", nullable=False,
                       doc="in tensor-parallel all-reduces (absent: the profile costs none)")
+    draft_s: Any = key("number", unit="s", nullable=False,
+                       doc="in the drafter's steps (absent: no speculative decoding)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,6 +344,18 @@ class LoadSweep(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SpecDecodeSetting(Record):
+    SECTION: ClassVar[str] = "spec_decode"
+    draft: Any = key("integer", required=True, doc="draft tokens each decode verifies a step (K)")
+    accept: Any = key("array", items="number", required=True,
+                      doc="P(0, 1, ..., K drafts accepted): geometric:P expanded, or hist: as given")
+    drafter: Any = key("string", required=True, doc="mtp (a one-layer MTP head) or the draft model's id or file")
+    tokens_per_step: Any = key("number", required=True, doc="1 + the accepted drafts, the distribution's mean")
+    spelled: Any = key("string", required=True, doc="--spec-decode as given")
+    drafter_cost: Any = key("string", nullable=False, doc="what the drafter's steps were costed on")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SimulatedPolicy(Record):
     SECTION: ClassVar[str] = "runs[]"
     policy: Any = key("object", record=PolicyRecord, required=True, doc="the policy simulated")
@@ -362,6 +387,8 @@ class SimulationDocument(Record):
     mem_fraction: Any = key("number", required=True, doc="share of device memory for weights and KV")
     fleet: Any = key("object", record=FleetLayoutRecord, nullable=False,
                      doc="--replicas or --disaggregate: the fleet simulated (absent: one replica)")
+    spec_decode: Any = key("object", record=SpecDecodeSetting, nullable=False,
+                           doc="--spec-decode: the speculative decoding simulated (absent: none)")
     runs: Any = key("array", items="object", item_record=SimulatedPolicy, required=True, doc="one per policy")
     load_sweep: Any = key("object", record=LoadSweep, nullable=False,
                           doc="--sweep-load: tokens/s per GPU against tokens/s per user, the front marked "
