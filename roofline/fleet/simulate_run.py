@@ -34,7 +34,13 @@ from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profi
 from roofline.serving.profiles.analytic import analytic_profile_of
 from roofline.serving.simulate import SimulationRun
 from roofline.serving.simulate_config import FLAGS, SimulateConfig
-from roofline.serving.workload import Request, check_fits_in_memory, read_workload, with_arrivals
+from roofline.serving.workload import (
+    Request,
+    check_fits_in_memory,
+    closed_loop_record,
+    read_workload,
+    with_arrivals,
+)
 
 # Each simulation of a capacity search as it ends, with what was searched ("capacity of continuous"): the command
 # prints a line for each, so a long search is visibly alive (the library never prints).
@@ -72,6 +78,8 @@ def prepare_simulation(config: SimulateConfig, provenance: Provenance) -> Simula
     profile = load_profile(config.profile_file) if config.profile_file else analytic_profile_of(config, provenance)
     requests, workload = read_workload(config.trace, config.requests, config.arrivals, config.prompt,
                                        config.output_lengths, config.seed, config.prefix, config.sessions)
+    if config.concurrency is not None:
+        workload = closed_loop_record(workload, config.concurrency)
     check_fits_in_memory(requests, len(config.policy_list))
     return Simulation(config, profile, requests, workload, overhead_with(profile, config.overhead_given),
                       fleet_layout(config, profile) if config.fleet else None, provenance)
@@ -131,7 +139,8 @@ class Simulation:
         if self.layout is not None:
             return simulate_fleet(self.profile, workload, policy, self.layout, self.overhead,
                                   self.config.mem_fraction, log_steps)
-        return engine_loop.simulate(self.profile, workload, policy, self.overhead, self.config.mem_fraction, log_steps)
+        return engine_loop.simulate(self.profile, workload, policy, self.overhead, self.config.mem_fraction, log_steps,
+                                    self.config.concurrency)
 
     def _policy(self, policy: Policy, progress: ProbeReport | None) -> dict[str, Any]:
         """One policy's entry: its run and summary; with rates its curve; with an SLO its capacity (each probe
@@ -151,7 +160,7 @@ class Simulation:
         for rate in config.rates:
             entry["rates"].append(rate_point(rate, run_at(with_arrivals(self.requests, f"poisson:{rate!r}",
                                                                         config.seed))))
-        if config.slo is not None:
+        if config.slo is not None and config.concurrency is None:  # closed: the clients set the rate, none to search
             entry["capacity"] = capacity_under(self.requests, config.slo, run_at, config.seed,
                                                named_progress(progress, f"capacity of {policy.text}"))
             entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]

@@ -115,10 +115,17 @@ class Engine:
     ``take_waiting``, ``decodable``, ``prefilling``."""
 
     def __init__(self, requests: Sequence[Request], kv_blocks: int | None, block: int,
-                 prefix_cache: bool = False) -> None:
+                 prefix_cache: bool = False, concurrency: int | None = None) -> None:
         # A conversation's later turn waits for the turn before it to end: it is sent (think_s later) only then.
         self.followers = {r.after: Seq(r) for r in requests if r.after is not None}
         self.pending = sorted((Seq(r) for r in requests if r.after is None), key=_arrival)
+        # A closed loop (``concurrency`` clients): the first requests are sent at once, one per client, and each
+        # later one (in order) when any client's request ends, whatever its arrival time said.
+        self.unsent: deque[Seq] = deque()
+        if concurrency is not None:
+            self.pending.sort(key=lambda seq: seq.request.id)
+            self.unsent.extend(self.pending[concurrency:])
+            self.pending = [Seq(replace(s.request, arrival_s=0.0)) for s in self.pending[:concurrency]]
         self.shared = any(r.segments for r in requests)
         self.next_arrival = 0
         self.waiting: deque[Seq] = deque()
@@ -225,6 +232,10 @@ class Engine:
         if follower is not None:  # the conversation's next turn is sent now, think_s after this answer
             follower.request = replace(follower.request, arrival_s=self.clock_s + follower.request.think_s)
             insort(self.pending, follower, lo=self.next_arrival, key=_arrival)
+        if self.unsent:  # the client whose request ended sends the next one now
+            sent = self.unsent.popleft()
+            sent.request = replace(sent.request, arrival_s=self.clock_s)
+            insort(self.pending, sent, lo=self.next_arrival, key=_arrival)
 
     def apply(self, plan: StepPlan) -> int:
         """Advance every sequence in the plan by what the step computed; returns the wasted slots."""
@@ -317,9 +328,9 @@ class Replica:
     time order, which gives the same steps because a step only takes requests that arrived by its start."""
 
     def __init__(self, profile: StepProfile, policy: Policy, overhead: EngineOverhead | None, kv_blocks: int | None,
-                 requests: Sequence[Request] = (), log_steps: bool = True) -> None:
+                 requests: Sequence[Request] = (), log_steps: bool = True, concurrency: int | None = None) -> None:
         self.policy, self.kv_blocks = policy, kv_blocks
-        self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache)
+        self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache, concurrency)
         self.model = CostModel(profile, overhead)
         self.steps = StepLog()
         # A run read only for its requests' latencies (a capacity probe) keeps no step: at a low rate every
@@ -385,7 +396,8 @@ class Replica:
         return True
 
     def finish(self) -> None:
-        """Run until every request handed over has finished."""
+        """Run until every request handed over (and every one a closed loop's clients still have to send) has
+        finished."""
         while len(self.engine.pending) > self.engine.finished_count:
             if not self.step():
                 raise SimulationError(f"{self.policy.text}: nothing can run and nothing more arrives")
@@ -403,12 +415,17 @@ class Replica:
 
 
 def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,
-             overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True
-             ) -> SimulationRun:
+             overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True,
+             concurrency: int | None = None) -> SimulationRun:
     """Run ``requests`` through one replica under ``policy``; per-request times and a record per step (with
-    ``log_steps`` False, an empty step log: the run is read for its requests only)."""
+    ``log_steps`` False, an empty step log: the run is read for its requests only).  With ``concurrency`` C the
+    load is a closed loop: C clients, each sending the next request (in id order) when its last one ends, so a
+    request's arrival is the end of the one its client sent before (the requests' own arrival times unused)."""
     policy = parse_policy(policy) if isinstance(policy, str) else policy
+    if concurrency is not None and any(r.after is not None for r in requests):
+        raise SimulationError("a closed loop's clients send requests in turn; conversations (--sessions) already "
+                              "wait for each answer: give one or the other")
     replica = Replica(profile, policy, overhead, check_requests(profile, requests, policy, mem_fraction), requests,
-                      log_steps)
+                      log_steps, concurrency)
     replica.finish()
     return replica.run(overhead)

@@ -30,7 +30,7 @@ from roofline.serving.policies import (
     router_help,
 )
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
-from roofline.serving.workload import check_request_count, parse_prefix, parse_sessions
+from roofline.serving.workload import MAX_REQUESTS, check_request_count, parse_prefix, parse_sessions
 
 # The options that build an analytic profile (beside a PROFILE.json they would be silently ignored).
 MODEL_FLAGS: dict[str, Option] = {
@@ -70,6 +70,9 @@ FLAGS: dict[str, Option] = {
     **MODEL_FLAGS,
     "requests": Option(("--requests",), "int", 1000, show_default=True, help="requests to generate"),
     "arrivals": Option(("--arrivals",), default="burst", show_default=True, help="burst | poisson:RATE (requests/s)"),
+    "concurrency": Option(("--concurrency",), "int", metavar="C",
+                          help="a closed loop instead of --arrivals: C clients, each sending its next request when "
+                               "its last one ends"),
     "prompt": Option(("--prompt",), default="fixed:512", show_default=True,
                      help="prompt lengths: fixed:N | uniform:A:B | exp:MEAN[:CAP] | lognormal:MEDIAN:SIGMA[:CAP]"),
     "output_lengths": Option(("--output",), default="exp:128:512", show_default=True,
@@ -139,6 +142,7 @@ class SimulateConfig:
     max_context: int = FLAGS["max_context"].default
     requests: int = FLAGS["requests"].default
     arrivals: str = FLAGS["arrivals"].default
+    concurrency: int | None = FLAGS["concurrency"].default  # --concurrency C: a closed loop of C clients
     prompt: str = FLAGS["prompt"].default
     output_lengths: str = FLAGS["output_lengths"].default
     seed: int = FLAGS["seed"].default
@@ -186,6 +190,8 @@ class SimulateConfig:
             raise BadInputError("--sessions: each turn is sent when the one before it ends, and fleets do not route "
                                 "conversations yet; simulate one replica")
         check_fleet(self.replicas, self.router, self.disaggregate, self.kv_link_gbps, self.policy_list)
+        if self.concurrency is not None:
+            check_closed_loop(self)
 
     @property
     def fleet(self) -> bool:
@@ -217,12 +223,32 @@ class SimulateConfig:
         if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):  # never raises
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
         refuse_drawn_beside_trace(config.trace, given, FLAGS)
+        if "concurrency" in given and "arrivals" in given:
+            raise BadInputError("--arrivals and --concurrency: the clients of a closed loop send each request when "
+                                "their last one ends; give one or the other")
         if "replicas" in given and "disaggregate" in given:
             raise BadInputError("give --replicas N or --disaggregate P:D (P + D replicas), not both")
         policies = tuple(parse_policy(p) for p in values.get("policies") or ())
         slo = Slo.parse(values["slo"]) if values.get("slo") else None
         return cls(**{**values, "policies": policies, "slo": slo, "rates": _parse_rates(values.get("rates")),
                       "disaggregate": split})
+
+
+def check_closed_loop(config: SimulateConfig) -> None:
+    """``--concurrency C``: 1 to ``MAX_REQUESTS`` clients, one replica, requests that do not wait for another
+    (conversations already do), and no open-loop rates to sweep or search."""
+    concurrency = config.concurrency
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_REQUESTS:
+        raise BadInputError(f"--concurrency {concurrency!r}: give the clients, an integer from 1 to {MAX_REQUESTS:,}")
+    if config.fleet:
+        raise BadInputError("--concurrency: a fleet routes requests as they arrive, and a closed loop's requests "
+                            "arrive as others end; simulate one replica")
+    if config.sessions:
+        raise BadInputError("--concurrency and --sessions: conversations already send each turn when the one "
+                            "before it ends; give one or the other")
+    if config.rates:
+        raise BadInputError("--rates sweeps open-loop Poisson rates; under --concurrency the clients set the rate: "
+                            "simulate each concurrency instead")
 
 
 def refuse_drawn_beside_trace(trace: Path | None, given: Collection[str], table: Mapping[str, Option]) -> None:

@@ -368,6 +368,12 @@ def read_workload(trace: Path | None, requests: int, arrivals: str, prompt: str,
     return make_workload(requests, arrivals, prompt, output, seed, prefix, sessions), spec
 
 
+def closed_loop_record(record: dict[str, Any], concurrency: int) -> dict[str, Any]:
+    """A workload record under ``--concurrency``: the clients, and no arrival process (a trace keeps its name:
+    its lengths are sent in its order, its arrival times unused)."""
+    return {**{k: v for k, v in record.items() if k != "arrivals"}, "concurrency": concurrency}
+
+
 def describe_lengths(spec: str) -> str:
     """A length spec in words: ``exp:128:512`` -> "exponential, mean 128 tokens, capped at 512"."""
     kind, *parts = str(spec).strip().split(":")
@@ -402,11 +408,16 @@ def _after_prefix(prefix: str | None) -> str:
 def describe_workload(workload: dict[str, Any]) -> str:
     """The workload record of a simulation or plan document in words, for a report (a plan's has no arrivals:
     it sweeps the rate)."""
+    clients = workload.get("concurrency")
+    closed = (f"a closed loop of {clients} client{'s' if clients != 1 else ''}, each sending its next request when "
+              "its last one ends") if clients else ""
     if workload.get("trace"):
-        return f"requests replayed from the trace {workload['trace']}"
+        return f"requests replayed from the trace {workload['trace']}" + (f" in order, {closed}" if closed else "")
     parts = [f"{workload['requests']:,} requests" if "requests" in workload else "requests"]
     if workload.get("arrivals"):
         parts[0] += f", {describe_arrivals(workload['arrivals'])}"
+    if closed:
+        parts[0] += f", {closed}"
     if workload.get("prompt"):
         parts.append(f"{'new tokens per turn' if workload.get('sessions') else 'prompts'} "
                      f"{describe_lengths(workload['prompt'])}{_after_prefix(workload.get('prefix'))}")

@@ -47,6 +47,9 @@ class Workload(Record):
     SECTION: ClassVar[str] = "workload"
     requests: Any = key("integer", nullable=False, doc="generated: how many requests")
     arrivals: Any = key("string", nullable=False, doc="generated: poisson:RATE | burst")
+    concurrency: Any = key("integer", nullable=False,
+                           doc="--concurrency C: a closed loop of C clients, each sending its next request when its "
+                               "last one ends (then no arrivals; a trace's arrival times unused)")
     prompt: Any = key("string", nullable=False, doc="generated: prompt length distribution")
     output: Any = key("string", nullable=False, doc="generated: output length distribution")
     seed: Any = key("integer", nullable=False, doc="generated: the seed")
@@ -56,7 +59,7 @@ class Workload(Record):
                         doc="generated, --sessions T:G: conversations of T turns, each sent G s after the answer to "
                             "the one before")
     trace: Any = key("string", nullable=False,
-                     doc="replayed: the trace, a CSV or a Mooncake .jsonl (then no other key)")
+                     doc="replayed: the trace, a CSV or a Mooncake .jsonl (then no other key but concurrency)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,116 @@
+"""The load options a published serving benchmark is compared with: a closed loop of C clients (``--concurrency``),
+mean latencies beside the percentiles, TTFT split into queueing and prefill, full KV reservation at admission,
+a spec sheet of one's own (``--gpu-spec``) and length presets and files."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from serving_helpers import constant_profile
+
+from microbench.cli.app import main
+from roofline.serving.simulate import SimulationError, simulate
+from roofline.serving.workload import Request, make_workload
+
+TINY = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b", "--efficiency", "flat", "--requests", "12"]
+
+
+def _requests(outputs, prompt=5, arrival=0.0):
+    return [Request(i, arrival, prompt, o) for i, o in enumerate(outputs)]
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def _one_line_refusal(run, *words):
+    assert run.exit_code == 2, run.output
+    line = run.output.strip()
+    assert line.startswith("gpubench: error:") and "\n" not in line, line
+    for word in words:
+        assert word in line, line
+
+
+# --- closed loop ----------------------------------------------------------------------------------------------
+
+def test_one_client_sends_each_request_when_the_one_before_it_ends():
+    # Every step costs 1 s: a request's prefill step emits its first token, then one decode per further token.
+    outputs = (3, 1, 4, 2)
+    run = simulate(constant_profile(), _requests(outputs, arrival=100.0), "continuous", concurrency=1)
+    ends = np.cumsum(outputs).tolist()
+    assert [r.finish_s for r in run.requests] == ends
+    assert [r.arrival_s for r in run.requests] == [0.0, *ends[:-1]]
+    assert all(r.ttft_s == 1.0 for r in run.requests)  # nothing ever waits: one request in flight
+
+
+def test_c_clients_keep_exactly_c_requests_in_flight_until_the_requests_run_out():
+    requests = make_workload(40, "poisson:1000", "uniform:4:40", "uniform:1:30", seed=3)
+    run = simulate(constant_profile(), requests, "continuous", concurrency=3)
+    assert sum(r.arrival_s == 0.0 for r in run.requests) == 3
+    finishes = sorted(r.finish_s for r in run.requests)
+    # Each request after the first three is sent at some request's finish (the one its client was waiting on).
+    later = sorted(r.arrival_s for r in run.requests)[3:]
+    assert later == finishes[:len(later)]
+    # In flight at the start of each step (arrived, not finished) never exceeds the clients.
+    for step in run.steps:
+        in_flight = sum(r.arrival_s <= step.start_s < r.finish_s for r in run.requests)
+        assert in_flight <= 3
+    assert max(s.sequences for s in run.steps) == 3
+
+
+def test_the_requests_own_arrival_times_do_not_matter_in_a_closed_loop():
+    burst = make_workload(30, "burst", "uniform:4:40", "uniform:1:30", seed=5)
+    spread = make_workload(30, "poisson:0.01", "uniform:4:40", "uniform:1:30", seed=5)
+    a = simulate(constant_profile(), burst, "continuous", concurrency=4)
+    b = simulate(constant_profile(), spread, "continuous", concurrency=4)
+    assert [(r.arrival_s, r.finish_s) for r in a.requests] == [(r.arrival_s, r.finish_s) for r in b.requests]
+
+
+def test_a_closed_loop_beside_conversations_is_refused():
+    requests = make_workload(6, "burst", "fixed:4", "fixed:2", sessions="3:0")
+    with pytest.raises(SimulationError, match="conversations"):
+        simulate(constant_profile(), requests, "continuous", concurrency=2)
+
+
+def test_simulate_concurrency_writes_the_clients_into_the_workload_record(tmp_path):
+    run = _invoke("simulate", *TINY, "--concurrency", "2", "--slo", "ttft_p90=5", "--no-report",
+                  "-o", str(tmp_path / "sim"))
+    assert run.exit_code == 0, run.output
+    document = json.loads((tmp_path / "sim" / "simulation.json").read_text())
+    assert document["workload"]["concurrency"] == 2 and "arrivals" not in document["workload"]
+    assert document["runs"][0]["capacity"] is None  # the clients set the rate: no rate to search
+    assert "slo" in document["runs"][0]["summary"]
+    with (tmp_path / "sim" / "requests.csv").open() as stream:
+        arrivals = [float(row["arrival_s"]) for row in csv.DictReader(stream)]
+    assert arrivals.count(0.0) == 2
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["--concurrency", "0"], ["--concurrency", "from 1"]),
+    (["--concurrency", "2", "--arrivals", "poisson:3"], ["--arrivals", "--concurrency"]),
+    (["--concurrency", "2", "--rates", "1,2"], ["--rates"]),
+    (["--concurrency", "2", "--replicas", "2"], ["fleet"]),
+    (["--concurrency", "2", "--sessions", "3:1"], ["--sessions"]),
+])
+def test_simulate_refuses_what_a_closed_loop_cannot_mean(tmp_path, extra, words):
+    _one_line_refusal(_invoke("simulate", *TINY, *extra, "-o", str(tmp_path / "sim")), *words)
+
+
+def test_plan_refuses_a_closed_loop_naming_what_to_run_instead(tmp_path):
+    profile = tmp_path / "p.json"
+    assert _invoke("profile", *TINY[:-2], "-o", str(profile)).exit_code == 0
+    run = _invoke("plan", str(profile), "--rate", "1", "--slo", "ttft_p90=1", "--concurrency", "4",
+                  "-o", str(tmp_path / "plan"))
+    _one_line_refusal(run, "--concurrency", "simulate --concurrency")
+    assert not (tmp_path / "plan").exists()
+
+
+def test_trace_with_poisson_arrivals_is_refused(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,4\n1,8,4\n")
+    run = _invoke("simulate", *TINY[:-2], "--trace", str(trace), "--arrivals", "poisson:5", "-o", str(tmp_path / "s"))
+    _one_line_refusal(run, "--arrivals", "--trace")
