@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from serving_helpers import constant_profile
 
 from microbench.cli.app import main
+from roofline.serving.metrics import Slo, summarize
 from roofline.serving.simulate import SimulationError, simulate
 from roofline.serving.workload import Request, make_workload
 
@@ -114,3 +115,54 @@ def test_trace_with_poisson_arrivals_is_refused(tmp_path):
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,4\n1,8,4\n")
     run = _invoke("simulate", *TINY[:-2], "--trace", str(trace), "--arrivals", "poisson:5", "-o", str(tmp_path / "s"))
     _one_line_refusal(run, "--arrivals", "--trace")
+
+
+# --- means, and TTFT's queueing and prefill ------------------------------------------------------------------
+
+def test_ttft_splits_into_queueing_until_admission_and_prefill_after_it():
+    # One slot, every step 1 s: request 1 waits for request 0's two steps, request 2 for four.
+    run = simulate(constant_profile(), _requests((2, 2, 2)), "continuous:max-batch=1")
+    assert [(r.queue_s, r.prefill_s) for r in run.requests] == [(0, 1), (2, 1), (4, 1)]
+    # A prompt of 10 tokens chunked 4 at a time is admitted at once and prefilled over three steps.
+    run = simulate(constant_profile(device_bytes=10**6), _requests((1,), prompt=10), "chunked:budget=4")
+    assert (run.requests[0].queue_s, run.requests[0].prefill_s) == (0, 3)
+
+
+def test_summary_means_are_the_means_of_each_request_and_queue_plus_prefill_is_ttft(tmp_path):
+    run = _invoke("simulate", *TINY[:-2], "--requests", "60", "--arrivals", "poisson:40", "--policy", "paged",
+                  "--no-report", "-o", str(tmp_path / "sim"))
+    assert run.exit_code == 0, run.output
+    summary = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["summary"]
+    with (tmp_path / "sim" / "requests.csv").open() as stream:
+        rows = list(csv.DictReader(stream))
+    column = {name: np.array([float(r[f"{name}_s"]) for r in rows if r[f"{name}_s"]])
+              for name in ("ttft", "tpot", "e2e", "queue", "prefill")}
+    for name, values in column.items():
+        assert summary[name]["mean_s"] == pytest.approx(values.mean(), rel=1e-6), name
+    assert column["queue"].max() > 0  # some request waited: the split is not all prefill
+    np.testing.assert_allclose(column["queue"] + column["prefill"], column["ttft"], rtol=1e-6, atol=1e-9)
+    assert "mean TTFT" in run.output and "queueing" in run.output
+
+
+def test_itl_mean_is_the_mean_of_every_pooled_gap():
+    run = simulate(constant_profile(), _requests((2, 3, 5)), "continuous:max-batch=2")
+    gaps = np.concatenate([np.diff(r.token_times_s) for r in run.requests])
+    assert summarize(run, constant_profile(), 0.9)["itl"]["mean_s"] == pytest.approx(gaps.mean())
+
+
+def test_an_slo_on_queueing_or_prefill_checks_that_part_of_ttft():
+    run = simulate(constant_profile(), _requests((2, 2, 2)), "continuous:max-batch=1")
+    checks = summarize(run, constant_profile(), 0.9, Slo.parse("queue_p50=1.5,prefill_p99=1"))["slo"]["checks"]
+    assert checks["queue_p50"] == {"value_s": 2.0, "limit_s": 1.5, "met": False}
+    assert checks["prefill_p99"]["met"] and checks["prefill_p99"]["value_s"] == 1.0
+    # Goodput's rule per request: only request 0 waits no more than 1.5 s.
+    assert Slo.parse("queue_p50=1.5").requests_meeting(run.requests).tolist() == [True, False, False]
+
+
+def test_a_request_preempted_keeps_the_queueing_of_its_first_admission():
+    # Three blocks of 4 tokens: both prompts fit, and the two requests need four blocks: one is preempted.
+    requests = _requests((6, 6), prompt=3)
+    run = simulate(constant_profile(device_bytes=13, weight_bytes=1), requests, "paged:block=4", mem_fraction=1.0)
+    assert any(r.preemptions for r in run.requests)
+    for r in run.requests:
+        assert r.queue_s == 0 and r.queue_s + r.prefill_s == pytest.approx(r.ttft_s)

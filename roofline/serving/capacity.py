@@ -97,13 +97,15 @@ def unloaded_latencies(requests: Sequence[Request], run_at: Callable[[list[Reque
     if len(lengths) > ALONE_PROMPT_LENGTHS:  # the quantiles of the lengths, the shortest among them
         lengths = np.unique(lengths[np.linspace(0, len(lengths) - 1, ALONE_PROMPT_LENGTHS).round().astype(np.int64)])
     group = np.searchsorted(lengths, prompts, side="right") - 1
-    parts: dict[str, list[np.ndarray]] = {"ttft": [], "tpot": [], "e2e": [], "itl": []}
+    parts: dict[str, list[np.ndarray]] = {"ttft": [], "tpot": [], "e2e": [], "itl": [], "queue": [], "prefill": []}
     for index, prompt in enumerate(lengths):
         own = np.sort(outputs[group == index])
         alone = run_at([Request(0, 0.0, int(prompt), int(own[-1]))]).requests[0]
         times = np.asarray(alone.token_times_s, dtype=float) - alone.arrival_s
         several = own[own > 1]
         parts["ttft"].append(np.full(len(own), times[0]))
+        parts["queue"].append(np.zeros(len(own)))  # an idle replica admits a request as it arrives
+        parts["prefill"].append(np.full(len(own), times[0]))
         parts["e2e"].append(times[own - 1])
         parts["tpot"].append((times[several - 1] - times[0]) / (several - 1))
         # Gap k (after token k + 1) is every request's of more than k + 1 tokens.

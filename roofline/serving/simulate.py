@@ -43,6 +43,17 @@ class RequestOutcome:
     preemptions: int
     token_times_s: Sequence[float] = ()  # every output token's time, in order (the simulator's: an array of 'd')
     cached_tokens: int = 0  # prompt tokens found in the prefix cache when first admitted (not prefilled)
+    scheduled_s: float = math.nan  # when first admitted into a step (NaN: not recorded): TTFT's queueing ends
+
+    @property
+    def queue_s(self) -> float:
+        """Arrival to first admission (scheduling delay, seconds): the part of TTFT spent waiting."""
+        return self.scheduled_s - self.arrival_s
+
+    @property
+    def prefill_s(self) -> float:
+        """First admission to first token (seconds): the rest of TTFT, prefill (and any step it shared)."""
+        return self.first_token_s - self.scheduled_s
 
     @property
     def ttft_s(self) -> float:
@@ -78,14 +89,14 @@ class Seq:
 
     __slots__ = ("request", "output_tokens", "prefill_left", "prefill_target", "generated", "kv_tokens", "blocks",
                  "first_token_s", "finish_s", "preemptions", "finished", "active", "token_times", "keys", "held",
-                 "kept", "cached_tokens")
+                 "kept", "cached_tokens", "scheduled_s")
 
     def __init__(self, request: Request) -> None:
         # prefill_left is an attribute, not a property: the engine reads it for every sequence of every step.
         self.request, self.prefill_left, self.prefill_target = request, request.prompt_tokens, request.prompt_tokens
         self.output_tokens = request.output_tokens
         self.generated = self.kv_tokens = self.blocks = self.preemptions = 0
-        self.first_token_s = self.finish_s = math.nan
+        self.first_token_s = self.finish_s = self.scheduled_s = math.nan
         self.finished = self.active = False  # active: in the running set
         self.token_times = array("d")  # 8 bytes a token, and numpy reads it without converting each float
         # The prefix cache's view: the keys of its keyed blocks (None: not computed, or no cache), the cached
@@ -100,7 +111,7 @@ class Seq:
         """This sequence as it arrives from another replica that prefilled its prompt (disaggregated serving):
         with the prompt's KV cache and the first token (made there at ``first_token_s``), left to decode."""
         self.prefill_left, self.kv_tokens, self.generated = 0, self.request.prompt_tokens, 1
-        self.first_token_s = first_token_s
+        self.first_token_s = self.scheduled_s = first_token_s
         self.token_times.append(first_token_s)
         return self
 
@@ -149,6 +160,8 @@ class Engine:
         out = [self.waiting.popleft() for _ in range(min(count, len(self.waiting)))]
         for seq in out:
             seq.active = True
+            if math.isnan(seq.scheduled_s):  # its first admission (a readmission after a preemption keeps it)
+                seq.scheduled_s = self.clock_s
         self.running.extend(out)
         return out
 
@@ -168,6 +181,8 @@ class Engine:
                 break
             self.waiting.popleft()
             seq.active = True
+            if math.isnan(seq.scheduled_s):  # its first admission (a readmission after a preemption keeps it)
+                seq.scheduled_s = self.clock_s
             self.running.append(seq)
             self.kv_tokens += seq.kv_tokens  # 0, but for a sequence handed over with its prompt's KV
             out.append(seq)
@@ -319,7 +334,7 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
 def _outcome(seq: Seq) -> RequestOutcome:
     r = seq.request
     return RequestOutcome(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_token_s, seq.finish_s,
-                          seq.preemptions, seq.token_times, max(seq.cached_tokens, 0))
+                          seq.preemptions, seq.token_times, max(seq.cached_tokens, 0), seq.scheduled_s)
 
 
 class Replica:

@@ -88,8 +88,8 @@ FLAGS: dict[str, Option] = {
                                "--overhead-per-prefill-s"), strict=True)},
     "mem_fraction": Option(("--mem-fraction",), "float", 0.9, show_default=True,
                            help="share of memory for weights + KV"),
-    "slo": Option(("--slo",), help="latency objectives METRIC_pNN=SECONDS, METRIC ttft, tpot, itl or e2e, "
-                   "e.g. ttft_p90=2,itl_p99=0.05: goodput and capacity"),
+    "slo": Option(("--slo",), help="latency objectives METRIC_pNN=SECONDS, METRIC ttft, tpot, itl, e2e, queue or "
+                   "prefill (TTFT's parts), e.g. ttft_p90=2,itl_p99=0.05: goodput and capacity"),
     "rates": Option(("--rates",), help="also simulate these Poisson rates (requests/s) for the latency curve"),
     "replicas": Option(("--replicas",), "int", 1, show_default=True,
                        help="replicas of the profile behind one router (each the profile's --tp GPUs)"),

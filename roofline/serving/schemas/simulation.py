@@ -81,10 +81,12 @@ class PolicyRecord(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Percentiles(Record):
-    SECTION: ClassVar[str] = "runs[].summary.ttft|tpot|e2e"
+    SECTION: ClassVar[str] = "runs[].summary.ttft|tpot|e2e|queue|prefill"
     p50_s: Any = key("number", unit="s", required=True, nullable=True, doc="median (null: no request has one)")
     p90_s: Any = key("number", unit="s", required=True, nullable=True, doc="90th percentile")
     p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="99th percentile")
+    mean_s: Any = key("number", unit="s", nullable=True,
+                      doc="arithmetic mean (null: no request has one; absent: written before means were recorded)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,6 +139,11 @@ class Summary(Record):
                    doc="inter-token latency: every gap between consecutive tokens of every request, pooled "
                        "(absent: a document written before it was recorded)")
     e2e: Any = key("object", record=Percentiles, required=True, doc="end-to-end latency")
+    queue: Any = key("object", record=Percentiles, nullable=False,
+                     doc="TTFT's queueing: arrival to first admission into a step, the scheduling delay (absent: "
+                         "written before it was recorded)")
+    prefill: Any = key("object", record=Percentiles, nullable=False,
+                       doc="TTFT's rest: first admission to the first token (absent: as queue)")
     steps: Any = key("integer", required=True, doc="engine steps")
     batch_mean: Any = key("number", required=True, doc="sequences per step, mean")
     batch_max: Any = key("integer", required=True, doc="sequences per step, most")
