@@ -14,6 +14,7 @@ from serving_helpers import constant_profile
 
 from microbench.cli.app import main
 from roofline.serving.metrics import Slo, summarize
+from roofline.serving.policies import PolicyError, parse_policy
 from roofline.serving.simulate import SimulationError, simulate
 from roofline.serving.workload import Request, make_workload
 
@@ -166,3 +167,43 @@ def test_a_request_preempted_keeps_the_queueing_of_its_first_admission():
     assert any(r.preemptions for r in run.requests)
     for r in run.requests:
         assert r.queue_s == 0 and r.queue_s + r.prefill_s == pytest.approx(r.ttft_s)
+
+
+# --- full KV reservation at admission ------------------------------------------------------------------------
+
+def test_full_reservation_admits_a_request_only_when_its_whole_length_fits_and_never_preempts():
+    # Three blocks of 4 tokens; each request is 3 + 6 tokens, three blocks reserved whole: one at a time, each
+    # sent on when the one before it frees its blocks.  Reserving prompts only, all three start and two are
+    # preempted.
+    requests = _requests((6, 6, 6), prompt=3)
+    profile = constant_profile(device_bytes=13)
+    full = simulate(profile, requests, "paged:block=4:reserve=full", mem_fraction=1.0)
+    assert [(r.queue_s, r.first_token_s, r.finish_s, r.preemptions) for r in full.requests] == \
+        [(0, 1, 6, 0), (6, 7, 12, 0), (12, 13, 18, 0)]
+    assert full.policy["kv_reserve"] == "full"
+    prompt = simulate(profile, requests, "paged:block=4", mem_fraction=1.0)
+    assert sum(r.preemptions for r in prompt.requests) == 2
+
+
+@pytest.mark.parametrize("policy", ["paged:block=4:reserve=full", "chunked:budget=64:block=4:reserve=full"])
+def test_full_reservation_holds_every_running_request_whole_within_the_cache(policy):
+    requests = make_workload(60, "poisson:5", "uniform:4:60", "uniform:1:60", seed=11)
+    profile = constant_profile(device_bytes=401)  # 100 blocks of 4 tokens
+    run = simulate(profile, requests, policy, mem_fraction=1.0)
+    total = run.kv_blocks_total
+    assert total == 100 and sum(r.preemptions for r in run.requests) == 0
+    assert all((s.kv_blocks_used or 0) <= total and not s.preempted for s in run.steps)
+    # Between admission and finish each request holds its whole length's blocks: at every step the requests
+    # admitted and not yet finished fit together.
+    for step in run.steps:
+        held = sum(-(-(r.prompt_tokens + r.output_tokens) // 4) for r in run.requests
+                   if r.scheduled_s <= step.start_s < r.finish_s)
+        assert held <= total
+    assert sum(r.preemptions for r in simulate(profile, requests, "paged:block=4", mem_fraction=1.0).requests)
+
+
+@pytest.mark.parametrize(("text", "words"), [("paged:reserve=half", "prompt or full"),
+                                             ("continuous:reserve=full", "unknown option")])
+def test_reserve_is_a_block_cache_option_of_two_words(text, words):
+    with pytest.raises(PolicyError, match=words):
+        parse_policy(text)

@@ -126,7 +126,7 @@ class Engine:
     ``take_waiting``, ``decodable``, ``prefilling``."""
 
     def __init__(self, requests: Sequence[Request], kv_blocks: int | None, block: int,
-                 prefix_cache: bool = False, concurrency: int | None = None) -> None:
+                 prefix_cache: bool = False, concurrency: int | None = None, reserve_full: bool = False) -> None:
         # A conversation's later turn waits for the turn before it to end: it is sent (think_s later) only then.
         self.followers = {r.after: Seq(r) for r in requests if r.after is not None}
         self.pending = sorted((Seq(r) for r in requests if r.after is None), key=_arrival)
@@ -142,7 +142,7 @@ class Engine:
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
         self.static_batch: list[Seq] = []
-        self.kv = KvBlocks(kv_blocks, block, prefix_cache) if kv_blocks is not None else None
+        self.kv = KvBlocks(kv_blocks, block, prefix_cache, reserve_full) if kv_blocks is not None else None
         self.clock_s = 0.0
         self.kv_blocked = False
         self.preempted = self.finished_count = 0
@@ -345,7 +345,8 @@ class Replica:
     def __init__(self, profile: StepProfile, policy: Policy, overhead: EngineOverhead | None, kv_blocks: int | None,
                  requests: Sequence[Request] = (), log_steps: bool = True, concurrency: int | None = None) -> None:
         self.policy, self.kv_blocks = policy, kv_blocks
-        self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache, concurrency)
+        self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache, concurrency,
+                             policy.reserve == "full")
         self.model = CostModel(profile, overhead)
         self.steps = StepLog()
         # A run read only for its requests' latencies (a capacity probe) keeps no step: at a low rate every

@@ -77,6 +77,10 @@ class PolicyRecord(Record):
     prefix_cache: Any = key("boolean", nullable=True,
                             doc="paged, chunked: blocks kept by prefix hash and found again (null: no block cache; "
                                 "absent: written before prefix caching was modelled)")
+    kv_reserve: Any = key("string", nullable=True, choices=("prompt", "full"),
+                          doc="paged, chunked: what admission reserves, the prompt's blocks (preemption by recompute "
+                              "as outputs grow) or prompt and whole output's (never preempts; null: no block cache; "
+                              "absent: written before it was an option)")
 
 
 @dataclass(frozen=True, kw_only=True)
