@@ -17,6 +17,7 @@ from roofline.serving.metrics import Slo, summarize
 from roofline.serving.policies import PolicyError, parse_policy
 from roofline.serving.simulate import SimulationError, simulate
 from roofline.serving.workload import Request, make_workload
+from roofline.specs.gpus import profiles_dir
 
 TINY = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b", "--efficiency", "flat", "--requests", "12"]
 
@@ -207,3 +208,66 @@ def test_full_reservation_holds_every_running_request_whole_within_the_cache(pol
 def test_reserve_is_a_block_cache_option_of_two_words(text, words):
     with pytest.raises(PolicyError, match=words):
         parse_policy(text)
+
+
+# --- a spec sheet of one's own, and the link between GPUs ---------------------------------------------------
+
+def _own_sheet(tmp_path, name, link_bytes_per_s=None, drop=None):
+    """A copy of the shipped A100 PCIe sheet under another name, its link (bytes/s each way) replaced, or with
+    one line dropped."""
+    text = (profiles_dir() / "gpus" / "a100-pcie-80gb.toml").read_text()
+    if link_bytes_per_s is not None:
+        text = text.replace('kind = "PCIe Gen4 x16"\nlink_bytes_per_s = 32e9',
+                            f'kind = "NVLink bridge"\nlink_bytes_per_s = {link_bytes_per_s!r}')
+        assert "NVLink bridge" in text
+    if drop is not None:
+        text = "\n".join(line for line in text.splitlines() if not line.startswith(drop))
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def _comm_table(tmp_path, name, *args):
+    out = tmp_path / f"{name}.json"
+    run = _invoke("profile", "--analytic", "--model", "llama-3-8b", "--tp", "2", "--efficiency", "flat", *args,
+                  "-o", str(out))
+    assert run.exit_code == 0, run.output
+    return json.loads(out.read_text())
+
+
+def test_an_own_spec_sheet_is_read_as_a_shipped_one_and_its_link_is_what_the_all_reduces_cross(tmp_path):
+    shipped = _comm_table(tmp_path, "shipped", "--gpu", "a100-pcie-80gb")
+    copy = _comm_table(tmp_path, "copy", "--gpu-spec", str(_own_sheet(tmp_path, "my-a100")))
+    assert copy["device"]["sku"] == "my-a100"
+    assert copy["comm"]["time_s"] == shipped["comm"]["time_s"] and copy["linears"] == shipped["linears"]
+    bridged = _comm_table(tmp_path, "bridged", "--gpu-spec", str(_own_sheet(tmp_path, "a100-nvl", 300e9)))
+    assert all(b < s for b, s in zip(bridged["comm"]["time_s"], shipped["comm"]["time_s"], strict=True))
+    # The same link given on the command line: 300 GB/s each way is 2400 Gb/s.
+    override = _comm_table(tmp_path, "override", "--gpu", "a100-pcie-80gb", "--interconnect-gbps", "2400")
+    assert override["comm"]["time_s"] == bridged["comm"]["time_s"]
+    assert "--interconnect-gbps 2400" in override["comm"]["source"]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--gpu", "h200-sxm", "--gpu-spec", "x.toml"], ["one spec sheet"]),
+    (["--gpu-spec", "SHIPPED"], ["shipped SKU"]),
+    (["--gpu-spec", "MALFORMED"], ["--gpu-spec", "malformed"]),
+    (["--gpu-spec", "MISSING"], ["cannot read"]),
+    (["--gpu", "h200-sxm", "--interconnect-gbps", "0"], ["--interconnect-gbps"]),
+    (["--gpu", "h200-sxm", "--interconnect-gbps", "800"], ["--tp 1"]),
+])
+def test_spec_sheet_options_refuse_what_they_cannot_use(tmp_path, args, words):
+    shipped = tmp_path / "h200-sxm.toml"
+    shipped.write_text((profiles_dir() / "gpus" / "h200-sxm.toml").read_text())
+    paths = {"SHIPPED": str(shipped), "MISSING": str(tmp_path / "none.toml"),
+             "MALFORMED": str(_own_sheet(tmp_path, "broken", drop="bandwidth_bytes_per_s"))}
+    args = [paths.get(a, a) for a in args]
+    run = _invoke("simulate", "--analytic", "--model", "llama-3-8b", *args, "--requests", "4",
+                  "-o", str(tmp_path / "sim"))
+    _one_line_refusal(run, *words)
+    assert not (tmp_path / "sim").exists()
+
+
+def test_a_measured_profile_takes_no_spec_sheet(tmp_path):
+    run = _invoke("profile", "--model", "llama-3-8b", "--gpu-spec", "x.toml", "-o", str(tmp_path / "p.json"))
+    _one_line_refusal(run, "--gpu-spec", "--analytic")

@@ -46,6 +46,12 @@ MODEL_FLAGS: dict[str, Option] = {
     "kv_dtype": Option(("--kv-dtype",), help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [what the linears write: "
                        "bf16 for fp8 and the quantized formats]"),
     "sku": Option(("--gpu",), help="SKU whose spec sheet the analytic profile uses (its achievable ceilings)"),
+    "gpu_spec": Option(("--gpu-spec",), "path", metavar="FILE.toml",
+                       help="a spec sheet of your own instead of --gpu, in profiles/gpus/*.toml's format (its SKU: "
+                            "the file's name)"),
+    "interconnect_gbps": Option(("--interconnect-gbps",), "float", metavar="G",
+                                help="the GPU-to-GPU link tensor- and expert-parallel collectives cross, Gb/s each "
+                                     "way, replacing the spec sheet's (its latencies kept)"),
     "ideal": Option(("--ideal",), "flag", help="the datasheet's peak bandwidth and FLOP/s instead of the SKU's "
                     "achievable ceilings (measured by others)"),
     "from_result": Option(("--from",), "path",
@@ -135,6 +141,8 @@ class SimulateConfig:
     dtype: str = FLAGS["dtype"].default
     kv_dtype: str | None = FLAGS["kv_dtype"].default
     sku: str | None = FLAGS["sku"].default
+    gpu_spec: Path | None = FLAGS["gpu_spec"].default
+    interconnect_gbps: float | None = FLAGS["interconnect_gbps"].default
     ideal: bool = FLAGS["ideal"].default
     from_result: Path | None = FLAGS["from_result"].default
     efficiency: str = FLAGS["efficiency"].default
@@ -174,6 +182,7 @@ class SimulateConfig:
         check_seed(self.seed)
         check_dtypes(self.dtype, self.kv_dtype)
         check_efficiency(self.efficiency, self.ideal, self.from_result is not None)
+        check_spec_sheet(self.sku, self.gpu_spec, self.interconnect_gbps)
         if not 0 < self.mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         for term, value in self.overhead_given.items():  # EngineOverhead's own bound, worded with the flag
@@ -232,6 +241,17 @@ class SimulateConfig:
         slo = Slo.parse(values["slo"]) if values.get("slo") else None
         return cls(**{**values, "policies": policies, "slo": slo, "rates": _parse_rates(values.get("rates")),
                       "disaggregate": split})
+
+
+def check_spec_sheet(sku: str | None, gpu_spec: Path | None, interconnect_gbps: float | None) -> None:
+    """``--gpu`` or ``--gpu-spec``, not both; ``--interconnect-gbps`` a positive number of Gb/s, at most
+    ``MAX_KV_LINK_GBPS`` (the fastest link taken anywhere)."""
+    if sku and gpu_spec:
+        raise BadInputError(f"--gpu {sku} and --gpu-spec {gpu_spec}: give one spec sheet")
+    if interconnect_gbps is not None:
+        why = number_refusal(interconnect_gbps, low=0, high=MAX_KV_LINK_GBPS)
+        if why:
+            raise BadInputError(f"--interconnect-gbps {interconnect_gbps:g}: {why}")
 
 
 def check_closed_loop(config: SimulateConfig) -> None:
