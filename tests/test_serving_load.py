@@ -16,7 +16,7 @@ from microbench.cli.app import main
 from roofline.serving.metrics import Slo, summarize
 from roofline.serving.policies import PolicyError, parse_policy
 from roofline.serving.simulate import SimulationError, simulate
-from roofline.serving.workload import Request, make_workload
+from roofline.serving.workload import Request, load_lengths, make_workload
 from roofline.specs.gpus import profiles_dir
 
 TINY = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b", "--efficiency", "flat", "--requests", "12"]
@@ -271,3 +271,57 @@ def test_spec_sheet_options_refuse_what_they_cannot_use(tmp_path, args, words):
 def test_a_measured_profile_takes_no_spec_sheet(tmp_path):
     run = _invoke("profile", "--model", "llama-3-8b", "--gpu-spec", "x.toml", "-o", str(tmp_path / "p.json"))
     _one_line_refusal(run, "--gpu-spec", "--analytic")
+
+
+# --- lengths from a file -----------------------------------------------------------------------------------
+
+def _lengths_csv(tmp_path, rows, header="prompt_tokens,output_tokens,source"):
+    path = tmp_path / "lengths.csv"
+    path.write_text(header + "\n" + "".join(f"{row}\n" for row in rows))
+    return path
+
+
+def test_lengths_are_drawn_as_the_files_pairs_each_prompt_with_its_own_output(tmp_path):
+    path = _lengths_csv(tmp_path, ["100,20,a", "7,300,b", "2000,5,c"])
+    requests = make_workload(300, "burst", "fixed:1", "fixed:1", seed=2, lengths=load_lengths(path))
+    pairs = [(r.prompt_tokens, r.output_tokens) for r in requests]
+    assert set(pairs) == {(100, 20), (7, 300), (2000, 5)}  # drawn whole, never mixed across rows
+    again = make_workload(300, "poisson:3", "fixed:1", "fixed:1", seed=2, lengths=load_lengths(path))
+    assert [(r.prompt_tokens, r.output_tokens) for r in again] == pairs  # the arrivals leave the lengths alone
+
+
+def test_simulate_lengths_keeps_the_file_in_the_workload_record(tmp_path):
+    path = _lengths_csv(tmp_path, ["100,20,a", "7,30,b"])
+    run = _invoke("simulate", *TINY, "--lengths", str(path), "--no-report", "-o", str(tmp_path / "sim"))
+    assert run.exit_code == 0, run.output
+    workload = json.loads((tmp_path / "sim" / "simulation.json").read_text())["workload"]
+    assert workload["lengths"] == str(path) and "prompt" not in workload and "output" not in workload
+
+
+@pytest.mark.parametrize(("rows", "header", "extra", "words"), [
+    (["5,0"], "prompt_tokens,output_tokens", [], ["line 2", "from 1"]),
+    (["5,x"], "prompt_tokens,output_tokens", [], ["line 2"]),
+    (["5"], "prompt_tokens", [], ["lacks column(s) output_tokens"]),
+    ([], "prompt_tokens,output_tokens", [], ["no rows"]),
+    (["5,5"], "prompt_tokens,output_tokens", ["--output", "fixed:3"], ["--output", "--lengths"]),
+])
+def test_lengths_refuses_a_file_it_cannot_use_and_specs_beside_it(tmp_path, rows, header, extra, words):
+    path = _lengths_csv(tmp_path, rows, header)
+    run = _invoke("simulate", *TINY, "--lengths", str(path), *extra, "-o", str(tmp_path / "sim"))
+    _one_line_refusal(run, *words)
+    assert not (tmp_path / "sim").exists()
+
+
+def test_lengths_beside_a_trace_is_refused(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,4\n")
+    path = _lengths_csv(tmp_path, ["5,5,a"])
+    run = _invoke("simulate", *TINY[:-2], "--trace", str(trace), "--lengths", str(path), "-o", str(tmp_path / "s"))
+    _one_line_refusal(run, "--lengths", "--trace")
+
+
+def test_plan_refuses_length_specs_beside_lengths(tmp_path):
+    path = _lengths_csv(tmp_path, ["5,5,a"])
+    run = _invoke("plan", "p.json", "--rate", "1", "--slo", "ttft_p90=1", "--lengths", str(path), "--prompt",
+                  "fixed:3", "-o", str(tmp_path / "plan"))
+    _one_line_refusal(run, "--prompt", "--lengths")

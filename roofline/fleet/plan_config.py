@@ -23,6 +23,7 @@ from roofline.serving.simulate_config import (
     check_rates,
     check_router,
     refuse_drawn_beside_trace,
+    refuse_specs_beside_lengths,
     refuse_static_split,
 )
 from roofline.serving.workload import check_request_count
@@ -40,7 +41,7 @@ FLAGS: dict[str, Option] = {
     "rates": Option(("--rate",), required=True, metavar="R[,R...]",
                     help="the traffic to plan for, requests/s (Poisson arrivals); a comma list plans each rate"),
     "slo": Option(("--slo",), required=True, help=SIMULATE_FLAGS["slo"].help),
-    **{name: SIMULATE_FLAGS[name] for name in ("requests", "prompt", "output_lengths", "seed", "trace")},
+    **{name: SIMULATE_FLAGS[name] for name in ("requests", "prompt", "output_lengths", "lengths", "seed", "trace")},
     "policies": Option(("--policy",), default=(), multiple=True,
                        help=f"{policy_syntax()} (repeatable: each planned) [{', '.join(DEFAULT_POLICIES)}]"),
     "router": SIMULATE_FLAGS["router"],
@@ -73,6 +74,7 @@ class PlanConfig:
     requests: int = FLAGS["requests"].default
     prompt: str = FLAGS["prompt"].default
     output_lengths: str = FLAGS["output_lengths"].default
+    lengths: Path | None = FLAGS["lengths"].default
     seed: int = FLAGS["seed"].default
     trace: Path | None = FLAGS["trace"].default
     policies: tuple[Policy, ...] = FLAGS["policies"].default  # () : DEFAULT_POLICIES
@@ -136,6 +138,7 @@ class PlanConfig:
         ``profile_files``); ``given``: the fields typed on the command line."""
         values = dict(options)
         refuse_drawn_beside_trace(values.get("trace"), given, FLAGS)
+        refuse_specs_beside_lengths(values.get("lengths"), given, FLAGS)
         out_dir = values.get("out_dir")
         if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):  # never raises
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for plan.json and the report")

@@ -77,7 +77,8 @@ def prepare_simulation(config: SimulateConfig, provenance: Provenance) -> Simula
     """Every input of a checked config read and checked, nothing simulated yet (a refusal is one line)."""
     profile = load_profile(config.profile_file) if config.profile_file else analytic_profile_of(config, provenance)
     requests, workload = read_workload(config.trace, config.requests, config.arrivals, config.prompt,
-                                       config.output_lengths, config.seed, config.prefix, config.sessions)
+                                       config.output_lengths, config.seed, config.prefix, config.sessions,
+                                       config.lengths)
     if config.concurrency is not None:
         workload = closed_loop_record(workload, config.concurrency)
     check_fits_in_memory(requests, len(config.policy_list))

@@ -83,6 +83,9 @@ FLAGS: dict[str, Option] = {
                      help="prompt lengths: fixed:N | uniform:A:B | exp:MEAN[:CAP] | lognormal:MEDIAN:SIGMA[:CAP]"),
     "output_lengths": Option(("--output",), default="exp:128:512", show_default=True,
                              help="output lengths, as --prompt"),
+    "lengths": Option(("--lengths",), "path", metavar="FILE.csv",
+                      help="draw each request's prompt and output lengths as a pair from a CSV of prompt_tokens,"
+                           "output_tokens instead of --prompt and --output"),
     "seed": Option(("--seed",), "int", 0, show_default=True),
     "prefix": Option(("--prefix",), metavar="shared:L:N", help="prompts open with one of N system prompts of L tokens"),
     "sessions": Option(("--sessions",), metavar="T:G", help="conversations of T turns, each G s after an answer"),
@@ -112,7 +115,7 @@ FLAGS: dict[str, Option] = {
     "as_json": Option(("--json",), "flag", help="print the per-policy summaries as JSON"),
 }
 # The options that draw a workload: a --trace is the workload, so beside it they would be silently ignored.
-DRAWN_WORKLOAD = ("requests", "arrivals", "prompt", "output_lengths", "prefix", "sessions")
+DRAWN_WORKLOAD = ("requests", "arrivals", "prompt", "output_lengths", "lengths", "prefix", "sessions")
 # The largest fleet simulated or planned: 4096 replicas is past any one deployment, and each replica is an engine
 # held in memory and stepped in Python.
 MAX_REPLICAS = 4096
@@ -153,6 +156,7 @@ class SimulateConfig:
     concurrency: int | None = FLAGS["concurrency"].default  # --concurrency C: a closed loop of C clients
     prompt: str = FLAGS["prompt"].default
     output_lengths: str = FLAGS["output_lengths"].default
+    lengths: Path | None = FLAGS["lengths"].default  # --lengths FILE.csv: (prompt, output) pairs drawn
     seed: int = FLAGS["seed"].default
     prefix: str | None = FLAGS["prefix"].default  # --prefix shared:L:N
     sessions: str | None = FLAGS["sessions"].default  # --sessions T:G
@@ -232,6 +236,7 @@ class SimulateConfig:
         if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):  # never raises
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
         refuse_drawn_beside_trace(config.trace, given, FLAGS)
+        refuse_specs_beside_lengths(config.lengths, given, FLAGS)
         if "concurrency" in given and "arrivals" in given:
             raise BadInputError("--arrivals and --concurrency: the clients of a closed loop send each request when "
                                 "their last one ends; give one or the other")
@@ -269,6 +274,15 @@ def check_closed_loop(config: SimulateConfig) -> None:
     if config.rates:
         raise BadInputError("--rates sweeps open-loop Poisson rates; under --concurrency the clients set the rate: "
                             "simulate each concurrency instead")
+
+
+def refuse_specs_beside_lengths(lengths: Path | None, given: Collection[str], table: Mapping[str, Option]) -> None:
+    """``--lengths`` gives each request's prompt and output length: ``--prompt`` and ``--output`` beside it are
+    refused, naming them (simulate's and plan's rule)."""
+    specs = given_among(given, ["prompt", "output_lengths"])
+    if lengths is not None and specs:
+        raise BadInputError(f"{spelled(table, specs)}: --lengths {lengths} gives every prompt and output length; "
+                            "drop them")
 
 
 def refuse_drawn_beside_trace(trace: Path | None, given: Collection[str], table: Mapping[str, Option]) -> None:

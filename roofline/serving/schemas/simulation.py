@@ -52,6 +52,8 @@ class Workload(Record):
                                "last one ends (then no arrivals; a trace's arrival times unused)")
     prompt: Any = key("string", nullable=False, doc="generated: prompt length distribution")
     output: Any = key("string", nullable=False, doc="generated: output length distribution")
+    lengths: Any = key("string", nullable=False,
+                       doc="generated, --lengths FILE.csv: (prompt, output) pairs drawn from it (no prompt, output)")
     seed: Any = key("integer", nullable=False, doc="generated: the seed")
     prefix: Any = key("string", nullable=False,
                       doc="generated, --prefix shared:L:N: each prompt opens with one of N system prompts of L tokens")
