@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from serving_helpers import constant_profile
 
 from microbench.cli.app import main
+from roofline.serving.capacity import concurrency_capacity
 from roofline.serving.metrics import Slo, summarize
 from roofline.serving.policies import PolicyError, parse_policy
 from roofline.serving.simulate import SimulationError, simulate
@@ -85,7 +86,7 @@ def test_simulate_concurrency_writes_the_clients_into_the_workload_record(tmp_pa
     assert run.exit_code == 0, run.output
     document = json.loads((tmp_path / "sim" / "simulation.json").read_text())
     assert document["workload"]["concurrency"] == 2 and "arrivals" not in document["workload"]
-    assert document["runs"][0]["capacity"] is None  # the clients set the rate: no rate to search
+    assert document["runs"][0]["capacity"]["capacity_concurrency"] is not None  # the clients searched, not a rate
     assert "slo" in document["runs"][0]["summary"]
     with (tmp_path / "sim" / "requests.csv").open() as stream:
         arrivals = [float(row["arrival_s"]) for row in csv.DictReader(stream)]
@@ -325,3 +326,36 @@ def test_plan_refuses_length_specs_beside_lengths(tmp_path):
     run = _invoke("plan", "p.json", "--rate", "1", "--slo", "ttft_p90=1", "--lengths", str(path), "--prompt",
                   "fixed:3", "-o", str(tmp_path / "plan"))
     _one_line_refusal(run, "--prompt", "--lengths")
+
+
+# --- the most clients meeting an SLO ---------------------------------------------------------------------------
+
+def _one_slot(clients):
+    # One slot, 1 s a step, two steps a request: with C clients a request queues behind the C - 1 others sent
+    # before it, 2 (C - 1) s once the loop is full.
+    return simulate(constant_profile(), _requests((2,) * 20), "continuous:max-batch=1", concurrency=clients)
+
+
+def test_the_concurrency_search_finds_the_most_clients_whose_queueing_meets_the_slo():
+    found = concurrency_capacity(_requests((2,) * 20), Slo.parse("queue_p99=4.5"), _one_slot)
+    assert found.concurrency == 3 and not found.lower_bound  # 3 clients queue 4 s at most, 4 clients 6 s
+    assert [p["concurrency"] for p in found.tried] == [1, 2, 3, 4]
+    assert [p["met"] for p in found.tried] == [True, True, True, False]
+    assert found.capacity_requests_per_s == pytest.approx(0.5)  # one slot: a request every two steps
+    assert found.to_dict()["capacity_concurrency"] == 3
+
+
+def test_the_concurrency_search_answers_none_and_lower_bounds_in_words():
+    none = concurrency_capacity(_requests((2,) * 20), Slo.parse("prefill_p50=0.5"), _one_slot)
+    assert none.concurrency is None and "even one client" in none.reason
+    every = concurrency_capacity(_requests((2,) * 20), Slo.parse("e2e_p99=100"), _one_slot)
+    assert every.concurrency == 20 and every.lower_bound
+
+
+def test_simulate_concurrency_with_an_slo_searches_the_clients(tmp_path):
+    run = _invoke("simulate", *TINY, "--concurrency", "2", "--slo", "ttft_p90=5", "--no-report",
+                  "-o", str(tmp_path / "sim"))
+    assert run.exit_code == 0, run.output
+    capacity = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["capacity"]
+    assert capacity["capacity_concurrency"] == 12 and capacity["capacity_is_lower_bound"]  # 12 requests
+    assert "clients" in run.output

@@ -27,7 +27,7 @@ from roofline.fleet.summary import fleet_section, layout_record
 from roofline.result.sections import Provenance
 from roofline.serving import document as simulation_doc
 from roofline.serving import simulate as engine_loop
-from roofline.serving.capacity import Probe, capacity_under, rate_point
+from roofline.serving.capacity import Probe, capacity_under, concurrency_capacity, rate_point
 from roofline.serving.metrics import summarize
 from roofline.serving.policies import Policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
@@ -161,7 +161,13 @@ class Simulation:
         for rate in config.rates:
             entry["rates"].append(rate_point(rate, run_at(with_arrivals(self.requests, f"poisson:{rate!r}",
                                                                         config.seed))))
-        if config.slo is not None and config.concurrency is None:  # closed: the clients set the rate, none to search
+        if config.slo is not None and config.concurrency is not None:  # the clients set the rate: search them
+            entry["capacity"] = concurrency_capacity(
+                self.requests, config.slo, lambda clients: engine_loop.simulate(
+                    profile, self.requests, policy, self.overhead, config.mem_fraction, False, clients),
+                named_progress(progress, f"capacity of {policy.text}"))
+            entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]
+        elif config.slo is not None:
             entry["capacity"] = capacity_under(self.requests, config.slo, run_at, config.seed,
                                                named_progress(progress, f"capacity of {policy.text}"))
             entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]

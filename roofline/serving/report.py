@@ -36,7 +36,8 @@ def _s(value: float | None) -> str:
 def _capacity(cap: dict[str, Any]) -> str:
     if not cap or cap.get("capacity_requests_per_s") is None:
         return "–"
-    return ("≥" if cap.get("capacity_is_lower_bound") else "") + significant(cap["capacity_requests_per_s"])
+    clients = f" ({cap['capacity_concurrency']} clients)" if cap.get("capacity_concurrency") else ""
+    return ("≥" if cap.get("capacity_is_lower_bound") else "") + significant(cap["capacity_requests_per_s"]) + clients
 
 
 def _goodput(summary: dict[str, Any]) -> list[str]:

@@ -212,6 +212,9 @@ class RatePoint(Record):
     itl_p99_s: Any = key("number", unit="s", nullable=True, doc="ITL P99 (null: no gap; absent: not recorded)")
     e2e_p99_s: Any = key("number", unit="s", required=True, doc="end-to-end P99")
     met: Any = key("boolean", nullable=False, doc="a capacity probe: the SLO held")
+    concurrency: Any = key("integer", nullable=False,
+                           doc="--concurrency with --slo: the clients of this probe (its rate: the requests/s they "
+                               "reached; absent: an open-loop point)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,6 +230,9 @@ class Capacity(Record):
     capacity_requests_per_s: Any = key("number", unit="1/s", required=True, nullable=True,
                                        doc="highest rate meeting the SLO (null: none tried does)")
     capacity_is_lower_bound: Any = key("boolean", required=True, doc="met at every rate tried: at least this")
+    capacity_concurrency: Any = key("integer", nullable=True,
+                                    doc="--concurrency: the most clients meeting the SLO, capacity_requests_per_s "
+                                        "the requests/s they reached (null: not even one; absent: a rate search)")
     tried: Any = key("array", items="object", item_record=CapacityProbe, required=True, doc="every rate probed")
     reason: Any = key("string", required=True, doc="why the search stopped where it did (empty: bracketed)")
 
