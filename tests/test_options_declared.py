@@ -31,7 +31,7 @@ from roofline.fleet.plan_config import FLAGS as PLAN_FLAGS
 from roofline.fleet.plan_config import PlanConfig
 from roofline.fleet.router import Router
 from roofline.serving.metrics import Slo
-from roofline.serving.policies import POLICIES, POLICY_KINDS, ROUTER_NAMES, ROUTERS, SWITCHES, parse_policy
+from roofline.serving.policies import POLICIES, POLICY_KINDS, ROUTER_NAMES, ROUTERS, SWITCHES, WORDS, parse_policy
 from roofline.serving.schemas.registry import schema
 from roofline.serving.simulate_config import FLAGS as SIMULATE_FLAGS
 from roofline.serving.simulate_config import SimulateConfig
@@ -167,7 +167,8 @@ def test_every_policy_is_one_registry_entry_that_the_parser_help_and_schema_read
     assert kinds and all(tuple(enum) == POLICY_KINDS == tuple(POLICIES) for enum in kinds)
     # Each policy parses from its own syntax, every option filled in, and is the registry's class.
     for kind, policy in POLICIES.items():
-        text = kind + "".join(f":{name}={'on' if name in SWITCHES else 3}" for name in policy.OPTIONS)
+        text = kind + "".join(f":{name}={'on' if name in SWITCHES else WORDS[name][-1] if name in WORDS else 3}"
+                              for name in policy.OPTIONS)
         parsed = parse_policy(text)
         assert type(parsed) is policy and parsed.to_dict()["kind"] == kind
     with pytest.raises(BadInputError, match="use static:batch=B, continuous, paged or chunked:budget=T"):

@@ -53,7 +53,7 @@ def test_simulate_compares_policies_and_writes_every_file(tmp_path):
         assert entry["capacity"]["capacity_requests_per_s"] is not None
         assert entry["summary"]["slo"]["goodput_requests_per_s"] <= entry["summary"]["requests_per_s"]
         assert entry["summary"]["binding_sentence"]
-        assert set(entry["summary"]["itl"]) == {"p50_s", "p90_s", "p99_s", "max_s"}
+        assert set(entry["summary"]["itl"]) == {"p50_s", "p90_s", "p99_s", "mean_s", "max_s"}
         assert entry["summary"]["slo"]["checks"]["itl_p99"]["value_s"] == entry["summary"]["itl"]["p99_s"]
         assert all(p["itl_p99_s"] is not None for p in entry["rates"])
     with (folder / "requests.csv").open() as stream:

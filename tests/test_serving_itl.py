@@ -147,11 +147,12 @@ def test_summary_itl_has_its_percentiles_and_the_longest_gap():
                    "continuous:max-batch=4")
     itl = summarize(run, profile, 0.9)["itl"]
     gaps = pooled_inter_token_latencies_s(run.requests)
-    assert set(itl) == {"p50_s", "p90_s", "p99_s", "max_s"}
+    assert set(itl) == {"p50_s", "p90_s", "p99_s", "mean_s", "max_s"}
     assert itl["max_s"] == 2.0
     assert itl["p90_s"] == pytest.approx(np.percentile(gaps, 90))
     one_token = simulate(profile, [Request(0, 0.0, 5, 1)], "continuous")
-    assert summarize(one_token, profile, 0.9)["itl"] == {"p50_s": None, "p90_s": None, "p99_s": None, "max_s": None}
+    assert summarize(one_token, profile, 0.9)["itl"] == {"p50_s": None, "p90_s": None, "p99_s": None,
+                                                             "mean_s": None, "max_s": None}
 
 
 def test_an_itl_slo_is_parsed_checked_and_counted_per_request_for_goodput():

@@ -48,7 +48,8 @@ def probe_line(subject: str, probe) -> str:
 
     rate = probe.rate_requests_per_s
     what = {"alone": "every request served alone",
-            "burst": f"a burst of them all ({significant(rate or 0)} requests/s)"}.get(
+            "burst": f"a burst of them all ({significant(rate or 0)} requests/s)",
+            "closed": f"{probe.concurrency} clients ({significant(rate or 0)} requests/s)"}.get(
         probe.arrivals, f"{significant(rate or 0)} requests/s")
     fleet = f"{probe.fleet} at " if probe.fleet else ""
     return f"{subject}: {fleet}{what} {'met' if probe.met else 'missed'} ({describe_checks(probe.checks)})"

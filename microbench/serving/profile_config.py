@@ -20,7 +20,7 @@ from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
 from roofline.decode.ceilings import check_efficiency
 from roofline.reference.database import check_engine, check_reference
-from roofline.serving.simulate_config import MODEL_FLAGS
+from roofline.serving.simulate_config import MODEL_FLAGS, check_spec_sheet
 
 CLOCKS = ("wall", "thread-cpu")
 
@@ -70,6 +70,8 @@ class ProfileConfig:
     dtype: str | None = FLAGS["dtype"].default
     kv_dtype: str | None = FLAGS["kv_dtype"].default
     sku: str | None = FLAGS["sku"].default
+    gpu_spec: Path | None = FLAGS["gpu_spec"].default
+    interconnect_gbps: float | None = FLAGS["interconnect_gbps"].default
     ideal: bool = FLAGS["ideal"].default
     from_result: Path | None = FLAGS["from_result"].default
     efficiency: str = FLAGS["efficiency"].default
@@ -92,17 +94,20 @@ class ProfileConfig:
         if self.reference is not None:
             check_reference(self.reference)
             check_engine(self.engine)
-            if self.analytic or self.from_result or self.ideal or not self.sku:
+            if self.analytic or self.from_result or self.ideal or not self.sku or self.gpu_spec \
+                    or self.interconnect_gbps is not None:
                 raise PlanError("--reference reads the database's kernel times on --gpu SKU: give --gpu, and none of "
-                                "--analytic, --from, --ideal")
+                                "--analytic, --from, --ideal, --gpu-spec, --interconnect-gbps")
             return
         if self.engine is not None:
             raise PlanError("--engine belongs to --reference")
         if self.analytic:
             check_efficiency(self.efficiency, self.ideal, self.from_result is not None)
+            check_spec_sheet(self.sku, self.gpu_spec, self.interconnect_gbps)
             return  # the measuring fields are the defaults (from_options refuses them typed)
-        if self.sku or self.from_result or self.ideal:
-            raise PlanError("--gpu, --ideal and --from belong to --analytic; a measured profile times this device")
+        if self.sku or self.from_result or self.ideal or self.gpu_spec or self.interconnect_gbps is not None:
+            raise PlanError("--gpu, --ideal and --from belong to --analytic (--gpu-spec and --interconnect-gbps too); "
+                            "a measured profile times this device")
         if self.resume and (self.model or self.hf_config):
             raise PlanError("--resume takes the plan from OUTPUT.partial; do not also give --model/--hf-config")
         check_seed(self.seed)

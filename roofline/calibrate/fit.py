@@ -46,7 +46,10 @@ def run_summary(requests) -> dict[str, Any]:
     tokens = sum(r.output_tokens for r in requests)
     out: dict[str, Any] = {"total_s": total, "output_tokens": tokens, "tokens_per_s": tokens / total if total else None,
                            "requests_per_s": len(requests) / total if total else None}
-    for name, values in latencies(requests).items():
+    samples = latencies(requests)
+    # The metrics an engine's records carry too (TTFT's queueing and prefill need an admission time they lack).
+    for name in ("ttft", "tpot", "e2e", "itl"):
+        values = samples[name]
         for p in PERCENTILES:
             out[f"{name}_p{p}_s"] = percentile_s(values, p)
     return out

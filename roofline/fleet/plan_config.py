@@ -23,6 +23,7 @@ from roofline.serving.simulate_config import (
     check_rates,
     check_router,
     refuse_drawn_beside_trace,
+    refuse_specs_beside_lengths,
     refuse_static_split,
 )
 from roofline.serving.workload import check_request_count
@@ -31,14 +32,23 @@ from roofline.step.speculative import SpecDecode, parse_spec_decode
 # The largest fleet a plan searches: past it a target is reported as not met (exit 0), not searched for ever.
 MAX_GPUS = MAX_REPLICAS
 
+# Why a plan takes no closed loop: the fleet size it answers is the one that meets the SLO at a given arrival rate,
+# and C clients that each wait for their answer set no rate (a bigger fleet answers sooner, so they send more).
+CLOSED_LOOP_REFUSAL = ("--concurrency: a plan sizes a fleet for an open-loop arrival rate (--rate), and C clients "
+                       "that each wait for their answer send as fast as the fleet answers; simulate one replica with "
+                       "simulate --concurrency C --slo ... and read its requests/s as the --rate to plan for")
+
 FLAGS: dict[str, Option] = {
     "rates": Option(("--rate",), required=True, metavar="R[,R...]",
                     help="the traffic to plan for, requests/s (Poisson arrivals); a comma list plans each rate"),
     "slo": Option(("--slo",), required=True, help=SIMULATE_FLAGS["slo"].help),
-    **{name: SIMULATE_FLAGS[name] for name in ("requests", "prompt", "output_lengths", "seed", "trace")},
+    **{name: SIMULATE_FLAGS[name] for name in ("requests", "prompt", "output_lengths", "lengths", "seed", "trace")},
     "policies": Option(("--policy",), default=(), multiple=True,
                        help=f"{policy_syntax()} (repeatable: each planned) [{', '.join(DEFAULT_POLICIES)}]"),
     "router": SIMULATE_FLAGS["router"],
+    "concurrency": Option(("--concurrency",), "int", metavar="C",
+                          help="refused, with the reason: a plan sizes fleets for an open-loop --rate, and a closed "
+                               "loop's rate is what the fleet gives back (simulate --concurrency C --slo ... instead)"),
     "prices": Option(("--gpu-hour-usd",), metavar="SKU=PRICE,...",
                      help="what one GPU-hour of each SKU costs you, USD (e.g. h100-sxm=2.5,h200-sxm=3.5): the cost "
                           "per million output tokens; none is built in"),
@@ -66,10 +76,12 @@ class PlanConfig:
     requests: int = FLAGS["requests"].default
     prompt: str = FLAGS["prompt"].default
     output_lengths: str = FLAGS["output_lengths"].default
+    lengths: Path | None = FLAGS["lengths"].default
     seed: int = FLAGS["seed"].default
     trace: Path | None = FLAGS["trace"].default
     policies: tuple[Policy, ...] = FLAGS["policies"].default  # () : DEFAULT_POLICIES
     router: str = FLAGS["router"].default
+    concurrency: int | None = FLAGS["concurrency"].default  # always refused (CLOSED_LOOP_REFUSAL)
     prices: tuple[tuple[str, float], ...] = ()  # (SKU, USD per GPU-hour)
     max_gpus: int = FLAGS["max_gpus"].default
     disaggregate: bool = FLAGS["disaggregate"].default
@@ -89,6 +101,8 @@ class PlanConfig:
             if first != index:
                 again = "" if str(self.profile_files[first]) == str(path) else f" (as {self.profile_files[first]})"
                 raise BadInputError(f"{path}: given twice{again}; give each candidate profile once")
+        if self.concurrency is not None:
+            raise BadInputError(CLOSED_LOOP_REFUSAL)
         if not self.rates:
             raise BadInputError("--rate: give the requests/s to plan for")
         check_rates(self.rates, "--rate")
@@ -133,6 +147,7 @@ class PlanConfig:
         ``profile_files``); ``given``: the fields typed on the command line."""
         values = dict(options)
         refuse_drawn_beside_trace(values.get("trace"), given, FLAGS)
+        refuse_specs_beside_lengths(values.get("lengths"), given, FLAGS)
         out_dir = values.get("out_dir")
         if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):  # never raises
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for plan.json and the report")

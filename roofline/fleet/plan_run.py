@@ -53,7 +53,7 @@ def prepare_plan(config: PlanConfig, provenance: Provenance) -> Planning:
     """Every input of a checked config read and checked, nothing simulated yet (a refusal is one line)."""
     candidates = load_candidates(config)
     requests, workload = read_workload(config.trace, config.requests, "burst", config.prompt, config.output_lengths,
-                                       config.seed)
+                                       config.seed, lengths=config.lengths)
     check_fits_in_memory(requests, 1)
     slo = cast(Slo, config.slo)  # a PlanConfig always has one (it refuses a plan without)
     target = Target(requests, slo, config.rates, config.router, config.max_gpus, config.mem_fraction,

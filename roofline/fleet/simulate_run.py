@@ -32,7 +32,15 @@ from roofline.fleet.summary import fleet_section, layout_record
 from roofline.result.sections import Provenance
 from roofline.serving import document as simulation_doc
 from roofline.serving import simulate as engine_loop
-from roofline.serving.capacity import Fleet, Probe, capacity_under, load_point, load_sweep, rate_point
+from roofline.serving.capacity import (
+    Fleet,
+    Probe,
+    capacity_under,
+    concurrency_capacity,
+    load_point,
+    load_sweep,
+    rate_point,
+)
 from roofline.serving.metrics import energy_figures, summarize
 from roofline.serving.policies import Policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
@@ -40,7 +48,13 @@ from roofline.serving.profiles.analytic import analytic_profile_of
 from roofline.serving.simulate import SimulationRun
 from roofline.serving.simulate_config import FLAGS, SimulateConfig
 from roofline.serving.step_cost import drafter_cost_basis
-from roofline.serving.workload import Request, check_fits_in_memory, read_workload, with_arrivals
+from roofline.serving.workload import (
+    Request,
+    check_fits_in_memory,
+    closed_loop_record,
+    read_workload,
+    with_arrivals,
+)
 
 # Each simulation of a capacity search as it ends, with what was searched ("capacity of continuous"): the command
 # prints a line for each, so a long search is visibly alive (the library never prints).
@@ -77,7 +91,10 @@ def prepare_simulation(config: SimulateConfig, provenance: Provenance) -> Simula
     """Every input of a checked config read and checked, nothing simulated yet (a refusal is one line)."""
     profile = load_profile(config.profile_file) if config.profile_file else analytic_profile_of(config, provenance)
     requests, workload = read_workload(config.trace, config.requests, config.arrivals, config.prompt,
-                                       config.output_lengths, config.seed, config.prefix, config.sessions)
+                                       config.output_lengths, config.seed, config.prefix, config.sessions,
+                                       config.lengths)
+    if config.concurrency is not None:
+        workload = closed_loop_record(workload, config.concurrency)
     check_fits_in_memory(requests, len(config.policy_list))
     return Simulation(config, profile, requests, workload, overhead_with(profile, config.overhead_given),
                       fleet_layout(config, profile) if config.fleet else None, provenance)
@@ -152,7 +169,7 @@ class Simulation:
             return simulate_fleet(self.profile, workload, policy, self.layout, self.overhead,
                                   self.config.mem_fraction, log_steps, self.config.speculation, self.config.seed)
         return engine_loop.simulate(self.profile, workload, policy, self.overhead, self.config.mem_fraction, log_steps,
-                                    self.config.speculation, self.config.seed)
+                                    self.config.speculation, self.config.seed, self.config.concurrency)
 
     def _policy(self, policy: Policy, progress: ProbeReport | None) -> dict[str, Any]:
         """One policy's entry: its run and summary; with rates its curve; with an SLO its capacity (each probe
@@ -177,7 +194,14 @@ class Simulation:
                                                                         config.seed))))
         entry["sweep"] = [load_point(rate, run_at(with_arrivals(self.requests, f"poisson:{rate!r}", config.seed)),
                                      fleet) for rate in config.sweep_load]
-        if config.slo is not None:
+        if config.slo is not None and config.concurrency is not None:  # the clients set the rate: search them
+            entry["capacity"] = concurrency_capacity(
+                self.requests, config.slo, lambda clients: engine_loop.simulate(
+                    profile, self.requests, policy, self.overhead, config.mem_fraction, False,
+                    config.speculation, config.seed, clients),
+                named_progress(progress, f"capacity of {policy.text}"))
+            entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]
+        elif config.slo is not None:
             entry["capacity"] = capacity_under(self.requests, config.slo, run_at, config.seed,
                                                named_progress(progress, f"capacity of {policy.text}"))
             entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]

@@ -40,11 +40,12 @@ ALONE_PROMPT_LENGTHS = 64
 class Probe:
     """One simulation of a capacity search, handed to ``progress`` as it finishes (the library never prints)."""
 
-    arrivals: str  # "alone": each request's lengths served by themselves; "burst"; "poisson" at the rate
-    rate_requests_per_s: float | None  # None for "alone"
+    arrivals: str  # "alone": each request's lengths served by themselves; "burst"; "poisson" at the rate; "closed"
+    rate_requests_per_s: float | None  # None for "alone"; "closed": the requests/s the clients reached
     met: bool
     checks: dict[str, dict[str, Any]]  # Slo.check's: per limit, value_s, limit_s and met
     fleet: str = ""  # the fleet simulated, when the caller probes fleets of several sizes (plan)
+    concurrency: int | None = None  # "closed": the clients
 
 
 Progress = Callable[[Probe], None]
@@ -59,10 +60,12 @@ class CapacityResult:
     # Every request served alone already misses the SLO: no rate, and no fleet of any size, meets it (the reason
     # says so in the document).
     missed_alone: bool = False
+    concurrency: int | None = None  # a closed loop's search: the most clients meeting the SLO (None: none, or open)
 
     def to_dict(self) -> dict[str, Any]:
+        closed = {"capacity_concurrency": self.concurrency} if self.concurrency is not None else {}
         return {"capacity_requests_per_s": self.capacity_requests_per_s, "capacity_is_lower_bound": self.lower_bound,
-                "tried": list(self.tried), "reason": self.reason}
+                **closed, "tried": list(self.tried), "reason": self.reason}
 
 
 def _point(rate: float, run: SimulationRun, slo: Slo) -> dict[str, Any]:
@@ -145,13 +148,15 @@ def unloaded_latencies(requests: Sequence[Request], run_at: Callable[[list[Reque
     if len(lengths) > ALONE_PROMPT_LENGTHS:  # the quantiles of the lengths, the shortest among them
         lengths = np.unique(lengths[np.linspace(0, len(lengths) - 1, ALONE_PROMPT_LENGTHS).round().astype(np.int64)])
     group = np.searchsorted(lengths, prompts, side="right") - 1
-    parts: dict[str, list[np.ndarray]] = {"ttft": [], "tpot": [], "e2e": [], "itl": []}
+    parts: dict[str, list[np.ndarray]] = {"ttft": [], "tpot": [], "e2e": [], "itl": [], "queue": [], "prefill": []}
     for index, prompt in enumerate(lengths):
         own = np.sort(outputs[group == index])
         alone = run_at([Request(0, 0.0, int(prompt), int(own[-1]))]).requests[0]
         times = np.asarray(alone.token_times_s, dtype=float) - alone.arrival_s
         several = own[own > 1]
         parts["ttft"].append(np.full(len(own), times[0]))
+        parts["queue"].append(np.zeros(len(own)))  # an idle replica admits a request as it arrives
+        parts["prefill"].append(np.full(len(own), times[0]))
         parts["e2e"].append(times[own - 1])
         parts["tpot"].append((times[several - 1] - times[0]) / (several - 1))
         # Gap k (after token k + 1) is every request's of more than k + 1 tokens.
@@ -264,3 +269,45 @@ def search_capacity(requests: Sequence[Request], slo: Slo, run_at: Callable[[lis
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if probe(mid) else (lo, mid)
     return CapacityResult(lo, tuple(sorted(tried, key=lambda p: p["rate_requests_per_s"])), "")
+
+
+def concurrency_capacity(requests: Sequence[Request], slo: Slo, run_with: Callable[[int], SimulationRun],
+                         progress: Progress | None = None) -> CapacityResult:
+    """The most clients of a closed loop (``simulate --concurrency --slo``) whose latencies meet the SLO:
+    ``run_with(C)`` simulates the workload with C clients.  Latency taken as rising with C, as the rate search
+    takes it with the rate: from one client, doubling until the SLO is missed (or every request has a client of
+    its own), then bisection over the integers.  Each probe's requests/s is what its clients reached."""
+    tried: dict[int, dict[str, Any]] = {}
+
+    def met(clients: int) -> bool:
+        if clients not in tried:
+            run = run_with(clients)
+            lat = latencies(run.requests)
+            rate = len(run.requests) / run.makespan_s
+            point = {**rate_point(rate, run, lat), "concurrency": clients, "met": slo.met(lat),
+                     "checks": slo.check(lat)}
+            tried[clients] = point
+            if progress is not None:
+                progress(Probe("closed", rate, point["met"], point["checks"], concurrency=clients))
+        return tried[clients]["met"]
+
+    def result(best: int | None, reason: str, lower_bound: bool = False) -> CapacityResult:
+        points = tuple(tried[c] for c in sorted(tried))
+        rate = tried[best]["rate_requests_per_s"] if best is not None else None
+        return CapacityResult(rate, points, reason, lower_bound=lower_bound, concurrency=best)
+
+    most = len(requests)
+    if not met(1):
+        return result(None, "no concurrency meets the SLO: even one client at a time misses it "
+                            f"({describe_checks(tried[1]['checks'], missed_only=True)})")
+    good, bad = 1, None
+    while bad is None:
+        if good == most:
+            return result(good, f"the SLO is still met with a client per request ({most}): capacity ≥ {most} "
+                                "clients", lower_bound=True)
+        probe = min(good * 2, most)
+        good, bad = (probe, None) if met(probe) else (good, probe)
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if met(middle) else (good, middle)
+    return result(good, "")

@@ -112,7 +112,7 @@ def save_simulation(document: dict[str, Any], path: str | os.PathLike) -> None:
 
 
 REQUEST_COLUMNS = ("policy", "id", "arrival_s", "prompt_tokens", "output_tokens", "first_token_s", "finish_s",
-                   "ttft_s", "tpot_s", "e2e_s", "preemptions", "cached_tokens")
+                   "ttft_s", "tpot_s", "e2e_s", "preemptions", "cached_tokens", "queue_s", "prefill_s")
 
 
 PLACEMENT_COLUMNS = ("replica", "decode_replica")
@@ -132,6 +132,6 @@ def write_requests_csv(runs: list[SimulationRun], path: Path,
             writer.writerow([run.policy["policy"], r.id, f"{r.arrival_s:.9g}", r.prompt_tokens, r.output_tokens,
                              f"{r.first_token_s:.9g}", f"{r.finish_s:.9g}", f"{r.ttft_s:.9g}",
                              "" if r.tpot_s is None else f"{r.tpot_s:.9g}", f"{r.e2e_s:.9g}", r.preemptions,
-                             r.cached_tokens,
+                             r.cached_tokens, f"{r.queue_s:.9g}", f"{r.prefill_s:.9g}",
                              *(() if where is None else (where[0], "" if where[1] is None else where[1]))])
     write_output_file(path, stream.getvalue())

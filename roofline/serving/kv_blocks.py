@@ -131,11 +131,13 @@ class PrefixCache:
 class KvBlocks:
     """``total`` blocks of ``block`` tokens: the free ones, and with ``prefix_cache`` the keyed ones."""
 
-    __slots__ = ("total", "block", "free", "watermark", "cache", "chained", "chained_keys")
+    __slots__ = ("total", "block", "free", "watermark", "cache", "chained", "chained_keys", "reserve_full")
 
-    def __init__(self, total: int, block: int, prefix_cache: bool) -> None:
+    def __init__(self, total: int, block: int, prefix_cache: bool, reserve_full: bool = False) -> None:
         self.total, self.block, self.free = total, block, total
-        self.watermark = int(KV_WATERMARK * total)
+        # Reserving every block a request can need leaves nothing to grow into: no watermark is kept for growth.
+        self.reserve_full = reserve_full
+        self.watermark = 0 if reserve_full else int(KV_WATERMARK * total)
         self.cache = PrefixCache() if prefix_cache else None
         self.chained: OrderedDict[tuple[Chain, int, int], tuple[tuple[int, ...], Chain]] = OrderedDict()
         self.chained_keys = 0
@@ -175,9 +177,11 @@ class KvBlocks:
         return self.cache.match(seq.keys, (seq.prefill_target - 1) // self.block)
 
     def reserve(self, seq: Any, hits: int, running: bool) -> bool:
-        """Give the sequence its prompt's blocks, the first ``hits`` from the cache and the rest new, unless that
-        would leave fewer free than the watermark while sequences run (an idle engine admits whatever fits)."""
-        need, cache = -(-seq.prefill_target // self.block), self.cache
+        """Give the sequence its prompt's blocks (with ``reserve_full``, its prompt's and whole output's: it never
+        needs another), the first ``hits`` from the cache and the rest new, unless that would leave fewer free than
+        the watermark while sequences run (an idle engine admits whatever fits)."""
+        tokens = seq.prefill_target + (seq.output_tokens - seq.generated if self.reserve_full else 0)
+        need, cache = -(-tokens // self.block), self.cache
         spare = self.free
         if cache is not None:
             spare += len(cache.idle) - (cache.idle_among(seq.keys[:hits]) if hits else 0)

@@ -113,20 +113,33 @@ def own_inter_token_percentile_s(requests: Sequence[Timed], percentile: float) -
 
 
 def request_latencies(requests: Sequence[Timed]) -> dict[str, np.ndarray]:
-    """Each request's own TTFT, TPOT (NaN for a one-token output) and end-to-end latency, in request order."""
+    """Each request's own TTFT, TPOT (NaN for a one-token output) and end-to-end latency, and TTFT's two parts:
+    queueing, arrival to first admission into a step (the scheduling delay), and prefill, that admission to the
+    first token (NaN both where the record keeps no admission time: a measured engine's), in request order."""
     tpot = (time_per_output_token_s(r) for r in requests)
-    return {"ttft": np.array([time_to_first_token_s(r) for r in requests], dtype=float),
-            "tpot": np.array([np.nan if t is None else t for t in tpot], dtype=float),
-            "e2e": np.array([end_to_end_s(r) for r in requests], dtype=float)}
+    ttft = np.array([time_to_first_token_s(r) for r in requests], dtype=float)
+    scheduled = np.array([getattr(r, "scheduled_s", np.nan) for r in requests], dtype=float)
+    arrival = np.array([r.arrival_s for r in requests], dtype=float)
+    return {"ttft": ttft, "tpot": np.array([np.nan if t is None else t for t in tpot], dtype=float),
+            "e2e": np.array([end_to_end_s(r) for r in requests], dtype=float),
+            "queue": scheduled - arrival, "prefill": ttft - (scheduled - arrival)}
 
 
 def latencies(requests: Sequence[Timed]) -> dict[str, np.ndarray]:
     """The samples each percentile is taken over, seconds: per request TTFT, TPOT (requests with more than one
-    output token) and end-to-end latency; ITL, every inter-token gap of every request."""
+    output token), end-to-end latency, queueing and prefill (requests whose admission was recorded); ITL, every
+    inter-token gap of every request."""
     own = request_latencies(requests)
-    own["tpot"] = own["tpot"][~np.isnan(own["tpot"])]
+    for name in ("tpot", "queue", "prefill"):
+        own[name] = own[name][~np.isnan(own[name])]
     own["itl"] = pooled_inter_token_latencies_s(requests)
     return own
+
+
+def mean_s(values: np.ndarray) -> float | None:
+    """The arithmetic mean of the latencies (every engine benchmark reports it beside the percentiles); None when
+    there are none."""
+    return float(values.mean()) if len(values) else None
 
 
 def percentile_s(values: np.ndarray, percentile: float) -> float | None:

@@ -13,6 +13,7 @@ from roofline.core.errors import BadInputError
 from roofline.serving.latency import (
     PERCENTILES,
     latencies,
+    mean_s,
     own_inter_token_percentile_s,
     percentile_s,
     request_latencies,
@@ -20,13 +21,15 @@ from roofline.serving.latency import (
 from roofline.serving.profile_doc import StepProfile
 from roofline.serving.simulate import SimulationError, SimulationRun, kv_blocks_that_fit
 
-SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
+# queue and prefill: TTFT's two parts, arrival to first admission (scheduling delay: Sarathi-Serve's capacity
+# criterion) and that admission to the first token.
+SLO_METRICS = ("ttft", "tpot", "itl", "e2e", "queue", "prefill")
 
 
 def limit_name(key: str) -> str:
     """An SLO limit's key as a table names it: ``tpot_p99`` -> "TPOT p99", ``e2e_p90`` -> "e2e p90"."""
     metric, _, pct = key.partition("_p")
-    return f"{metric if metric == 'e2e' else metric.upper()} p{pct}" if pct else key
+    return f"{metric if metric in ('e2e', 'queue', 'prefill') else metric.upper()} p{pct}" if pct else key
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class Slo:
                 valid = False
             if not valid:
                 raise BadInputError(f"--slo {text!r}: give metric_pNN=SECONDS, metric one of {', '.join(SLO_METRICS)}"
-                                 " (e.g. ttft_p90=2,itl_p99=0.05)")
+                                " (e.g. ttft_p90=2,itl_p99=0.05)")
             # One limit per objective: a second would silently replace the first (ttft_p90 and ttft_p90.0 too).
             same = next((given for given in limits if given.partition("_p")[0] == metric
                          and float(given.partition("_p")[2]) == float(pct)), None)
@@ -85,7 +88,7 @@ class Slo:
 
 
 def _percentiles(values: np.ndarray) -> dict[str, float | None]:
-    return {f"p{p}_s": percentile_s(values, p) for p in PERCENTILES}
+    return {f"p{p}_s": percentile_s(values, p) for p in PERCENTILES} | {"mean_s": mean_s(values)}
 
 
 def _percentiles_and_max(values: np.ndarray) -> dict[str, float | None]:
@@ -121,7 +124,7 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
         "requests": len(run.requests), "output_tokens": tokens, "makespan_s": makespan, "busy_s": busy,
         "tokens_per_s": tokens / makespan, "requests_per_s": len(run.requests) / makespan,
         "ttft": _percentiles(lat["ttft"]), "tpot": _percentiles(lat["tpot"]), "itl": _percentiles_and_max(lat["itl"]),
-        "e2e": _percentiles(lat["e2e"]),
+        "e2e": _percentiles(lat["e2e"]), "queue": _percentiles(lat["queue"]), "prefill": _percentiles(lat["prefill"]),
         "steps": len(run.steps), "batch_mean": float(s["sequences"].mean()), "batch_max": int(s["sequences"].max()),
         "decode_batch_mean": float(s["decodes"][s["decodes"] > 0].mean()) if (s["decodes"] > 0).any() else 0.0,
         "kv_tokens_capacity": capacity, "kv_occupancy_mean": None, "kv_occupancy_max": None,

@@ -75,6 +75,10 @@ class Policy:
     max_batch: int = DEFAULT_MAX_BATCH
     block: int = DEFAULT_BLOCK
     prefix_cache: bool = False  # paged KV blocks kept by prefix hash and found again (roofline.serving.prefix_cache)
+    # What admission reserves in a block cache: the prompt's blocks ("prompt": the rest taken as the output grows,
+    # preempting by recompute when none is free, vLLM's way) or prompt and whole output ("full": never preempts,
+    # TensorRT-LLM's default GUARANTEED_NO_EVICT scheduler).
+    reserve: str = "prompt"
 
     kind = "base"
     paged = False
@@ -98,7 +102,8 @@ class Policy:
         return {"policy": self.text, "kind": self.kind, "max_batch": self.max_batch,
                 "block_tokens": self.block if self.paged else None,
                 **({"cache_tokens": self.cache} if getattr(self, "cache", 0) else {}),
-                "prefix_cache": self.prefix_cache if self.paged else None}
+                "prefix_cache": self.prefix_cache if self.paged else None,
+                "kv_reserve": self.reserve if self.paged else None}
 
 
 @dataclass(frozen=True)
@@ -143,7 +148,8 @@ class Continuous(Policy):
 
 @dataclass(frozen=True)
 class Paged(Continuous):
-    """Continuous with a KV cache of fixed-size blocks: admission by blocks, preemption by recompute, and (unless
+    """Continuous with a KV cache of fixed-size blocks: admission by blocks, preemption by recompute (or, with
+    ``reserve=full``, every block a request can need reserved at admission and no preemption), and (unless
     ``prefix-cache=off``) the blocks of a prompt's prefix found again by a later prompt that starts the same."""
 
     prefix_cache: bool = True  # on by default, as vLLM's automatic prefix caching and SGLang's radix cache are
@@ -151,7 +157,8 @@ class Paged(Continuous):
     paged = True
     OPTIONS: ClassVar[dict[str, tuple[str, str]]] = {"block": ("block", str(DEFAULT_BLOCK)),
                                                      **Continuous.OPTIONS,
-                                                     "prefix-cache": ("prefix_cache", "on|off")}
+                                                     "prefix-cache": ("prefix_cache", "on|off"),
+                                                     "reserve": ("reserve", "prompt|full")}
 
 
 @dataclass(frozen=True)
@@ -169,7 +176,8 @@ class Chunked(Policy):
     OPTIONS: ClassVar[dict[str, tuple[str, str]]] = {"budget": ("budget", "T"), "block": ("block", str(DEFAULT_BLOCK)),
                                                      "max-batch": ("max_batch", "B"), "pad-q": ("pad_q", "Q"),
                                                      "pad-kv": ("pad_kv", "V"), "kv-cap": ("kv_cap", "C"),
-                                                     "prefix-cache": ("prefix_cache", "on|off")}
+                                                     "prefix-cache": ("prefix_cache", "on|off"),
+                                                     "reserve": ("reserve", "prompt|full")}
     REQUIRED: ClassVar[tuple[str, ...]] = ("budget",)
 
     @property
@@ -213,8 +221,9 @@ def policy_syntax() -> str:
     return " | ".join(policy.syntax() for policy in POLICIES.values())
 
 
-# Policy options that take on or off rather than a number.
+# Policy options that take on or off rather than a number, and those that take one of a few words.
 SWITCHES = ("prefix-cache",)
+WORDS = {"reserve": ("prompt", "full")}
 
 
 def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str, Any]:
@@ -227,7 +236,12 @@ def _options(text: str, parts: list[str], allowed: tuple[str, ...]) -> dict[str,
             raise PolicyError(f"policy {text!r}: unknown option {part!r}; options: {', '.join(allowed) or 'none'}")
         if key in out:  # last-wins would hide a typo in a long policy string
             raise PolicyError(f"policy {text!r}: {key} is given twice")
-        out[key] = _switch(text, key, value) if key in SWITCHES else _count(text, key, value)
+        if key in WORDS:
+            if value.strip() not in WORDS[key]:
+                raise PolicyError(f"policy {text!r}: {key} is {' or '.join(WORDS[key])}")
+            out[key] = value.strip()
+        else:
+            out[key] = _switch(text, key, value) if key in SWITCHES else _count(text, key, value)
     return out
 
 

@@ -37,7 +37,8 @@ def _s(value: float | None) -> str:
 def _capacity(cap: dict[str, Any]) -> str:
     if not cap or cap.get("capacity_requests_per_s") is None:
         return "–"
-    return ("≥" if cap.get("capacity_is_lower_bound") else "") + significant(cap["capacity_requests_per_s"])
+    clients = f" ({cap['capacity_concurrency']} clients)" if cap.get("capacity_concurrency") else ""
+    return ("≥" if cap.get("capacity_is_lower_bound") else "") + significant(cap["capacity_requests_per_s"]) + clients
 
 
 def _goodput(summary: dict[str, Any]) -> list[str]:
@@ -303,6 +304,19 @@ def _prefix_sentence(summary: dict[str, Any]) -> str:
     return f"the prefix cache held {rate:.0%} of the prompt tokens{of}."
 
 
+def _means_sentence(summary: dict[str, Any]) -> str | None:
+    """The mean latencies every engine benchmark reports beside its percentiles, TTFT with its queueing and
+    prefill parts (None: a document written before means were recorded)."""
+    if "mean_s" not in summary["ttft"]:
+        return None
+    ttft = f"TTFT {_s(summary['ttft']['mean_s'])}"
+    if summary.get("queue") and summary.get("prefill"):
+        ttft += f" (queueing {_s(summary['queue']['mean_s'])} + prefill {_s(summary['prefill']['mean_s'])})"
+    rest = ", ".join(f"{name} {_s((summary.get(key) or {}).get('mean_s'))}"
+                     for name, key in (("TPOT", "tpot"), ("ITL", "itl"), ("e2e", "e2e")))
+    return f"mean {ttft}, {rest}."
+
+
 def _goodput_sentence(summary: dict[str, Any]) -> str:
     slo = summary["slo"]
     rate, share = _goodput(summary)
@@ -334,6 +348,9 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
         if figures and figures["tokens_per_sequence_step"] is not None:
             lines.append(f"{entry['policy']['policy']}: {figures['tokens_per_sequence_step']:.2f} tokens per "
                          f"sequence-step (over {figures['sequence_steps']:,} decoding sequence-steps).")
+        means = _means_sentence(entry["summary"])
+        if means:
+            lines.append(f"{entry['policy']['policy']}: {means}")
         if shared and entry["summary"].get("prefix_hit_rate") is not None:
             lines.append(f"{entry['policy']['policy']}: {_prefix_sentence(entry['summary'])}")
         if entry.get("fleet"):

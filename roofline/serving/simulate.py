@@ -46,6 +46,17 @@ class RequestOutcome:
     preemptions: int
     token_times_s: Sequence[float] = ()  # every output token's time, in order (the simulator's: an array of 'd')
     cached_tokens: int = 0  # prompt tokens found in the prefix cache when first admitted (not prefilled)
+    scheduled_s: float = math.nan  # when first admitted into a step (NaN: not recorded): TTFT's queueing ends
+
+    @property
+    def queue_s(self) -> float:
+        """Arrival to first admission (scheduling delay, seconds): the part of TTFT spent waiting."""
+        return self.scheduled_s - self.arrival_s
+
+    @property
+    def prefill_s(self) -> float:
+        """First admission to first token (seconds): the rest of TTFT, prefill (and any step it shared)."""
+        return self.first_token_s - self.scheduled_s
 
     @property
     def ttft_s(self) -> float:
@@ -85,14 +96,14 @@ class Seq:
 
     __slots__ = ("request", "output_tokens", "prefill_left", "prefill_target", "generated", "kv_tokens", "blocks",
                  "first_token_s", "finish_s", "preemptions", "finished", "active", "token_times", "keys", "held",
-                 "kept", "cached_tokens")
+                 "kept", "cached_tokens", "scheduled_s")
 
     def __init__(self, request: Request) -> None:
         # prefill_left is an attribute, not a property: the engine reads it for every sequence of every step.
         self.request, self.prefill_left, self.prefill_target = request, request.prompt_tokens, request.prompt_tokens
         self.output_tokens = request.output_tokens
         self.generated = self.kv_tokens = self.blocks = self.preemptions = 0
-        self.first_token_s = self.finish_s = math.nan
+        self.first_token_s = self.finish_s = self.scheduled_s = math.nan
         self.finished = self.active = False  # active: in the running set
         self.token_times = array("d")  # 8 bytes a token, and numpy reads it without converting each float
         # The prefix cache's view: the keys of its keyed blocks (None: not computed, or no cache), the cached
@@ -107,7 +118,7 @@ class Seq:
         """This sequence as it arrives from another replica that prefilled its prompt (disaggregated serving):
         with the prompt's KV cache and the first token (made there at ``first_token_s``), left to decode."""
         self.prefill_left, self.kv_tokens, self.generated = 0, self.request.prompt_tokens, 1
-        self.first_token_s = first_token_s
+        self.first_token_s = self.scheduled_s = first_token_s
         self.token_times.append(first_token_s)
         return self
 
@@ -122,16 +133,24 @@ class Engine:
     ``take_waiting``, ``decodable``, ``prefilling``."""
 
     def __init__(self, requests: Sequence[Request], kv_blocks: int | None, block: int,
-                 prefix_cache: bool = False, spec: SpecDecode | None = None, seed: int = 0, index: int = 0) -> None:
+                 prefix_cache: bool = False, concurrency: int | None = None, reserve_full: bool = False,
+                 spec: SpecDecode | None = None, seed: int = 0, index: int = 0) -> None:
         # A conversation's later turn waits for the turn before it to end: it is sent (think_s later) only then.
         self.followers = {r.after: Seq(r) for r in requests if r.after is not None}
         self.pending = sorted((Seq(r) for r in requests if r.after is None), key=_arrival)
+        # A closed loop (``concurrency`` clients): the first requests are sent at once, one per client, and each
+        # later one (in order) when any client's request ends, whatever its arrival time said.
+        self.unsent: deque[Seq] = deque()
+        if concurrency is not None:
+            self.pending.sort(key=lambda seq: seq.request.id)
+            self.unsent.extend(self.pending[concurrency:])
+            self.pending = [Seq(replace(s.request, arrival_s=0.0)) for s in self.pending[:concurrency]]
         self.shared = any(r.segments for r in requests)
         self.next_arrival = 0
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
         self.static_batch: list[Seq] = []
-        self.kv = KvBlocks(kv_blocks, block, prefix_cache) if kv_blocks is not None else None
+        self.kv = KvBlocks(kv_blocks, block, prefix_cache, reserve_full) if kv_blocks is not None else None
         self.clock_s = 0.0
         self.kv_blocked = False
         self.preempted = self.finished_count = 0
@@ -155,6 +174,8 @@ class Engine:
         out = [self.waiting.popleft() for _ in range(min(count, len(self.waiting)))]
         for seq in out:
             seq.active = True
+            if math.isnan(seq.scheduled_s):  # its first admission (a readmission after a preemption keeps it)
+                seq.scheduled_s = self.clock_s
         self.running.extend(out)
         return out
 
@@ -174,6 +195,8 @@ class Engine:
                 break
             self.waiting.popleft()
             seq.active = True
+            if math.isnan(seq.scheduled_s):  # its first admission (a readmission after a preemption keeps it)
+                seq.scheduled_s = self.clock_s
             self.running.append(seq)
             self.kv_tokens += seq.kv_tokens  # 0, but for a sequence handed over with its prompt's KV
             out.append(seq)
@@ -238,6 +261,10 @@ class Engine:
         if follower is not None:  # the conversation's next turn is sent now, think_s after this answer
             follower.request = replace(follower.request, arrival_s=self.clock_s + follower.request.think_s)
             insort(self.pending, follower, lo=self.next_arrival, key=_arrival)
+        if self.unsent:  # the client whose request ended sends the next one now
+            sent = self.unsent.popleft()
+            sent.request = replace(sent.request, arrival_s=self.clock_s)
+            insort(self.pending, sent, lo=self.next_arrival, key=_arrival)
 
     def apply(self, plan: StepPlan) -> int:
         """Advance every sequence in the plan by what the step computed; returns the wasted slots."""
@@ -352,7 +379,7 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
 def _outcome(seq: Seq) -> RequestOutcome:
     r = seq.request
     return RequestOutcome(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_token_s, seq.finish_s,
-                          seq.preemptions, seq.token_times, max(seq.cached_tokens, 0))
+                          seq.preemptions, seq.token_times, max(seq.cached_tokens, 0), seq.scheduled_s)
 
 
 class Replica:
@@ -362,11 +389,12 @@ class Replica:
 
     def __init__(self, profile: StepProfile, policy: Policy, overhead: EngineOverhead | None, kv_blocks: int | None,
                  requests: Sequence[Request] = (), log_steps: bool = True, spec: SpecDecode | None = None,
-                 seed: int = 0, index: int = 0) -> None:
+                 seed: int = 0, index: int = 0, concurrency: int | None = None) -> None:
         """``spec``: speculative decoding, its acceptances drawn under ``seed`` (``index``: the replica's stream
-        in a fleet)."""
+        in a fleet); ``concurrency``: a closed loop of that many clients."""
         self.policy, self.kv_blocks, self.spec = policy, kv_blocks, spec
-        self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache, spec, seed, index)
+        self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache, concurrency=concurrency,
+                             reserve_full=policy.reserve == "full", spec=spec, seed=seed, index=index)
         self.model = CostModel(profile, overhead, spec)
         self.steps = StepLog()
         self.busy_s = 0.0
@@ -436,7 +464,8 @@ class Replica:
         return True
 
     def finish(self) -> None:
-        """Run until every request handed over has finished."""
+        """Run until every request handed over (and every one a closed loop's clients still have to send) has
+        finished."""
         while len(self.engine.pending) > self.engine.finished_count:
             if not self.step():
                 raise SimulationError(f"{self.policy.text}: nothing can run and nothing more arrives")
@@ -456,12 +485,18 @@ class Replica:
 
 def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,
              overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True,
-             spec: SpecDecode | None = None, seed: int = 0) -> SimulationRun:
+             spec: SpecDecode | None = None, seed: int = 0, concurrency: int | None = None) -> SimulationRun:
     """Run ``requests`` through one replica under ``policy``; per-request times and a record per step (with
     ``log_steps`` False, an empty step log: the run is read for its requests only).  ``spec``: speculative
-    decoding, its acceptances drawn under ``seed``."""
+    decoding, its acceptances drawn under ``seed``.  With ``concurrency`` C the load is a closed loop: C clients,
+    each sending the next request (in id order) when its last one ends, so a request's arrival is the end of the
+    one its client sent before (the requests' own arrival times unused)."""
     policy = parse_policy(policy) if isinstance(policy, str) else policy
+    if concurrency is not None and any(r.after is not None for r in requests):
+        raise SimulationError("a closed loop's clients send requests in turn; conversations (--sessions) already "
+                              "wait for each answer: give one or the other")
     kv_blocks = check_requests(profile, requests, policy, mem_fraction, spec.draft if spec is not None else 0)
-    replica = Replica(profile, policy, overhead, kv_blocks, requests, log_steps, spec, seed)
+    replica = Replica(profile, policy, overhead, kv_blocks, requests, log_steps, spec, seed,
+                      concurrency=concurrency)
     replica.finish()
     return replica.run(overhead)

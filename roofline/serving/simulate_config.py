@@ -30,7 +30,7 @@ from roofline.serving.policies import (
     router_help,
 )
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
-from roofline.serving.workload import check_request_count, parse_prefix, parse_sessions
+from roofline.serving.workload import MAX_REQUESTS, check_request_count, parse_prefix, parse_sessions
 from roofline.step.speculative import SpecDecode, parse_spec_decode
 
 # The options that build an analytic profile (beside a PROFILE.json they would be silently ignored).
@@ -47,6 +47,12 @@ MODEL_FLAGS: dict[str, Option] = {
     "kv_dtype": Option(("--kv-dtype",), help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [what the linears write: "
                        "bf16 for fp8 and the quantized formats]"),
     "sku": Option(("--gpu",), help="SKU whose spec sheet the analytic profile uses (its achievable ceilings)"),
+    "gpu_spec": Option(("--gpu-spec",), "path", metavar="FILE.toml",
+                       help="a spec sheet of your own instead of --gpu, in profiles/gpus/*.toml's format (its SKU: "
+                            "the file's name)"),
+    "interconnect_gbps": Option(("--interconnect-gbps",), "float", metavar="G",
+                                help="the GPU-to-GPU link tensor- and expert-parallel collectives cross, Gb/s each "
+                                     "way, replacing the spec sheet's (its latencies kept)"),
     "ideal": Option(("--ideal",), "flag", help="the datasheet's peak bandwidth and FLOP/s instead of the SKU's "
                     "achievable ceilings (measured by others)"),
     "from_result": Option(("--from",), "path",
@@ -71,10 +77,16 @@ FLAGS: dict[str, Option] = {
     **MODEL_FLAGS,
     "requests": Option(("--requests",), "int", 1000, show_default=True, help="requests to generate"),
     "arrivals": Option(("--arrivals",), default="burst", show_default=True, help="burst | poisson:RATE (requests/s)"),
+    "concurrency": Option(("--concurrency",), "int", metavar="C",
+                          help="a closed loop instead of --arrivals: C clients, each sending its next request when "
+                               "its last one ends"),
     "prompt": Option(("--prompt",), default="fixed:512", show_default=True,
                      help="prompt lengths: fixed:N | uniform:A:B | exp:MEAN[:CAP] | lognormal:MEDIAN:SIGMA[:CAP]"),
     "output_lengths": Option(("--output",), default="exp:128:512", show_default=True,
                              help="output lengths, as --prompt"),
+    "lengths": Option(("--lengths",), "path", metavar="FILE.csv",
+                      help="draw each request's prompt and output lengths as a pair from a CSV of prompt_tokens,"
+                           "output_tokens instead of --prompt and --output"),
     "seed": Option(("--seed",), "int", 0, show_default=True),
     "prefix": Option(("--prefix",), metavar="shared:L:N", help="prompts open with one of N system prompts of L tokens"),
     "sessions": Option(("--sessions",), metavar="T:G", help="conversations of T turns, each G s after an answer"),
@@ -90,8 +102,8 @@ FLAGS: dict[str, Option] = {
                                "decode verifying K + 1 tokens and gaining 1 + the accepted drafts (seeded by --seed)"),
     "mem_fraction": Option(("--mem-fraction",), "float", 0.9, show_default=True,
                            help="share of memory for weights + KV"),
-    "slo": Option(("--slo",), help="latency objectives METRIC_pNN=SECONDS, METRIC ttft, tpot, itl or e2e, "
-                   "e.g. ttft_p90=2,itl_p99=0.05: goodput and capacity"),
+    "slo": Option(("--slo",), help="latency objectives METRIC_pNN=SECONDS, METRIC ttft, tpot, itl, e2e, queue or "
+                   "prefill (TTFT's parts), e.g. ttft_p90=2,itl_p99=0.05: goodput and capacity"),
     "rates": Option(("--rates",), help="also simulate these Poisson rates (requests/s) for the latency curve"),
     "sweep_load": Option(("--sweep-load",), metavar="R1,R2,...|LOW:HIGH:N",
                          help="also simulate every policy at these Poisson rates (requests/s; LOW:HIGH:N: N rates "
@@ -115,7 +127,7 @@ FLAGS: dict[str, Option] = {
     "as_json": Option(("--json",), "flag", help="print the per-policy summaries as JSON"),
 }
 # The options that draw a workload: a --trace is the workload, so beside it they would be silently ignored.
-DRAWN_WORKLOAD = ("requests", "arrivals", "prompt", "output_lengths", "prefix", "sessions")
+DRAWN_WORKLOAD = ("requests", "arrivals", "prompt", "output_lengths", "lengths", "prefix", "sessions")
 # The largest fleet simulated or planned: 4096 replicas is past any one deployment, and each replica is an engine
 # held in memory and stepped in Python.
 MAX_REPLICAS = 4096
@@ -144,6 +156,8 @@ class SimulateConfig:
     dtype: str = FLAGS["dtype"].default
     kv_dtype: str | None = FLAGS["kv_dtype"].default
     sku: str | None = FLAGS["sku"].default
+    gpu_spec: Path | None = FLAGS["gpu_spec"].default
+    interconnect_gbps: float | None = FLAGS["interconnect_gbps"].default
     ideal: bool = FLAGS["ideal"].default
     from_result: Path | None = FLAGS["from_result"].default
     efficiency: str = FLAGS["efficiency"].default
@@ -151,8 +165,10 @@ class SimulateConfig:
     max_context: int = FLAGS["max_context"].default
     requests: int = FLAGS["requests"].default
     arrivals: str = FLAGS["arrivals"].default
+    concurrency: int | None = FLAGS["concurrency"].default  # --concurrency C: a closed loop of C clients
     prompt: str = FLAGS["prompt"].default
     output_lengths: str = FLAGS["output_lengths"].default
+    lengths: Path | None = FLAGS["lengths"].default  # --lengths FILE.csv: (prompt, output) pairs drawn
     seed: int = FLAGS["seed"].default
     prefix: str | None = FLAGS["prefix"].default  # --prefix shared:L:N
     sessions: str | None = FLAGS["sessions"].default  # --sessions T:G
@@ -185,6 +201,7 @@ class SimulateConfig:
         check_seed(self.seed)
         check_dtypes(self.dtype, self.kv_dtype)
         check_efficiency(self.efficiency, self.ideal, self.from_result is not None)
+        check_spec_sheet(self.sku, self.gpu_spec, self.interconnect_gbps)
         if not 0 < self.mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         for term, value in self.overhead_given.items():  # EngineOverhead's own bound, worded with the flag
@@ -206,6 +223,8 @@ class SimulateConfig:
             raise BadInputError("--sessions: each turn is sent when the one before it ends, and fleets do not route "
                                 "conversations yet; simulate one replica")
         check_fleet(self.replicas, self.router, self.disaggregate, self.kv_link_gbps, self.policy_list)
+        if self.concurrency is not None:
+            check_closed_loop(self)
 
     @property
     def fleet(self) -> bool:
@@ -242,12 +261,54 @@ class SimulateConfig:
         if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):  # never raises
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
         refuse_drawn_beside_trace(config.trace, given, FLAGS)
+        refuse_specs_beside_lengths(config.lengths, given, FLAGS)
+        if "concurrency" in given and "arrivals" in given:
+            raise BadInputError("--arrivals and --concurrency: the clients of a closed loop send each request when "
+                                "their last one ends; give one or the other")
         if "replicas" in given and "disaggregate" in given:
             raise BadInputError("give --replicas N or --disaggregate P:D (P + D replicas), not both")
         policies = tuple(parse_policy(p) for p in values.get("policies") or ())
         slo = Slo.parse(values["slo"]) if values.get("slo") else None
         return cls(**{**values, "policies": policies, "slo": slo, "rates": _parse_rates(values.get("rates")),
                       "sweep_load": parse_sweep_load(values.get("sweep_load")), "disaggregate": split})
+
+
+def check_spec_sheet(sku: str | None, gpu_spec: Path | None, interconnect_gbps: float | None) -> None:
+    """``--gpu`` or ``--gpu-spec``, not both; ``--interconnect-gbps`` a positive number of Gb/s, at most
+    ``MAX_KV_LINK_GBPS`` (the fastest link taken anywhere)."""
+    if sku and gpu_spec:
+        raise BadInputError(f"--gpu {sku} and --gpu-spec {gpu_spec}: give one spec sheet")
+    if interconnect_gbps is not None:
+        why = number_refusal(interconnect_gbps, low=0, high=MAX_KV_LINK_GBPS)
+        if why:
+            raise BadInputError(f"--interconnect-gbps {interconnect_gbps:g}: {why}")
+
+
+def check_closed_loop(config: SimulateConfig) -> None:
+    """``--concurrency C``: 1 to ``MAX_REQUESTS`` clients, one replica, requests that do not wait for another
+    (conversations already do), and no open-loop rates to sweep or search."""
+    concurrency = config.concurrency
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_REQUESTS:
+        raise BadInputError(f"--concurrency {concurrency!r}: give the clients, an integer from 1 to {MAX_REQUESTS:,}")
+    if config.fleet:
+        raise BadInputError("--concurrency: a fleet routes requests as they arrive, and a closed loop's requests "
+                            "arrive as others end; simulate one replica")
+    if config.sessions:
+        raise BadInputError("--concurrency and --sessions: conversations already send each turn when the one "
+                            "before it ends; give one or the other")
+    if config.rates or config.sweep_load:
+        flag = "--rates" if config.rates else "--sweep-load"
+        raise BadInputError(f"{flag} sweeps open-loop Poisson rates; under --concurrency the clients set the rate: "
+                            "simulate each concurrency instead")
+
+
+def refuse_specs_beside_lengths(lengths: Path | None, given: Collection[str], table: Mapping[str, Option]) -> None:
+    """``--lengths`` gives each request's prompt and output length: ``--prompt`` and ``--output`` beside it are
+    refused, naming them (simulate's and plan's rule)."""
+    specs = given_among(given, ["prompt", "output_lengths"])
+    if lengths is not None and specs:
+        raise BadInputError(f"{spelled(table, specs)}: --lengths {lengths} gives every prompt and output length; "
+                            "drop them")
 
 
 def refuse_drawn_beside_trace(trace: Path | None, given: Collection[str], table: Mapping[str, Option]) -> None:

@@ -193,7 +193,7 @@ def parse_sessions(text: str) -> tuple[int, float]:
 
 
 def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0, prefix: str | None = None,
-                  sessions: str | None = None) -> list[Request]:
+                  sessions: str | None = None, lengths: list[tuple[int, int]] | None = None) -> list[Request]:
     """``n`` requests; with ``prefix`` (``shared:L:N``) each prompt opens with one of N system prompts of L tokens,
     drawn uniformly, and ``prompt`` is what follows it; with ``sessions`` (``T:G``) the requests are conversations
     of T turns (the last one shorter when T does not divide ``n``): ``arrivals`` start them (``poisson:RATE``:
@@ -205,8 +205,12 @@ def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0
     shared = parse_prefix(prefix) if prefix else None
     turns, think_s = parse_sessions(sessions) if sessions else (1, 0.0)
     streams = np.random.SeedSequence(seed).spawn(4)  # the first three as they always were: same seed, same lengths
-    prompts = sample_lengths(prompt, n, np.random.default_rng(streams[1]))
-    outputs = sample_lengths(output, n, np.random.default_rng(streams[2]))
+    if lengths:  # each request one row's pair: a prompt keeps its own answer's length, as the dataset had them
+        rows = np.random.default_rng(streams[1]).integers(len(lengths), size=n)
+        prompts, outputs = [lengths[i][0] for i in rows], [lengths[i][1] for i in rows]
+    else:
+        prompts = sample_lengths(prompt, n, np.random.default_rng(streams[1]))
+        outputs = sample_lengths(output, n, np.random.default_rng(streams[2]))
     if shared is None and turns == 1:
         times = arrival_times(arrivals, n, np.random.default_rng(streams[0]))
         return [Request(i, t, p, o) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
@@ -356,16 +360,60 @@ def _mooncake_request(index: int, row: Any) -> Request:
 
 
 def read_workload(trace: Path | None, requests: int, arrivals: str, prompt: str, output: str,
-                  seed: int, prefix: str | None = None, sessions: str | None = None
+                  seed: int, prefix: str | None = None, sessions: str | None = None, lengths: Path | None = None
                   ) -> tuple[list[Request], dict[str, Any]]:
     """A command's workload and the record its document keeps of it: the ``trace`` replayed, or ``requests`` drawn
     from the arrival and length specs with ``seed`` (``prefix``: shared system prompts; ``sessions``: multi-turn
-    conversations)."""
+    conversations; ``lengths``: a CSV of (prompt, output) pairs drawn instead of the length specs)."""
     if trace is not None:
         return load_trace(trace), {"trace": str(trace)}
-    spec = {"requests": requests, "arrivals": arrivals, "prompt": prompt, "output": output, "seed": seed,
+    pairs = load_lengths(lengths) if lengths is not None else None
+    drawn = {"lengths": str(lengths)} if lengths is not None else {"prompt": prompt, "output": output}
+    spec = {"requests": requests, "arrivals": arrivals, **drawn, "seed": seed,
             **({"prefix": prefix} if prefix else {}), **({"sessions": sessions} if sessions else {})}
-    return make_workload(requests, arrivals, prompt, output, seed, prefix, sessions), spec
+    return make_workload(requests, arrivals, prompt, output, seed, prefix, sessions, pairs), spec
+
+
+def load_lengths(path: Path) -> list[tuple[int, int]]:
+    """A CSV of ``prompt_tokens,output_tokens`` (others ignored; UTF-8, a byte-order mark allowed), one
+    (prompt, output) pair a row, each at least 1 token and at most ``MAX_LENGTH_TOKENS``: a dataset's lengths
+    (ShareGPT's as a tokenizer counts them, say), drawn from by ``make_workload``."""
+    path = Path(path)
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as stream:
+            reader = csv.DictReader(stream)
+            missing = {"prompt_tokens", "output_tokens"} - set(reader.fieldnames or ())
+            if missing:
+                raise WorkloadError(f"--lengths {path}: lacks column(s) {', '.join(sorted(missing))}")
+            pairs = []
+            for line, row in enumerate(reader, start=2):
+                if len(pairs) == MAX_REQUESTS:  # counted while read, as a trace is
+                    raise WorkloadError(f"--lengths {path}: more than {MAX_REQUESTS:,} rows; give fewer")
+                pairs.append(_length_pair(path, line, row))
+    except OSError as exc:
+        raise WorkloadError(f"--lengths {path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise WorkloadError(f"--lengths {path}: not a UTF-8 text CSV") from None
+    if not pairs:
+        raise WorkloadError(f"--lengths {path}: no rows")
+    return pairs
+
+
+def _length_pair(path: Path, line: int, row: dict[str, Any]) -> tuple[int, int]:
+    try:
+        pair = (int(row["prompt_tokens"]), int(row["output_tokens"]))
+    except (TypeError, ValueError):
+        pair = (0, 0)
+    if not all(1 <= tokens <= MAX_LENGTH_TOKENS for tokens in pair):
+        raise WorkloadError(f"--lengths {path}: line {line}: prompt_tokens and output_tokens must be integers from "
+                            f"1 to {MAX_LENGTH_TOKENS:,}")
+    return pair
+
+
+def closed_loop_record(record: dict[str, Any], concurrency: int) -> dict[str, Any]:
+    """A workload record under ``--concurrency``: the clients, and no arrival process (a trace keeps its name:
+    its lengths are sent in its order, its arrival times unused)."""
+    return {**{k: v for k, v in record.items() if k != "arrivals"}, "concurrency": concurrency}
 
 
 def describe_lengths(spec: str) -> str:
@@ -402,11 +450,16 @@ def _after_prefix(prefix: str | None) -> str:
 def describe_workload(workload: dict[str, Any]) -> str:
     """The workload record of a simulation or plan document in words, for a report (a plan's has no arrivals:
     it sweeps the rate)."""
+    clients = workload.get("concurrency")
+    closed = (f"a closed loop of {clients} client{'s' if clients != 1 else ''}, each sending its next request when "
+              "its last one ends") if clients else ""
     if workload.get("trace"):
-        return f"requests replayed from the trace {workload['trace']}"
+        return f"requests replayed from the trace {workload['trace']}" + (f" in order, {closed}" if closed else "")
     parts = [f"{workload['requests']:,} requests" if "requests" in workload else "requests"]
     if workload.get("arrivals"):
         parts[0] += f", {describe_arrivals(workload['arrivals'])}"
+    if closed:
+        parts[0] += f", {closed}"
     if workload.get("prompt"):
         parts.append(f"{'new tokens per turn' if workload.get('sessions') else 'prompts'} "
                      f"{describe_lengths(workload['prompt'])}{_after_prefix(workload.get('prefix'))}")
@@ -416,6 +469,9 @@ def describe_workload(workload: dict[str, Any]) -> str:
                      "resending the conversation so far")
     if workload.get("output"):
         parts.append(f"outputs {describe_lengths(workload['output'])}")
+    if workload.get("lengths"):
+        parts.append(f"prompt and output lengths drawn in pairs from {workload['lengths']}"
+                     f"{_after_prefix(workload.get('prefix'))}")
     if workload.get("seed") is not None:
         parts.append(f"seed {workload['seed']}")
     return "; ".join(parts)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from roofline.core.counting import compute_dtype
@@ -235,6 +235,34 @@ def load_gpu_spec(sku: str) -> GpuSpec:
     if sku not in profiles:
         raise SpecError(f"unknown SKU {sku!r}; known: {', '.join(profiles)}")
     return profiles[sku]
+
+
+def load_gpu_spec_file(path: Path) -> GpuSpec:
+    """A spec sheet of one's own, in the ``profiles/gpus/<sku>.toml`` format and checked by the same parser: its
+    SKU is the file's name without ``.toml``, which must not be a shipped SKU's (the fleet and the plan read a SKU's
+    figures by name)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"--gpu-spec {path}: cannot read ({exc.strerror or exc})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"--gpu-spec {path}: not a TOML spec sheet ({exc})") from None
+    if path.stem in load_gpu_specs():
+        raise SpecError(f"--gpu-spec {path}: {path.stem} is a shipped SKU's name; name your spec sheet apart "
+                        f"(e.g. {path.stem}-own.toml), or give --gpu {path.stem}")
+    try:
+        return _parse_gpu_profile(path.stem, data)
+    except SpecError as exc:
+        raise SpecError(f"--gpu-spec {path}: {str(exc).partition(': ')[2]}") from None
+
+
+def with_link_gbps(gpu: GpuSpec, gbps: float) -> GpuSpec:
+    """``gpu`` with its GPU-to-GPU link replaced by one of ``gbps`` gigabits/s each way (``--interconnect-gbps``),
+    its latencies kept."""
+    link = replace(gpu.interconnect, kind=f"--interconnect-gbps {gbps:g} (replacing {gpu.interconnect.kind})",
+                   link_bytes_per_s=gbps * 1e9 / 8, link_source=f"--interconnect-gbps {gbps:g}")
+    return replace(gpu, interconnect=link)
 
 
 def match_gpu_spec(device_name: str, memory_bytes: float | None) -> GpuSpec | None:

@@ -48,7 +48,7 @@ from roofline.serving.profile_doc import (
     power_record,
 )
 from roofline.serving.simulate_config import MODEL_FLAGS
-from roofline.specs.gpus import GpuSpec, SpecError, load_gpu_spec
+from roofline.specs.gpus import GpuSpec, SpecError, load_gpu_spec, load_gpu_spec_file, with_link_gbps
 from roofline.specs.hf_config import load_hf_config
 from roofline.specs.models import ModelSpec, load_model
 from roofline.step.comm import ALL_TO_ALLS_PER_MOE_LAYER
@@ -286,6 +286,10 @@ class ModelOptions(Protocol):
     @property
     def sku(self) -> str | None: ...
     @property
+    def gpu_spec(self) -> Path | None: ...
+    @property
+    def interconnect_gbps(self) -> float | None: ...
+    @property
     def ideal(self) -> bool: ...
     @property
     def efficiency(self) -> str: ...
@@ -303,16 +307,24 @@ def analytic_profile_of(options: ModelOptions, provenance: Provenance) -> StepPr
     SKU, if any, gives the interconnect).  ``--dtype`` not given: simulate's default."""
     if bool(options.model) == bool(options.hf_config):
         raise BadInputError("give one of --model NAME or --hf-config PATH")
-    if not options.sku and options.from_result is None:
-        raise BadInputError("--analytic needs --gpu SKU (or --from RESULT.json)")
+    if not options.sku and not options.gpu_spec and options.from_result is None:
+        raise BadInputError("--analytic needs --gpu SKU or --gpu-spec FILE.toml (or --from RESULT.json)")
     # Exactly one of the two is given (checked above).
     model = load_model(options.model) if options.model else load_hf_config(cast(Path, options.hf_config))
     result = load_result(options.from_result) if options.from_result is not None else None
     sku = options.sku or (result.device.get("sku") if result is not None else None)
+    gpu = load_gpu_spec_file(options.gpu_spec) if options.gpu_spec else load_gpu_spec(sku) if sku else None
+    if options.interconnect_gbps is not None:
+        if gpu is None:
+            raise BadInputError("--interconnect-gbps replaces a spec sheet's link: give --gpu SKU or --gpu-spec "
+                                "FILE.toml (the result matched no SKU)")
+        if options.tp == 1 and options.ep == 1:
+            raise BadInputError("--interconnect-gbps: at --tp 1 and --ep 1 nothing crosses a link between GPUs")
+        gpu = with_link_gbps(gpu, options.interconnect_gbps)
     dtype = options.dtype or MODEL_FLAGS["dtype"].default
     return analytic_profile(model, tp=options.tp, dtype=dtype, kv_dtype=resolved_kv_dtype(dtype, options.kv_dtype),
                             max_tokens=options.max_tokens, max_context=options.max_context,
-                            gpu=load_gpu_spec(sku) if sku else None, result=result,
+                            gpu=gpu, result=result,
                             result_name=options.from_result.name if options.from_result else "",
                             tool=provenance.tool, host=provenance.host, argv=provenance.argv, ideal=options.ideal,
                             ep=options.ep, routing=options.routing, efficiency=_efficiency(options))

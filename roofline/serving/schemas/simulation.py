@@ -47,8 +47,13 @@ class Workload(Record):
     SECTION: ClassVar[str] = "workload"
     requests: Any = key("integer", nullable=False, doc="generated: how many requests")
     arrivals: Any = key("string", nullable=False, doc="generated: poisson:RATE | burst")
+    concurrency: Any = key("integer", nullable=False,
+                           doc="--concurrency C: a closed loop of C clients, each sending its next request when its "
+                               "last one ends (then no arrivals; a trace's arrival times unused)")
     prompt: Any = key("string", nullable=False, doc="generated: prompt length distribution")
     output: Any = key("string", nullable=False, doc="generated: output length distribution")
+    lengths: Any = key("string", nullable=False,
+                       doc="generated, --lengths FILE.csv: (prompt, output) pairs drawn from it (no prompt, output)")
     seed: Any = key("integer", nullable=False, doc="generated: the seed")
     prefix: Any = key("string", nullable=False,
                       doc="generated, --prefix shared:L:N: each prompt opens with one of N system prompts of L tokens")
@@ -56,7 +61,7 @@ class Workload(Record):
                         doc="generated, --sessions T:G: conversations of T turns, each sent G s after the answer to "
                             "the one before")
     trace: Any = key("string", nullable=False,
-                     doc="replayed: the trace, a CSV or a Mooncake .jsonl (then no other key)")
+                     doc="replayed: the trace, a CSV or a Mooncake .jsonl (then no other key but concurrency)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,14 +79,20 @@ class PolicyRecord(Record):
     prefix_cache: Any = key("boolean", nullable=True,
                             doc="paged, chunked: blocks kept by prefix hash and found again (null: no block cache; "
                                 "absent: written before prefix caching was modelled)")
+    kv_reserve: Any = key("string", nullable=True, choices=("prompt", "full"),
+                          doc="paged, chunked: what admission reserves, the prompt's blocks (preemption by recompute "
+                              "as outputs grow) or prompt and whole output's (never preempts; null: no block cache; "
+                              "absent: written before it was an option)")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Percentiles(Record):
-    SECTION: ClassVar[str] = "runs[].summary.ttft|tpot|e2e"
+    SECTION: ClassVar[str] = "runs[].summary.ttft|tpot|e2e|queue|prefill"
     p50_s: Any = key("number", unit="s", required=True, nullable=True, doc="median (null: no request has one)")
     p90_s: Any = key("number", unit="s", required=True, nullable=True, doc="90th percentile")
     p99_s: Any = key("number", unit="s", required=True, nullable=True, doc="99th percentile")
+    mean_s: Any = key("number", unit="s", nullable=True,
+                      doc="arithmetic mean (null: no request has one; absent: written before means were recorded)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +154,11 @@ class Summary(Record):
                    doc="inter-token latency: every gap between consecutive tokens of every request, pooled "
                        "(absent: a document written before it was recorded)")
     e2e: Any = key("object", record=Percentiles, required=True, doc="end-to-end latency")
+    queue: Any = key("object", record=Percentiles, nullable=False,
+                     doc="TTFT's queueing: arrival to first admission into a step, the scheduling delay (absent: "
+                         "written before it was recorded)")
+    prefill: Any = key("object", record=Percentiles, nullable=False,
+                       doc="TTFT's rest: first admission to the first token (absent: as queue)")
     steps: Any = key("integer", required=True, doc="engine steps")
     batch_mean: Any = key("number", required=True, doc="sequences per step, mean")
     batch_max: Any = key("integer", required=True, doc="sequences per step, most")
@@ -209,6 +225,9 @@ class RatePoint(Record):
     itl_p99_s: Any = key("number", unit="s", nullable=True, doc="ITL P99 (null: no gap; absent: not recorded)")
     e2e_p99_s: Any = key("number", unit="s", required=True, doc="end-to-end P99")
     met: Any = key("boolean", nullable=False, doc="a capacity probe: the SLO held")
+    concurrency: Any = key("integer", nullable=False,
+                           doc="--concurrency with --slo: the clients of this probe (its rate: the requests/s they "
+                               "reached; absent: an open-loop point)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,6 +243,9 @@ class Capacity(Record):
     capacity_requests_per_s: Any = key("number", unit="1/s", required=True, nullable=True,
                                        doc="highest rate meeting the SLO (null: none tried does)")
     capacity_is_lower_bound: Any = key("boolean", required=True, doc="met at every rate tried: at least this")
+    capacity_concurrency: Any = key("integer", nullable=True,
+                                    doc="--concurrency: the most clients meeting the SLO, capacity_requests_per_s "
+                                        "the requests/s they reached (null: not even one; absent: a rate search)")
     tried: Any = key("array", items="object", item_record=CapacityProbe, required=True, doc="every rate probed")
     reason: Any = key("string", required=True, doc="why the search stopped where it did (empty: bracketed)")
 
