@@ -305,3 +305,23 @@ def test_plan_refuses_a_price_for_a_sku_no_candidate_runs_on(candidates, tmp_pat
     assert run.exit_code == 2 and "--gpu-hour-usd prices h100-pcie, which no profile runs on (they run on " \
         "h200-sxm)" in run.output
     assert not (tmp_path / "p").exists()
+
+
+def test_a_plan_counts_every_gpu_of_an_expert_parallel_replica(tmp_path):
+    """A mixture over EP 2 runs each replica on 2 GPUs whatever its TP: the plan's GPUs, tokens/s per GPU and
+    cost per token count both, as simulate's energy and load sweep do, and its label says EP."""
+    profile = tmp_path / "moe.json"
+    run = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", "h100-sxm", "--hf-config",
+                                    "tests/data/tiny-qwen3-moe-config.json", "--ep", "2", "--max-tokens", "256",
+                                    "--max-context", "256", "--efficiency", "flat", "-o", str(profile)])
+    assert run.exit_code == 0, run.output
+    run = CliRunner().invoke(main, ["plan", str(profile), "--rate", "4", "--slo", "tpot_p99=1", "--requests", "20",
+                                    "--prompt", "fixed:32", "--output", "fixed:8", "--gpu-hour-usd", "h100-sxm=2",
+                                    "--no-report", "-o", str(tmp_path / "p")], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    (candidate,) = json.loads((tmp_path / "p" / "plan.json").read_text())["candidates"]
+    point = candidate["plans"][0]["aggregated"][0]
+    assert point["met"] and point["gpus"] == point["replicas"] * 2
+    assert point["usd_per_million_output_tokens"] == pytest.approx(
+        usd_per_million_output_tokens(2, point["gpus"], point["tokens_per_s"]))
+    assert "TP 1, EP 2" in run.output and "(2 GPUs)" in point["sentence"]

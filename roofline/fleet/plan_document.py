@@ -8,7 +8,7 @@ from typing import Any
 
 from roofline.analysis.frontier import pareto_front
 from roofline.core.units import seconds, significant
-from roofline.fleet.planner import Candidate, Target
+from roofline.fleet.planner import Candidate, Target, parallel_words
 from roofline.report.page import PAGE_FILES, page_files
 from roofline.result.folders import FolderKind
 from roofline.serving.document import profile_identity
@@ -90,7 +90,7 @@ def candidate_label(candidate: dict[str, Any]) -> str:
     """A candidate as a person names it: model, SKU, TP and dtype."""
     p = candidate["profile"]
     where = candidate["sku"] or p["device"].get("name") or p["basis"]
-    return f"{p['model']['name']}, {where}, TP {p['tp']}, {p['dtype']}"
+    return f"{p['model']['name']}, {where}, {parallel_words(p['tp'], p.get('ep') or 1)}, {p['dtype']}"
 
 
 PLAN_HEADER = ("candidate", "policy", "layout", "req/s", "replicas", "GPUs", "tok/s/GPU", "$/M tokens", "tok/J",

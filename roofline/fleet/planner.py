@@ -151,9 +151,10 @@ class RateTrial:
         """The plan at this rate: the fleet found (``replicas``, or that many prefill and ``decode`` decode
         replicas with ``split``; None: none up to the bound, or none at all for ``why_none``) with its throughput
         and cost."""
-        c, t, tp = self.candidate, self.target, self.candidate.profile.tp
+        c, t = self.candidate, self.target
+        # A replica runs on the profile's GPUs: its expert-parallel group for a mixture with EP, else its TP ranks.
         size = None if replicas is None else replicas + (decode or 0)
-        gpus = None if size is None else size * tp
+        gpus = None if size is None else size * c.profile.gpus
         out: dict[str, Any] = {"rate_requests_per_s": self.rate, "met": size is not None,
                                "replicas": size, "prefill_replicas": replicas if split else None,
                                "decode_replicas": decode if split else None, "gpus": gpus, "tokens_per_s": None,
@@ -171,7 +172,7 @@ class RateTrial:
             if c.price_usd_per_gpu_hour is not None:
                 out["usd_per_million_output_tokens"] = usd_per_million_output_tokens(
                     c.price_usd_per_gpu_hour, gpus, figures["tokens_per_s"])
-            out["sentence"] = _sentence(out, tp)
+            out["sentence"] = _sentence(out, parallel_words(c.profile.tp, c.profile.ep))
             span, e2e = len(t.requests) / self.rate, figures["e2e_p99_s"]
             if span < STEADY_SPANS * e2e:
                 out["warnings"].append(f"the {len(t.requests)} requests arrive over {seconds(span)}, less than "
@@ -182,7 +183,12 @@ class RateTrial:
         return out
 
 
-def _sentence(point: dict[str, Any], tp: int) -> str:
+def parallel_words(tp: int, ep: int = 1) -> str:
+    """"TP 2", or "TP 1, EP 8" for a mixture whose experts spread over 8 GPUs."""
+    return f"TP {tp}" + (f", EP {ep}" if ep > 1 else "")
+
+
+def _sentence(point: dict[str, Any], parallel: str) -> str:
     fleet = (f"{point['prefill_replicas']} prefill + {point['decode_replicas']} decode replicas"
              if point["prefill_replicas"] is not None else
              f"{point['replicas']} replica{'s' if point['replicas'] > 1 else ''}")
@@ -190,7 +196,7 @@ def _sentence(point: dict[str, Any], tp: int) -> str:
     cost = "" if point["usd_per_million_output_tokens"] is None else \
         f", ${significant(point['usd_per_million_output_tokens'])} per million output tokens"
     verb = "meets" if point["prefill_replicas"] is None and point["replicas"] == 1 else "meet"
-    return (f"{fleet} of TP {tp} ({gpus}) {verb} the SLO at {significant(point['rate_requests_per_s'])} "
+    return (f"{fleet} of {parallel} ({gpus}) {verb} the SLO at {significant(point['rate_requests_per_s'])} "
             f"requests/s: {significant(point['tokens_per_s_per_gpu'])} output tokens/s per GPU{cost}")
 
 
@@ -202,7 +208,7 @@ def plan_policy(candidate: Candidate, policy: Policy, target: Target,
     if capacity.missed_alone:
         return _unmeetable(candidate, policy, target, capacity)
     per_replica = capacity.capacity_requests_per_s
-    bound = target.max_gpus // candidate.profile.tp
+    bound = target.max_gpus // candidate.profile.gpus
     aggregated, disaggregated = [], []
     floor, floor_split = 1, (1, 1)
     for rate in target.rates:
