@@ -112,3 +112,30 @@ def test_auto_takes_the_reference_where_it_covers_the_sku_and_says_why_not_elsew
     refused = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "l4", "--model", "llama-3-8b",
                                         "--efficiency", "reference"])
     assert refused.exit_code == 2 and "has no data for l4" in refused.output
+
+
+def _steps(model, sku: str, dtype: str, batches: list[int], context: int = 2048, ep: int = 1) -> list[float]:
+    setup = DecodeSetup(StepModel.of(model, 1, ep, dtype), context)
+    return [r["step_time_s"] for r in analytic_document(setup, load_gpu_spec(sku), batches, 0.9, "reference")["rows"]]
+
+
+@needs_database
+def test_a_reference_format_table_slower_than_its_own_bf16_is_set_aside_and_said():
+    """The database's fp8-block GEMMs on a B200 run about 14x slower than its bf16 ones on the same shapes (a
+    kernel, not the format): they are not made the basis, the basis says why, and a format that moves fewer bytes
+    is not timed slower than bf16 at batch 1."""
+    model = load_model("llama-3-8b")
+    basis = sku_basis(load_gpu_spec("b200"), "fp8-block", {"fp8-block", "bf16"}, efficiency="reference")
+    assert "fp8-block takes bf16's: the database's fp8-block GEMMs run a median" in basis.basis
+    assert _steps(model, "b200", "fp8-block", [1])[0] < _steps(model, "b200", "bf16", [1])[0]
+
+
+@needs_database
+def test_a_mixtures_experts_are_one_grouped_launch_not_a_standalone_gemm_per_expert():
+    """Qwen3-30B-A3B's 128 small experts: one grouped launch streams their bytes as one launch of as many bytes
+    does, so the step does not shrink as the batch grows (each standalone 768x2048 GEMM's launch and tail, counted
+    128 times, made batch 16 slower than batch 128)."""
+    from roofline.specs.hf_config import load_hf_config
+
+    steps = _steps(load_hf_config("tests/data/hf-configs/qwen3-30b-a3b.json"), "h200-sxm", "bf16", [1, 16, 64, 128])
+    assert steps == sorted(steps)

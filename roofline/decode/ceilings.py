@@ -113,11 +113,20 @@ def curve_time(gpu: GpuSpec, curves, achievable_peaks: dict[str, float]) -> Time
 
     def time_s(launch: Launch) -> float:
         work = launch.work
-        if launch.op in ("gemm", "grouped"):
-            rows = launch.tokens if launch.op == "gemm" else launch.tokens * launch.topk / max(launch.touched, 1.0)
+        if launch.op == "gemm":
             roof = roof_time_s(work.flop, work.bytes, bandwidth, gpu.peak_for(launch.dtype))
-            return roof / curves.factor(launch.dtype, max(rows, 1.0), launch.n, launch.k)
+            return roof / curves.factor(launch.dtype, max(launch.tokens, 1.0), launch.n, launch.k)
         memory = work.bytes / (bandwidth * curves.memory_fraction(work.bytes))
+        if launch.op == "grouped":
+            # One launch over every touched expert: its bytes stream as one launch of as many bytes does, not as
+            # that many standalone launches of one expert's small matrix (each paying its own launch and tail,
+            # which the reference's standalone GEMMs of that shape measure); its FLOP at the fraction of peak one
+            # expert's GEMM of as many rows reaches.
+            rows = launch.tokens * launch.topk / max(launch.touched, 1.0)
+            peak = gpu.peak_for(launch.dtype)
+            compute = work.flop / peak / curves.factor(launch.dtype, max(rows, 1.0), launch.n, launch.k) \
+                if peak else 0.0
+            return max(memory, compute)
         return max(memory, flat_compute(launch))
     return time_s
 

@@ -29,6 +29,12 @@ from roofline.reference.gemm import GemmTable, OutsideTable
 from roofline.specs.gpus import GpuSpec
 
 
+def slower_than_bf16(table: GemmTable, bf16: GemmTable) -> float:
+    """The median over the shapes both tables measured of ``table``'s time over bf16's (0: none in common)."""
+    ratios = sorted(time_s / bf16.latency_s[key] for key, time_s in table.latency_s.items() if key in bf16.latency_s)
+    return ratios[len(ratios) // 2] if ratios else 0.0
+
+
 def _clamp(value: float, grid: tuple[int, ...]) -> float:
     return min(max(value, grid[0]), grid[-1])
 
@@ -45,6 +51,8 @@ class GemmEfficiency:
 
     gpu: GpuSpec
     tables: dict[str, GemmTable]
+    # dtype -> its table's median time over bf16's on the shapes both measured, for tables set aside as slower
+    set_aside: dict[str, float] = field(default_factory=dict)
     _cache: dict[tuple, float] = field(default_factory=dict, repr=False)
     _memory: tuple[tuple[float, ...], tuple[float, ...]] | None = field(default=None, repr=False)
 
@@ -52,13 +60,19 @@ class GemmEfficiency:
     def read(cls, db: Database, gpu: GpuSpec, engine: str, dtypes: set[str]) -> GemmEfficiency:
         """bf16's table and each of ``dtypes``' where the database times it (the rest take bf16's)."""
         tables = {"bf16": GemmTable.read(db, gpu, engine, "bf16")}
+        set_aside: dict[str, float] = {}
         for dtype in sorted(dtypes - {"bf16"}):
             if dtype in GEMM_DTYPES and gpu.peak_for(dtype):
                 try:
-                    tables[dtype] = GemmTable.read(db, gpu, engine, dtype)
+                    table = GemmTable.read(db, gpu, engine, dtype)
                 except ReferenceDataError:
                     continue  # the database did not time it on this GPU: bf16's efficiencies, said in the basis
-        return cls(gpu, tables)
+                ratio = slower_than_bf16(table, tables["bf16"])
+                if ratio > 1.0:  # a format that moves fewer bytes, slower than bf16: that kernel, not the format
+                    set_aside[dtype] = ratio
+                    continue
+                tables[dtype] = table
+        return cls(gpu, tables, set_aside)
 
     def table_for(self, dtype: str) -> GemmTable:
         return self.tables.get(dtype) or self.tables["bf16"]
@@ -72,6 +86,10 @@ class GemmEfficiency:
         return self._cache[key]
 
     def _factor(self, table: GemmTable, m: float, n: int, k: int) -> float:
+        if m < table.ms[0] and table.dtype != "bf16":
+            # Fewer rows than this dtype's table measured (fp8-block's start at 32): bf16's measured one, not an
+            # efficiency at 32 rows carried down to a decode's one.
+            return self._factor(self.tables["bf16"], m, n, k)
         rows, cols, depth = _clamp(m, table.ms), max(n, table.ns[0]), int(_clamp(k, table.ks))
         try:  # a matrix wider than the widest measured: the lookup splits it into measured widths
             measured = table.lookup(rows, cols, depth).time_s
@@ -118,8 +136,15 @@ class GemmEfficiency:
         table = self.table_for(dtype)
         n, k = example
         low, high = self.factor(dtype, 1, n, k), self.factor(dtype, 4096, n, k)
-        borrowed = "" if table.dtype == dtype else \
-            f" ({dtype} takes {table.dtype}'s: the database did not time {dtype} on this GPU)"
+        if dtype in self.set_aside:
+            borrowed = (f" ({dtype} takes {table.dtype}'s: the database's {dtype} GEMMs run a median "
+                        f"{self.set_aside[dtype]:.1f}x slower than its bf16 ones on the same shapes, which describes "
+                        "that kernel, not the format)")
+        elif table.dtype != dtype:
+            borrowed = f" ({dtype} takes {table.dtype}'s: the database did not time {dtype} on this GPU)"
+        else:
+            borrowed = "" if table.ms[0] == 1 else \
+                f" (below {table.ms[0]} rows, where its {dtype} table starts, bf16's)"
         return (f"per-matrix efficiencies from {table.source.describe()}{borrowed}: a {n}x{k} weight at "
                 f"{100 * low:.0f}% of the datasheet's bandwidth on one row, {100 * high:.0f}% of its {table.dtype} "
                 f"peak on 4096")
