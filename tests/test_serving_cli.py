@@ -410,3 +410,19 @@ def test_goodput_under_an_slo_is_printed_and_in_the_report(tmp_path):
     assert "Workload: 40 requests, Poisson arrivals at 50 requests/s; prompts " in report and "{'" not in report
     plain = _simulate(tmp_path / "plain", *TINY, "--requests", "5", "--no-report")
     assert plain.exit_code == 0 and "goodput req/s" not in plain.output  # no SLO, no goodput columns
+
+
+def test_weights_that_overflow_the_gpu_are_written_with_a_warning_and_never_simulated(tmp_path):
+    """Llama-3-70B in bf16 on one H100: 139 GB of weights on 85.5 GB. The profile asked for is written and says
+    so; simulate refuses it under every policy (continuous keeps no KV blocks, and ran it before)."""
+    profile = tmp_path / "p.json"
+    run = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-70b",
+                                    "--efficiency", "flat", "-o", str(profile)])
+    assert run.exit_code == 0 and profile.exists()
+    assert "warning: its weights (139.0 GB a GPU) do not fit in 0.9 of 85.5 GB" in run.stderr
+    assert "simulate and plan refuse it" in run.stderr
+    for policy in ("continuous", "static:batch=8", "paged"):
+        run = CliRunner().invoke(main, ["simulate", str(profile), "--requests", "4", "--policy", policy,
+                                        "--no-report", "-o", str(tmp_path / policy.replace(":", "-"))])
+        assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
+        assert "do not fit in 0.9 of 85.5 GB" in run.output

@@ -78,7 +78,7 @@ def refuse_reference_options(gpu, engine, dtypes, shapes) -> None:
 
 def write_reference_profile(config) -> None:
     """``gpubench profile --reference NAME --gpu SKU``: the step profile from the database, saved to ``-o``."""
-    from microbench.cli.serving import provenance
+    from microbench.cli.serving import provenance, warn_if_weights_overflow
     from roofline.core.options import resolved_kv_dtype
     from roofline.reference.database import check_engine
     from roofline.serving.profile_doc import check_profile_output, save_profile
@@ -103,6 +103,7 @@ def write_reference_profile(config) -> None:
     click.echo(f"step profile of {profile.model['name']} ({profile.basis}) saved to {config.output}")
     for name, source in table_sources(profile):
         click.echo(f"  {name}: {source}")
+    warn_if_weights_overflow(profile)
 
 
 def table_sources(profile) -> list[tuple[str, str]]:

@@ -38,6 +38,16 @@ def write_analytic_profile(config) -> None:
         document = analytic_profile_of(config, provenance())
         save_profile(document, config.output)
     click.echo(f"step profile of {document.model['name']} ({document.basis}) saved to {config.output}")
+    warn_if_weights_overflow(document)
+
+
+def warn_if_weights_overflow(profile) -> None:
+    """A profile whose weights alone overflow its GPU is written (it is what was asked), and said: simulate and
+    plan refuse it."""
+    overflow = profile.weights_overflow(0.9)
+    if overflow:
+        click.echo(f"warning: {overflow.replace('the weights', 'its weights', 1)}; simulate and plan refuse it",
+                   err=True)
 
 
 def probe_line(subject: str, probe) -> str:

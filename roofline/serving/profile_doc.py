@@ -348,6 +348,15 @@ class StepProfile:
     def layers(self) -> int:
         return self.model["layers"]
 
+    def weights_overflow(self, mem_fraction: float) -> str | None:
+        """Why one replica cannot hold its weights in ``mem_fraction`` of its GPU's memory (None: they fit, or the
+        profile does not know the memory)."""
+        device, weights = self.memory.get("device_bytes"), self.memory["weight_bytes"]
+        if not device or mem_fraction * device - weights > 0:
+            return None
+        return (f"the weights ({weights / 1e9:.1f} GB a GPU) do not fit in {mem_fraction:g} of {device / 1e9:.1f} GB: "
+                "profile with a larger --tp (or --ep for a mixture), or a smaller --dtype")
+
     @property
     def gpus(self) -> int:
         """GPUs one replica of this profile runs on: its expert-parallel group, else its tensor-parallel one."""

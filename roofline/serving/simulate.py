@@ -367,6 +367,9 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
     if longest > limit:
         raise SimulationError(f"the longest request, {longest} tokens (prompt + output), is past the profile's "
                               f"max context of {limit} tokens: profile with a larger --max-context")
+    overflow = profile.weights_overflow(mem_fraction)
+    if overflow:  # every policy: a replica whose weights overflow its GPUs serves nothing
+        raise SimulationError(overflow)
     kv_blocks = kv_block_count(profile, policy.block, mem_fraction) if policy.paged else None
     if kv_blocks is not None:
         if -(-(longest + lookahead) // policy.block) > kv_blocks:
