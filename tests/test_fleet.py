@@ -325,3 +325,12 @@ def test_a_plan_counts_every_gpu_of_an_expert_parallel_replica(tmp_path):
     assert point["usd_per_million_output_tokens"] == pytest.approx(
         usd_per_million_output_tokens(2, point["gpus"], point["tokens_per_s"]))
     assert "TP 1, EP 2" in run.output and "(2 GPUs)" in point["sentence"]
+
+
+def test_a_plan_with_an_unpriced_candidate_never_calls_its_answer_the_cheapest(plan_run):
+    """Only the H100 has a price: the answer is the plan on the front with the most tokens/s per GPU, said so."""
+    output, document, _ = plan_run
+    for answer in document["answers"]:
+        assert answer["met"] and "cheapest" not in answer["sentence"]
+        assert "the plan on the front with the most tokens/s per GPU (not every plan is priced)" in answer["sentence"]
+    assert "cheapest" not in output

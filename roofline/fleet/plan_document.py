@@ -81,9 +81,14 @@ def front_answer(candidates: list[dict[str, Any]], rate: float) -> dict[str, Any
         f", {significant(point['tokens_per_s_per_user'])} tokens/s per user"
     split = " (prefill:decode apart)" if layout == "disaggregated" else ""
     gpus = f"{point['gpus']} GPU{'s' if point['gpus'] > 1 else ''}"
-    return {**out, "sentence": f"at {significant(rate)} requests/s the cheapest plan on the front is "
+    # "Cheapest" only when every plan has a price; otherwise the answer is the plan serving most per GPU.
+    which = "the cheapest plan on the front" if priced else \
+        "the plan on the front with the most tokens/s per GPU (not every plan is priced)"
+    models = {c["profile"]["model"]["name"] for c, _, _, _ in met}
+    mixed = f" (the candidates serve different models: {', '.join(sorted(models))})" if len(models) > 1 else ""
+    return {**out, "sentence": f"at {significant(rate)} requests/s {which} is "
                                f"{out['candidate']}, {out['policy']}{split}: {gpus}, "
-                               f"{significant(point['tokens_per_s_per_gpu'])} tokens/s per GPU{user}{cost}"}
+                               f"{significant(point['tokens_per_s_per_gpu'])} tokens/s per GPU{user}{cost}{mixed}"}
 
 
 def candidate_label(candidate: dict[str, Any]) -> str:
