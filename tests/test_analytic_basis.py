@@ -139,3 +139,22 @@ def test_a_mixtures_experts_are_one_grouped_launch_not_a_standalone_gemm_per_exp
 
     steps = _steps(load_hf_config("tests/data/hf-configs/qwen3-30b-a3b.json"), "h200-sxm", "bf16", [1, 16, 64, 128])
     assert steps == sorted(steps)
+
+
+@pytest.mark.parametrize("command", [
+    ["decode", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b"],
+    ["profile", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "-o", "never.json"],
+    ["simulate", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--requests", "2"],
+])
+def test_ideal_beside_an_efficiency_typed_is_refused_in_one_line(command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = CliRunner().invoke(main, [*command, "--ideal", "--efficiency", "flat"])
+    assert run.exit_code == 2 and run.output.count("\n") == 1, run.output
+    assert "--ideal takes the datasheet's peaks; --efficiency flat the SKU's achievable ceilings" in run.output
+    assert not (tmp_path / "never.json").exists()
+
+
+def test_efficiency_beside_reference_says_what_reference_reads(tmp_path):
+    run = CliRunner().invoke(main, ["profile", "--reference", "aiconfigurator", "--gpu", "h200-sxm", "--model",
+                                    "llama-3-8b", "--efficiency", "flat", "-o", str(tmp_path / "p.json")])
+    assert run.exit_code == 2 and "--reference reads the database's kernel times" in run.output, run.output

@@ -16,7 +16,7 @@ from typing import Any
 from microbench.sweep.plan import PlanError, parse_batches
 from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.options import Option, check_dtypes, number_refusal, resolved_kv_dtype
-from roofline.decode.ceilings import EFFICIENCIES, check_efficiency
+from roofline.decode.ceilings import EFFICIENCIES, check_typed_efficiency
 from roofline.step.parallel import Parallelism
 from roofline.step.routing import Routing
 from roofline.step.speculative import parse_spec_decode
@@ -97,7 +97,7 @@ class DecodeConfig:
             raise PlanError("--mem-fraction must be in (0, 1]")
         if self.analytic and not self.sku:
             raise PlanError("--analytic needs --gpu SKU")
-        check_efficiency(self.efficiency, self.ideal)
+        check_typed_efficiency(self.efficiency, self.ideal)
         if self.analytic and self.from_result is not None:  # it would be ignored: --analytic reads nothing
             raise PlanError("--from gives measured launch times; --analytic is the spec sheet only: give one of them")
         if self.budget_s is not None and number_refusal(self.budget_s, low=0) is not None:

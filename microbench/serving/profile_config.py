@@ -18,7 +18,7 @@ from microbench.serving.profile_plan import DEFAULT_MAX_BATCH, MEASURED_DTYPE, P
 from microbench.serving.validate_options import check_positive_number, check_threads
 from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
-from roofline.decode.ceilings import check_efficiency
+from roofline.decode.ceilings import check_typed_efficiency
 from roofline.reference.database import check_engine, check_reference
 from roofline.serving.simulate_config import MODEL_FLAGS, check_spec_sheet
 
@@ -102,7 +102,7 @@ class ProfileConfig:
         if self.engine is not None:
             raise PlanError("--engine belongs to --reference")
         if self.analytic:
-            check_efficiency(self.efficiency, self.ideal, self.from_result is not None)
+            check_typed_efficiency(self.efficiency, self.ideal, self.from_result is not None)
             check_spec_sheet(self.sku, self.gpu_spec, self.interconnect_gbps)
             return  # the measuring fields are the defaults (from_options refuses them typed)
         if self.sku or self.from_result or self.ideal or self.gpu_spec or self.interconnect_gbps is not None:
@@ -139,7 +139,9 @@ class ProfileConfig:
                 raise PlanError(f"{mode} measures nothing: drop " + spelled(MEASURED_FLAGS, measuring))
             values.update((name, option.default) for name, option in MEASURED_FLAGS.items())
         if "efficiency" in given and not values.get("analytic"):
-            raise PlanError("--efficiency belongs to --analytic; a measured profile times this device")
+            raise PlanError("--efficiency belongs to --analytic; " + (
+                "--reference reads the database's kernel times" if values.get("reference") is not None else
+                "a measured profile times this device"))
         if "dtype" not in given and not values.get("analytic") and values.get("reference") is None:
             values["dtype"] = None  # a measured profile runs what the engine runs on the device
         return cls(**values)

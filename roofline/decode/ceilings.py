@@ -71,6 +71,15 @@ def check_efficiency(efficiency: str, ideal: bool = False, from_result: bool = F
         raise BadInputError("--from takes a sweep's fitted curves; --efficiency reference the reference's: give one")
 
 
+def check_typed_efficiency(efficiency: str, ideal: bool = False, from_result: bool = False) -> None:
+    """``--efficiency`` as a command line typed it: ``check_efficiency``, and ``flat`` (the achievable ceilings)
+    is not the datasheet either (``--ideal``)."""
+    check_efficiency(efficiency, ideal, from_result)
+    if efficiency == "flat" and ideal:
+        raise BadInputError("--ideal takes the datasheet's peaks; --efficiency flat the SKU's achievable ceilings: "
+                            "give one")
+
+
 def _peaks(gpu: GpuSpec, ideal: bool) -> dict[str, float]:
     """Every precision's peak of one kind: the datasheet's, or the achievable (each launch's own dtype's)."""
     table = gpu.peak_flop_per_s if ideal else gpu.achievable.peak_flop_per_s

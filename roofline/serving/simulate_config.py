@@ -18,7 +18,7 @@ from typing import Any
 from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.errors import BadInputError
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, number_refusal, spelled
-from roofline.decode.ceilings import EFFICIENCIES, check_efficiency
+from roofline.decode.ceilings import EFFICIENCIES, check_typed_efficiency
 from roofline.serving.metrics import Slo
 from roofline.serving.policies import (
     DEFAULT_POLICIES,
@@ -200,7 +200,7 @@ class SimulateConfig:
             raise BadInputError("give a PROFILE.json, or --analytic with --gpu SKU --model NAME")
         check_seed(self.seed)
         check_dtypes(self.dtype, self.kv_dtype)
-        check_efficiency(self.efficiency, self.ideal, self.from_result is not None)
+        check_typed_efficiency(self.efficiency, self.ideal, self.from_result is not None)
         check_spec_sheet(self.sku, self.gpu_spec, self.interconnect_gbps)
         if not 0 < self.mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
