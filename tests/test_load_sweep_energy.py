@@ -36,6 +36,14 @@ def test_the_front_is_exactly_the_points_no_other_dominates():
     assert pareto_front(points) == [True, False, True, True, False, True, False, None, True]
 
 
+def test_points_equal_but_for_float_noise_share_the_front():
+    """Two runs of the same requests served the same way, their sums differing in the 13th digit: one point."""
+    same = (162.91387358062454, 2000.0000000000019)
+    noise = (162.91387358062454, 2000.0000000000213)
+    assert pareto_front([same, noise, (100.0, 1000.0)]) == [True, True, False]
+    assert pareto_front([(1.0, 2.0), (1.0, 2.0 + 1e-6)]) == [False, True]  # a real difference still decides
+
+
 def test_the_front_matches_the_definition_on_random_sets():
     rng = random.Random(7)
     for _ in range(200):

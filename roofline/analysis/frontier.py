@@ -5,17 +5,29 @@ one.  Plain data in, one flag per point out, so the simulator and the planner ma
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+
+# Coordinates are compared to this many significant digits: two runs that differ in the 13th digit (the same
+# requests served the same way, summed in another order) are the same point, not one dominating the other.
+SIGNIFICANT_DIGITS = 9
+
+
+def _rounded(value: float) -> float:
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, SIGNIFICANT_DIGITS - 1 - math.floor(math.log10(abs(value))))
 
 
 def pareto_front(points: Sequence[tuple[float, float] | None]) -> list[bool | None]:
     """Per point, whether it is on the front (None for a point that is None: it has no position, e.g. a run with
-    no TPOT, and neither joins nor blocks the front).  Both coordinates are maximised.  Equal points do not
-    dominate each other: each is on the front when the position is.  O(n log n): sorted by x falling (y falling
-    among equal x), a point is dominated exactly when an earlier point's y reaches its own and that point is not
-    its equal."""
+    no TPOT, and neither joins nor blocks the front).  Both coordinates are maximised.  Equal points (to
+    ``SIGNIFICANT_DIGITS``) do not dominate each other: each is on the front when the position is.  O(n log n):
+    sorted by x falling (y falling among equal x), a point is dominated exactly when an earlier point's y reaches
+    its own and that point is not its equal."""
     flags: list[bool | None] = [None] * len(points)
-    placed = sorted(((i, p) for i, p in enumerate(points) if p is not None), key=lambda ip: (-ip[1][0], -ip[1][1]))
+    placed = sorted(((i, (_rounded(p[0]), _rounded(p[1]))) for i, p in enumerate(points) if p is not None),
+                    key=lambda ip: (-ip[1][0], -ip[1][1]))
     best_y = float("-inf")  # the highest y among points of strictly larger x, or of equal x and larger y
     previous: tuple[float, float] | None = None
     best_before_previous = float("-inf")
