@@ -272,3 +272,14 @@ def test_fit_exports_one_csv_row_per_series_with_the_json_figures():
     assert {row["dtype"] for row in rows} >= {"w8a16", "w4a16"}
     both = CliRunner().invoke(main, ["fit", result, "--json", "--format", "csv"])
     assert both.exit_code == 2 and "give one" in both.output
+
+
+def test_the_knee_is_said_against_the_smallest_batch_measured_not_batch_1():
+    """An imported table that starts at 32 rows: its knees are measured against batch 32, and said so."""
+    from roofline.analysis.series import analyse
+    from tests.conftest import make_point, make_result
+
+    batches = [32, 64, 128, 256, 512, 1024]
+    points = [make_point(batch=b, time_s=max(40e-6, b * 1e-6)) for b in batches]
+    verdict = " ".join(analyse(make_result(points))["verdict"])
+    assert "above batch 32 by batch" in verdict and "above batch 1 " not in verdict

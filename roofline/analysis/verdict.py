@@ -30,9 +30,11 @@ def _batch_text(value: float | None) -> str:
 
 
 def _knee_text(f: SeriesFit) -> str:
+    # The knees are against the smallest batch measured: batch 1 in a sweep, 32 in some imported tables.
+    first = f.points[0]["batch"] if f.points else 1
     if f.knee_batch_1p10 is None:
-        return " Time per step stays within 10% of batch 1 at every measured batch."
-    text = f" Time per step is 10% above batch 1 by batch {f.knee_batch_1p10}"
+        return f" Time per step stays within 10% of batch {first} at every measured batch."
+    text = f" Time per step is 10% above batch {first} by batch {f.knee_batch_1p10}"
     if f.knee_batch_1p25 is not None:
         text += f" and 25% above by batch {f.knee_batch_1p25}"
     return text + "."
