@@ -152,7 +152,7 @@ def test_simulate_on_a_profile_without_power_says_why(tmp_path):
 @pytest.mark.parametrize("value, says", [
     ("4", "at least two rates"), ("1,2,1", "given twice"), ("1,x", "comma list"), ("1,-2", "more than 0"),
     ("1,nan", "finite"), ("8:2:3", "0 < LOW < HIGH"), ("1:8:1", "N from 2"), ("1:8", "comma list"),
-    ("1:2:101", "N from 2 to 100")])
+    ("1:2:101", "N from 2 to 100"), ("1,,2", "comma list")])
 def test_bad_sweep_loads_are_one_line_exit_2(tmp_path, value, says):
     out = tmp_path / "sim"
     run = CliRunner().invoke(main, ["simulate", *ANALYTIC, "--sweep-load", value, "-o", str(out)])
@@ -218,3 +218,14 @@ def test_plan_on_a_profile_without_power_says_why(tmp_path):
     point = document["candidates"][0]["plans"][0]["aggregated"][0]
     assert point["met"] and point["tokens_per_joule"] is None and point["tokens_per_usd"] is None
     assert "no tokens per joule: the CPU has no energy counter gpubench reads" in output
+
+
+def test_a_gpu_hour_price_past_any_real_one_is_refused_in_simulate_and_plan(tmp_path):
+    run = CliRunner().invoke(main, ["simulate", *ANALYTIC, "--gpu-hour-usd", "1e300", "-o", str(tmp_path / "s")])
+    assert run.exit_code == 2 and run.output.count("\n") == 1 and "'--gpu-hour-usd'" in run.output, run.output
+    assert "must be at most 1000000" in run.output
+    profile = tmp_path / "p.json"
+    assert CliRunner().invoke(main, ["profile", *ANALYTIC, "-o", str(profile)]).exit_code == 0
+    run = CliRunner().invoke(main, ["plan", str(profile), "--rate", "1", "--slo", "tpot_p99=1",
+                                    "--gpu-hour-usd", "h100-sxm=1e300", "-o", str(tmp_path / "p")])
+    assert run.exit_code == 2 and "at most 1e+06 USD per GPU-hour" in run.output, run.output

@@ -52,7 +52,7 @@ def test_without_the_extra_every_reference_command_says_how_to_install_it(monkey
     (["--reference", "aiconfigurator"], "--reference aiconfigurator needs --gpu SKU"),
     (["--reference", "aiconfigurator", "--gpu", "h200-sxm", "--engine", "tgi"], "--engine tgi: choose from vllm"),
     (["x.csv", "--reference", "aiconfigurator", "--gpu", "h200-sxm"], "drop CSV_FILE"),
-    (["x.csv", "--device-name", "H200", "--gpu", "h200-sxm"], "--gpu belong to --reference"),
+    (["x.csv", "--device-name", "H200", "--gpu", "h200-sxm"], "--gpu belongs to --reference"),
     (["x.csv"], "give CSV_FILE and --device-name"),
 ])
 def test_import_refuses_what_it_cannot_take_in_one_line(tmp_path, args, message):

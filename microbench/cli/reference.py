@@ -71,8 +71,8 @@ def refuse_reference_options(gpu, engine, dtypes, shapes) -> None:
     typed = [flag for flag, value in (("--gpu", gpu), ("--engine", engine), ("--dtype", dtypes), ("--shape", shapes))
              if value]
     if typed:
-        raise BadInput(f"{', '.join(typed)} belong to --reference; a CSV import reads its device from "
-                       "--device-name and its shapes from the file")
+        raise BadInput(f"{', '.join(typed)} {'belong' if len(typed) > 1 else 'belongs'} to --reference; a CSV "
+                       "import reads its device from --device-name and its shapes from the file")
 
 
 

@@ -18,6 +18,7 @@ from roofline.serving.metrics import Slo
 from roofline.serving.policies import DEFAULT_POLICIES, Policy, parse_policy, policy_syntax
 from roofline.serving.simulate_config import FLAGS as SIMULATE_FLAGS
 from roofline.serving.simulate_config import (
+    MAX_GPU_HOUR_USD,
     MAX_REPLICAS,
     check_kv_link,
     check_rates,
@@ -118,8 +119,9 @@ class PlanConfig:
         if isinstance(self.max_gpus, bool) or not 1 <= self.max_gpus <= MAX_GPUS:
             raise BadInputError(f"--max-gpus {self.max_gpus}: give 1 to {MAX_GPUS}")
         for sku, price in self.prices:
-            if not math.isfinite(price) or price <= 0:
-                raise BadInputError(f"--gpu-hour-usd {sku}={price:g}: a price must be finite and positive")
+            if not math.isfinite(price) or not 0 < price <= MAX_GPU_HOUR_USD:
+                raise BadInputError(f"--gpu-hour-usd {sku}={price:g}: a price must be positive and at most "
+                                    f"{MAX_GPU_HOUR_USD:g} USD per GPU-hour")
         if self.kv_link_gbps is not None:
             if not self.disaggregate:
                 raise BadInputError("--kv-link-gbps is the link between prefill and decode replicas: give it with "

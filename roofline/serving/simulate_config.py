@@ -33,6 +33,10 @@ from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
 from roofline.serving.workload import MAX_REQUESTS, check_request_count, parse_prefix, parse_sessions
 from roofline.step.speculative import SpecDecode, parse_spec_decode
 
+# A GPU-hour dearer than this is a typo (the dearest cloud GPU-hours cost tens of dollars), and past it the tokens
+# per dollar print as a string of zeros.
+MAX_GPU_HOUR_USD = 1e6
+
 # The options that build an analytic profile (beside a PROFILE.json they would be silently ignored).
 MODEL_FLAGS: dict[str, Option] = {
     "model": Option(("--model",), help="model id from profiles/models (llama-3-8b, opt-13b, ...)"),
@@ -110,7 +114,7 @@ FLAGS: dict[str, Option] = {
                               "spaced evenly in log from LOW to HIGH): tokens/s per GPU against tokens/s per user "
                               "(1 / TPOT p50), the Pareto front marked (throughput-interactivity.png, load_sweep); "
                               "its own runs, beside --rates' latency curve"),
-    "gpu_hour_usd": Option(("--gpu-hour-usd",), "number", low=0, metavar="PRICE",
+    "gpu_hour_usd": Option(("--gpu-hour-usd",), "number", low=0, high=MAX_GPU_HOUR_USD, metavar="PRICE",
                            help="what one GPU-hour costs you, USD: output tokens per dollar; none is built in"),
     "replicas": Option(("--replicas",), "int", 1, show_default=True,
                        help="replicas of the profile behind one router (each the profile's --tp GPUs)"),
@@ -209,9 +213,10 @@ class SimulateConfig:
                 raise BadInputError(f"{FLAGS[term].spelled} {value:g}: give seconds from 0 to {MAX_KERNEL_S:g}")
         check_rates(self.rates, "--rates")
         check_sweep_load(self.sweep_load)
-        if self.gpu_hour_usd is not None and number_refusal(self.gpu_hour_usd, low=0):
-            raise BadInputError(f"--gpu-hour-usd {self.gpu_hour_usd:g}: {number_refusal(self.gpu_hour_usd, low=0)} "
-                                "(USD per GPU-hour)")
+        why = None if self.gpu_hour_usd is None else number_refusal(self.gpu_hour_usd, low=0,
+                                                                    high=MAX_GPU_HOUR_USD)
+        if why:
+            raise BadInputError(f"--gpu-hour-usd {self.gpu_hour_usd:g}: {why} (USD per GPU-hour)")
         parse_spec_decode(self.spec_decode)
         if not self.trace:  # a trace's own length is counted as it is read
             check_request_count(self.requests)
@@ -340,7 +345,10 @@ def parse_sweep_load(text: str | None) -> tuple[float, ...]:
         return ()
     try:
         if ":" not in text:
-            return tuple(float(x) for x in text.split(",") if x.strip())
+            parts = text.split(",")
+            if any(not x.strip() for x in parts):  # "1,,2": a rate left out is a typo, not a request
+                raise ValueError
+            return tuple(float(x) for x in parts)
         low_text, high_text, count_text = text.split(":")
         low, high, count = float(low_text), float(high_text), int(count_text)
     except ValueError:
