@@ -192,3 +192,16 @@ def test_compare_against_a_reference_refuses_what_it_cannot_compare_in_one_line(
         run = CliRunner().invoke(main, ["compare", cpu, *args])
         assert run.exit_code == 2, run.output
         assert run.output.count("\n") == 1 and message in run.output, run.output
+
+
+@needs_database
+def test_a_table_in_an_older_layout_is_said_as_such_not_as_missing_data(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "data" / "a100_sxm" / "attention"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"batch_size": [1, 2], "latency": [0.1, 0.2]}), folder / "t.parquet")
+    db = database.Database(tmp_path, "test")
+    with pytest.raises(ReferenceDataError, match="an older table layout, without the columns window_size"):
+        db.read(folder / "t.parquet", ["batch_size", "latency"], {"window_size": 0})

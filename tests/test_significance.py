@@ -169,3 +169,8 @@ def test_fleet_reports_each_unit_in_its_own_noise(tmp_path):
     assert distance["in_own_noise"] is not None and abs(distance["in_own_noise"]) > 10
     assert any("its own noise" in why for why in sick_unit["why"])
     assert not any(units[f"u{i}.json"]["outlier"] for i in range(4))
+
+
+def test_a_single_sample_verdict_says_which_side_had_it():
+    assert "the baseline has 1 sample(s)" in compare_samples([1e-3], [1.2e-3, 1.1e-3]).why
+    assert "this run has 1 sample(s)" in compare_samples([1e-3, 1.1e-3], [1.2e-3]).why

@@ -78,7 +78,9 @@ def compare_samples(baseline_s: Sequence[float], other_s: Sequence[float], min_e
     ratio = float(np.median(b) / np.median(a))
     effect = ratio - 1
     if len(a) < 2 or len(b) < 2:
-        return Difference("inconclusive", ratio, None, "none", f"{min(len(a), len(b))} sample(s): no noise known")
+        single = "the baseline has" if len(a) < 2 else "this run has"
+        return Difference("inconclusive", ratio, None, "none",
+                          f"{single} {min(len(a), len(b))} sample(s): no noise known")
     if _smallest_p(len(a), len(b)) >= ALPHA:
         return Difference("inconclusive", ratio, None, "none",
                           f"{100 * effect:+.1f}%, {len(a)} and {len(b)} samples: too few for the rank test to "

@@ -148,7 +148,12 @@ class Database:
 
         equal = equal or {}
         try:  # read whole and filtered here: pyarrow's row filters load its dataset layer, slower than the tables
-            rows = pq.read_table(path, columns=list(dict.fromkeys([*columns, *equal]))).to_pydict()
+            wanted = list(dict.fromkeys([*columns, *equal]))
+            present = set(pq.read_schema(path).names)
+            if not set(wanted) <= present:  # an older table's layout: the data is there, in columns of its own
+                raise ReferenceDataError(f"{self.relative(path)}: an older table layout, without the columns "
+                                         f"{', '.join(sorted(set(wanted) - present))} gpubench reads")
+            rows = pq.read_table(path, columns=wanted).to_pydict()
         except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors derive from these
             raise ReferenceDataError(f"{path}: cannot read ({str(exc).splitlines()[0]})") from None
         keep = [i for i in range(len(rows[columns[0]])) if all(rows[name][i] == value for name, value in equal.items())]
