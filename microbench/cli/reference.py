@@ -12,6 +12,9 @@ import click
 from microbench.cli.edges import BadInput, bad_input
 from microbench.cli.guard import writing_to
 
+# More series than this in one import (a whole table, no --shape): said, since a report of them takes minutes.
+MANY_SERIES = 40
+
 
 def parse_shapes(texts: tuple[str, ...]) -> list[tuple[int, int]]:
     """``--shape NxK``, repeatable or a comma list, each once."""
@@ -64,6 +67,10 @@ def import_reference(reference: str, gpu: str | None, engine: str | None, dtypes
                f"({reference_record.words()}) into {output}")
     for warning in result.settings.import_warnings or ():
         click.echo(f"warning: {warning}", err=True)
+    series = {(p.dtype, p.n, p.k) for p in result.points}
+    if not chosen_shapes and len(series) > MANY_SERIES:
+        click.echo(f"warning: {len(series)} series of {len(result.points):,} points: fit reads them all, but a "
+                   "report draws each series and takes minutes; --shape NxK imports the shapes you want", err=True)
 
 
 def refuse_reference_options(gpu, engine, dtypes, shapes) -> None:
