@@ -31,7 +31,8 @@ def test_profile_analytic_writes_a_profile_that_simulate_reads(tmp_path):
     assert (profile.source, profile.model["mlp"]) == ("analytic", "gated")
     assert profile.basis.startswith("achievable ceilings of h200-sxm: 4.39 TB/s")
     ideal = tmp_path / "ideal.json"
-    assert CliRunner().invoke(main, ["profile", *ANALYTIC, "--ideal", "-o", str(ideal)]).exit_code == 0
+    # The datasheet's peaks (--ideal) instead of the achievable ceilings (--efficiency flat): one or the other.
+    assert CliRunner().invoke(main, ["profile", *ANALYTIC[:-2], "--ideal", "-o", str(ideal)]).exit_code == 0
     assert load_profile(ideal).basis.startswith("spec sheet h200-sxm (--ideal)")
     assert load_profile(ideal).roof["bandwidth_bytes_per_s"] == 4.8e12
     run = _simulate(tmp_path, str(path), "--requests", "40", "--policy", "continuous", "--no-report")
