@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from serving_helpers import constant_profile
 
 from microbench.cli.app import main
-from microbench.serving.profile_run import measured_power
+from microbench.serving.profile_power import measured_power
 from roofline.analysis.frontier import pareto_front
 from roofline.serving.capacity import Fleet, load_point, load_sweep
 from roofline.serving.metrics import energy_figures
@@ -72,7 +72,7 @@ def test_tokens_per_joule_is_output_tokens_over_busy_gpu_seconds_at_the_power():
 
 def test_a_profile_without_power_says_why_and_gives_no_tokens_per_joule():
     assert "CPU has no energy counter" in measured_power("cpu")["why_none"]
-    assert "telemetry off" in measured_power("cuda")["why_none"]
+    assert "without --energy" in measured_power("cuda")["why_none"]
     old = constant_profile()  # written before profiles carried a power figure
     assert old.power is None and "no power figure" in old.power_figure["why_none"]
     energy = energy_figures(10, 1.0, 1.0, 1, 1, measured_power("cpu"), None)

@@ -246,9 +246,11 @@ def test_a_tiny_mla_mixture_is_profiled_and_simulates(tmp_path):
     absorbed attention over its latent cache), loaded as a profile and simulated."""
     output = tmp_path / "mla.json"
     run = CliRunner().invoke(main, ["profile", "--hf-config", str(TINY_MLA), "--device", "cpu", "--max-tokens", "4",
-                                    "--max-context", "16", "--max-batch", "2", "--budget", "0.002", "-o", str(output)])
+                                    "--max-context", "16", "--max-batch", "2", "--budget", "0.002", "--energy", "-o",
+                                    str(output)])
     assert run.exit_code == 0, run.output
     profile = load_profile(output)
+    assert "CPU has no energy counter" in profile.power_figure["why_none"]  # --energy on the CPU: says why none
     assert profile.model["attention"] == "mla" and profile.model["kv_lora_rank"] == 64
     assert [t.name for t in profile.linears] == ["qkv_a_proj", "q_b_proj", "kv_b_proj", "o_proj", "gate_up_proj",
                                                  "down_proj", "router", "shared_gate_up_proj", "shared_down_proj"]

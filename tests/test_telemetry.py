@@ -88,6 +88,15 @@ def test_window_summary_aligns_readings_and_flags_throttling():
     assert late["sm_clock_hz"]["min"] == 1500e6 and late["sm_clock_hz"]["max"] == 1980e6
 
 
+def test_energy_per_launch_counts_the_whole_phase_not_only_the_readings_span():
+    """Readings 0.1 s apart inside a 0.45 s phase span 0.4 s of it: at a steady 600 W the phase's 1000 launches
+    drew 600 W x 0.45 s, not the 240 J between the first and last reading."""
+    rows = [dict(reading(energy_j=600 * t, power_w=600), t_s=t) for t in [0.1 * i for i in range(12)]]
+    summary = summarize_window(rows, 0.25, 0.70, launches=1000, lag_s=0.0)
+    assert summary["readings"] == 4  # 0.3, 0.4, 0.5, 0.6: a 0.3 s span of the 0.45 s phase
+    assert summary["energy_per_launch_j"] == pytest.approx(600 * 0.45 / 1000)
+
+
 def test_gpm_reading_straddling_the_window_is_not_counted():
     rows = [dict(reading(), t_s=t) for t in (0.0, 0.1, 0.2, 0.3)]
     rows[2]["gpm_window_s"], rows[2]["dram_bw_util_percent"] = [0.05, 0.2], 50.0

@@ -93,12 +93,22 @@ def _measured(setup: DecodeSetup, batches: list[int], mem_fraction: float, from_
     memory = device_record.get("memory_bytes")
     # One device times no all-reduce between several: --gpu's or the matched SKU's interconnect costs them.
     link_sku = sku or device_record.get("sku")
-    joules = {p.launch_key: p.telemetry.energy_per_launch_j for p in points if p.telemetry is not None}
+    joules = {p.launch_key: launch_joules(p) for p in points if p.telemetry is not None}
     part = measured_document(setup, batches, times, bandwidth, peak, memory, mem_fraction, device_record, warnings,
                              spec=load_gpu_spec(link_sku) if link_sku else None, joules=joules)
     part["sku"] = device_record.get("sku")
     part["kernels"] = kernels_by_dtype(points if from_result is None else used)
     return part
+
+
+def launch_joules(point) -> float | None:
+    """One launch's energy: the median NVML power reading over its timed phase times its time, as the measured
+    profile reads it (``microbench.serving.profile_power``: the energy counter moves too coarsely on an H200 for
+    a phase this short); without a power reading, the counter's rise per launch (None: neither)."""
+    power = point.telemetry.power_w
+    if power is not None and power.median is not None and point.time_s:
+        return power.median * point.time_s
+    return point.telemetry.energy_per_launch_j
 
 
 def kernels_by_dtype(points) -> dict[str, list[str]]:

@@ -36,6 +36,9 @@ MEASURED_FLAGS: dict[str, Option] = {
                     help="measured, CPU: wall time, or this thread's CPU time (a shared CPU; needs --threads 1)"),
     "threads": Option(("--threads",), "int", help="measured, CPU: torch threads [torch's default]"),
     "resume": Option(("--resume",), "flag", help="measured: continue the profile in progress in OUTPUT.partial"),
+    "energy": Option(("--energy",), "flag",
+                     help="measured, GPU: read NVML's power over each linear's timed phase: the profile's "
+                          "power by token count, which simulate and plan charge (tokens per joule)"),
 }
 
 # --dtype not typed: a measured profile runs what transformers runs on the device, an analytic one simulate's
@@ -88,6 +91,7 @@ class ProfileConfig:
     clock: str = FLAGS["clock"].default
     threads: int | None = FLAGS["threads"].default
     resume: bool = FLAGS["resume"].default
+    energy: bool = FLAGS["energy"].default
 
     def __post_init__(self) -> None:
         check_dtypes(self.dtype, self.kv_dtype)
@@ -121,7 +125,8 @@ class ProfileConfig:
                            ep=self.ep, routing=self.routing,
                            dtype=self.dtype, kv_dtype=self.kv_dtype, max_tokens=self.max_tokens,
                            max_context=self.max_context, max_batch=self.max_batch, attention=self.attention,
-                           device=self.device, budget_s=self.budget_s, seed=self.seed, clock=self.clock)
+                           device=self.device, budget_s=self.budget_s, seed=self.seed, clock=self.clock,
+                           energy=self.energy)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], given: Collection[str] = ()) -> ProfileConfig:

@@ -49,6 +49,7 @@ class ProfilePlan:
     budget_s: float | None = None
     seed: int = 0
     clock: str = "wall"  # wall | thread-cpu (CPU, one torch thread: this thread's CPU time, as validate times)
+    energy: bool = False  # read NVML's power over each linear's timed phase (profile_power)
 
     def check(self) -> ModelSpec:
         """The model, after every argument is checked (PlanError / SpecError, one line)."""

@@ -27,6 +27,7 @@ from microbench.device.provenance import host_info, tool_info
 from microbench.serving.allreduce import profile_comm_table
 from microbench.serving.profile_kernels import AttentionWorkload, OtherWorkload, kv_bytes
 from microbench.serving.profile_plan import Item, ProfilePlan, attention_shape, grids_for, plan_items
+from microbench.serving.profile_power import measured_power
 from microbench.sweep.config import SweepConfig
 from microbench.sweep.plan import PlanError, PointSpec
 from microbench.timing import ops
@@ -42,7 +43,7 @@ from roofline.core.counting import DTYPE_SIZES, count_work
 from roofline.core.options import resolved_kv_dtype
 from roofline.result.io import journal_entries, journal_path, write_output_file
 from roofline.result.journal import Journal
-from roofline.serving.profile_doc import CommTable, StepProfile, check_profile_output, no_power, save_profile
+from roofline.serving.profile_doc import CommTable, StepProfile, check_profile_output, save_profile
 from roofline.step.launches import StepModel
 from roofline.step.memory import kv_bytes_per_token, weight_bytes
 from roofline.step.routing import Routing
@@ -50,6 +51,8 @@ from roofline.step.routing import Routing
 # Seconds of sampling per item unless --budget: an 8B model's ~300 items on an H200 in a few minutes, a tiny
 # model's on two CPU cores in seconds.
 DEFAULT_BUDGET_S = {"cuda": 0.2, "cpu": 0.1}
+# --energy: NVML read as often as a sweep reads it (a timed phase then lasts at least a few readings)
+ENERGY_INTERVAL_S = 0.05
 PARTIAL_KIND = "gpubench-step-profile-partial"
 PARTIAL_JOURNAL_KIND = "gpubench-step-profile-partial-journal"
 # The CPU timer's clock: wall time, or this thread's CPU time (other processes' turns on a shared CPU excluded).
@@ -92,6 +95,8 @@ def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, ar
                          telemetry=False, seed=run.plan.seed, argv=argv)
     run.session = open_session(config, observer)
     run.session.l2_policy = l2_policy_for(run.session, run.plan)
+    if run.plan.energy and kind != "cpu":  # NVML's power over each linear's timed phase (profile_power)
+        run.session.start_telemetry(True, ENERGY_INTERVAL_S)
     if run.plan.clock == "thread-cpu" and (kind != "cpu" or run.session.torch.get_num_threads() != 1):
         raise PlanError("--clock thread-cpu times this thread's CPU time: only on the CPU with one torch thread")
     if resume:
@@ -164,6 +169,7 @@ def run_profile(run: ProfileRun, on_start: Callable[[int], None], on_item: Calla
                 raise Interrupted(getattr(session.stop, "signum", 2), partial_path(run.output))
     finally:
         session.weights.clear()
+        session.stop_telemetry()
     # The all-reduces between ranks are timed once all of this device's kernels are (not journalled: seconds).
     comm = profile_comm_table(run.plan.tp, session.choice.kind, session.device.get("sku"), model, dtype,
                               grids_for(run.plan).tokens)
@@ -197,6 +203,8 @@ def measure_item(session, plan: ProfilePlan, model, item: Item, dtype: str) -> d
         median_s = point.stats.median_s  # pyright: ignore[reportOptionalMemberAccess]  # an ok point has samples
         return {"time_s": median_s, "samples_s": list(point.samples_s), "timer": point.timer,
                 "stop_reason": point.stop_reason, "rel_err": (point.correctness or {}).get("rel_err"),
+                # --energy: the median NVML power reading over the timed phase (None: no reading inside it)
+                **({"power_w": ((point.telemetry or {}).get("power_w") or {}).get("median")} if plan.energy else {}),
                 **({"kernel": point.kernel, "touched": point.touched} if item.kind == "grouped" else {})}
     # Attention and the other kernels run on activations: bf16 beside a weight-only format, unless --kv-dtype.
     workload = _build_workload(session, plan, model, item, resolved_kv_dtype(dtype, plan.kv_dtype))
@@ -347,18 +355,22 @@ def assemble_profile(run: ProfileRun, model, dtype: str, comm: CommTable | None 
         "engine_overhead": None,
         **({"comm": comm.to_dict()} if comm is not None else {}),
         **({"all_to_all": exchange.to_dict()} if exchange is not None else {}),
-        "power": measured_power(session.choice.kind),
+        "power": measured_power(session.choice.kind, plan.energy, _energy_by_tokens(run, step, model, grids.tokens),
+                                f"{session.device.get('name') or session.choice.kind}, measured by this profile"),
     }
     return StepProfile.from_dict(document)
 
 
-def measured_power(kind: str) -> dict[str, Any]:
-    """Why a measured profile carries no power figure: the CPU has no counter gpubench reads, and on a GPU the
-    profile's session runs with telemetry off (``prepare_profile``), so no energy counter is read."""
-    if kind == "cpu":
-        return no_power("the CPU has no energy counter gpubench reads (NVML reads GPUs)")
-    return no_power("the measured profile's session runs with telemetry off, so no energy counter was read; "
-                    "an analytic profile of the SKU (--analytic --gpu SKU) carries its TDP as an upper bound")
+def _energy_by_tokens(run: ProfileRun, step: StepModel, model, tokens) -> dict[int, list]:
+    """Per token count, each of the step's linears and expert sets: (watts or None, seconds per launch, layers it
+    runs in), for ``measured_power``; the LM head (on a grid of its own) is left out."""
+    parts = [("linear", lin.name, lin.layers) for lin in step.linears if lin.part != "head"] + \
+        [("grouped", g.name, g.layers) for g in step.grouped]
+    out: dict[int, list] = {}
+    for count in tokens:
+        entries = [(run.measured.get(Item(kind, name, count).key) or {}, layers) for kind, name, layers in parts]
+        out[count] = [(e.get("power_w"), e.get("time_s") or 0.0, layers or model.layers) for e, layers in entries]
+    return out
 
 
 def measured_roof(run: ProfileRun, step: StepModel) -> dict[str, Any] | None:

@@ -92,7 +92,8 @@ def measured_document(setup: DecodeSetup, batches: list[int], times: dict, bandw
     energy_fn = measured_energy(setup, joules) if joules else None
     rows = step_rows(setup, batches, measured_time(setup, times), bandwidth, peak, capacity["max_batch"],
                      _comm_fn(setup, link), energy_fn)
-    energy = {"basis": "each launch's energy counter (NVML) over its timed phase", "source": measured_on.label} \
+    energy = {"basis": "each launch's median NVML power over its timed phase times its time",
+              "source": measured_on.label} \
         if energy_fn is not None and rows and rows[0].joules_per_token is not None else \
         {"basis": None, "why_none": "the CPU has no energy counter gpubench reads (NVML reads GPUs)"
          if measured_on.kind == "cpu" else "the launches' points carry no energy reading"}

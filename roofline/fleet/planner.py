@@ -137,7 +137,8 @@ class RateTrial:
             met = all(check["met"] for check in checks.values())
             tpot_p50 = percentile_s(lat["tpot"], 50)
             energy = energy_figures(sum(r.output_tokens for r in run.requests), run.busy_s, run.makespan_s,
-                                    c.profile.gpus, layout.size, c.profile.power_figure, c.price_usd_per_gpu_hour)
+                                    c.profile.gpus, layout.size, c.profile.power_figure, c.price_usd_per_gpu_hour,
+                                    run.busy_j)
             figures = {**rate_point(self.rate, run, lat), "slo_s": {k: check["value_s"] for k, check in checks.items()},
                        "tokens_per_s_per_user": 1 / tpot_p50 if tpot_p50 else None,
                        "tokens_per_joule": energy["tokens_per_joule"], "tokens_per_usd": energy["tokens_per_usd"]}

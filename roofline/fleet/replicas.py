@@ -206,4 +206,5 @@ def _pooled(runs: list[SimulationRun], roles: tuple[str, ...], outcomes: list[Re
                     overhead=overhead, shared_prefixes=any(r.shared_prefixes for r in runs),
                     speculation=first.speculation,
                     replica_runs=tuple(runs), roles=roles, placement=placement, transfer_s=transfers,
-                    busy_s=sum(r.busy_s for r in runs))
+                    busy_s=sum(r.busy_s for r in runs),
+                    busy_j=None if any(r.busy_j is None for r in runs) else sum(r.busy_j or 0.0 for r in runs))

@@ -186,7 +186,7 @@ class Simulation:
         fleet = self.fleet
         entry: dict[str, Any] = {"run": run, "summary": summary, "rates": [], "energy": energy_figures(
             summary["output_tokens"], run.busy_s, run.makespan_s, fleet.gpus_per_replica, fleet.replicas,
-            fleet.power, fleet.usd_per_gpu_hour)}
+            fleet.power, fleet.usd_per_gpu_hour, run.busy_j)}
         if isinstance(run, FleetRun):
             entry["fleet"] = fleet_section(run, profile, config.mem_fraction)
         for rate in config.rates:

@@ -111,7 +111,7 @@ def load_point(rate: float, run: SimulationRun, fleet: Fleet) -> dict[str, Any]:
     tokens = sum(r.output_tokens for r in run.requests)
     tpot_p50 = percentile_s(lat["tpot"], 50)
     energy = energy_figures(tokens, run.busy_s, run.makespan_s, fleet.gpus_per_replica, fleet.replicas, fleet.power,
-                            fleet.usd_per_gpu_hour)
+                            fleet.usd_per_gpu_hour, run.busy_j)
     return {"rate_requests_per_s": rate, "tokens_per_s": tokens / run.makespan_s,
             "tokens_per_s_per_gpu": tokens / run.makespan_s / fleet.gpus,
             "tokens_per_s_per_user": 1 / tpot_p50 if tpot_p50 else None,

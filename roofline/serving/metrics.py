@@ -166,16 +166,22 @@ def summarize(run: SimulationRun, profile: StepProfile, mem_fraction: float, slo
 
 
 def energy_figures(output_tokens: int, busy_s: float, makespan_s: float, gpus: int, replicas: int,
-                   power: dict[str, Any], usd_per_gpu_hour: float | None = None) -> dict[str, Any]:
+                   power: dict[str, Any], usd_per_gpu_hour: float | None = None,
+                   busy_j: float | None = None) -> dict[str, Any]:
     """Output tokens per joule and per dollar of one run.  Energy: each replica's ``gpus`` GPUs at the profile's
     ``power`` (``StepProfile.power_figure``: W per GPU) over its busy time (``busy_s``, summed over the
     replicas); the idle time between steps is not charged.  At a TDP the joules are an upper bound, so tokens per
     joule is a lower bound.  Cost: every GPU of the ``replicas`` over the whole makespan (a rented GPU is paid for
     idle too) at ``usd_per_gpu_hour`` (None: no price, no tokens per dollar).  No power figure: no joules, and
-    ``why_none`` says why (never a made-up number)."""
+    ``why_none`` says why (never a made-up number).  ``busy_j``: the joules one GPU drew over the busy time, each
+    step at the draw for its tokens (a measured power table, ``SimulationRun.busy_j``), which replaces the one
+    figure; ``watts_per_gpu`` is then their mean."""
     watts = power.get("watts_per_gpu")
     gpu_busy_s = busy_s * gpus
     joules = gpu_busy_s * watts if watts is not None else None
+    if watts is not None and power.get("by_tokens") and busy_j is not None:
+        joules = busy_j * gpus
+        watts = busy_j / busy_s if busy_s > 0 else watts
     gpu_hours = makespan_s * gpus * replicas / 3600
     return {"watts_per_gpu": watts, "upper_bound": power.get("upper_bound") if watts is not None else None,
             "basis": power.get("basis"), "source": power.get("source"), "why_none": power.get("why_none"),

@@ -6,6 +6,7 @@ profile that loads can be simulated; a bad file is one ``ProfileDocError`` line,
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -448,10 +449,31 @@ class StepProfile:
         )
 
 
-def power_record(watts_per_gpu: float, basis: str, source: str, upper_bound: bool) -> dict[str, Any]:
+def power_record(watts_per_gpu: float, basis: str, source: str, upper_bound: bool,
+                 by_tokens: dict[str, list] | None = None) -> dict[str, Any]:
     """What one GPU draws while a step runs, in W: ``basis`` says how it was found, ``source`` where from, and
-    ``upper_bound`` whether the step draws at most this (a board's TDP) rather than this (a measured draw)."""
-    return {"watts_per_gpu": float(watts_per_gpu), "upper_bound": upper_bound, "basis": basis, "source": source}
+    ``upper_bound`` whether the step draws at most this (a board's TDP) rather than this (a measured draw).
+    ``by_tokens`` (a measured draw): ``{"tokens": [...], "watts": [...]}``, the draw by tokens in the step, which
+    the simulator charges each step at (``watts_per_gpu`` is then their mean, for the record)."""
+    record = {"watts_per_gpu": float(watts_per_gpu), "upper_bound": upper_bound, "basis": basis, "source": source}
+    return {**record, "by_tokens": by_tokens} if by_tokens is not None else record
+
+
+def step_watts(power: dict[str, Any], tokens: int) -> float | None:
+    """What one GPU draws during a step of ``tokens`` tokens: the power table's draw interpolated linearly in
+    log(tokens) and held at its ends, else the one figure (None: no figure)."""
+    table = power.get("by_tokens")
+    if not table:
+        return power.get("watts_per_gpu")
+    grid, watts = table["tokens"], table["watts"]
+    if tokens <= grid[0]:
+        return float(watts[0])
+    if tokens >= grid[-1]:
+        return float(watts[-1])
+    upper = bisect.bisect_right(grid, tokens)
+    low, high = grid[upper - 1], grid[upper]
+    share = math.log(tokens / low) / math.log(high / low)
+    return float(watts[upper - 1] + share * (watts[upper] - watts[upper - 1]))
 
 
 def no_power(why: str) -> dict[str, Any]:
@@ -469,6 +491,16 @@ def _check_power(power: dict[str, Any]) -> None:
         raise ProfileDocError(f"power.watts_per_gpu must be a positive number of watts, got {watts!r}")
     if not isinstance(power.get("upper_bound"), bool):
         raise ProfileDocError("power.upper_bound must be true or false")
+    table = power.get("by_tokens")
+    if table is None:
+        return
+    tokens, draws = (table.get(k) if isinstance(table, dict) else None for k in ("tokens", "watts"))
+    if not isinstance(tokens, list) or not isinstance(draws, list) or not tokens or len(tokens) != len(draws):
+        raise ProfileDocError("power.by_tokens must hold lists tokens and watts of one length")
+    if any(not isinstance(t, int) or isinstance(t, bool) or t <= 0 for t in tokens) or tokens != sorted(set(tokens)):
+        raise ProfileDocError("power.by_tokens.tokens must be positive integers, increasing")
+    if any(not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w <= 0 for w in draws):
+        raise ProfileDocError("power.by_tokens.watts must be positive numbers of watts")
 
 
 def load_profile(path: str | os.PathLike) -> StepProfile:

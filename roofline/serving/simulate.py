@@ -23,7 +23,7 @@ from roofline.core.errors import BadInputError
 from roofline.serving.kv_blocks import KvBlocks
 from roofline.serving.latency import end_to_end_s, span_s, time_per_output_token_s, time_to_first_token_s
 from roofline.serving.policies import Policy, StepPlan, parse_policy
-from roofline.serving.profile_doc import EngineOverhead, StepProfile
+from roofline.serving.profile_doc import EngineOverhead, StepProfile, step_watts
 from roofline.serving.step_cost import CostModel
 from roofline.serving.step_log import StepLog
 from roofline.serving.workload import Request
@@ -84,6 +84,9 @@ class SimulationRun:
     # Seconds the engine ran steps, summed as it ran them: a run without a step log still has its busy time (what
     # energy is charged on).
     busy_s: float = 0.0
+    # Joules one GPU drew over those steps, each at the profile's draw for its tokens (``step_watts``); None: the
+    # profile has no power figure.
+    busy_j: float | None = None
     speculation: dict[str, Any] | None = None  # --spec-decode: SpecDecode.to_dict() (None: one token a step)
 
     @property
@@ -401,6 +404,8 @@ class Replica:
         self.model = CostModel(profile, overhead, spec)
         self.steps = StepLog()
         self.busy_s = 0.0
+        self.power = profile.power_figure
+        self.busy_j: float | None = 0.0 if self.power.get("watts_per_gpu") is not None else None
         # A run read only for its requests' latencies (a capacity probe) keeps no step: at a low rate every
         # request decodes alone, and 100,000 requests' steps are 2 GB of log that nobody reads.
         self.log_steps = log_steps
@@ -449,6 +454,9 @@ class Replica:
         start_s = engine.clock_s
         engine.clock_s += cost.time_s
         self.busy_s += cost.time_s
+        if self.busy_j is not None:
+            tokens = len(plan.decodes) * queries + sum(t for _, t in plan.chunks)
+            self.busy_j += cost.time_s * step_watts(self.power, tokens)  # pyright: ignore[reportOperatorIssue]
         wasted = engine.apply(plan)
         # Static slots keep their KV until the whole batch ends; elsewhere a finished sequence frees it.
         padded = plan.padded_prompt_tokens
@@ -483,6 +491,7 @@ class Replica:
                              kv_blocks_total=self.kv_blocks,
                              kv_tokens_capacity=self.kv_blocks * policy.block if self.kv_blocks is not None else None,
                              overhead=overhead, shared_prefixes=self.engine.shared, busy_s=self.busy_s,
+                             busy_j=self.busy_j,
                              speculation=self.spec.to_dict() if self.spec is not None else None)
 
 

@@ -211,6 +211,14 @@ class CommKernels(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PowerByTokens(Record):
+    SECTION: ClassVar[str] = "power.by_tokens"
+    tokens: Any = key("array", items="integer", required=True, doc="tokens in the step, increasing")
+    watts: Any = key("array", items="number", unit="W", required=True,
+                     doc="what one GPU drew while the step's linears ran at that many tokens (NVML's power)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepPower(Record):
     SECTION: ClassVar[str] = "power"
     watts_per_gpu: Any = key("number", unit="W", required=True, nullable=True,
@@ -219,9 +227,12 @@ class StepPower(Record):
                            doc="the step draws at most this (a board's TDP), not this (absent: no figure)")
     basis: Any = key("string", nullable=False, doc="how the figure was found (absent: no figure)")
     source: Any = key("string", nullable=False, doc="where it comes from: the datasheet line (absent: no figure)")
+    by_tokens: Any = key("object", record=PowerByTokens, nullable=False,
+                         doc="a measured draw by tokens in the step, which simulate charges each step at, "
+                             "interpolated in log(tokens) (absent: one figure for every step)")
     why_none: Any = key("string", nullable=False,
-                        doc="no figure: why (a CPU has no energy counter gpubench reads; a measured profile's session "
-                            "reads none; a spec sheet without [power])")
+                        doc="no figure: why (a CPU has no energy counter gpubench reads; a profile measured without "
+                            "--energy reads none; a spec sheet without [power])")
 
 
 @dataclass(frozen=True, kw_only=True)
