@@ -45,6 +45,16 @@ def test_the_h200_draw_per_token_count_is_the_linears_time_weighted_power():
     assert StepProfile.from_dict({**constant_profile().to_dict(), "power": record}).power == record
 
 
+def test_decode_charges_a_launch_its_median_power_times_its_time():
+    from microbench.decode.job import launch_joules
+    from roofline.result.io import load_result
+
+    points = [p for p in load_result(H200_SWEEP).points if p.ok and p.telemetry is not None]
+    assert len(points) > 50
+    for point in points:
+        assert launch_joules(point) == pytest.approx(point.telemetry.power_w.median * point.stats.median_s)
+
+
 def test_a_token_count_missing_a_reading_is_left_out_and_none_at_all_says_why():
     table = power_by_tokens({1: [(500.0, 1e-5, 2)], 4: [(None, 1e-5, 2)], 8: [(600.0, 1e-5, 1), (400.0, 3e-5, 1)]})
     assert table["tokens"] == [1, 8] and table["watts"] == pytest.approx([500.0, 450.0])

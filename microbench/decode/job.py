@@ -106,8 +106,9 @@ def launch_joules(point) -> float | None:
     profile reads it (``microbench.serving.profile_power``: the energy counter moves too coarsely on an H200 for
     a phase this short); without a power reading, the counter's rise per launch (None: neither)."""
     power = point.telemetry.power_w
-    if power is not None and power.median is not None and point.time_s:
-        return power.median * point.time_s
+    seconds = point.stats.median_s if point.stats is not None else None
+    if power is not None and power.median is not None and seconds:
+        return power.median * seconds
     return point.telemetry.energy_per_launch_j
 
 
