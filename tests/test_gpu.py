@@ -192,6 +192,33 @@ def test_a_weight_only_format_beats_bf16_at_batch_1(dtype):
                                                                 bf16.stats.median_s)
 
 
+def test_a_profile_measured_with_energy_carries_a_draw_per_token_count(tmp_path):
+    """profile --energy on the GPU: NVML's power over each linear's timed phase, a draw per token count that
+    simulate charges (microbench/serving/profile_power.py)."""
+    import json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from microbench.cli.app import main
+    from roofline.serving.profile_doc import load_profile
+
+    tiny = Path(__file__).parent / "data" / "tiny-llama-config.json"
+    output = tmp_path / "p.json"
+    run = CliRunner().invoke(main, ["profile", "--hf-config", str(tiny), "--device", "cuda", "--max-tokens", "16",
+                                    "--max-context", "64", "--max-batch", "4", "--budget", "0.05", "--energy",
+                                    "-o", str(output)])
+    assert run.exit_code == 0, run.output
+    power = load_profile(output).power_figure
+    assert power.get("by_tokens"), power.get("why_none")
+    assert all(10 < w < 2000 for w in power["by_tokens"]["watts"]), power
+    simulated = CliRunner().invoke(main, ["simulate", str(output), "--requests", "8", "--prompt", "fixed:16",
+                                          "--output", "fixed:16", "--no-report", "--json", "-o", str(tmp_path / "sim")])
+    assert simulated.exit_code == 0, simulated.output
+    energy = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["energy"]
+    assert energy["tokens_per_joule"] > 0 and energy["upper_bound"] is False, energy
+
+
 def test_graphs_mode_compiles_nothing_inside_a_timed_static_batch():
     """validate --engine-mode graphs: the warm-up compiles and records every static batch size on the one cache
     length (microbench/serving/engine/settings.py, read against transformers 5.17 and torch 2.11), so a timed
