@@ -5,8 +5,12 @@ linears' draws weighted by the seconds each runs in a step (its time times the l
 the elementwise work are charged at the same draw (the linears are most of a decode step's time, and theirs is
 the draw read).  The median reading, not the energy counter's rise: on the H200 the counter moves in steps too
 coarse for a phase of a few tenths of a second (tests/data/h200, 74 points: the counter's draw over a phase was
-0.48-1.23x the readings' median, 0.60-1.16x from the 10th to the 90th percentile).  Without ``--energy``, on
-the CPU, or where no reading fell inside a phase, the profile says why it has no figure."""
+0.48-1.23x the readings' median, 0.60-1.16x from the 10th to the 90th percentile).  The readings are
+instantaneous and swing above the board's limit, which the power controller holds on average: on that H200 the
+compute-bound phases' medians were 720-800 W against a 700 W limit, and a sustained bf16 matmul drew ~690 W
+(tests/data/h200/probe.json, ``sustained_segments``), so at compute-bound token counts the draw may read up to
+~15% high.  Without ``--energy``, on the CPU, or where no reading fell inside a phase, the profile says why it
+has no figure."""
 
 from __future__ import annotations
 
