@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +23,7 @@ from roofline.serving.policies import PolicyError, parse_policy
 from roofline.serving.simulate import SimulationError, simulate
 from roofline.serving.workload import Request, load_lengths, make_workload
 from roofline.specs.gpus import profiles_dir
+from roofline.specs.length_presets import PERCENTILES, PRESETS
 
 TINY = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b", "--efficiency", "flat", "--requests", "12"]
 
@@ -360,3 +365,72 @@ def test_simulate_concurrency_with_an_slo_searches_the_clients(tmp_path):
     capacity = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["capacity"]
     assert capacity["capacity_concurrency"] == 12 and capacity["capacity_is_lower_bound"]  # 12 requests
     assert "clients" in run.output
+
+
+# --- the ShareGPT length preset ----------------------------------------------------------------------------
+
+SHAREGPT_TRACE = (Path(__file__).resolve().parents[2] / "shared" / "traces"
+                  / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv")
+
+
+def test_the_sharegpt_preset_draws_its_tables_quantiles():
+    preset = PRESETS["sharegpt"]
+    for role in ("prompt", "output"):
+        draws = preset.sample(role, 200_000, np.random.default_rng(3))
+        table = dict(zip(PERCENTILES, preset.quantiles(role), strict=True))
+        for p in (10.0, 25.0, 50.0, 75.0, 90.0):
+            assert np.percentile(draws, p) == pytest.approx(table[p], rel=0.03), (role, p)
+        assert table[0.0] <= draws.min() and draws.max() <= table[100.0]
+
+
+def test_sharegpt_prompts_and_outputs_keep_the_traces_cut_on_a_request():
+    requests = make_workload(20_000, "burst", "sharegpt", "sharegpt", seed=1)
+    totals = np.array([r.prompt_tokens + r.output_tokens for r in requests])
+    assert totals.max() <= 8192
+    assert np.median([r.prompt_tokens for r in requests]) == pytest.approx(1730, rel=0.05)
+    assert np.median([r.output_tokens for r in requests]) == pytest.approx(415, rel=0.05)
+
+
+def test_sharegpt_for_one_role_draws_that_roles_table():
+    requests = make_workload(5_000, "burst", "fixed:10", "sharegpt", seed=1)
+    outputs = [r.output_tokens for r in requests]
+    assert {r.prompt_tokens for r in requests} == {10}
+    assert max(outputs) <= 1024 and np.median(outputs) == pytest.approx(415, rel=0.05)
+
+
+def test_simulate_describes_the_preset_with_its_source(tmp_path):
+    run = _invoke("simulate", *TINY, "--prompt", "sharegpt", "--output", "sharegpt", "-o", str(tmp_path / "sim"))
+    assert run.exit_code == 0, run.output
+    assert json.loads((tmp_path / "sim" / "simulation.json").read_text())["workload"]["prompt"] == "sharegpt"
+    report = (tmp_path / "sim" / "report.md").read_text()
+    assert "sharegpt_8k_filtered_stats_llama2_tokenizer.csv" in report and "median 415 tokens" in report
+
+
+def test_a_length_spec_it_does_not_know_names_the_presets(tmp_path):
+    run = _invoke("simulate", *TINY, "--prompt", "sharegpt:3", "-o", str(tmp_path / "sim"))
+    _one_line_refusal(run, "sharegpt:3", "a preset (sharegpt)")
+
+
+def test_lengths_reads_vidur_and_sarathi_serve_trace_columns(tmp_path):
+    path = _lengths_csv(tmp_path, ["74,918,992,0.08", "290,905,1195,0.32"],
+                        "num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio")
+    assert load_lengths(path) == [(74, 918), (290, 905)]
+
+
+def _fit(path):
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, str(root / "scripts" / "fit_length_preset.py"), str(path)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)}, check=True)
+
+
+def test_the_fit_script_tables_a_files_quantiles(tmp_path):
+    rows = [f"{p},{o},x" for p, o in zip(range(1, 1001), range(1000, 0, -1), strict=True)]
+    out = _fit(_lengths_csv(tmp_path, rows)).stdout
+    prompt = tuple(int(round(v)) for v in np.percentile(np.arange(1, 1001), PERCENTILES))
+    assert f"prompt={prompt}," in out and "1,000 requests" in out and "matches no preset" in out
+
+
+@pytest.mark.skipif(not SHAREGPT_TRACE.exists(), reason=f"Sarathi-Serve's ShareGPT trace is not at {SHAREGPT_TRACE} "
+                    "(github.com/microsoft/sarathi-serve, data/processed_traces/, commit 72339db)")
+def test_the_sharegpt_preset_is_the_fit_of_sarathi_serves_trace():
+    assert "matches the preset 'sharegpt'" in _fit(SHAREGPT_TRACE).stdout

@@ -85,7 +85,8 @@ FLAGS: dict[str, Option] = {
                           help="a closed loop instead of --arrivals: C clients, each sending its next request when "
                                "its last one ends"),
     "prompt": Option(("--prompt",), default="fixed:512", show_default=True,
-                     help="prompt lengths: fixed:N | uniform:A:B | exp:MEAN[:CAP] | lognormal:MEDIAN:SIGMA[:CAP]"),
+                     help="prompt lengths: fixed:N | uniform:A:B | exp:MEAN[:CAP] | lognormal:MEDIAN:SIGMA[:CAP] | "
+                     "sharegpt (a preset fitted to a published trace)"),
     "output_lengths": Option(("--output",), default="exp:128:512", show_default=True,
                              help="output lengths, as --prompt"),
     "lengths": Option(("--lengths",), "path", metavar="FILE.csv",

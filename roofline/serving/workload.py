@@ -22,6 +22,7 @@ import numpy as np
 
 from roofline.core.errors import BadInputError
 from roofline.core.options import check_seed  # the one seed rule of every command
+from roofline.specs.length_presets import PRESETS
 
 
 class WorkloadError(BadInputError):
@@ -80,17 +81,20 @@ def _numbers(spec: str, parts: list[str], count: tuple[int, ...]) -> list[float]
     return values
 
 
-def sample_lengths(spec: str, n: int, rng: np.random.Generator) -> list[int]:
-    """``fixed:N`` | ``uniform:A:B`` (inclusive) | ``exp:MEAN[:CAP]`` | ``lognormal:MEDIAN:SIGMA[:CAP]``."""
-    raw = _raw_lengths(spec, n, rng)
+def sample_lengths(spec: str, n: int, rng: np.random.Generator, role: str = "prompt") -> list[int]:
+    """``fixed:N`` | ``uniform:A:B`` (inclusive) | ``exp:MEAN[:CAP]`` | ``lognormal:MEDIAN:SIGMA[:CAP]`` | a
+    preset's name (``sharegpt``: its ``role`` lengths, ``prompt`` or ``output``)."""
+    raw = _raw_lengths(spec, n, rng, role)
     if not np.all(np.isfinite(raw)) or np.max(raw) > MAX_LENGTH_TOKENS:
         raise WorkloadError(f"{spec!r}: lengths reach past {MAX_LENGTH_TOKENS:,} tokens; give smaller numbers")
     return [max(1, int(round(v))) for v in raw]
 
 
-def _raw_lengths(spec: str, n: int, rng: np.random.Generator) -> np.ndarray:
+def _raw_lengths(spec: str, n: int, rng: np.random.Generator, role: str) -> np.ndarray:
     kind, *parts = spec.strip().split(":")
-    if kind == "fixed":
+    if kind in PRESETS and not parts:
+        raw = PRESETS[kind].sample(role, n, rng)
+    elif kind == "fixed":
         (value,) = _numbers(spec, parts, (1,))
         raw = np.full(n, value)
     elif kind == "uniform":
@@ -107,8 +111,8 @@ def _raw_lengths(spec: str, n: int, rng: np.random.Generator) -> np.ndarray:
         median, sigma, *cap = _numbers(spec, parts, (2, 3))
         raw = np.minimum(rng.lognormal(math.log(median), sigma, size=n), cap[0] if cap else np.inf)
     else:
-        raise WorkloadError(f"{spec!r}: lengths are fixed:N, uniform:A:B, exp:MEAN[:CAP] or "
-                            "lognormal:MEDIAN:SIGMA[:CAP]")
+        raise WorkloadError(f"{spec!r}: lengths are fixed:N, uniform:A:B, exp:MEAN[:CAP], "
+                            f"lognormal:MEDIAN:SIGMA[:CAP] or a preset ({', '.join(PRESETS)})")
     return np.asarray(raw, dtype=float)
 
 
@@ -208,9 +212,13 @@ def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0
     if lengths:  # each request one row's pair: a prompt keeps its own answer's length, as the dataset had them
         rows = np.random.default_rng(streams[1]).integers(len(lengths), size=n)
         prompts, outputs = [lengths[i][0] for i in rows], [lengths[i][1] for i in rows]
+    elif prompt.strip() in PRESETS and output.strip() == prompt.strip():  # one trace's: its cut on a total holds
+        drawn = PRESETS[prompt.strip()].sample_pairs(n, np.random.default_rng(streams[1]),
+                                                     np.random.default_rng(streams[2]))
+        prompts, outputs = ([int(v) for v in role] for role in drawn)
     else:
         prompts = sample_lengths(prompt, n, np.random.default_rng(streams[1]))
-        outputs = sample_lengths(output, n, np.random.default_rng(streams[2]))
+        outputs = sample_lengths(output, n, np.random.default_rng(streams[2]), role="output")
     if shared is None and turns == 1:
         times = arrival_times(arrivals, n, np.random.default_rng(streams[0]))
         return [Request(i, t, p, o) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
@@ -374,22 +382,31 @@ def read_workload(trace: Path | None, requests: int, arrivals: str, prompt: str,
     return make_workload(requests, arrivals, prompt, output, seed, prefix, sessions, pairs), spec
 
 
+#: the column pairs a lengths CSV may name its prompt and output lengths by: gpubench's own, and Vidur's and
+#: Sarathi-Serve's processed traces' (``num_prefill_tokens,num_decode_tokens``)
+LENGTH_COLUMNS = (("prompt_tokens", "output_tokens"), ("num_prefill_tokens", "num_decode_tokens"))
+
+
 def load_lengths(path: Path) -> list[tuple[int, int]]:
-    """A CSV of ``prompt_tokens,output_tokens`` (others ignored; UTF-8, a byte-order mark allowed), one
-    (prompt, output) pair a row, each at least 1 token and at most ``MAX_LENGTH_TOKENS``: a dataset's lengths
-    (ShareGPT's as a tokenizer counts them, say), drawn from by ``make_workload``."""
+    """A CSV of ``prompt_tokens,output_tokens`` or ``num_prefill_tokens,num_decode_tokens`` (others ignored;
+    UTF-8, a byte-order mark allowed), one (prompt, output) pair a row, each at least 1 token and at most
+    ``MAX_LENGTH_TOKENS``: a dataset's lengths (ShareGPT's as a tokenizer counts them, say), drawn from by
+    ``make_workload``."""
     path = Path(path)
     try:
         with path.open(newline="", encoding="utf-8-sig") as stream:
             reader = csv.DictReader(stream)
-            missing = {"prompt_tokens", "output_tokens"} - set(reader.fieldnames or ())
-            if missing:
-                raise WorkloadError(f"--lengths {path}: lacks column(s) {', '.join(sorted(missing))}")
+            names = set(reader.fieldnames or ())
+            columns = next((pair for pair in LENGTH_COLUMNS if set(pair) <= names), None)
+            if columns is None:
+                missing = set(LENGTH_COLUMNS[0]) - names
+                raise WorkloadError(f"--lengths {path}: lacks column(s) {', '.join(sorted(missing))} (or "
+                                    f"{','.join(LENGTH_COLUMNS[1])})")
             pairs = []
             for line, row in enumerate(reader, start=2):
                 if len(pairs) == MAX_REQUESTS:  # counted while read, as a trace is
                     raise WorkloadError(f"--lengths {path}: more than {MAX_REQUESTS:,} rows; give fewer")
-                pairs.append(_length_pair(path, line, row))
+                pairs.append(_length_pair(path, line, row, columns))
     except OSError as exc:
         raise WorkloadError(f"--lengths {path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
@@ -399,13 +416,13 @@ def load_lengths(path: Path) -> list[tuple[int, int]]:
     return pairs
 
 
-def _length_pair(path: Path, line: int, row: dict[str, Any]) -> tuple[int, int]:
+def _length_pair(path: Path, line: int, row: dict[str, Any], columns: tuple[str, str]) -> tuple[int, int]:
     try:
-        pair = (int(row["prompt_tokens"]), int(row["output_tokens"]))
+        pair = (int(row[columns[0]]), int(row[columns[1]]))
     except (TypeError, ValueError):
         pair = (0, 0)
     if not all(1 <= tokens <= MAX_LENGTH_TOKENS for tokens in pair):
-        raise WorkloadError(f"--lengths {path}: line {line}: prompt_tokens and output_tokens must be integers from "
+        raise WorkloadError(f"--lengths {path}: line {line}: {columns[0]} and {columns[1]} must be integers from "
                             f"1 to {MAX_LENGTH_TOKENS:,}")
     return pair
 
@@ -416,9 +433,12 @@ def closed_loop_record(record: dict[str, Any], concurrency: int) -> dict[str, An
     return {**{k: v for k, v in record.items() if k != "arrivals"}, "concurrency": concurrency}
 
 
-def describe_lengths(spec: str) -> str:
-    """A length spec in words: ``exp:128:512`` -> "exponential, mean 128 tokens, capped at 512"."""
+def describe_lengths(spec: str, role: str = "prompt") -> str:
+    """A length spec in words: ``exp:128:512`` -> "exponential, mean 128 tokens, capped at 512"; a preset's
+    ``role`` lengths with its source."""
     kind, *parts = str(spec).strip().split(":")
+    if kind in PRESETS and not parts:
+        return PRESETS[kind].describe(role)
     shapes = {("fixed", 1): "{} tokens each", ("uniform", 2): "uniform from {} to {} tokens",
               ("exp", 1): "exponential, mean {} tokens", ("exp", 2): "exponential, mean {} tokens, capped at {}",
               ("lognormal", 2): "log-normal, median {} tokens, sigma {}",
@@ -468,7 +488,7 @@ def describe_workload(workload: dict[str, Any]) -> str:
         parts.append(f"conversations of {turns} turns, each sent {gap} s after the answer to the one before and "
                      "resending the conversation so far")
     if workload.get("output"):
-        parts.append(f"outputs {describe_lengths(workload['output'])}")
+        parts.append(f"outputs {describe_lengths(workload['output'], 'output')}")
     if workload.get("lengths"):
         parts.append(f"prompt and output lengths drawn in pairs from {workload['lengths']}"
                      f"{_after_prefix(workload.get('prefix'))}")

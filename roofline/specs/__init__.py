@@ -1,2 +1,3 @@
-"""Spec sheets read from ``profiles/``: GPU SKUs (``gpus``) and LLM layer shapes (``models``).
+"""Spec sheets read from ``profiles/``: GPU SKUs (``gpus``) and LLM layer shapes (``models``), and published
+datasets' request lengths (``length_presets``: a workload's spec sheet).
 """
