@@ -178,3 +178,39 @@ def test_calibrate_does_not_import_torch(tmp_path):
             "print(r.exit_code, 'torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["0", "False"]
+
+
+def test_several_benches_are_fitted_together_and_repeated_predictions_are_pooled(tmp_path):
+    """--bench twice fits on every run of both files; the same --predict file twice pools to that file's own
+    throughput (its tokens twice over twice its time; percentiles of a sample taken twice need not be its own)."""
+    out = tmp_path / "cal"
+    result = CliRunner().invoke(main, ["calibrate", "--bench", str(DATA / "guidellm-calibration.json"), "--bench",
+                                       str(DATA / "guidellm-prediction.json"), "--predict",
+                                       str(DATA / "guidellm-prediction.json"), "--predict",
+                                       str(DATA / "guidellm-prediction.json"), "--profile", str(PROFILE),
+                                       "--policy", POLICY, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "calibrate.json").read_text())
+    assert [r["bench"]["label"] for r in document["calibration"]["runs"]] == ["concurrent@1", "concurrent@4",
+                                                                               "poisson@2.00"]
+    assert document["setup"]["bench"] == [str(DATA / "guidellm-calibration.json"),
+                                          str(DATA / "guidellm-prediction.json")]
+    together, (one, _) = document["predictions_together"], document["predictions"]
+    assert together["runs"] == 2 and together["requests"] == 32
+    for metric in ("tokens_per_s", "requests_per_s"):
+        assert together["comparison"][metric]["predicted"] == pytest.approx(one["comparison"][metric]["predicted"])
+        assert together["comparison"][metric]["measured"] == pytest.approx(one["comparison"][metric]["measured"])
+    assert "the 2 --predict runs together" in result.output
+
+
+def test_pooled_runs_add_their_times_and_pool_their_latencies():
+    from roofline.calibrate.bench import MeasuredRequest
+    from roofline.calibrate.fit import pooled_summary
+
+    first = [MeasuredRequest(0, 0.0, 4, 11, 0.5, 1.5), MeasuredRequest(1, 1.0, 4, 11, 1.5, 3.5)]  # TPOT 0.1, 0.2
+    second = [MeasuredRequest(0, 0.0, 4, 21, 1.0, 7.0)]  # TPOT 0.3
+    summary = pooled_summary([first, second])
+    assert summary["total_s"] == pytest.approx(3.5 + 7.0)
+    assert summary["tokens_per_s"] == pytest.approx((11 + 11 + 21) / 10.5)
+    assert summary["requests_per_s"] == pytest.approx(3 / 10.5)
+    assert summary["tpot_p50_s"] == pytest.approx(0.2)

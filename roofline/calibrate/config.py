@@ -13,9 +13,9 @@ from roofline.core.options import Option, OptionError, check_seed, number_refusa
 from roofline.serving.policies import parse_policy
 
 FLAGS: dict[str, Option] = {
-    "bench": Option(("--bench",), "path", required=True,
+    "bench": Option(("--bench",), "path", required=True, multiple=True,
                     help="the benchmark to fit on: vllm bench serve --save-result --save-detailed JSON, or "
-                         "GuideLLM's benchmarks.json"),
+                         "GuideLLM's benchmarks.json; repeatable (fitted on all of them together)"),
     "profile": Option(("--profile",), "path", required=True, help="the step profile of the engine's model and device"),
     "out_dir": Option(("-o", "--output"), "path", required=True,
                       help="folder for calibrated.json (the profile with the fitted overhead) and calibrate.json"),
@@ -37,7 +37,7 @@ FLAGS: dict[str, Option] = {
 
 @dataclass(frozen=True)
 class CalibrateConfig:
-    bench: Path
+    bench: tuple[Path, ...]
     profile: Path
     out_dir: Path
     policy: str
@@ -52,6 +52,8 @@ class CalibrateConfig:
         why = number_refusal(self.mem_fraction, low=0, high=1)
         if why is not None:
             raise OptionError(f"--mem-fraction {self.mem_fraction:g}: {why}")
+        if not self.bench:
+            raise OptionError("--bench: give the benchmark to fit on")
         if self.run is not None and self.run < 0:
             raise OptionError(f"--run {self.run}: counts benchmarks from 0")
         if self.fmt not in ("auto", *FORMATS):
@@ -63,11 +65,12 @@ class CalibrateConfig:
         """The config of one command line (``options``: the values by field name as click parsed them)."""
         values = dict(options)
         values["predict"] = tuple(Path(p) for p in values.get("predict") or ())
-        for name in ("bench", "profile", "out_dir"):
+        values["bench"] = tuple(Path(p) for p in values.get("bench") or ())
+        for name in ("profile", "out_dir"):
             values[name] = Path(values[name])
         return cls(**values)
 
     def to_record(self) -> dict[str, Any]:
-        return {"bench": str(self.bench), "profile": str(self.profile), "policy": self.policy,
+        return {"bench": [str(p) for p in self.bench], "profile": str(self.profile), "policy": self.policy,
                 "predict": [str(p) for p in self.predict], "format": self.fmt, "run": self.run,
                 "mem_fraction": self.mem_fraction, "seed": self.seed}

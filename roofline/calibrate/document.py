@@ -12,7 +12,7 @@ from typing import Any
 
 from roofline.calibrate.bench import BenchRun, measured_lengths, read_bench
 from roofline.calibrate.config import CalibrateConfig
-from roofline.calibrate.fit import compare_runs
+from roofline.calibrate.fit import compare_pooled, compare_runs
 from roofline.calibrate.replay import Calibration, calibrate, replay
 from roofline.core.units import seconds
 from roofline.result.folders import FolderKind
@@ -36,13 +36,14 @@ def bench_record(bench: BenchRun) -> dict[str, Any]:
 def calibrated_profile(profile: StepProfile, fit: Calibration, benches: list[BenchRun], config: CalibrateConfig
                        ) -> StepProfile:
     """``profile`` with the fitted overhead, which says the engine runs and benchmark it belongs to."""
-    source = {"calibration": str(config.out_dir / "calibrate.json"), "bench": str(config.bench),
+    source = {"calibration": str(config.out_dir / "calibrate.json"), "bench": [str(p) for p in config.bench],
               "format": benches[0].format, "generator": benches[0].source.get("generator"),
               "runs": [b.label for b in benches], "arrivals": [b.arrivals for b in benches], "policy": config.policy,
               "requests": sum(len(b.requests) for b in benches)}
     overhead = replace(fit.overhead, fitted_on=f"gpubench calibrate: {fit.overhead.fitted_on}", fitted_from=source)
     return replace(profile, engine_overhead=overhead,
-                   basis=f"{profile.basis}; engine overhead calibrated by gpubench calibrate on {config.bench}")
+                   basis=f"{profile.basis}; engine overhead calibrated by gpubench calibrate on "
+                         f"{', '.join(str(p) for p in config.bench)}")
 
 
 def run_calibration(config: CalibrateConfig, tool: dict[str, Any], host: dict[str, Any],
@@ -50,12 +51,13 @@ def run_calibration(config: CalibrateConfig, tool: dict[str, Any], host: dict[st
     """Read every input first (the profile, the benchmark, each --predict), fit, predict: the document and the
     calibrated profile."""
     profile = load_profile(config.profile)
-    benches = read_bench(config.bench, config.fmt, config.run, config.seed)
+    benches = [run for path in config.bench for run in read_bench(path, config.fmt, config.run, config.seed)]
     others = [run for path in config.predict for run in read_bench(path, config.fmt, config.run, config.seed)]
     fit = calibrate(profile, benches, config.policy, config.mem_fraction)
-    predictions = []
+    predictions, pairs = [], []
     for other in others:
         replayed = replay(profile, other, config.policy, fit.overhead, config.mem_fraction)
+        pairs.append((replayed.run.requests, other.requests))
         predictions.append({"bench": bench_record(other),
                             "comparison": compare_runs(replayed.run.requests, other.requests)})
     document = {
@@ -70,6 +72,9 @@ def run_calibration(config: CalibrateConfig, tool: dict[str, Any], host: dict[st
                                   "comparison": compare_runs(replayed.run.requests, bench.requests)}
                                  for bench, replayed in zip(benches, fit.replayed, strict=True)]},
         "predictions": predictions,
+        # Several runs of one workload (a benchmark repeated): their requests together, as one longer run.
+        **({"predictions_together": {"runs": len(pairs), "requests": sum(len(m) for _, m in pairs),
+                                     "comparison": compare_pooled(pairs)}} if len(pairs) > 1 else {}),
     }
     return document, calibrated_profile(profile, fit, benches, config)
 
@@ -105,6 +110,11 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
                                   entry["comparison"])
     for entry in document["predictions"]:
         lines += comparison_lines(_title("predicted", entry["bench"]), entry["comparison"])
+    together = document.get("predictions_together")
+    if together:
+        lines += comparison_lines(f"predicted, the {together['runs']} --predict runs together ({together['requests']} "
+                                  "requests; latencies pooled, throughput over their summed time)",
+                                  together["comparison"])
     return lines
 
 

@@ -10,11 +10,12 @@ it spans, against what each term multiplies over those steps; non-negative least
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from roofline.serving.latency import PERCENTILES, latencies, percentile_s, span_s
+from roofline.serving.latency import PERCENTILES, Timed, latencies, percentile_s, span_s
 
 
 def nnls(a_matrix: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -55,6 +56,17 @@ def run_summary(requests) -> dict[str, Any]:
     return out
 
 
+def pooled_summary(runs: Sequence[Sequence[Timed]]) -> dict[str, Any]:
+    """``run_summary`` of several runs of one workload taken together: latency percentiles over every run's
+    requests, throughput as all their output tokens (requests) over the sum of the runs' spans (each run's
+    times count from its own start, so their spans add)."""
+    out = run_summary([r for run in runs for r in run])
+    total = sum(span_s(run) for run in runs)
+    out.update(total_s=total, tokens_per_s=out["output_tokens"] / total if total else None,
+               requests_per_s=sum(len(run) for run in runs) / total if total else None)
+    return out
+
+
 def relative_error(predicted: float | None, measured: float | None) -> float | None:
     if predicted is None or measured is None or not measured:
         return None
@@ -63,6 +75,14 @@ def relative_error(predicted: float | None, measured: float | None) -> float | N
 
 def compare_runs(predicted, measured) -> dict[str, Any]:
     """Every metric of ``run_summary`` side by side with its relative error (predicted − measured) / measured."""
-    p, m = run_summary(predicted), run_summary(measured)
+    return _side_by_side(run_summary(predicted), run_summary(measured))
+
+
+def compare_pooled(pairs: Sequence[tuple[Sequence[Timed], Sequence[Timed]]]) -> dict[str, Any]:
+    """``compare_runs`` of several (predicted, measured) runs of one workload taken together (``pooled_summary``)."""
+    return _side_by_side(pooled_summary([p for p, _ in pairs]), pooled_summary([m for _, m in pairs]))
+
+
+def _side_by_side(p: dict[str, Any], m: dict[str, Any]) -> dict[str, Any]:
     return {key: {"predicted": p[key], "measured": m[key], "rel_err": relative_error(p[key], m[key])}
             for key in p if key != "output_tokens"}
