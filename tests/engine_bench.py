@@ -9,8 +9,8 @@ which GuideLLM sends whenever a request carries its own output length, so the ou
 that many tokens; the server's KV cache is sized on the command line (left alone it takes most of the host's
 memory); GuideLLM's synthetic prompts are Faker text cut to a token count by the tokenizer, so the tokenizer
 must encode any lower-case English into tokens that are not special (a WordLevel vocabulary of made-up words
-decoded every prompt to nothing).  Run as a script to run both benchmarks again and keep their files:
-``python tests/engine_bench.py DIR``.
+decoded every prompt to nothing).  Run as a script to run the benchmarks again and keep their files:
+``python tests/engine_bench.py DIR`` (DIR absolute: GuideLLM runs in it and reads the model by its path).
 """
 
 from __future__ import annotations
@@ -29,12 +29,20 @@ from pathlib import Path
 
 # The two workloads: calibrated on the first, the second predicted (other prompt and output lengths, rate).  The
 # calibration is closed loops of 1, 4 and then 12 requests in flight (three benchmarks in one report), so the fit
-# sees steps of one sequence to the dozen the prediction reaches: GuideLLM's seeded Poisson sends 11 requests
-# within 60 ms about 2.3 s in, and a fit on batches of 1 and 4 alone predicted that batch's steps twice too long
-# (the server's gap grew 2.8 -> 5.6 ms from 1 to 4 sequences, to only 6.4 ms at 11).
-CALIBRATION = {"profile": "kind=concurrent,streams=1", "streams": "1,4,12", "requests": 36, "prompt": (32, 4, 64, 20),
+# sees steps of one sequence to the dozen the prediction reaches: GuideLLM's seeded Poisson sends its requests in
+# bunches (11 within 60 ms in a run of 48), and a fit on batches of 1 and 4 alone predicted that batch's steps
+# twice too long (the server's gap grew 2.8 -> 5.6 ms from 1 to 4 sequences, to only 6.4 ms at 11).
+CALIBRATION = {"profile": "kind=concurrent,streams=1", "streams": "1,4,12", "requests": 12, "prompt": (32, 4, 64, 20),
                "output": 32}
-PREDICTION = {"profile": "kind=poisson,rate=4", "requests": 48, "prompt": (48, 32, 64, 12), "output": 64}
+PREDICTION = {"profile": "kind=poisson,rate=4", "requests": 16, "prompt": (48, 32, 64, 12), "output": 64}
+# Both are run in turn ROUNDS times against one server, calibration then prediction: this 2-core machine's cores
+# switch between two speeds 1.7x apart for seconds at a time, so one benchmark's window can run at another speed
+# than the next one's; in rounds, the calibration and the prediction share the same mix of both.  Measured
+# (scripts/bench_engine_calibrate.py): each round alone (its calibration, its prediction) was off by up to
+# -46..+54% on TPOT p50; the rounds together by -0.8%, -1.9% and -16.1% in runs of four rounds, -6.5%, +11.7%
+# and -5.8% in runs of eight, +8.6% in a run of twelve (8 minutes: twelve narrow the spread of eight by a
+# fifth, as 1/sqrt(rounds) does).
+ROUNDS = 12
 # The server's continuous batching: a step holds at most this many tokens (the simulator's chunked budget).
 MAX_BATCH_TOKENS = 256
 POLICY = f"chunked:budget={MAX_BATCH_TOKENS}:max-batch=64"
@@ -195,20 +203,28 @@ def run_guidellm(server: Server, model: Path, workload: dict, output: Path, time
                "--data", f"kind=synthetic_text,prompt_tokens={mean},prompt_tokens_min={low},"
                          f"prompt_tokens_max={high},prompt_tokens_stdev={sd}",
                "--output", f"kind=json,path={output}", "--disable-console-interactive"]
-    done = subprocess.run(command, capture_output=True, text=True, env=offline_env(), timeout=timeout_s,
+    # One worker process (GuideLLM's default is up to 10, each spawned and importing GuideLLM anew: 4 s apiece on
+    # the one core it has here): its asyncio loop keeps a dozen streams in flight, and a run takes 12 s, not 21.
+    env = {**offline_env(), "GUIDELLM__MAX_WORKER_PROCESSES": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout_s,
                           cwd=output.parent, preexec_fn=on_core(1))
     if done.returncode != 0 or not output.exists():
         raise RuntimeError(f"guidellm failed ({done.returncode}): {(done.stdout + done.stderr)[-3000:]}")
     return output
 
 
-def benchmark_both(folder: Path) -> dict[str, Path]:
-    """The tiny model served, then the calibration and the prediction benchmarks run against it in turn."""
+def benchmark_rounds(folder: Path, rounds: int = ROUNDS) -> dict[str, list[Path]]:
+    """The tiny model served, then ``rounds`` of the calibration and the prediction benchmark run against it in
+    turn: ``guidellm-calibration-R.json`` and ``guidellm-prediction-R.json``, GuideLLM's reports, R from 0."""
+    folder = folder.resolve()  # GuideLLM runs in it and reads the model by its path
     model = make_tiny_model(folder / "tiny")
     server = start_server(model, folder / "serve.log")
+    files: dict[str, list[Path]] = {"calibration": [], "prediction": []}
     try:
-        return {name: run_guidellm(server, model, workload, folder / f"guidellm-{name}.json")
-                for name, workload in (("calibration", CALIBRATION), ("prediction", PREDICTION))}
+        for index in range(rounds):
+            for name, workload in (("calibration", CALIBRATION), ("prediction", PREDICTION)):
+                files[name].append(run_guidellm(server, model, workload, folder / f"guidellm-{name}-{index}.json"))
+        return files
     finally:
         server.stop()
 
@@ -216,5 +232,5 @@ def benchmark_both(folder: Path) -> dict[str, Path]:
 if __name__ == "__main__":
     target = Path(sys.argv[1])
     target.mkdir(parents=True, exist_ok=True)
-    for name, path in benchmark_both(target).items():
-        print(name, path)
+    for name, paths in benchmark_rounds(target).items():
+        print(name, *paths)

@@ -214,3 +214,28 @@ def test_pooled_runs_add_their_times_and_pool_their_latencies():
     assert summary["tokens_per_s"] == pytest.approx((11 + 11 + 21) / 10.5)
     assert summary["requests_per_s"] == pytest.approx(3 / 10.5)
     assert summary["tpot_p50_s"] == pytest.approx(0.2)
+
+
+def test_the_committed_rounds_of_a_real_engine_run_are_predicted_within_20_percent(tmp_path):
+    """tests/test_calibrate_engine.py's design replayed on one real run it made (twelve rounds, GuideLLM's raw
+    reports gzipped, the profile measured with them): fitted on every round's calibration, every round's
+    prediction together within the test's 20% on TPOT p50 and throughput."""
+    rounds = DATA / "rounds"
+    runs = [arg for name, flag in (("calibration", "--bench"), ("prediction", "--predict")) for index in range(12)
+            for arg in (flag, str(rounds / f"guidellm-{name}-{index}.json.gz"))]
+    out = tmp_path / "cal"
+    result = CliRunner().invoke(main, ["calibrate", *runs, "--profile", str(rounds / "profile.json"), "--policy",
+                                       POLICY, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    together = json.loads((out / "calibrate.json").read_text())["predictions_together"]
+    assert together["runs"] == 12 and together["requests"] == 192
+    for metric in ("tpot_p50_s", "tokens_per_s"):
+        assert abs(together["comparison"][metric]["rel_err"]) <= 0.20, metric
+
+
+def test_a_gz_file_that_is_not_gzip_is_one_line_and_exit_2(tmp_path):
+    fake = tmp_path / "bench.json.gz"
+    fake.write_text("{}")
+    result = CliRunner().invoke(main, ["calibrate", "--bench", str(fake), "--profile", str(PROFILE), "--policy",
+                                       POLICY, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "cannot read" in result.output and len(result.output.strip().splitlines()) == 1

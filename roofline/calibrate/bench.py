@@ -33,6 +33,7 @@ Each format as its writer writes it (read at the source):
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -114,11 +115,20 @@ def read_bench(path: str | os.PathLike, fmt: str = "auto", run: int | None = Non
 
 
 def _load(path: Path) -> Any:
+    """The file's JSON (gzip-compressed where its name ends in ``.gz``: benchmark results compress tenfold)."""
     try:
         if path.stat().st_size > MAX_RESULT_BYTES:
             raise BenchError(f"{path}: larger than {MAX_RESULT_BYTES // 2**20} MiB; not a benchmark result")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as stream:
+                raw = stream.read(MAX_RESULT_BYTES + 1)
+            if len(raw) > MAX_RESULT_BYTES:
+                raise BenchError(f"{path}: larger than {MAX_RESULT_BYTES // 2**20} MiB uncompressed; not a benchmark "
+                                 "result")
+            text = raw.decode("utf-8")
+        else:
+            text = path.read_text(encoding="utf-8")
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise BenchError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     lines = [line for line in text.splitlines() if line.strip()]
     try:
