@@ -59,7 +59,7 @@ class LengthPreset:
                 f"{q[10.0]:,}-{q[90.0]:,}, at most {q[100.0]:,}")
 
 
-#: Sarathi-Serve's ShareGPT trace (also Vidur's): ``data/processed_traces/sharegpt_8k_filtered_stats_llama2_tokenizer
+#: Sarathi-Serve's ShareGPT trace: ``data/processed_traces/sharegpt_8k_filtered_stats_llama2_tokenizer
 #: .csv`` in github.com/microsoft/sarathi-serve (Apache-2.0; read at commit 72339db, sha256 6d6c2963...), 30,731
 #: requests of ShareGPT conversations counted by the Llama-2 tokenizer, each turn a request resending the
 #: conversation so far, filtered to 8,192 tokens a request. Fitted by ``scripts/fit_length_preset.py`` on that
