@@ -1,13 +1,13 @@
 """Named length distributions fitted to a published dataset's lengths: ``--prompt sharegpt --output sharegpt``.
 
-A preset is a quantile table (the empirical inverse CDF at fixed percentiles) of one published trace's prompt
-and output lengths, as ``scripts/fit_length_preset.py`` computes it from the trace's file; a draw picks a
-percentile uniformly and interpolates the length between the table's neighbours in log space. A table, not a
-log-normal: ShareGPT's prompts mix first turns (tens of tokens) with resent conversations (thousands), and the
-trace is cut at 8,192 tokens a request and 1,024 an answer: on ShareGPT the maximum-likelihood log-normal puts
-the 99th-percentile prompt at 48,844 tokens (the data: 7,434), a Kolmogorov-Smirnov distance of 0.12 against the
-table's 0.005 (the script prints both). Prompt and output are drawn independently:
-their log lengths correlate at 0.06 in the trace (``--lengths FILE.csv`` keeps each pair as the data had it)."""
+A preset is a quantile table (the empirical inverse CDF at fixed percentiles) of one published trace's prompt and
+output lengths, as ``scripts/fit_length_preset.py`` computes it from the trace's file; a draw picks a percentile
+uniformly and interpolates the length between the table's neighbours in log space. A table, not a log-normal:
+ShareGPT's prompt lengths spread over three orders of magnitude (10th percentile 74 tokens, 90th 5,696), and the
+trace is cut at 8,192 tokens a request and 1,024 an answer: on ShareGPT the maximum-likelihood log-normal puts the
+99th-percentile prompt at 48,844 tokens (the data: 7,434), a Kolmogorov-Smirnov distance of 0.12 against the
+table's 0.005 (the script prints both). Prompt and output are drawn independently: their log lengths correlate at
+0.06 in the trace (``--lengths FILE.csv`` keeps each pair as the data had it)."""
 
 from __future__ import annotations
 
@@ -59,11 +59,11 @@ class LengthPreset:
                 f"{q[10.0]:,}-{q[90.0]:,}, at most {q[100.0]:,}")
 
 
-#: Sarathi-Serve's ShareGPT trace: ``data/processed_traces/sharegpt_8k_filtered_stats_llama2_tokenizer
-#: .csv`` in github.com/microsoft/sarathi-serve (Apache-2.0; read at commit 72339db, sha256 6d6c2963...), 30,731
-#: requests of ShareGPT conversations counted by the Llama-2 tokenizer, each turn a request resending the
-#: conversation so far, filtered to 8,192 tokens a request. Fitted by ``scripts/fit_length_preset.py`` on that
-#: file (medians 1,730 prompt and 415 output tokens; 90th percentiles 5,696 and 834).
+#: Sarathi-Serve's ShareGPT trace: ``data/processed_traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv`` in
+#: github.com/microsoft/sarathi-serve (Apache-2.0; read at commit 72339db, sha256 6d6c2963...), 30,731 requests of
+#: ShareGPT conversations counted by the Llama-2 tokenizer, filtered to 8,192 tokens a request. Fitted by
+#: ``scripts/fit_length_preset.py`` on that file (medians 1,730 prompt and 415 output tokens; 90th percentiles 5,696
+#: and 834).
 SHAREGPT = LengthPreset(
     name="sharegpt",
     source="ShareGPT as Sarathi-Serve's trace sharegpt_8k_filtered_stats_llama2_tokenizer.csv has it: 30,731 "
