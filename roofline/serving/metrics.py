@@ -179,7 +179,7 @@ def energy_figures(output_tokens: int, busy_s: float, makespan_s: float, gpus: i
     watts = power.get("watts_per_gpu")
     gpu_busy_s = busy_s * gpus
     joules = gpu_busy_s * watts if watts is not None else None
-    if watts is not None and power.get("by_tokens") and busy_j is not None:
+    if watts is not None and busy_j is not None:
         joules = busy_j * gpus
         watts = busy_j / busy_s if busy_s > 0 else watts
     gpu_hours = makespan_s * gpus * replicas / 3600

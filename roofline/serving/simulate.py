@@ -85,7 +85,7 @@ class SimulationRun:
     # energy is charged on).
     busy_s: float = 0.0
     # Joules one GPU drew over those steps, each at the profile's draw for its tokens (``step_watts``); None: the
-    # profile has no power figure.
+    # profile has no draw table (``power.by_tokens``), so busy_s times its one figure is the energy.
     busy_j: float | None = None
     speculation: dict[str, Any] | None = None  # --spec-decode: SpecDecode.to_dict() (None: one token a step)
 
@@ -405,7 +405,7 @@ class Replica:
         self.steps = StepLog()
         self.busy_s = 0.0
         self.power = profile.power_figure
-        self.busy_j: float | None = 0.0 if self.power.get("watts_per_gpu") is not None else None
+        self.busy_j: float | None = 0.0 if self.power.get("by_tokens") else None  # summed only where it varies
         # A run read only for its requests' latencies (a capacity probe) keeps no step: at a low rate every
         # request decodes alone, and 100,000 requests' steps are 2 GB of log that nobody reads.
         self.log_steps = log_steps
