@@ -34,21 +34,12 @@ from roofline.calibrate.fit import compare_pooled  # noqa: E402
 from roofline.calibrate.replay import calibrate, replay  # noqa: E402
 from roofline.serving.profile_doc import load_profile  # noqa: E402
 
-PROFILE_ARGS = ["--device", "cpu", "--dtype", "fp32", "--max-tokens", "256", "--max-context", "256", "--max-batch",
-                "16", "--budget", "0.01", "--threads", "1"]
-
 
 def measure_profile(folder: Path) -> Path:
-    from click.testing import CliRunner
-
-    from microbench.cli.app import main
-
-    path = folder / "profile.json"
-    result = CliRunner().invoke(main, ["profile", "--hf-config", str(folder / "tiny" / "config.json"),
-                                       *PROFILE_ARGS, "-o", str(path)])
+    result = engine_bench.measure_profile(folder)
     if result.exit_code != 0:
         raise SystemExit(result.output)
-    return path
+    return folder / "profile.json"
 
 
 def probe_cpu(seconds: float) -> None:

@@ -213,6 +213,25 @@ def run_guidellm(server: Server, model: Path, workload: dict, output: Path, time
     return output
 
 
+def measure_profile(folder: Path):
+    """The tiny model's step profile measured here, as the prediction's kernels (one torch thread, fp32, grids up
+    to the server's batch and context): ``folder/profile.json``; returns the command's click result.  In this
+    process, with its torch threads put back after (the profile's ``--threads 1`` sets them)."""
+    import torch
+    from click.testing import CliRunner
+
+    from microbench.cli.app import main
+
+    before = torch.get_num_threads()
+    try:
+        return CliRunner().invoke(main, ["profile", "--hf-config", str(folder / "tiny" / "config.json"), "--device",
+                                         "cpu", "--dtype", "fp32", "--max-tokens", "256", "--max-context", "256",
+                                         "--max-batch", "16", "--budget", "0.01", "--threads", "1", "-o",
+                                         str(folder / "profile.json")])
+    finally:
+        torch.set_num_threads(before)
+
+
 def benchmark_rounds(folder: Path, rounds: int = ROUNDS) -> dict[str, list[Path]]:
     """The tiny model served, then ``rounds`` of the calibration and the prediction benchmark run against it in
     turn: ``guidellm-calibration-R.json`` and ``guidellm-prediction-R.json``, GuideLLM's reports, R from 0."""

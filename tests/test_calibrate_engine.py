@@ -28,17 +28,9 @@ pytestmark = pytest.mark.skipif(reason is not None, reason=f"real engine benchma
 def test_calibrated_on_one_workload_predicts_another_within_20_percent(tmp_path):
     runner = CliRunner()
     files = engine_bench.benchmark_rounds(tmp_path)
-    profile = tmp_path / "profile.json"
-    import torch  # the profile's --threads 1 sets this process's torch threads: put them back for later tests
-
-    before = torch.get_num_threads()
-    try:
-        measured = runner.invoke(main, ["profile", "--hf-config", str(tmp_path / "tiny" / "config.json"), "--device",
-                                        "cpu", "--dtype", "fp32", "--max-tokens", "256", "--max-context", "256",
-                                        "--max-batch", "16", "--budget", "0.01", "--threads", "1", "-o", str(profile)])
-    finally:
-        torch.set_num_threads(before)
+    measured = engine_bench.measure_profile(tmp_path)
     assert measured.exit_code == 0, measured.output
+    profile = tmp_path / "profile.json"
     out = tmp_path / "calibrated"
     runs = [arg for name, flag in (("calibration", "--bench"), ("prediction", "--predict"))
             for path in files[name] for arg in (flag, str(path))]
