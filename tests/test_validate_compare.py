@@ -147,11 +147,15 @@ def test_rounds_shuffle_the_pieces_of_every_job_and_put_each_run_back_together()
     order = []
     jobs = [recording_job(order, ("static", "w", 4), 3), recording_job(order, ("static", "c", 8), 2),
             recording_job(order, ("continuous", "w", 8), 1)]
-    passes = []
-    best = interleaved_runs(jobs, 6, lambda message: None, seed=0, after_round=lambda: passes.append(len(order)))
-    assert passes == [6, 12, 18, 24, 30, 36]  # a profile pass after every round of all 6 pieces
-    rounds = [order[i:i + 6] for i in range(0, 36, 6)]
-    assert all(sorted(r) == sorted((j.key, i) for j in jobs for i in range(j.pieces)) for r in rounds)
+    best = interleaved_runs(jobs, 6, lambda message: None, seed=0,
+                            profile=(4, lambda i: order.append((("profile", "kernel", i), i))))
+    rounds = [order[i:i + 10] for i in range(0, 60, 10)]
+    assert len(order) == 60  # every round: the 6 engine pieces and the profile's 4 kernels, each once
+    assert all(sorted(r) == sorted([(j.key, i) for j in jobs for i in range(j.pieces)]
+                                   + [(("profile", "kernel", i), i) for i in range(4)]) for r in rounds)
+    # the kernels are shuffled among the engine's pieces, not measured in one block
+    assert any(max(n for n, (key, _) in enumerate(r) if key[0] == "profile")
+               - min(n for n, (key, _) in enumerate(r) if key[0] == "profile") > 3 for r in rounds)
     assert len({tuple(r) for r in rounds}) > 1  # a new order each round
     first = {r[0][0] for r in rounds}
     assert len(first) > 1  # no job always starts the round (a fixed rotation would keep its neighbours)

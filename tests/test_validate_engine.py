@@ -6,9 +6,11 @@ Robust on a busy 2-core machine by construction: one torch thread, the engine's 
 thread's CPU clock (other processes' turns do not count), calibration and workload runs interleaved in rounds
 of a shuffled order (a static run split into its batches, a continuous run into parked segments of 12 steps,
 all shuffled together), repeats combined step by step (each step's mean: every job sees the same mix of the
-machine's load), and the overhead fitted step by step on the calibration's hundreds of steps.  The 15% gate
-held in 12 of 12 consecutive runs of this file on the 2-core VM (docs/serving.md, "How validate's prediction
-is made").
+machine's load), the profile's kernels shuffled in among the engine's runs, and the overhead fitted step by
+step on the calibration's hundreds of steps.  What is left is the machine's own drift (its cores switch between
+two speeds for seconds at a time), which averages down over the rounds: at 5 repeats the gated errors spread
+with a standard deviation of 5-7% and CI runs crossed 15% now and then, hence 15 repeats
+(``scripts/bench_validate.py``; docs/serving.md, "How validate's prediction is made").
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def tiny_run(tmp_path_factory):
         result = CliRunner().invoke(main, ["validate", "--hf-config", str(TINY), "--device", "cpu",
                                            "--requests", "32", "--calibration-requests", "16", "--prompt", "fixed:8",
                                            "--output", "uniform:4:24", "--static-batch", "8", "--max-batch", "8",
-                                           "--budget-tokens", "64", "--repeats", "5", "--profile-budget", "0.01",
+                                           "--budget-tokens", "64", "--repeats", "15", "--profile-budget", "0.01",
                                            "-o", str(out)])
     finally:
         torch.set_num_threads(before)

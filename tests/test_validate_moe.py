@@ -37,7 +37,7 @@ def moe_run(tmp_path_factory):
         result = CliRunner().invoke(main, ["validate", "--hf-config", str(TINY_MOE), "--device", "cpu",
                                            "--requests", "32", "--calibration-requests", "16", "--prompt", "fixed:8",
                                            "--output", "uniform:4:24", "--static-batch", "8", "--max-batch", "8",
-                                           "--budget-tokens", "64", "--repeats", "5", "--profile-budget", "0.01",
+                                           "--budget-tokens", "64", "--repeats", "15", "--profile-budget", "0.01",
                                            "-o", str(out)])
     finally:
         torch.set_num_threads(before)

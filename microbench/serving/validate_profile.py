@@ -2,11 +2,15 @@
 PASSES between the engine's rounds.
 
 Why passes: on a shared CPU the thread's CPU time of the same kernel swings by up to 2x with what the other
-processes do to the caches, over seconds.  A profile measured in one go catches one such moment per kernel —
-neighbouring grid points a second apart were measured 15-30% apart, so the table's slope (which the overhead
-fit reads as a per-sequence cost) was noise.  Measured a pass per engine round instead, each kernel's time is
-the mean of its pass medians, taken over the same mix of machine states as the engine's steps (which are
-combined by their mean as well).  The total sampling budget is that of one profile, split over the passes.
+processes do to the caches, and the cores themselves switch between speeds 1.7x apart, over seconds.  A profile
+measured in one go catches one such moment per kernel — neighbouring grid points a second apart were measured
+15-30% apart, so the table's slope (which the overhead fit reads as a per-sequence cost) was noise.  Measured a
+pass per engine round instead, each kernel's time is the mean of its pass medians, taken over the same mix of
+machine states as the engine's steps (which are combined by their mean as well).  A pass's kernels are not
+measured in one block: each is a piece of its round's shuffle (``validate_run.interleaved_runs``), so a step's
+kernels were timed at as many moments as it has kernels, not at the one moment of a block (with a block after
+each of 5 rounds, one run in ten of the tiny MoE check read its kernels 50% slower than the others did;
+docs/serving.md).  The total sampling budget is that of one profile, split over the passes.
 """
 
 from __future__ import annotations
@@ -77,8 +81,8 @@ def profile_plan_for(setup, requests, clock: str, kind: str, passes: int):
 
 
 class ProfilePasses:
-    """A profile of ``plan`` (``profile_plan_for``), measured one pass at a time (``measure_pass``), then
-    assembled (``finish``) from each kernel's mean over the passes."""
+    """A profile of ``plan`` (``profile_plan_for``), measured a kernel at a time (``measure``: each pass measures
+    every one of its ``items`` once), then assembled (``finish``) from each kernel's mean over the passes."""
 
     def __init__(self, plan, folder: Path, observer: SweepObserver, on_item: Callable, passes: int):
         from microbench.serving.profile_run import partial_path, prepare_profile
@@ -93,20 +97,33 @@ class ProfilePasses:
         self.last: dict[str, dict[str, Any]] = {}
         observer.on_start(len(self.run.items) * passes)
 
-    def measure_pass(self) -> None:
-        """Every kernel of the profile once, at the pass budget."""
+    @property
+    def items(self) -> int:
+        """How many kernels a pass measures (``measure`` takes their index)."""
+        return len(self.run.items)
+
+    def measure(self, index: int) -> None:
+        """One kernel of the profile at the pass budget; after its first pass, with a short warm-up."""
         from microbench.serving.profile_run import measure_item, partial_path
 
-        session = self.run.session
-        if self.times:
-            session.rule = replace(session.rule, warmup_s=min(session.rule.warmup_s, LATER_PASS_WARMUP_S))
-        for item in self.run.items:
+        session, item = self.run.session, self.run.items[index]
+        rule = session.rule
+        if item.key in self.times:
+            session.rule = replace(rule, warmup_s=min(rule.warmup_s, LATER_PASS_WARMUP_S))
+        try:
             measured = measure_item(session, self.plan, self.model, item, self.dtype)
-            self.times.setdefault(item.key, []).append(measured["time_s"])
-            self.last[item.key] = measured
-            self.on_item(item, measured)
-            if session.stop.is_set():
-                raise Interrupted(getattr(session.stop, "signum", 2), partial_path(self.path))
+        finally:
+            session.rule = rule
+        self.times.setdefault(item.key, []).append(measured["time_s"])
+        self.last[item.key] = measured
+        self.on_item(item, measured)
+        if session.stop.is_set():
+            raise Interrupted(getattr(session.stop, "signum", 2), partial_path(self.path))
+
+    def measure_pass(self) -> None:
+        """Every kernel of the profile once, in order."""
+        for index in range(self.items):
+            self.measure(index)
 
     def finish(self) -> StepProfile:
         """The profile from each kernel's mean over the passes, saved next to validate.json."""

@@ -1,13 +1,13 @@
 """``gpubench validate --engine transformers``: run a real engine on a workload, simulate the same workload on a
 profile measured on the same device, and compare.
 
-Order, on one device and in one process: (1) a warm-up of both engine paths; (2) in rounds, each in a new
-shuffled order, the calibration runs of each path on a SEPARATE workload (another seed, burst arrivals) at
-two batch sizes and the workload itself on both paths, with a pass of the step profile after every round
-(``validate_profile``; unless ``--profile`` names one measured on this device); repeats combined step by step
-(each step's mean); (3) the overhead of each path fitted on its calibration steps only; (4) the simulations
-with it held fixed.  Interleaving keeps the fit, the profile and the runs under the same mix of load when the
-machine is shared (docs/serving.md, "How validate's prediction is made, and what it misses").
+Order, on one device and in one process: (1) a warm-up of both engine paths; (2) in rounds, each in a new shuffled
+order, the calibration runs of each path on a SEPARATE workload (another seed, burst arrivals) at two batch sizes
+and the workload itself on both paths, with a pass of the step profile in every round, its kernels shuffled among
+the engine's runs (``validate_profile``; unless ``--profile`` names one measured on this device); repeats combined
+step by step (each step's mean); (3) the overhead of each path fitted on its calibration steps only; (4) the
+simulations with it held fixed. Interleaving keeps the fit, the profile and the runs under the same mix of load
+when the machine is shared (docs/serving.md, "How validate's prediction is made, and what it misses").
 """
 
 from __future__ import annotations
@@ -75,30 +75,35 @@ class Job:
 
 
 def interleaved_runs(jobs: list[Job], repeats: int, on_phase: Callable[[str], None], seed: int = 0,
-                     after_round: Callable[[], None] | None = None) -> dict[tuple[str, str, int], Any]:
+                     profile: tuple[int, Callable[[int], None]] | None = None) -> dict[tuple[str, str, int], Any]:
     """Every job ``repeats`` times, in rounds of all the jobs' pieces in a new shuffled order, combined step by
     step (``engine.timing.mean_steps``).  On a shared machine the engine's speed drifts with the other
     processes, decorrelating within about a second; pieces of different jobs shuffled together see nearly the
     same drift, so the calibration's runs and the workload's are measured under the same load, and no job
     always follows the same one (a job run right after a continuous-batching run was measured slower).
-    ``after_round`` (a pass of the profile) runs after every round."""
+    ``profile`` (how many kernels, and what measures kernel i): a pass of the step profile in every round, each
+    kernel a piece of the same shuffle, so the kernels see the same drift as the steps that run them."""
     from microbench.serving.engine.timing import mean_steps
 
     runs: dict[tuple[str, str, int], list] = {job.key: [] for job in jobs}
     order = random.Random(seed)
+    kernels, measure_kernel = profile or (0, None)
     for repeat in range(repeats):
-        on_phase(f"round {repeat + 1}/{repeats}: {sum(job.pieces for job in jobs)} engine runs, shuffled")
+        engine = sum(job.pieces for job in jobs)
+        on_phase(f"round {repeat + 1}/{repeats}: {engine} engine runs"
+                 + (f" and a pass of the step profile's {kernels} kernels" if kernels else "") + ", shuffled")
         parts: dict[tuple[str, str, int], dict[int, Any]] = {job.key: {} for job in jobs}
-        pieces = [(job, i) for job in jobs for i in range(job.pieces)]
+        pieces: list[tuple[Job | None, int]] = [(job, i) for job in jobs for i in range(job.pieces)]
+        pieces += [(None, i) for i in range(kernels)]
         for job, i in order.sample(pieces, len(pieces)):
+            if job is None:
+                measure_kernel(i)  # pyright: ignore[reportOptionalCall]  # kernels > 0 only with profile
+                continue
             if job.ordered:  # the job's n-th slot in the shuffle runs its n-th piece
                 i = len(parts[job.key])
             parts[job.key][i] = job.run_piece(i)
         for job in jobs:
             runs[job.key].append(job.assemble([parts[job.key][i] for i in range(job.pieces)]))
-        if after_round is not None:
-            on_phase(f"round {repeat + 1}/{repeats}: a pass of the step profile")
-            after_round()
     return {key: mean_steps(done) for key, done in runs.items()}
 
 
@@ -308,7 +313,7 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
     warm_engine(torch, te, lm, setup, workloads, sizes, device, clock, longest, ready.engine_mode, cache_tokens)
     jobs = engine_jobs(torch, te, lm, setup, workloads, sizes, device, clock, longest, cache_tokens)
     best = interleaved_runs(jobs, setup.repeats, observer.on_phase, setup.seed,
-                            passes.measure_pass if passes else None)
+                            (passes.items, passes.measure) if passes else None)
     if passes is not None:
         profile = passes.finish()
     if experts is not None and any(table.kernel != experts["kernel"] for table in profile.grouped):
