@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("transformers", reason="the serving extra (transformers) is not installed")
 
 from click.testing import CliRunner  # noqa: E402
+from validate_check import check_args  # noqa: E402
 
 from microbench.cli.app import main  # noqa: E402
 
@@ -34,11 +35,7 @@ def moe_run(tmp_path_factory):
     before = torch.get_num_threads()
     out = tmp_path_factory.mktemp("validate-moe")
     try:
-        result = CliRunner().invoke(main, ["validate", "--hf-config", str(TINY_MOE), "--device", "cpu",
-                                           "--requests", "32", "--calibration-requests", "16", "--prompt", "fixed:8",
-                                           "--output", "uniform:4:24", "--static-batch", "8", "--max-batch", "8",
-                                           "--budget-tokens", "64", "--repeats", "15", "--profile-budget", "0.01",
-                                           "-o", str(out)])
+        result = CliRunner().invoke(main, check_args(TINY_MOE, out))
     finally:
         torch.set_num_threads(before)
     assert result.exit_code == 0, result.output
