@@ -143,21 +143,37 @@ class Database:
         return str(path.relative_to(self.root / "data"))
 
     def read(self, path: Path, columns: list[str], equal: dict[str, Any] | None = None) -> dict[str, list]:
-        """The ``columns`` of the rows of ``path`` whose columns equal ``equal``'s values, as lists."""
-        import pyarrow.parquet as pq
+        """The ``columns`` of the rows of ``path`` whose columns equal ``equal``'s values, as lists (read once per
+        process: a profile reads the same tables for every launch, and a command may build several profiles).
+        The lists are shared between callers: read them, never change them."""
+        return _read_rows(path, self.relative(path), tuple(columns), tuple(sorted((equal or {}).items())))
 
-        equal = equal or {}
-        try:  # read whole and filtered here: pyarrow's row filters load its dataset layer, slower than the tables
-            wanted = list(dict.fromkeys([*columns, *equal]))
-            present = set(pq.read_schema(path).names)
-            if not set(wanted) <= present:  # an older table's layout: the data is there, in columns of its own
-                raise ReferenceDataError(f"{self.relative(path)}: an older table layout, without the columns "
-                                         f"{', '.join(sorted(set(wanted) - present))} gpubench reads")
-            rows = pq.read_table(path, columns=wanted).to_pydict()
-        except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors derive from these
-            raise ReferenceDataError(f"{path}: cannot read ({str(exc).splitlines()[0]})") from None
-        keep = [i for i in range(len(rows[columns[0]])) if all(rows[name][i] == value for name, value in equal.items())]
-        return {name: [rows[name][i] for i in keep] for name in columns}
+
+@lru_cache(maxsize=256)
+def _read_rows(path: Path, shown: str, columns: tuple[str, ...], equal_items: tuple[tuple[str, Any], ...]
+               ) -> dict[str, list]:
+    """``Database.read``'s rows (``shown``: the file as a message names it)."""
+    import pyarrow.parquet as pq
+
+    equal = dict(equal_items)
+    # Read whole with ParquetFile and filtered here: pyarrow's row filters and its Table.filter/to_numpy import its
+    # dataset layer and pandas (0.4 s, more than reading the table); to_pylist imports neither.
+    try:
+        wanted = list(dict.fromkeys([*columns, *equal]))
+        table = pq.ParquetFile(path)
+        present = set(table.schema_arrow.names)
+        if not set(wanted) <= present:  # an older table's layout: the data is there, in columns of its own
+            raise ReferenceDataError(f"{shown}: an older table layout, without the columns "
+                                     f"{', '.join(sorted(set(wanted) - present))} gpubench reads")
+        read = table.read(columns=wanted)
+        rows = {name: read.column(name).to_pylist() for name in wanted}
+    except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors derive from these
+        raise ReferenceDataError(f"{path}: cannot read ({str(exc).splitlines()[0]})") from None
+    keep: range | list[int] = range(len(rows[columns[0]]))
+    for name, value in equal.items():  # one column at a time: a comprehension per column, not a call per row
+        column = rows[name]
+        keep = [i for i in keep if column[i] == value]
+    return {name: [rows[name][i] for i in keep] for name in columns}
 
 
 def _located() -> tuple[Path, str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from itertools import product
 
 from roofline.reference.database import (
@@ -63,15 +64,16 @@ class GemmTable:
     source: TableSource
     latency_s: dict[tuple[int, int, int], float]
 
-    @property
+    # The axes are read on every lookup (hundreds per profile): sorted once per table, not once per lookup.
+    @cached_property
     def ms(self) -> tuple[int, ...]:
         return tuple(sorted({m for m, _, _ in self.latency_s}))
 
-    @property
+    @cached_property
     def ns(self) -> tuple[int, ...]:
         return tuple(sorted({n for _, n, _ in self.latency_s}))
 
-    @property
+    @cached_property
     def ks(self) -> tuple[int, ...]:
         return tuple(sorted({k for _, _, k in self.latency_s}))
 
@@ -84,9 +86,13 @@ class GemmTable:
 
     @classmethod
     def read(cls, db: Database, gpu: GpuSpec, engine: str, dtype: str) -> GemmTable:
-        """The ``dtype`` GEMM table of ``engine`` on ``gpu`` (refused in one line when the database lacks it)."""
+        """The ``dtype`` GEMM table of ``engine`` on ``gpu`` (refused in one line when the database lacks it): read
+        once per process for each (system, engine, dtype)."""
+        return _read_table(db, db.system(gpu), engine, dtype)
+
+    @classmethod
+    def _read(cls, db: Database, system: str, engine: str, dtype: str) -> GemmTable:
         name = GEMM_DTYPES.get(dtype)
-        system = db.system(gpu)
         path, version = db.table(system, "gemm", engine, "gemm_perf.parquet")
         if name is None:
             raise ReferenceDataError(f"{db.label} times GEMMs in {', '.join(GEMM_DTYPES)}, not {dtype}")
@@ -129,3 +135,8 @@ class GemmTable:
         def distance(shape: tuple[int, int]) -> float:
             return abs(math.log(shape[0] / n)) + abs(math.log(shape[1] / k))
         return sorted(self.shapes(), key=distance)[:count]
+
+
+@lru_cache(maxsize=64)
+def _read_table(db: Database, system: str, engine: str, dtype: str) -> GemmTable:
+    return GemmTable._read(db, system, engine, dtype)
