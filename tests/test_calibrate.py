@@ -9,12 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
 from roofline.calibrate.bench import BenchError, BenchRun, MeasuredRequest, closed_loop_sends, read_bench
-from roofline.calibrate.replay import calibrate
+from roofline.calibrate.replay import calibrate, next_fit
 from roofline.serving.profile_doc import EngineOverhead, load_profile
 from roofline.serving.simulate import simulate
 
@@ -239,3 +240,10 @@ def test_a_gz_file_that_is_not_gzip_is_one_line_and_exit_2(tmp_path):
     result = CliRunner().invoke(main, ["calibrate", "--bench", str(fake), "--profile", str(PROFILE), "--policy",
                                        POLICY, "-o", str(tmp_path / "out")])
     assert result.exit_code == 2 and "cannot read" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_an_unsettled_fit_moves_halfway_from_the_last_one():
+    raw, last = np.array([2e-3, 1e-4, 0.0, 4e-3]), np.array([1e-3, 3e-4, 2e-6, 0.0])
+    assert next_fit(raw, last, settled=False).tolist() == pytest.approx([1.5e-3, 2e-4, 1e-6, 2e-3])
+    assert next_fit(raw, last, settled=True).tolist() == raw.tolist()  # settled: as fitted
+    assert next_fit(raw, None, settled=False).tolist() == raw.tolist()  # the first fit: nothing to move from

@@ -205,3 +205,42 @@ def test_a_table_in_an_older_layout_is_said_as_such_not_as_missing_data(tmp_path
     db = database.Database(tmp_path, "test")
     with pytest.raises(ReferenceDataError, match="an older table layout, without the columns window_size"):
         db.read(folder / "t.parquet", ["batch_size", "latency"], {"window_size": 0})
+
+
+# Interpolation checked off the midpoints on synthetic tables (no database needed): tables whose values are linear
+# in each axis, so every interpolated value is known exactly and swapped weights or a wrong anchor show.
+def _source():
+    from roofline.reference.database import TableSource
+
+    return TableSource("test", "synthetic", "gemm", "vllm", "0", "synthetic.parquet", "test device", "test kernel")
+
+
+def test_a_gemm_lookup_between_measured_shapes_weighs_each_corner_by_its_nearness():
+    from itertools import product
+
+    from roofline.reference.gemm import GemmTable
+
+    cube = {(m, n, k): float(m + n + k) for m, n, k in product((1, 3), (10, 20), (100, 300))}
+    table = GemmTable("bf16", _source(), cube)
+    lookup = table.lookup(1.5, 12, 250)
+    assert lookup.how == "interpolated" and lookup.time_s == pytest.approx(1.5 + 12 + 250)
+    assert table.lookup(3, 20, 100).time_s == 123 and table.lookup(3, 20, 100).how == "measured"
+    assert table.lookup(2.5, 40, 150).how == "split"  # n past the widest: two matrices of 20 columns
+    assert table.lookup(2.5, 40, 150).time_s == pytest.approx(2 * (2.5 + 20 + 150))
+
+
+def test_attention_between_measured_points_and_a_decode_past_the_largest_batch_extrapolates_from_it():
+    from roofline.reference.attention import AttentionTable
+
+    def time(batch, length):  # linear in each: bilinear interpolation and linear extrapolation are exact on it
+        return 2.0 * batch + 0.5 * length
+
+    cells = {(b, s): time(b, s) for b in (1, 4, 8) for s in (128, 1024)}
+    decode = AttentionTable("generation", _source(), dict(cells))
+    assert decode.time_s(3, 512) == pytest.approx(time(3, 512))
+    assert decode.time_s(12, 128) == pytest.approx(time(12, 128))  # from the two largest batches, 4 and 8
+    assert decode.extrapolated == 1
+    prefill = AttentionTable("context", _source(), dict(cells))
+    assert prefill.time_s(6, 1000) == pytest.approx(time(6, 1000))
+    with pytest.raises(ReferenceDataError):
+        prefill.time_s(12, 128)  # a prompt batch past the measured is refused, never extrapolated

@@ -136,6 +136,9 @@ def test_a_preempted_sequence_finds_its_own_blocks_again():
     assert [r.preemptions for r in cached.requests] == [r.preemptions for r in plain.requests] == [0, 1]
     assert sum(s.prefill_tokens for s in plain.steps) == 8  # 2 + 2, then B's prompt and its 2 tokens again
     assert sum(s.prefill_tokens for s in cached.steps) == 6
+    # What a request found cached is what its first admission found: its own blocks found again on readmission
+    # are its recompute saved, not a prefix it shared.
+    assert [r.cached_tokens for r in cached.requests] == [0, 0]
 
 
 def test_eight_system_prompts_of_2000_tokens_hit_above_80_percent_and_cut_ttft():

@@ -16,7 +16,7 @@ from roofline.serving.kv_blocks import KvBlocks
 from roofline.serving.latency import latencies
 from roofline.serving.metrics import summarize
 from roofline.serving.simulate import Engine, SimulationError, simulate
-from roofline.serving.step_cost import CostModel, interp2
+from roofline.serving.step_cost import CostModel, interp1, interp2
 from roofline.serving.workload import Request
 from roofline.step.speculative import parse_spec_decode
 
@@ -65,6 +65,18 @@ def test_the_verification_attends_as_a_chunk_of_k_plus_1_tokens_over_each_sequen
     assert plain.linear_s < cost.linear_s < 4 * plain.linear_s
     assert cost.draft_s > 0 and cost.time_s > plain.time_s
     assert cost.flop > plain.flop
+
+
+def test_an_mtp_draft_step_is_one_layer_of_a_plain_decode_at_the_context_without_the_drafts(analytic_llama):
+    """Each of the K MTP steps is one layer's share of a plain decode step of the same sequences, and the LM head:
+    over the contexts the sequences had before this step's drafts (the drafter proposes them; it never reads them
+    from a cache).  Eight sequences at 100 tokens, K = 3: the step's contexts sum to 8 × (100 + 4)."""
+    spec = parse_spec_decode("draft=3,accept=geometric:0.7")
+    cost = CostModel(analytic_llama, None, spec).cost(8, 8 * (100 + 4), [])
+    plain = CostModel(analytic_llama).cost(8, 8 * 101, [])  # the step the drafter's is one layer of: context 101
+    head = interp1(analytic_llama.lm_head.tokens, analytic_llama.lm_head.time_s, 8)
+    layers = plain.linear_s - head + plain.attention_s + plain.other_s + plain.comm_s
+    assert cost.draft_s == pytest.approx(3 * (layers / analytic_llama.layers + head), rel=1e-12)
 
 
 @pytest.fixture(scope="module")

@@ -220,3 +220,40 @@ def test_a_cpu_sweep_of_a_block_scaled_format_says_the_cpu_has_no_kernel(tmp_pat
     assert run.exit_code == 0, run.output
     reasons = {p.dtype: p.reason for p in load_result(path).points if p.status == "unsupported"}
     assert "the CPU has no kernel" in reasons["fp8-block"] and "counted analytically" in reasons["mxfp4"]
+
+
+# Hand-checked cases for rules a plausible slip would break silently (each of these broke no test before).
+
+def test_mla_keeps_its_whole_latent_cache_on_every_tensor_parallel_rank():
+    # MLA's cache is one latent and one rope key per token, shared by all heads: splitting heads splits nothing.
+    m = config("deepseek-v3")
+    for tp in (1, 2, 8):
+        assert kv_bytes_per_token(StepModel.of(m, tp=tp)) == 61 * (512 + 64) * 2
+    # GQA's K and V are per KV head: TP 8 keeps an eighth.
+    dense = config("llama-3.1-70b")
+    assert kv_bytes_per_token(StepModel.of(dense, tp=8)) * 8 == kv_bytes_per_token(StepModel.of(dense)) == 80 * 2 * 8 \
+        * 128 * 2
+
+
+@pytest.mark.parametrize("dtype", ["w8a16", "w4a16", "fp8-block", "nvfp4", "mxfp4"])
+def test_a_quantized_moe_keeps_its_router_and_lm_head_in_bf16(dtype):
+    step = StepModel.of(config("mixtral-8x7b"), dtype=dtype)
+    stored = {lin.name: lin.dtype for lin in step.linears}
+    assert stored["router"] == stored["lm_head"] == "bf16"
+    assert {g.dtype for g in step.grouped} == {dtype}
+
+
+def test_mxfp4_quantizes_a_mixtures_experts_and_nothing_else():
+    # gpt-oss's checkpoints: MXFP4 experts; attention, router and LM head in bf16 (its modules_to_not_convert).
+    step = StepModel.of(config("gpt-oss-120b"), dtype="mxfp4")
+    assert {lin.name: lin.dtype for lin in step.linears} == {"qkv_proj": "bf16", "o_proj": "bf16", "router": "bf16",
+                                                             "lm_head": "bf16"}
+    assert {g.dtype for g in step.grouped} == {"mxfp4"}
+
+
+def test_a_verification_step_runs_the_lm_head_on_every_checked_draft():
+    # 4 sequences verifying 3 drafts each: 4 × (3 + 1) rows of logits, not one per sequence.
+    step = StepModel.of(config("llama-3.1-70b"))
+    head = next(launch for launch in step.launches(Batch.decode(4, 100, queries=4)) if launch.name == "lm_head")
+    assert head.tokens == 16
+    assert head.work.flop == 2 * 16 * 128256 * 8192

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from microbench.cli.app import main
 from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes
-from roofline.core.roof import ring_all_reduce_time_s
+from roofline.core.roof import all_to_all_time_s, ring_all_reduce_time_s
 from roofline.decode.document import analytic_document
 from roofline.decode.step import DecodeSetup, analytic_time
 from roofline.serving.document import composition
@@ -36,6 +36,13 @@ def test_the_ring_all_reduce_by_hand():
     # NCCL's fixed latency per collective, once, whatever the ranks and the size.
     assert ring_all_reduce_time_s(8e6, 8, 1e9, 1e-6, 5e-6) == pytest.approx(5e-6 + 14 / 8 * 8e6 / 1e9 + 14e-6)
     assert ring_all_reduce_time_s(0, 2, 1e9, 1e-6, 5e-6) == pytest.approx(5e-6 + 2e-6)
+
+
+def test_the_all_to_all_by_hand():
+    assert all_to_all_time_s(8e6, 1, 1e9, 1e-6) == 0.0  # one rank keeps what it holds
+    # Each of 8 ranks sends 7/8 of its 8 MB to its peers over its own 1 GB/s link: 7 ms, one step's latency.
+    assert all_to_all_time_s(8e6, 8, 1e9, 1e-6) == pytest.approx(7e-3 + 1e-6)
+    assert all_to_all_time_s(8e6, 2, 1e9, 0.0) == pytest.approx(4e-3)
 
 
 def test_the_spec_sheets_all_reduce_pays_nccls_base_latency():
@@ -179,3 +186,17 @@ def test_a_measured_tp_2_profile_on_the_cpu_times_its_all_reduce_with_gloo(tmp_p
     assert comm.source.startswith("measured: gloo, 2 local processes") and all(t > 0 for t in comm.time_s)
     assert comm.tokens == loaded.linears[0].tokens
     assert CostModel(loaded).cost(2, 20, []).comm_s > 0
+
+
+def test_the_simulators_all_to_alls_are_charged_on_the_moe_layers_only():
+    # DeepSeek-V3 routes 58 of its 61 layers (the first 3 are dense): EP 8 dispatches and combines twice in each
+    # of those 58, none in the dense 3.
+    from roofline.specs.hf_config import load_hf_config
+
+    model = load_hf_config(Path(__file__).parent / "data" / "hf-configs" / "deepseek-v3.json")
+    profile = analytic_profile(model, tp=1, ep=8, dtype="fp8-block", kv_dtype="bf16", max_tokens=64,
+                               max_context=512, gpu=load_gpu_spec("h200-sxm"))
+    exchange = profile.all_to_all
+    assert exchange is not None and exchange.per_layer == 2
+    cost = CostModel(profile).cost(64, 64 * 100, ())  # 64 decodes over 8 attention ranks: 8 tokens a rank
+    assert cost.comm_s == pytest.approx(58 * 2 * exchange.time_s[exchange.tokens.index(8)])

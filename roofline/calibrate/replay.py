@@ -150,9 +150,9 @@ def calibrate(profile: StepProfile, benches: Sequence[BenchRun], policy: str, me
         parts = [fit_rows(b, replay(profile, b, policy, overhead, mem_fraction)) for b in benches]
         a_matrix, y = np.vstack([a for a, _ in parts]), np.concatenate([y for _, y in parts])
         raw = nnls(a_matrix, y)
-        settled = overhead is not None and _moved(_terms(overhead), raw, a_matrix) <= SETTLED
-        # Unsettled, halfway from the last fit: a schedule and its fit can otherwise cycle.
-        coefficients = raw if overhead is None or settled else 0.5 * (raw + _terms(overhead))
+        previous = None if overhead is None else _terms(overhead)
+        settled = previous is not None and _moved(previous, raw, a_matrix) <= SETTLED
+        coefficients = next_fit(raw, previous, settled)
         overhead = EngineOverhead(**dict(zip(EngineOverhead.TERMS, (float(c) for c in coefficients), strict=True)),
                                   fitted_on=_fitted_on(benches, len(y)))
         rounds.append({**{name: getattr(overhead, name) for name in EngineOverhead.TERMS},
@@ -165,6 +165,14 @@ def calibrate(profile: StepProfile, benches: Sequence[BenchRun], policy: str, me
         overhead = replace(overhead, **{n: float(np.mean([r[n] for r in last])) for n in EngineOverhead.TERMS})
     return Calibration(overhead, tuple(replay(profile, b, policy, overhead, mem_fraction) for b in benches),
                        tuple(rounds), len(y), settled)
+
+
+def next_fit(raw: np.ndarray, last: np.ndarray | None, settled: bool) -> np.ndarray:
+    """The overhead the next replay runs with: the first fit and a settled one as fitted; otherwise halfway from
+    the last fit to this one (undamped, a schedule and its fit were seen to cycle through six fits)."""
+    if last is None or settled:
+        return raw
+    return 0.5 * (raw + last)
 
 
 def _terms(overhead: EngineOverhead) -> np.ndarray:
