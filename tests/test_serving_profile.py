@@ -7,9 +7,10 @@ import json
 import pytest
 
 from roofline.core.counting import count_work
+from roofline.core.interpolate import interp1
 from roofline.serving.profile_doc import EngineOverhead, ProfileDocError, StepProfile, load_profile, save_profile
 from roofline.serving.profiles.analytic import analytic_profile, token_grid
-from roofline.serving.step_cost import CostModel, interp1
+from roofline.serving.step_cost import CostModel
 from roofline.specs.gpus import load_gpu_spec
 from roofline.specs.models import load_model
 

@@ -16,7 +16,7 @@ from roofline.serving.kv_blocks import KvBlocks
 from roofline.serving.latency import latencies
 from roofline.serving.metrics import summarize
 from roofline.serving.simulate import Engine, SimulationError, simulate
-from roofline.serving.step_cost import CostModel, interp1, interp2
+from roofline.serving.step_cost import CostModel
 from roofline.serving.workload import Request
 from roofline.step.speculative import parse_spec_decode
 
@@ -58,7 +58,7 @@ def test_the_verification_attends_as_a_chunk_of_k_plus_1_tokens_over_each_sequen
     layers = analytic_llama.layers
     chunk = analytic_llama.chunk_attention
     assert chunk is not None
-    assert cost.attention_s == pytest.approx(8 * layers * interp2(chunk, 4, 1000))
+    assert cost.attention_s == pytest.approx(8 * layers * chunk.at(4, 1000))
     plain = CostModel(analytic_llama).cost(8, 8 * 1001, [])
     # The linears run 32 tokens: on the memory-bound roofline barely more than 8; the drafter's three steps of one
     # layer and the LM head add their own time.
@@ -74,7 +74,7 @@ def test_an_mtp_draft_step_is_one_layer_of_a_plain_decode_at_the_context_without
     spec = parse_spec_decode("draft=3,accept=geometric:0.7")
     cost = CostModel(analytic_llama, None, spec).cost(8, 8 * (100 + 4), [])
     plain = CostModel(analytic_llama).cost(8, 8 * 101, [])  # the step the drafter's is one layer of: context 101
-    head = interp1(analytic_llama.lm_head.tokens, analytic_llama.lm_head.time_s, 8)
+    head = analytic_llama.lm_head.at(8)
     layers = plain.linear_s - head + plain.attention_s + plain.other_s + plain.comm_s
     assert cost.draft_s == pytest.approx(3 * (layers / analytic_llama.layers + head), rel=1e-12)
 

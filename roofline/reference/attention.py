@@ -16,9 +16,9 @@ or below the smallest batch, it is refused.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass, field
 
+from roofline.core.interpolate import OutsideGrid, weights
 from roofline.reference.database import KV_DTYPES, MS, Database, ReferenceDataError, TableSource, busiest_kernel
 from roofline.reference.gemm import OutsideTable
 from roofline.specs.gpus import GpuSpec
@@ -29,13 +29,12 @@ CONTEXT = ("context_attention", "context_attention_perf.parquet", "isl")
 
 def _between(grid: list[int], x: float, what: str) -> tuple[int, int, float]:
     """The measured values around ``x`` and how far along: (lo, hi, fraction); refused outside the grid."""
-    if not grid or x < grid[0] or x > grid[-1]:
-        span = f"{grid[0]}..{grid[-1]}" if grid else "none"
-        raise OutsideTable(f"{what}={x:g} is outside the measured {span}")
-    i = bisect_left(grid, x)
-    if grid[i] == x:
-        return grid[i], grid[i], 0.0
-    return grid[i - 1], grid[i], (x - grid[i - 1]) / (grid[i] - grid[i - 1])
+    try:
+        around = weights(grid, x, what)
+    except OutsideGrid as exc:
+        raise OutsideTable(str(exc)) from None
+    (lo, _), (hi, f) = around[0], around[-1]
+    return grid[lo], grid[hi], f if hi != lo else 0.0
 
 
 @dataclass

@@ -14,9 +14,9 @@ one larger than the largest is refused.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
 
+from roofline.core.interpolate import OutsideGrid, linear
 from roofline.reference.database import MS, Database, ReferenceDataError, TableSource, busiest_kernel
 from roofline.reference.gemm import OutsideTable
 from roofline.specs.gpus import GpuSpec
@@ -62,13 +62,8 @@ class AllReduceTable:
 
     def time_for(self, message_bytes: float) -> float:
         """One all-reduce of ``message_bytes`` from each GPU."""
-        sizes, times = self.sizes_bytes, self.time_s
-        if message_bytes <= sizes[0]:
-            return times[0]
-        if message_bytes > sizes[-1]:
-            raise OutsideTable(f"an all-reduce of {message_bytes:.3g} bytes is past the measured {sizes[-1]:.3g}")
-        i = bisect_left(sizes, message_bytes)
-        if sizes[i] == message_bytes:
-            return times[i]
-        f = (message_bytes - sizes[i - 1]) / (sizes[i] - sizes[i - 1])
-        return times[i - 1] + f * (times[i] - times[i - 1])
+        try:  # smaller than the smallest measured: its time (the latency floor); larger than the largest: refused
+            return linear(self.sizes_bytes, self.time_s, message_bytes, below="hold", above="refuse",
+                          what="an all-reduce's bytes")
+        except OutsideGrid as exc:
+            raise OutsideTable(str(exc)) from None

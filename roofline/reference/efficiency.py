@@ -18,11 +18,10 @@ of bandwidth a one-row GEMM reaches for as many bytes (``memory_fraction``).
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from roofline.core.counting import count_work
+from roofline.core.interpolate import linear, nearest
 from roofline.core.roof import roof_time_s
 from roofline.reference.database import GEMM_DTYPES, Database, ReferenceDataError
 from roofline.reference.gemm import GemmTable, OutsideTable
@@ -37,12 +36,6 @@ def slower_than_bf16(table: GemmTable, bf16: GemmTable) -> float:
 
 def _clamp(value: float, grid: tuple[int, ...]) -> float:
     return min(max(value, grid[0]), grid[-1])
-
-
-def _nearest(value: float, grid: tuple[int, ...]) -> int:
-    i = bisect_left(grid, value)
-    near = grid[max(i - 1, 0): i + 1]
-    return min(near, key=lambda g: abs(math.log(g / value)))
 
 
 @dataclass
@@ -94,8 +87,8 @@ class GemmEfficiency:
         try:  # a matrix wider than the widest measured: the lookup splits it into measured widths
             measured = table.lookup(rows, cols, depth).time_s
         except OutsideTable:  # a bracketing shape was not measured: the nearest measured one's
-            rows = _nearest(rows, table.ms)
-            cols, depth = _nearest(min(cols, table.ns[-1]), table.ns), _nearest(depth, table.ks)
+            rows = nearest(rows, table.ms)
+            cols, depth = nearest(min(cols, table.ns[-1]), table.ns), nearest(depth, table.ks)
             if (rows, cols, depth) not in table.latency_s:
                 return self.memory_fraction(count_work("gemm", table.dtype, int(rows), cols, depth).bytes)
             measured = table.latency_s[(int(rows), cols, depth)]
@@ -111,14 +104,7 @@ class GemmEfficiency:
         if self._memory is None:
             self._memory = self._memory_curve()
         sizes, fractions = self._memory
-        x = math.log(max(nbytes, 1.0))
-        if x <= sizes[0]:
-            return fractions[0]
-        if x >= sizes[-1]:
-            return fractions[-1]
-        i = bisect_left(sizes, x)
-        f = (x - sizes[i - 1]) / (sizes[i] - sizes[i - 1])
-        return fractions[i - 1] + f * (fractions[i] - fractions[i - 1])
+        return linear(sizes, fractions, max(nbytes, 1.0), below="hold", above="hold", log=True)
 
     def _memory_curve(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         table = self.tables["bf16"]
@@ -128,7 +114,7 @@ class GemmEfficiency:
                 nbytes = count_work("gemm", "bf16", 1, n, k).bytes
                 by_size.setdefault(nbytes, []).append(min(1.0, nbytes / self.gpu.bandwidth_bytes_per_s / time_s))
         sizes = sorted(by_size)
-        return (tuple(math.log(s) for s in sizes),
+        return (tuple(float(s) for s in sizes),
                 tuple(sorted(by_size[s])[len(by_size[s]) // 2] for s in sizes))
 
     def describe(self, dtype: str, example: tuple[int, int] = (8192, 8192)) -> str:

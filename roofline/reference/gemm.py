@@ -17,11 +17,11 @@ measured, it is refused (``OutsideTable``): never extrapolated without saying so
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import product
 
+from roofline.core.interpolate import OutsideGrid, weights
 from roofline.reference.database import (
     GEMM_DTYPES,
     MS,
@@ -44,16 +44,12 @@ class Lookup:
     how: str  # measured | interpolated | split
 
 
-def _bracket(grid: tuple[int, ...], x: float, axis: str, what: str) -> tuple[tuple[int, float], ...]:
-    """The grid values around ``x`` and their linear weights (one value at weight 1 when ``x`` is on the grid)."""
-    if x < grid[0] or x > grid[-1]:
-        raise OutsideTable(f"{what}: {axis}={x:g} is outside the measured {grid[0]}..{grid[-1]}")
-    i = bisect_left(grid, x)
-    if grid[i] == x:
-        return ((grid[i], 1.0),)
-    lo, hi = grid[i - 1], grid[i]
-    f = (x - lo) / (hi - lo)
-    return ((lo, 1.0 - f), (hi, f))
+def _around(grid: tuple[int, ...], x: float, axis: str, what: str) -> tuple[tuple[int, float], ...]:
+    """The grid values around ``x`` and their linear weights (``roofline.core.interpolate.weights``)."""
+    try:
+        return tuple((grid[i], w) for i, w in weights(grid, x, axis))
+    except OutsideGrid as exc:
+        raise OutsideTable(f"{what}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -122,8 +118,8 @@ class GemmTable:
             return Lookup(pieces * self.lookup(m, n / pieces, k).time_s, "split")
         what = f"{self.dtype} {m:g}×{n:g}×{k:g} (m×n×k)"
         time = 0.0
-        for (mm, wm), (nn, wn), (kk, wk) in product(_bracket(self.ms, m, "m", what), _bracket(ns, n, "n", what),
-                                                    _bracket(self.ks, k, "k", what)):
+        for (mm, wm), (nn, wn), (kk, wk) in product(_around(self.ms, m, "m", what), _around(ns, n, "n", what),
+                                                    _around(self.ks, k, "k", what)):
             corner = self.latency_s.get((mm, nn, kk))
             if corner is None:
                 raise OutsideTable(f"{what}: the table lacks {mm}×{nn}×{kk}, which brackets it")

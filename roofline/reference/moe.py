@@ -15,9 +15,9 @@ linearly between the measured ones and refused past them.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
 
+from roofline.core.interpolate import OutsideGrid, linear
 from roofline.reference.database import MS, Database, ReferenceDataError, TableSource, busiest_kernel
 from roofline.reference.gemm import OutsideTable
 from roofline.specs.gpus import GpuSpec
@@ -61,11 +61,8 @@ class MoeTable:
         return cls(source, grid, tuple(sorted(by_tokens[t])[len(by_tokens[t]) // 2] for t in grid))
 
     def time_for(self, tokens: float) -> float:
-        grid = self.tokens
-        if tokens < grid[0] or tokens > grid[-1]:
-            raise OutsideTable(f"{tokens:g} tokens into the MoE layer is outside the measured {grid[0]}..{grid[-1]}")
-        i = bisect_left(grid, tokens)
-        if grid[i] == tokens:
-            return self.time_s[i]
-        f = (tokens - grid[i - 1]) / (grid[i] - grid[i - 1])
-        return self.time_s[i - 1] + f * (self.time_s[i] - self.time_s[i - 1])
+        try:
+            return linear(self.tokens, self.time_s, tokens, below="refuse", above="refuse",
+                          what="tokens into the MoE layer")
+        except OutsideGrid as exc:
+            raise OutsideTable(str(exc)) from None

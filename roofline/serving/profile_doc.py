@@ -6,7 +6,6 @@ profile that loads can be simulated; a bad file is one ``ProfileDocError`` line,
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 import os
@@ -16,6 +15,7 @@ from typing import Any
 
 from roofline.core.counting import DTYPES, KV_DTYPES, PLAIN_DTYPES
 from roofline.core.errors import BadInputError
+from roofline.core.interpolate import interp1, interp2, linear
 from roofline.specs.models import stored_dtype
 
 SCHEMA_VERSION = 1
@@ -111,6 +111,10 @@ class LinearTable:
                    layers=None if layers is None else _positive_int(layers, f"{what}.layers"),
                    source=str(d.get("source", "")))
 
+    def at(self, tokens: float) -> float:
+        """ONE instance's time at ``tokens`` (``roofline.core.interpolate.interp1``)."""
+        return interp1(self.tokens, self.time_s, tokens)
+
     def to_dict(self) -> dict[str, Any]:
         out = {"name": self.name, "n": self.n, "k": self.k, "per_layer": self.per_layer,
                "tokens": list(self.tokens), "time_s": list(self.time_s)}
@@ -142,6 +146,10 @@ class GroupedTable:
                    time_s=_times(d.get("time_s"), len(tokens), f"{what}.time_s"), source=str(d.get("source", "")),
                    **values)
 
+    def at(self, tokens: float) -> float:
+        """ONE grouped launch's time at ``tokens`` given to this GPU's experts."""
+        return interp1(self.tokens, self.time_s, tokens)
+
     def to_dict(self) -> dict[str, Any]:
         out = {"name": self.name, "n": self.n, "k": self.k, "experts": self.experts, "topk": self.topk,
                "layers": self.layers, "kernel": self.kernel, "tokens": list(self.tokens),
@@ -164,6 +172,9 @@ class Table1D:
         grid = _grid(d.get(axis), f"{what}.{axis}")
         return cls(kernel=str(d.get("kernel", "")), axis=axis, grid=grid,
                    time_s=_times(d.get("time_s"), len(grid), f"{what}.time_s"), source=str(d.get("source", "")))
+
+    def at(self, x: float) -> float:
+        return interp1(self.grid, self.time_s, x)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {self.axis: list(self.grid), "time_s": list(self.time_s)}
@@ -189,6 +200,9 @@ class Table2D:
         return cls(kernel=str(d.get("kernel", "")), row_axis=row_axis, col_axis=col_axis, rows=rows, cols=cols,
                    time_s=_table(d.get("time_s"), len(rows), len(cols), f"{what}.time_s"),
                    source=str(d.get("source", "")))
+
+    def at(self, row: float, col: float) -> float:
+        return interp2(self.rows, self.cols, self.time_s, row, col)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"kernel": self.kernel, self.row_axis: list(self.rows), self.col_axis: list(self.cols),
@@ -218,6 +232,10 @@ class CommTable:
                    per_layer=_positive_int(d.get("per_layer"), f"{what}.per_layer"), measured=d["measured"],
                    source=str(d.get("source", "")), tokens=tokens,
                    time_s=_times(d.get("time_s"), len(tokens), f"{what}.time_s"))
+
+    def at(self, tokens: float) -> float:
+        """ONE collective's time at ``tokens``."""
+        return interp1(self.tokens, self.time_s, tokens)
 
     def to_dict(self) -> dict[str, Any]:
         return {"ranks": self.ranks, "per_layer": self.per_layer, "measured": self.measured, "source": self.source,
@@ -465,15 +483,7 @@ def step_watts(power: dict[str, Any], tokens: int) -> float | None:
     table = power.get("by_tokens")
     if not table:
         return power.get("watts_per_gpu")
-    grid, watts = table["tokens"], table["watts"]
-    if tokens <= grid[0]:
-        return float(watts[0])
-    if tokens >= grid[-1]:
-        return float(watts[-1])
-    upper = bisect.bisect_right(grid, tokens)
-    low, high = grid[upper - 1], grid[upper]
-    share = math.log(tokens / low) / math.log(high / low)
-    return float(watts[upper - 1] + share * (watts[upper] - watts[upper - 1]))
+    return linear(table["tokens"], table["watts"], tokens, below="hold", above="hold", log=True)
 
 
 def no_power(why: str) -> dict[str, Any]:

@@ -13,15 +13,15 @@ step's tokens touch, not affinely in its tokens.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from roofline.core.counting import NO_WORK, attention_extent
 from roofline.core.errors import BadInputError
+from roofline.core.interpolate import interp1
 from roofline.serving.policies import Packing
-from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D, Table2D
+from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D
 from roofline.specs.gpus import SpecError
 from roofline.step.launches import Batch
 from roofline.step.speculative import SpecDecode, drafter_roof_s, drafter_step, drafter_work
@@ -48,31 +48,6 @@ def drafter_cost_basis(spec: SpecDecode) -> str:
                 "over the layer count) and the profile's LM head")
     return (f"{spec.draft} decode steps of {spec.drafter}, each launch on the profile's roofline (its bandwidth and "
             "peak FLOP/s): the profile has no table of the draft model")
-
-
-def _bracket(grid: Sequence[int], x: float) -> tuple[int, float]:
-    """Index i of the segment [grid[i], grid[i+1]] used for x (the end segments extend outwards), and the
-    fraction of the way along it (below 0 or above 1 when extrapolating)."""
-    i = min(max(bisect_right(grid, x) - 1, 0), len(grid) - 2)
-    return i, (x - grid[i]) / (grid[i + 1] - grid[i])
-
-
-def interp1(grid: Sequence[int], times: Sequence[float], x: float) -> float:
-    """Piecewise-linear in x, linear extrapolation past the ends, never below zero."""
-    if len(grid) == 1:
-        return times[0]
-    i, f = _bracket(grid, x)
-    return max(0.0, times[i] + f * (times[i + 1] - times[i]))
-
-
-def interp2(table: Table2D, row: float, col: float) -> float:
-    """Bilinear over the table (extrapolating linearly in each direction), never below zero."""
-    rows, cols, t = table.rows, table.cols, table.time_s
-    if len(rows) == 1:
-        return interp1(cols, t[0], col)
-    i, f = _bracket(rows, row)
-    lo, hi = interp1(cols, t[i], col), interp1(cols, t[i + 1], col)
-    return max(0.0, lo + f * (hi - lo))
 
 
 class CostModel:
@@ -145,13 +120,12 @@ class CostModel:
             attention_s = self.layers * self._prefill_attention_s(run, max(packed.keys(keys_read), run) - run)
         else:
             attention_s = self._attention_s(batch)
-        other_s = interp1(p.other.grid, p.other.time_s, run) if p.other and run else 0.0
+        other_s = p.other.at(run) if p.other and run else 0.0
         comm_s = 0.0
         if p.comm is not None and run:  # every token's hidden vector, summed per_layer times in each layer
-            comm_s = self.layers * p.comm.per_layer * interp1(p.comm.tokens, p.comm.time_s, run)
+            comm_s = self.layers * p.comm.per_layer * p.comm.at(run)
         if p.all_to_all is not None and group.tokens:
-            comm_s += step.model.routed_layers * p.all_to_all.per_layer * interp1(
-                p.all_to_all.tokens, p.all_to_all.time_s, tokens)
+            comm_s += step.model.routed_layers * p.all_to_all.per_layer * p.all_to_all.at(tokens)
         overhead_s = 0.0
         if self.overhead is not None:
             overhead_s = self.overhead.step_s(decodes + len(chunks), keys_read, bool(chunks))
@@ -185,13 +159,13 @@ class CostModel:
         p, step = self.profile, self.step
         group = Batch(decodes, context_sum)
         tokens = step.rank_tokens(decodes)
-        head_s = interp1(p.lm_head.tokens, p.lm_head.time_s, tokens)
+        head_s = p.lm_head.at(tokens)
         layers_s = self._linear_s(tokens, 0) + self._grouped_s(step.grouped_tokens(decodes)) + \
             self._attention_s(step.rank_batch(group))
         if p.other is not None:
-            layers_s += interp1(p.other.grid, p.other.time_s, tokens)
+            layers_s += p.other.at(tokens)
         if p.comm is not None:
-            layers_s += self.layers * p.comm.per_layer * interp1(p.comm.tokens, p.comm.time_s, tokens)
+            layers_s += self.layers * p.comm.per_layer * p.comm.at(tokens)
         return spec.draft * (layers_s / self.layers + head_s)
 
     def _linear_s(self, tokens: int, logits: int) -> float:
@@ -199,16 +173,16 @@ class CostModel:
         if tokens and self.linear_table is not None:
             out = interp1(*self.linear_table, tokens)
         elif tokens:
-            out = sum(t.per_layer * (t.layers or self.layers) * interp1(t.tokens, t.time_s, tokens)
+            out = sum(t.per_layer * (t.layers or self.layers) * t.at(tokens)
                       for t in p.linears)
         if logits:
-            out += interp1(p.lm_head.tokens, p.lm_head.time_s, logits)
+            out += p.lm_head.at(logits)
         return out
 
     def _grouped_s(self, tokens: int) -> float:
         if not tokens:
             return 0.0
-        return sum(t.layers * interp1(t.tokens, t.time_s, tokens) for t in self.profile.grouped)
+        return sum(t.layers * t.at(tokens) for t in self.profile.grouped)
 
     def _attention_s(self, batch: Batch) -> float:
         """Full layers from the tables as measured; sliding-window layers on the same tables over the window: a
@@ -227,9 +201,9 @@ class CostModel:
                     batch.queries, min(prefix, self.window or prefix))
         elif batch.decodes:
             mean = batch.context_sum / batch.decodes
-            out += self.full_layers * interp2(p.decode_attention, batch.decodes, mean)
+            out += self.full_layers * p.decode_attention.at(batch.decodes, mean)
             if self.sliding_layers:
-                out += self.sliding_layers * interp2(p.decode_attention, batch.decodes, min(mean, self.window))
+                out += self.sliding_layers * p.decode_attention.at(batch.decodes, min(mean, self.window))
         for chunk, prefix in batch.chunks:
             whole = self._prefill_attention_s(chunk, prefix)
             out += self.full_layers * whole
@@ -243,8 +217,8 @@ class CostModel:
         p = self.profile
         whole: Table1D = p.prefill_attention
         if prefix == 0:
-            return interp1(whole.grid, whole.time_s, chunk)
+            return whole.at(chunk)
         if p.chunk_attention is not None:
-            return interp2(p.chunk_attention, chunk, prefix)
+            return p.chunk_attention.at(chunk, prefix)
         # No chunk table: the causal cost of the chunk's rows is the whole prompt's less the prefix's.
-        return max(0.0, interp1(whole.grid, whole.time_s, prefix + chunk) - interp1(whole.grid, whole.time_s, prefix))
+        return max(0.0, whole.at(prefix + chunk) - whole.at(prefix))
