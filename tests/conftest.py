@@ -70,6 +70,25 @@ def cuda_available() -> bool:
 requires_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU on this machine (run on a GPU host)")
 
 
+def _database_installed() -> bool:
+    from roofline.reference import database
+
+    return database.installed()
+
+
+# The reference tier: tests that read NVIDIA's aiconfigurator-core database (the [reference] extra).  Marked, so
+# the README's `pytest` leaves them to `pytest -m reference`, and skipped, saying why, where the extra is absent.
+NEEDS_DATABASE = (pytest.mark.reference,
+                  pytest.mark.skipif(not _database_installed(), reason="the [reference] extra (aiconfigurator-core, "
+                                     "Python 3.11 to 3.13) is not installed"))
+
+
+def needs_database(test):
+    for mark in NEEDS_DATABASE:
+        test = mark(test)
+    return test
+
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED_CPU_RESULT = ROOT / "results" / "cpu-amd-epyc-2core-20261201.json"
 TINY_LLAMA = {"_name_or_path": "tiny-llama-test", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,

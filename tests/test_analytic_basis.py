@@ -8,6 +8,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from conftest import NEEDS_DATABASE, needs_database
 
 from microbench.cli.app import main
 from roofline.core.counting import count_work
@@ -22,9 +23,7 @@ from roofline.specs.gpus import load_gpu_spec
 from roofline.specs.models import load_model
 from roofline.step.launches import StepModel
 
-needs_database = pytest.mark.skipif(not database.installed(), reason="the [reference] extra (aiconfigurator-core, "
-                                     "Python 3.11 to 3.13) is not installed")
-EFFICIENCIES = ["flat", pytest.param("reference", marks=needs_database)]
+EFFICIENCIES = ["flat", pytest.param("reference", marks=NEEDS_DATABASE)]
 
 
 @pytest.mark.parametrize("efficiency", EFFICIENCIES)

@@ -217,6 +217,7 @@ def test_pooled_runs_add_their_times_and_pool_their_latencies():
     assert summary["tpot_p50_s"] == pytest.approx(0.2)
 
 
+@pytest.mark.slow
 def test_the_committed_rounds_of_a_real_engine_run_are_predicted_within_20_percent(tmp_path):
     """tests/test_calibrate_engine.py's design replayed on one real run it made (twelve rounds, GuideLLM's raw
     reports gzipped, the profile measured with them): fitted on every round's calibration, every round's

@@ -22,7 +22,7 @@ from microbench.cli.app import main
 
 TOLERANCE = 0.20
 reason = engine_bench.missing_packages()
-pytestmark = pytest.mark.skipif(reason is not None, reason=f"real engine benchmark: {reason}")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(reason is not None, reason=f"real engine benchmark: {reason}")]
 
 
 def test_calibrated_on_one_workload_predicts_another_within_20_percent(tmp_path):

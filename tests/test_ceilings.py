@@ -180,6 +180,7 @@ def test_the_sustained_run_stops_at_the_next_sample(monkeypatch):
     assert clock.reads_after_stop == 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_ceilings_phase_of_a_real_sweep_stops_with_130_and_saves_nothing_half_done(tmp_path):
     """End to end (issue 15.5): SIGINT while the ceilings run.  How soon it stops is asserted without a wall
     clock by test_ceilings_stop_at_the_next_sample_after_a_signal (the sample after the signal is the last):

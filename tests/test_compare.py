@@ -123,6 +123,7 @@ def test_different_shapes_are_said_not_dropped(cpu_result, tmp_path):
     assert "## Not comparable" in run.output and "512x512: not measured in" in run.output
 
 
+@pytest.mark.slow
 def test_device_all_runs_one_process_per_device(tmp_path):
     run = CliRunner().invoke(main, ["sweep", "--device", "all", "--op", "gemm", "--dtype", "fp32", "--shape",
                                     "256x256", "--batch", "1,2", "--budget", "0.02", "--no-ceilings", "--l2", "warm",

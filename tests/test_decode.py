@@ -125,6 +125,7 @@ def test_bad_decode_input(args, message):
     assert run.exit_code == 2 and message in run.output
 
 
+@pytest.mark.slow
 def test_measured_decode_on_the_cpu_with_a_small_model(measured_decode):
     """The real run (conftest.measured_decode): a tiny Llama measured on the CPU at batches 1, 4 and 16."""
     folder, printed = measured_decode
@@ -153,6 +154,7 @@ def test_measured_decode_on_the_cpu_with_a_small_model(measured_decode):
     assert "kernels measured: fp32 torch." in " ".join(printed.split())
 
 
+@pytest.mark.slow
 def test_a_decode_measured_on_the_cpu_never_says_per_gpu(measured_decode):
     """The weights are a CPU's to hold: the measured part says which device it ran on, and the answer counts the
     weights on it, per TP rank at TP > 1, never "per GPU"; the spec sheet's side is a GPU's and says so."""
@@ -218,6 +220,7 @@ def test_more_batches_than_a_table_shows_are_refused_before_computing():
     assert run.exit_code == 2 and run.output.count("\n") == 1 and "1000000 batches" in run.output, run.output
 
 
+@pytest.mark.slow
 def test_energy_per_token_is_charged_at_the_tdp_analytically_and_absent_on_a_cpu(measured_decode):
     """Analytic: every GPU at its TDP for the whole step (an upper bound), J/token = W × step / tokens; a CPU run
     says why it has none."""

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -46,6 +47,7 @@ def wait_for_points(output: Path, count: int, timeout_s: float = 120) -> int:
 
 # SIGINT only: SIGTERM reaches the same handler (microbench.timing.interrupt.signal_handlers installs both), and a
 # real SIGTERM to a sweep is test_guard's fleet test; each real sweep-and-resume costs seconds.
+@pytest.mark.slow
 def test_a_signal_saves_and_resume_completes_without_remeasuring(tmp_path):
     signum, code = signal.SIGINT, 130
     output = tmp_path / "run.json"

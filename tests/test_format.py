@@ -60,6 +60,7 @@ def test_every_checked_in_result_is_valid_and_keeps_its_sections(path):
     assert validate(saved, json_schema()) == []
 
 
+@pytest.mark.slow
 def test_a_fresh_cpu_quick_sweep_is_valid(quick_sweep):
     output, _ = quick_sweep
     document = json.loads(output.read_text())

@@ -121,6 +121,7 @@ def test_a_signal_mid_simulate_exits_128_plus_it_and_leaves_no_folder(tmp_path, 
 
 # SIGINT only: the guard answers both signals in one place (simulate above takes both for real; validate and
 # the fleet sweep below take SIGTERM), and each measured decode costs seconds.
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, code, name", SIGNALS[:1])
 def test_a_signal_mid_measured_decode_leaves_no_folder(tmp_path, signum, code, name):
     out = tmp_path / "decode"
@@ -188,6 +189,7 @@ def full_disk(tmp_path):
         subprocess.run(["umount", str(disk)], check=False)
 
 
+@pytest.mark.slow
 def test_a_sweep_on_a_full_disk_says_what_is_saved_and_resume_finishes_it(full_disk):
     from roofline.result.io import load_result
 
@@ -292,6 +294,7 @@ def test_simulate_replaces_an_earlier_simulation_whole_and_keeps_what_a_person_a
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sim"]  # no staging or old folder beside it
 
 
+@pytest.mark.slow
 def test_sigterm_to_a_fleet_sweep_reaches_its_children_and_keeps_what_they_saved(tmp_path):
     """--device all: a SIGTERM sent to the parent alone is passed on to each child, which saves what it
     measured; the parent waits for them, says where, and exits 143 without removing anything."""

@@ -126,6 +126,7 @@ def wait_for(condition, timeout_s: float = 180) -> None:
     raise AssertionError(f"not reached within {timeout_s} s")
 
 
+@pytest.mark.slow
 def test_a_sweep_killed_with_sigkill_resumes_and_finishes_with_every_point(tmp_path):
     output = tmp_path / "run.json"
     plan = ["--device", "cpu", "--op", "gemm", "--dtype", "fp32", "--shape", "512x1024", "--batch", "1:32:+1",

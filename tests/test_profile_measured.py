@@ -88,6 +88,7 @@ def test_bad_plans_are_one_line_errors(extra, message):
         tiny_plan(**extra).check()
 
 
+@pytest.mark.slow
 def test_a_tiny_profile_is_measured_whole_and_simulates(tmp_path):
     output = tmp_path / "profile.json"
     run = prepare_profile(tiny_plan(), output, SweepObserver())
@@ -113,6 +114,7 @@ def test_a_tiny_profile_is_measured_whole_and_simulates(tmp_path):
     assert simulate(loaded, requests, "static:batch=2").makespan_s > 0
 
 
+@pytest.mark.slow
 def test_an_interrupted_profile_resumes_where_it_stopped(tmp_path):
     output = tmp_path / "profile.json"
     run = prepare_profile(tiny_plan(), output, SweepObserver())
@@ -240,6 +242,7 @@ def test_absorbed_mla_attention_is_the_attention_of_the_up_projected_keys_and_va
     assert torch.allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_tiny_mla_mixture_is_profiled_and_simulates(tmp_path):
     """A DeepSeek-V3-like model (MLA, 8 routed experts top-2, one shared, the first layer dense) measured on the
     CPU: every table of its step (MLA's projections, the dense layer's MLP, router, shared and routed experts, the

@@ -9,14 +9,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from conftest import needs_database
 
 from microbench.cli.app import main
 from roofline.reference import database
 from roofline.reference.database import ReferenceDataError
 from roofline.specs.gpus import load_gpu_spec
-
-needs_database = pytest.mark.skipif(not database.installed(), reason="the [reference] extra (aiconfigurator-core, "
-                                     "Python 3.11 to 3.13) is not installed")
 
 
 def _h200_rows(m: int, n: int, k: int, dtype: str = "bfloat16") -> list[float]:

@@ -8,13 +8,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from conftest import needs_database
 
 from microbench.cli.app import main
 from roofline.reference import database
 from roofline.serving.profile_doc import load_profile
-
-needs_database = pytest.mark.skipif(not database.installed(), reason="the [reference] extra (aiconfigurator-core, "
-                                     "Python 3.11 to 3.13) is not installed")
 
 
 def _rows(family: str, filename: str, **equal) -> list[dict]:

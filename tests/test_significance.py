@@ -97,6 +97,7 @@ def _decided(base, other):
     return json.loads(run.output)["comparison"]["groups"][0]["significance_vs_baseline"][str(other)]
 
 
+@pytest.mark.slow
 def test_an_a_a_comparison_of_real_cpu_samples_finds_no_difference(tmp_path):
     # A/A: one real sweep's samples split into alternate halves, so both sides saw the same machine at the
     # same moments.  This shared 2-core host is never quiet (CIs of ±5-20%), so the test is that nothing is
@@ -129,6 +130,7 @@ def test_an_a_a_comparison_of_real_cpu_samples_finds_no_difference(tmp_path):
     # On quiet data (1% noise) "same" is what it says: test_one_point_ten_percent_slower_under_one_percent_noise.
 
 
+@pytest.mark.slow
 def test_two_real_cpu_sweeps_differ_only_where_the_samples_say_so(tmp_path):
     base, other = _sweep(tmp_path / "first.json"), _sweep(tmp_path / "second.json")
     decided = _decided(base, other)

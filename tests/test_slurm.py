@@ -14,6 +14,8 @@ import pytest
 
 from roofline.result.io import load_result
 
+pytestmark = pytest.mark.slow  # a whole real run: the slow tier (pytest -m slow)
+
 ROOT = Path(__file__).resolve().parent.parent
 SLURM = ROOT / "scripts" / "slurm"
 

@@ -1,10 +1,13 @@
 """The whole real pipeline on the CPU: plan, inputs, correctness, timing, ceilings, save, load."""
 
+import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
 from roofline.analysis.reference import result_peak
 from roofline.result.io import load_result
+
+pytestmark = pytest.mark.slow  # a whole real run: the slow tier (pytest -m slow)
 
 
 def test_quick_sweep_writes_ok_points_for_every_op(quick_sweep):

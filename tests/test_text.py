@@ -126,6 +126,7 @@ def test_printed_sentences_are_not_folded_when_stdout_is_piped():
     assert max(len(line) for line in lines[1:]) <= 150
 
 
+@pytest.mark.slow
 def test_decode_summary_reads_once_in_readable_units(measured_decode):
     run = CliRunner().invoke(main, ["decode", "--model", "llama-3-8b", "--analytic", "--gpu", "h200-sxm",
                                     "--efficiency", "flat", "--batch", "1,2", "--json"])

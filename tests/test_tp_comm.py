@@ -152,6 +152,7 @@ def test_a_comm_table_of_another_tp_is_refused():
         StepProfile.from_dict(document)
 
 
+@pytest.mark.slow
 def test_a_real_all_reduce_between_two_gloo_processes_on_the_cpu():
     from microbench.serving.allreduce import measure_all_reduce
 
@@ -169,6 +170,7 @@ def test_a_real_all_reduce_between_two_gloo_processes_on_the_cpu():
     assert step.comm_s == pytest.approx(32 * 2 * timing.time_s[1])
 
 
+@pytest.mark.slow
 def test_a_measured_tp_2_profile_on_the_cpu_times_its_all_reduce_with_gloo(tmp_path):
     from microbench.serving.profile_plan import ProfilePlan
     from microbench.serving.profile_run import prepare_profile, run_profile

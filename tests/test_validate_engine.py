@@ -28,6 +28,8 @@ from validate_check import check_args  # noqa: E402
 
 from microbench.cli.app import main  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a whole real run: the slow tier (pytest -m slow)
+
 TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
 TOLERANCE = 0.15
 

@@ -15,6 +15,8 @@ pytest.importorskip("transformers", reason="the serving extra (transformers) is 
 from microbench.serving.engine import transformers_engine as te  # noqa: E402
 from roofline.serving.workload import make_workload  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a whole real run: the slow tier (pytest -m slow)
+
 TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
 
 

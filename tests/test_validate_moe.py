@@ -20,6 +20,8 @@ from validate_check import check_args  # noqa: E402
 
 from microbench.cli.app import main  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a whole real run: the slow tier (pytest -m slow)
+
 DATA = Path(__file__).parent / "data"
 TINY_MOE = DATA / "tiny-qwen3-moe-config.json"
 TINY_MLA = DATA / "tiny-mla-config.json"
