@@ -218,7 +218,7 @@ def test_a_config_records_what_the_documents_record():
     record = config.to_record()
     assert "out_dir" not in record and record["hf_config"] == TINY and record["seed"] == 0
     decode = DecodeConfig.from_options({"model": "llama-3-8b", "batches": "1:8"})
-    assert decode.batches == (1, 2, 4, 8) and decode.resolved_kv_dtype == "bf16"
+    assert decode.batches == (1, 2, 4, 8) and decode.dtype is None and decode.kv_dtype is None
     simulate = SimulateConfig.from_options({"analytic": True, "policies": ("static:batch=4", "paged"),
                                             "rates": "0.5,2", "slo": "ttft_p90=2"})
     assert [type(p).__name__ for p in simulate.policy_list] == ["Static", "Paged"] and simulate.rates == (0.5, 2.0)

@@ -67,11 +67,15 @@ def test_parameters_in_all_and_active_match_the_published_sizes():
 def test_a_config_with_a_layer_kind_gpubench_cannot_model_is_refused(tmp_path):
     path = tmp_path / "hybrid.json"
     base = json.loads((CONFIGS / "qwen3-32b.json").read_text())
-    path.write_text(json.dumps({**base, "layer_types": ["linear_attention", "full_attention"] * 32}))
-    with pytest.raises(SpecError, match="linear_attention cannot be modelled"):
+    path.write_text(json.dumps({**base, "layer_types": ["mamba", "full_attention"] * 32}))
+    with pytest.raises(SpecError, match="layer_types holds 'mamba'"):
         load_hf_config(path)
     path.write_text(json.dumps({**base, "layers_block_type": ["mamba", "attention"]}))
     with pytest.raises(SpecError, match="layers_block_type"):
+        load_hf_config(path)
+    # A kind it models, without the keys that shape it: the key it needs, by name.
+    path.write_text(json.dumps({**base, "layer_types": ["linear_attention", "full_attention"] * 32}))
+    with pytest.raises(SpecError, match="lacks 'linear_num_key_heads'"):
         load_hf_config(path)
 
 
@@ -125,14 +129,15 @@ def test_expert_parallelism_splits_experts_and_sends_all_to_alls():
 
 def test_mla_attention_is_about_twice_the_heads_flop_per_byte():
     step = StepModel.of(config("deepseek-v3"))
-    work = step.attention_layer_work(1, 4096, 4096)  # one decode at context 4096
+    work = step.mixer_layer_work(step.main_mixer, Batch.decode(1, 4096))  # one decode at context 4096
     # By hand: QKᵀ over 576 dims and PV over 512 for 128 heads and 4096 keys; the latent cache read once (bf16), the
     # query (576 per head) read and the output (512 per head) written.
     flop = 2 * 128 * (576 + 512) * 4096
     assert (work.flop, work.bytes) == (flop, 4096 * 576 * 2 + 128 * (576 + 512) * 2)
     # FlashMLA's analysis: about 2 · heads · query tokens FLOP per byte of cache (128 heads: compute-bound on H800)
     assert flop / (4096 * 576 * 2) == pytest.approx(2 * 128, rel=0.1)
-    tp8 = StepModel.of(config("deepseek-v3"), tp=8).attention_layer_work(1, 4096, 4096)
+    tp8_step = StepModel.of(config("deepseek-v3"), tp=8)
+    tp8 = tp8_step.mixer_layer_work(tp8_step.main_mixer, Batch.decode(1, 4096))
     # TP 8: a GPU's 16 heads do an eighth of the FLOP over the whole latent cache (it is not split by heads), so at
     # TP 8's 16 heads MLA decode is memory-bound (FlashMLA's analysis)
     assert tp8.flop == work.flop / 8 and tp8.weight_bytes == work.weight_bytes

@@ -100,9 +100,13 @@ def test_decode_analytic_cli_reports_the_weights_and_what_stays_bf16():
 
 
 def test_an_explicit_kv_dtype_is_kept_beside_a_weight_only_format():
-    assert DecodeConfig(model="llama-3-8b", dtype="w8a16").resolved_kv_dtype == "bf16"
-    assert DecodeConfig(model="llama-3-8b", dtype="w8a16", kv_dtype="fp8").resolved_kv_dtype == "fp8"
-    assert DecodeConfig(model="llama-3-8b", dtype="fp16").resolved_kv_dtype == "fp16"
+    from roofline.specs.models import load_model, step_formats
+
+    model = load_model("llama-3-8b")
+    assert step_formats(model, "w8a16", None)[2] == "bf16"
+    assert step_formats(model, "w8a16", "fp8")[2] == "fp8"
+    assert step_formats(model, "fp16", None)[2] == "fp16"
+    assert step_formats(model, None, None)[1:] == ("bf16", "bf16", None)  # no --dtype: bf16, as the file holds
 
 
 def _simulate_batch_1(tmp_path, dtype: str) -> float:

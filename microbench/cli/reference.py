@@ -86,24 +86,22 @@ def refuse_reference_options(gpu, engine, dtypes, shapes) -> None:
 def write_reference_profile(config) -> None:
     """``gpubench profile --reference NAME --gpu SKU``: the step profile from the database, saved to ``-o``."""
     from microbench.cli.serving import provenance, warn_if_weights_overflow
-    from roofline.core.options import resolved_kv_dtype
     from roofline.reference.database import check_engine
     from roofline.serving.profile_doc import check_profile_output, save_profile
     from roofline.serving.profiles.reference import reference_profile
-    from roofline.serving.simulate_config import MODEL_FLAGS
     from roofline.specs.gpus import load_gpu_spec
     from roofline.specs.hf_config import load_hf_config
-    from roofline.specs.models import load_model
+    from roofline.specs.models import load_model, step_formats
 
     with bad_input(), writing_to(config.output):
         if bool(config.model) == bool(config.hf_config):
             raise BadInput("give one of --model NAME or --hf-config PATH")
         check_profile_output(config.output)
         model = load_model(config.model) if config.model else load_hf_config(config.hf_config)
-        dtype = config.dtype or MODEL_FLAGS["dtype"].default
+        model, dtype, kv_dtype, _ = step_formats(model, config.dtype, config.kv_dtype)
         made = provenance()
         profile = reference_profile(model, tp=config.tp, ep=config.ep, routing=config.routing, dtype=dtype,
-                                    kv_dtype=resolved_kv_dtype(dtype, config.kv_dtype), max_tokens=config.max_tokens,
+                                    kv_dtype=kv_dtype, max_tokens=config.max_tokens,
                                     max_context=config.max_context, gpu=load_gpu_spec(config.sku),
                                     engine=check_engine(config.engine), tool=made.tool, host=made.host, argv=made.argv)
         save_profile(profile, config.output)

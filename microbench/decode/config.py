@@ -15,7 +15,7 @@ from typing import Any
 
 from microbench.sweep.plan import PlanError, parse_batches
 from roofline.core.counting import DTYPES, KV_DTYPES
-from roofline.core.options import Option, check_dtypes, number_refusal, resolved_kv_dtype
+from roofline.core.options import Option, check_dtypes, number_refusal
 from roofline.decode.ceilings import EFFICIENCIES, check_typed_efficiency
 from roofline.step.parallel import Parallelism
 from roofline.step.routing import Routing
@@ -36,8 +36,9 @@ FLAGS: dict[str, Option] = {
     "spec_decode": Option(("--spec-decode",), metavar="draft=K,accept=DIST",
                           help="speculative decoding: K draft tokens, accept=geometric:P or hist:p0/../pK "
                                "[,drafter=mtp|MODEL]"),
-    "dtype": Option(("--dtype",), default="bf16", show_default=True,
-                    help=f"weights and activations: {' | '.join(DTYPES)} (quantized formats: the layers' linears)"),
+    "dtype": Option(("--dtype",),
+                    help=f"weights and activations: {' | '.join(DTYPES)} (quantized formats: the layers' linears) "
+                         "[default: the checkpoint's quantization_config where --hf-config has one, else bf16]"),
     "kv_dtype": Option(("--kv-dtype",),
                        help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [what the linears write: bf16 for fp8 and "
                             "the quantized formats]"),
@@ -69,8 +70,8 @@ class DecodeConfig:
     routing: str = FLAGS["routing"].default
     spec_decode: str | None = FLAGS["spec_decode"].default
     context: int = FLAGS["context"].default
-    dtype: str = FLAGS["dtype"].default
-    kv_dtype: str | None = FLAGS["kv_dtype"].default  # None: the dtype --dtype computes in (resolved_kv_dtype)
+    dtype: str | None = FLAGS["dtype"].default  # None: the checkpoint's (roofline.specs.models.in_dtype)
+    kv_dtype: str | None = FLAGS["kv_dtype"].default  # None: the checkpoint's, else what the linears write
     batches: tuple[int, ...] = tuple(parse_batches(FLAGS["batches"].default))
     batch_text: str = FLAGS["batches"].default  # --batch as typed, for the message when it names too many batches
     mem_fraction: float = FLAGS["mem_fraction"].default
@@ -108,10 +109,6 @@ class DecodeConfig:
             raise PlanError(f"--batch {self.batch_text}: {len(self.batches)} batches, more than the "
                             f"{MAX_DECODE_BATCHES} a decode table shows; use a ratio step (1:1048576:x2) or a "
                             "shorter range")
-
-    @property
-    def resolved_kv_dtype(self) -> str:
-        return resolved_kv_dtype(self.dtype, self.kv_dtype)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], given: Collection[str] = ()) -> DecodeConfig:

@@ -13,7 +13,7 @@ from roofline.decode.document import analytic_document, measured_document, summa
 from roofline.decode.step import DecodeSetup
 from roofline.specs.gpus import SpecError, load_gpu_spec
 from roofline.specs.hf_config import load_hf_config
-from roofline.specs.models import load_model, past_context_window, weights_note
+from roofline.specs.models import load_model, past_context_window, step_formats, weights_note
 from roofline.step.launches import StepModel
 from roofline.step.speculative import parse_spec_decode
 
@@ -29,18 +29,21 @@ def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManag
     else:
         assert config.hf_config is not None  # DecodeConfig.from_options requires one of the two
         profile = load_hf_config(config.hf_config)
-    step = StepModel.of(profile, config.tp, config.ep, config.dtype, config.resolved_kv_dtype, config.routing)
+    profile, dtype, kv_dtype, dtype_note = step_formats(profile, config.dtype, config.kv_dtype)
+    step = StepModel.of(profile, config.tp, config.ep, dtype, kv_dtype, config.routing)
     past = past_context_window(profile.name, profile.max_positions, config.context)
     if past:  # a KV cache the model never holds: every attention time past it describes no real step
         raise SpecError(f"--context {config.context}: {past}")
-    tp, context, dtype, kv_dtype, sku = config.tp, config.context, config.dtype, config.resolved_kv_dtype, config.sku
+    tp, context, sku = config.tp, config.context, config.sku
     batch_list, mem_fraction = list(config.batches), config.mem_fraction
     spec = parse_spec_decode(config.spec_decode)
     setup = DecodeSetup(step, context, spec)
     document: dict[str, Any] = {"setup": {"model": profile.name, "model_id": profile.id, "tp": tp, "ep": config.ep,
                                           "gpus": step.parallelism.gpus, "context": context,
                                           "dtype": dtype, "kv_dtype": kv_dtype, "batches": batch_list,
-                                          "model_source": profile.source, "weights": weights_note(dtype),
+                                          "model_source": profile.source,
+                                          "weights": weights_note(dtype, profile.formats),
+                                          **({"dtype_note": dtype_note} if dtype_note else {}),
                                           "moe": moe_words(step, context),
                                           **({"speculation": spec.to_dict()} if spec else {})}}
     if not config.analytic:

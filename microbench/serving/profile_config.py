@@ -17,6 +17,7 @@ from typing import Any
 from microbench.serving.profile_plan import DEFAULT_MAX_BATCH, MEASURED_DTYPE, ProfilePlan
 from microbench.serving.validate_options import check_positive_number, check_threads
 from microbench.sweep.plan import PlanError
+from roofline.core.counting import DTYPES
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
 from roofline.decode.ceilings import check_typed_efficiency
 from roofline.reference.database import check_engine, check_reference
@@ -45,8 +46,9 @@ MEASURED_FLAGS: dict[str, Option] = {
 # default.
 MEASURED_OR_ANALYTIC_DTYPE = replace(
     MODEL_FLAGS["dtype"], default=None, show_default=False,
-    help=f"{MODEL_FLAGS['dtype'].help} [measured: GPU {MEASURED_DTYPE['cuda']}, CPU {MEASURED_DTYPE['cpu']}; "
-         f"--analytic: {MODEL_FLAGS['dtype'].default}]")
+    help=f"weights and activations: {' | '.join(DTYPES)} (quantized formats: the layers' linears) [measured: GPU "
+         f"{MEASURED_DTYPE['cuda']}, CPU {MEASURED_DTYPE['cpu']}; --analytic and --reference: the checkpoint's "
+         "quantization_config where --hf-config has one, else bf16]")
 
 FLAGS: dict[str, Option] = {
     **MODEL_FLAGS,

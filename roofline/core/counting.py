@@ -194,29 +194,27 @@ def all_to_all_bytes(dtype: str, tokens: int, topk: int, hidden: int) -> int:
     return io_sizes(dtype)[1] * tokens * topk * hidden
 
 
-# A step's kernels besides its GEMMs, attention and all-reduces, per token and per transformer layer: two norms
-# (RMSNorm or LayerNorm: the hidden vector read, the normalised one written), two residual adds (two hidden vectors
-# read, their sum written), rotary embeddings on the rank's queries and keys (read, written), the MLP's activation
-# (gated: SiLU(gate) x up reads both halves and writes one; plain: reads and writes one).  Once per token, the final
-# norm.  Elementwise kernels have no reuse, so these are their bytes; FLOP are negligible beside the GEMMs'.
-NORMS_PER_LAYER = 2
-RESIDUAL_ADDS_PER_LAYER = 2
+# A step's kernels besides its GEMMs, mixers and collectives, per token: around each mixer and each MLP (a
+# transformer layer has one of each; a Nemotron-H block one of either) a norm (RMSNorm or LayerNorm: the hidden vector
+# read, the normalised one written) and a residual add (two hidden vectors read, their sum written); rotary embeddings
+# on the rank's queries and keys (read, written); each MLP's activation (gated: SiLU(gate) x up reads both halves and
+# writes one; plain: reads and writes one).  Once per token, the final norm.  Elementwise kernels have no reuse, so
+# these are their bytes; FLOP are negligible beside the GEMMs'.
 
 
-def other_kernel_bytes_per_token(dtype: str, hidden: int, heads: int, kv_heads: int, head_dim: int,
-                                 intermediate: int, gated: bool, layers: int) -> int:
-    """Bytes one token moves through the step's norms, residual adds, rotary embeddings and MLP activation on one
-    tensor-parallel rank (``heads``, ``kv_heads`` and ``intermediate`` as that rank holds them, ``intermediate`` the
-    width the activation runs over in an average layer; the hidden vector is whole on every rank), all ``layers``
-    and the final norm.  Activations in ``io_sizes``' output dtype (bf16 beside fp8 and the quantized formats).
-    Greedy sampling reads each sequence's logits, not each token's: not here."""
+def elementwise_bytes_per_token(dtype: str, hidden: int, sublayers: int, rope_values: int, activation_values: int,
+                                gated: bool) -> int:
+    """Bytes one token moves through the step's norms, residual adds, rotary embeddings and MLP activations on one
+    tensor-parallel rank: ``sublayers`` mixers and MLPs in all, ``rope_values`` the rank's query and key values
+    rotated in all its layers, ``activation_values`` the width its MLP activations run over in all its layers (one
+    half of a gated MLP's gate_up).  Activations in ``io_sizes``' output dtype (bf16 beside fp8 and the quantized
+    formats).  Greedy sampling reads each sequence's logits, not each token's: not here."""
     size = io_sizes(dtype)[1]
     norm = 2 * hidden * size
     residual_add = 3 * hidden * size
-    rope = 2 * (heads + kv_heads) * head_dim * size
-    activation = (3 if gated else 2) * intermediate * size
-    per_layer = NORMS_PER_LAYER * norm + RESIDUAL_ADDS_PER_LAYER * residual_add + rope + activation
-    return layers * per_layer + norm
+    rope = 2 * rope_values * size
+    activation = (3 if gated else 2) * activation_values * size
+    return sublayers * (norm + residual_add) + rope + activation + norm
 
 
 def matrix_weight_bytes(dtype: str, n: int, k: int) -> int:
@@ -364,3 +362,111 @@ def critical_intensity_batch(dtype: str, n: int, k: int, ridge_flop_per_byte):
     with np.errstate(divide="ignore", invalid="ignore"):
         batch = np.where(denominator > 0, ridge * weights / denominator, np.inf)
     return float(batch) if batch.ndim == 0 else batch
+
+
+# --- Mixers without a growing KV cache: a recurrent state per sequence (linear attention, state-space layers) ---
+#
+# Decode reads and writes each sequence's state once per token (fused recurrent kernels: fla's
+# fused_recurrent_gated_delta_rule, mamba-ssm's selective_state_update), so its bytes are the states' and do not grow
+# with the context.  Prefill runs a chunked scan (fla's chunk_gated_delta_rule, Mamba-2's SSD), reading a sequence's
+# state before its chunk and writing it after, with a per-token FLOP count of its own.  The short causal convolution
+# before the mixer keeps its last ``conv_kernel - 1`` inputs per sequence: read and written like the state.
+
+
+@dataclass(frozen=True)
+class RecurrentShape:
+    """One layer's recurrent mixer on one GPU, per token and per sequence, as ``recurrent_work`` counts it:
+    ``state_bytes`` (the recurrent state and the convolution's kept inputs, one sequence), the FLOP of one token's
+    recurrent update and of one token of a chunked scan, and the activation values one token reads and writes."""
+
+    state_bytes: int
+    recurrent_flop_per_token: int
+    chunked_flop_per_token: int
+    input_values_per_token: int
+    output_values_per_token: int
+
+
+def _conv_state_bytes(channels: int, conv_kernel: int, act_dtype: str) -> int:
+    return channels * (conv_kernel - 1) * DTYPE_SIZES[act_dtype][0]
+
+
+def gated_deltanet_shape(act_dtype: str, state_dtype: str, key_heads: int, value_heads: int, key_dim: int,
+                         value_dim: int, conv_kernel: int, chunk: int = 64) -> RecurrentShape:
+    """Gated DeltaNet (Qwen3-Next, Qwen3.5) on one GPU (its share of the heads).  Per value head and token, the
+    recurrent update (fla's fused_recurrent_gated_delta_rule) decays the state S (dk·dv), reads S·k (2·dk·dv), adds
+    k ⊗ β(v − S·k) (2·dk·dv) and reads S·q (2·dk·dv): 7·dk·dv FLOP.  A chunked scan of ``chunk`` tokens (fla's
+    chunk_gated_delta_rule, chunk 64) does per token and value head the state's three products (6·dk·dv) and the
+    chunk's own attention-like products, 2·C·(2·dk + dv).  The convolution runs over q, k and v (conv_dim channels,
+    2·conv_kernel FLOP each).  Activations: the convolution's input and output, the recurrence's q, k, v, its gate
+    and β per value head, and its output."""
+    conv_dim = 2 * key_heads * key_dim + value_heads * value_dim
+    state = value_heads * key_dim * value_dim * DTYPE_SIZES[state_dtype][0]
+    conv_flop = 2 * conv_dim * conv_kernel
+    return RecurrentShape(
+        state_bytes=state + _conv_state_bytes(conv_dim, conv_kernel, act_dtype),
+        recurrent_flop_per_token=7 * value_heads * key_dim * value_dim + conv_flop,
+        chunked_flop_per_token=value_heads * (6 * key_dim * value_dim + 2 * chunk * (2 * key_dim + value_dim))
+        + conv_flop,
+        input_values_per_token=conv_dim + conv_dim + 2 * value_heads,
+        output_values_per_token=conv_dim + value_heads * value_dim)
+
+
+def mamba2_shape(act_dtype: str, state_dtype: str, heads: int, head_dim: int, state_size: int, groups: int,
+                 conv_kernel: int, chunk: int = 128) -> RecurrentShape:
+    """Mamba-2 (Nemotron-H) on one GPU (its share of the heads and groups).  Per head and token, the recurrent update
+    (mamba-ssm's selective_state_update) decays the state (p·n), adds dt·x ⊗ B (2·p·n) and reads C·state (2·p·n):
+    5·p·n FLOP for a head of size p over a state of n.  A chunked scan (SSD, ``chunk`` tokens: the config's
+    chunk_size) does per token the chunk's C·Bᵀ per group (2·C·n) and its product with x per head (2·C·p), and the
+    state's two products per head (4·p·n).  The convolution runs over x, B and C (conv_dim channels).  Activations:
+    the convolution's input and output, the scan's x, B, C, dt and gate z, and its output."""
+    inner = heads * head_dim
+    conv_dim = inner + 2 * groups * state_size
+    state = heads * head_dim * state_size * DTYPE_SIZES[state_dtype][0]
+    conv_flop = 2 * conv_dim * conv_kernel
+    return RecurrentShape(
+        state_bytes=state + _conv_state_bytes(conv_dim, conv_kernel, act_dtype),
+        recurrent_flop_per_token=5 * heads * head_dim * state_size + conv_flop,
+        chunked_flop_per_token=2 * chunk * (groups * state_size + inner) + 4 * heads * head_dim * state_size
+        + conv_flop,
+        input_values_per_token=conv_dim + conv_dim + heads + inner,
+        output_values_per_token=conv_dim + inner)
+
+
+def recurrent_work(shape: RecurrentShape, act_dtype: str, decodes: int, chunks) -> Work:
+    """One layer's recurrent mixer over a step: ``decodes`` sequences decoding one token each (a state read and
+    written per sequence) and prefill ``chunks`` of (tokens, cached prefix) (a state read and written per chunk; the
+    prefix is in the state, so it costs nothing more).  The states are this op's "weights": what one sequence
+    keeps."""
+    prefill = sum(c for c, _ in chunks)
+    tokens = decodes + prefill
+    states = 2 * shape.state_bytes * (decodes + len(chunks))
+    size = DTYPE_SIZES[act_dtype][0]
+    inputs, outputs = tokens * shape.input_values_per_token * size, tokens * shape.output_values_per_token * size
+    flop = decodes * shape.recurrent_flop_per_token + prefill * shape.chunked_flop_per_token
+    return Work(flop=flop, bytes=states + inputs + outputs, weight_bytes=states, activation_bytes=inputs,
+                output_bytes=outputs)
+
+
+# --- DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2, GLM-5) ---
+#
+# Its keys are fp8 (one of ``head_dim`` values per cached token and layer) with one fp32 scale per token: vLLM's
+# indexer cache; each query scores every key it may see with ``heads`` small heads, writes the scores, and a top-k
+# keeps ``topk`` of them for the latent attention.
+INDEXER_KEY_SCALE_BYTES = 4
+
+
+def indexer_key_bytes(head_dim: int) -> int:
+    """Bytes one cached token's indexer key takes (fp8 values and their fp32 scale)."""
+    return head_dim + INDEXER_KEY_SCALE_BYTES
+
+
+def indexer_work(act_dtype: str, heads: int, head_dim: int, queries: float, keys: float, pairs: float) -> Work:
+    """The indexer of one layer over a step: ``queries`` queries read (``heads`` × ``head_dim`` each, with a weight
+    per head), ``keys`` cached keys read, ``pairs`` (query, key) scores computed (2·heads·head_dim FLOP each),
+    written and read back by the top-k (fp32)."""
+    s_act = DTYPE_SIZES[act_dtype][0]
+    q = queries * heads * (head_dim + 1) * s_act
+    cache = keys * indexer_key_bytes(head_dim)
+    scores = 2 * pairs * 4
+    return Work(flop=2 * heads * head_dim * pairs, bytes=q + cache + scores,  # pyright: ignore[reportArgumentType]
+                weight_bytes=cache, activation_bytes=q, output_bytes=scores)  # pyright: ignore[reportArgumentType]

@@ -40,6 +40,14 @@ def _object(value: Any, what: str, optional: bool = False) -> dict[str, Any]:
     return dict(value)
 
 
+def _list(value: Any, what: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ProfileDocError(f"{what} must be a list")
+    return value
+
+
 def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not a JSON number")
 
@@ -211,6 +219,41 @@ class Table2D:
 
 
 @dataclass(frozen=True)
+class MixerTable:
+    """The tables of one mixer kind the profile's attention tables do not time (a hybrid model's linear attention,
+    Mamba-2 or a local attention of its own shape), per layer on one GPU: ``decode`` over batches × contexts (a
+    recurrent kind, whose state does not grow, over one context column), ``prefill`` per prompt of one sequence,
+    ``chunk`` over chunk × prefix tokens (None: from ``prefill``).  ``name`` is the step model's name of the kind
+    (``StepModel.mixer_name``), ``layers`` the blocks that hold it."""
+
+    name: str
+    op: str
+    layers: int
+    decode: Table2D
+    prefill: Table1D
+    chunk: Table2D | None = None
+    source: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], what: str) -> MixerTable:
+        chunk = d.get("chunk")
+        return cls(name=str(d.get("name", what)), op=str(d.get("op", "")),
+                   layers=_positive_int(d.get("layers"), f"{what}.layers"),
+                   decode=Table2D.from_dict(_object(d.get("decode"), f"{what}.decode"), "batches", "contexts",
+                                            f"{what}.decode"),
+                   prefill=Table1D.from_dict(_object(d.get("prefill"), f"{what}.prefill"), "prompt_tokens",
+                                             f"{what}.prefill"),
+                   chunk=Table2D.from_dict(_object(chunk, f"{what}.chunk"), "chunk_tokens", "prefix_tokens",
+                                           f"{what}.chunk") if chunk is not None else None,
+                   source=str(d.get("source", "")))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"name": self.name, "op": self.op, "layers": self.layers, "decode": self.decode.to_dict(),
+               "prefill": self.prefill.to_dict(), "chunk": self.chunk.to_dict() if self.chunk else None}
+        return {**out, "source": self.source} if self.source else out
+
+
+@dataclass(frozen=True)
 class CommTable:
     """The tensor-parallel all-reduces: ``per_layer`` per transformer layer, each summing ``tokens × hidden``
     activations over ``ranks`` GPUs; the time of ONE all-reduce per token count.  ``measured``: timed (``source``
@@ -318,6 +361,9 @@ class StepProfile:
     # What one GPU draws while the step runs (``power_record``): watts with their basis and source, or why none
     # (None: a profile written before profiles carried one).
     power: dict[str, Any] | None = None
+    # A hybrid model's mixer kinds that the attention tables above do not time, one entry each (empty: every
+    # mixer is the attention's, or its own over a sliding window).
+    mixers: tuple[MixerTable, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -352,9 +398,14 @@ class StepProfile:
         if (experts or 1) > 1 and not self.grouped:
             raise ProfileDocError(f"model.experts is {experts} but the profile has no grouped (experts) tables")
         try:
-            self.step_model()
+            step = self.step_model()
         except (BadInputError, ValueError, KeyError, TypeError) as exc:
             raise ProfileDocError(f"the model and its split are not a step model ({exc})") from None
+        wanted = {step.mixer_name(rules) for rules, _ in step.mixers if not step.reads_main_tables(rules)}
+        given = [t.name for t in self.mixers]
+        if sorted(given) != sorted(wanted):
+            raise ProfileDocError(f"the profile's mixer tables ({', '.join(given) or 'none'}) are not its model's "
+                                  f"other mixer kinds ({', '.join(sorted(wanted)) or 'none'})")
         if self.power is not None:
             _check_power(self.power)
         if self.roof is not None:
@@ -421,6 +472,7 @@ class StepProfile:
                if self.grouped else {}),
             **({"all_to_all": self.all_to_all.to_dict()} if self.all_to_all is not None else {}),
             **({"power": dict(self.power)} if self.power is not None else {}),
+            **({"mixers": [t.to_dict() for t in self.mixers]} if self.mixers else {}),
         }
 
     @classmethod
@@ -464,6 +516,8 @@ class StepProfile:
             all_to_all=CommTable.from_dict(_object(d["all_to_all"], "all_to_all"), "all_to_all")
             if d.get("all_to_all") is not None else None,
             power=_object(d["power"], "power") if d.get("power") is not None else None,
+            mixers=tuple(MixerTable.from_dict(_object(t, f"mixers[{i}]"), f"mixers[{i}]")
+                         for i, t in enumerate(_list(d.get("mixers"), "mixers"))),
         )
 
 

@@ -46,8 +46,9 @@ MODEL_FLAGS: dict[str, Option] = {
                  help="expert-parallel GPUs (a mixture of experts: experts split, attention data-parallel)"),
     "routing": Option(("--routing",), default="balanced", show_default=True,
                       help="how tokens spread over experts: balanced | uniform | zipf:S"),
-    "dtype": Option(("--dtype",), default="bf16", show_default=True,
-                    help=f"weights and activations: {' | '.join(DTYPES)} (quantized formats: the layers' linears)"),
+    "dtype": Option(("--dtype",),
+                    help=f"weights and activations: {' | '.join(DTYPES)} (quantized formats: the layers' linears) "
+                         "[default: the checkpoint's quantization_config where --hf-config has one, else bf16]"),
     "kv_dtype": Option(("--kv-dtype",), help=f"KV cache dtype: {' | '.join(KV_DTYPES)} [what the linears write: "
                        "bf16 for fp8 and the quantized formats]"),
     "sku": Option(("--gpu",), help="SKU whose spec sheet the analytic profile uses (its achievable ceilings)"),

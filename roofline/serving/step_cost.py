@@ -21,9 +21,11 @@ from roofline.core.counting import NO_WORK, attention_extent
 from roofline.core.errors import BadInputError
 from roofline.core.interpolate import interp1
 from roofline.serving.policies import Packing
-from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D
+from roofline.serving.profile_doc import EngineOverhead, StepProfile, Table1D, Table2D
 from roofline.specs.gpus import SpecError
-from roofline.step.launches import Batch
+from roofline.step.batch import Batch
+from roofline.step.comm import all_reduces_per_step
+from roofline.step.kinds import MixerRules
 from roofline.step.speculative import SpecDecode, drafter_roof_s, drafter_step, drafter_work
 
 
@@ -69,11 +71,18 @@ class CostModel:
         if spec is not None and spec.drafter != "mtp" and not profile.roof:
             raise BadInputError(f"--spec-decode drafter={spec.drafter}: the draft model is costed on the profile's "
                                 "roofline, and this profile has none")
-        model = self.step.model
-        self.full_layers = model.layers - model.sliding_layers
-        self.sliding_layers, self.window = model.sliding_layers, model.sliding_window
-        # Attention's work is linear in (queries, keys, pairs): one layer's coefficient of each.
-        self.attention_per = [self.step.attention_layer_work(*unit) for unit in ((1, 0, 0), (0, 1, 0), (0, 0, 1))]
+        # Each mixer kind with the tables that time it: the profile's attention tables for the main one (and for
+        # it over a sliding window, read at the window), a mixer table of its own for every other kind.
+        own = {t.name: t for t in profile.mixers}
+        main = _KindTables(profile.decode_attention, profile.prefill_attention, profile.chunk_attention, False)
+        self.kinds: list[tuple[MixerRules, int, _KindTables]] = []
+        for rules, count in self.step.mixers:
+            if self.step.reads_main_tables(rules):
+                self.kinds.append((rules, count, main))
+            else:
+                t = own[self.step.mixer_name(rules)]
+                self.kinds.append((rules, count, _KindTables(t.decode, t.prefill, t.chunk, rules.recurrent)))
+        self.all_reduces = all_reduces_per_step(self.step.model)
         # Linears on one token grid sum exactly into one table (a sum of piecewise-linear functions on a shared
         # grid is piecewise-linear on it): one interpolation per step instead of one per layer kind.
         grids = {t.tokens for t in profile.linears}
@@ -92,12 +101,9 @@ class CostModel:
 
     def _attention_work(self, batch: Batch) -> tuple[float, float]:
         flop = nbytes = 0.0
-        for layers, window in ((self.full_layers, None), (self.sliding_layers, self.window)):
-            if not layers:
-                continue
-            extent = attention_extent(batch.context_sum, batch.decodes, batch.chunks, window, batch.queries)
-            flop += layers * sum(w.flop * x for w, x in zip(self.attention_per, extent, strict=True))
-            nbytes += layers * sum(w.bytes * x for w, x in zip(self.attention_per, extent, strict=True))
+        for rules, count, _ in self.kinds:
+            work = self.step.mixer_layer_work(rules, batch)
+            flop, nbytes = flop + count * work.flop, nbytes + count * work.bytes
         return flop, nbytes
 
     def cost(self, decodes: int, context_sum: int, chunks: Sequence[tuple[int, int]],
@@ -117,13 +123,14 @@ class CostModel:
         run = packed.queries(tokens) if packed is not None and tokens else tokens
         linear_s = self._linear_s(run, logits) + self._grouped_s(step.grouped_tokens(group.tokens))
         if packed is not None and tokens:
-            attention_s = self.layers * self._prefill_attention_s(run, max(packed.keys(keys_read), run) - run)
+            prefix = max(packed.keys(keys_read), run) - run
+            attention_s = sum(count * tables.chunk_s(run, prefix) for _, count, tables in self.kinds)
         else:
             attention_s = self._attention_s(batch)
         other_s = p.other.at(run) if p.other and run else 0.0
         comm_s = 0.0
-        if p.comm is not None and run:  # every token's hidden vector, summed per_layer times in each layer
-            comm_s = self.layers * p.comm.per_layer * p.comm.at(run)
+        if p.comm is not None and run:  # every token's hidden vector, summed after each mixer and each MLP
+            comm_s = self.all_reduces * p.comm.at(run)
         if p.all_to_all is not None and group.tokens:
             comm_s += step.model.routed_layers * p.all_to_all.per_layer * p.all_to_all.at(tokens)
         overhead_s = 0.0
@@ -165,7 +172,7 @@ class CostModel:
         if p.other is not None:
             layers_s += p.other.at(tokens)
         if p.comm is not None:
-            layers_s += self.layers * p.comm.per_layer * p.comm.at(tokens)
+            layers_s += self.all_reduces * p.comm.at(tokens)
         return spec.draft * (layers_s / self.layers + head_s)
 
     def _linear_s(self, tokens: int, logits: int) -> float:
@@ -185,40 +192,50 @@ class CostModel:
         return sum(t.layers * t.at(tokens) for t in self.profile.grouped)
 
     def _attention_s(self, batch: Batch) -> float:
-        """Full layers from the tables as measured; sliding-window layers on the same tables over the window: a
-        decode at ``min(context, window)``, a prefill chunk scaled by the share of its query-key pairs the window
-        keeps."""
-        p, out = self.profile, 0.0
-        if batch.decodes and batch.queries > 1:
-            # A verification's K + 1 queries per sequence attend over its cache and causally among themselves:
-            # a prefill chunk of K + 1 tokens over a cached prefix, the chunk table's case (the decode table times
-            # one query per sequence; read at B × (K + 1) rows it would read each cache K + 1 times).  At the
-            # sequences' mean context, as the decode table is read.
-            prefix = batch.context_sum / batch.decodes - batch.queries
-            out += batch.decodes * self.full_layers * self._prefill_attention_s(batch.queries, prefix)
-            if self.sliding_layers:
-                out += batch.decodes * self.sliding_layers * self._prefill_attention_s(
-                    batch.queries, min(prefix, self.window or prefix))
-        elif batch.decodes:
-            mean = batch.context_sum / batch.decodes
-            out += self.full_layers * p.decode_attention.at(batch.decodes, mean)
-            if self.sliding_layers:
-                out += self.sliding_layers * p.decode_attention.at(batch.decodes, min(mean, self.window))
-        for chunk, prefix in batch.chunks:
-            whole = self._prefill_attention_s(chunk, prefix)
-            out += self.full_layers * whole
-            if self.sliding_layers:
-                _, _, pairs = attention_extent(0, 0, ((chunk, prefix),))
-                _, _, kept = attention_extent(0, 0, ((chunk, prefix),), self.window)
-                out += self.sliding_layers * whole * (kept / pairs if pairs else 0.0)
+        """Each mixer kind from its tables: the main attention's as measured, over a sliding window at
+        ``min(context, window)`` (a prefill chunk scaled by the share of its query-key pairs the window keeps); a
+        recurrent kind's whatever the context."""
+        out = 0.0
+        for rules, count, tables in self.kinds:
+            window = rules.window
+            if batch.decodes and batch.queries > 1:
+                # A verification's K + 1 queries per sequence attend over its cache and causally among themselves:
+                # a prefill chunk of K + 1 tokens over a cached prefix, the chunk table's case (the decode table
+                # times one query per sequence; read at B × (K + 1) rows it would read each cache K + 1 times).  At
+                # the sequences' mean context, as the decode table is read.
+                prefix = batch.context_sum / batch.decodes - batch.queries
+                out += batch.decodes * count * tables.chunk_s(batch.queries, min(prefix, window or prefix))
+            elif batch.decodes:
+                mean = batch.context_sum / batch.decodes
+                out += count * tables.decode_s(batch.decodes, min(mean, window or mean))
+            for chunk, prefix in batch.chunks:
+                whole = tables.chunk_s(chunk, prefix)
+                if window is not None and not tables.recurrent:
+                    _, _, pairs = attention_extent(0, 0, ((chunk, prefix),))
+                    _, _, kept = attention_extent(0, 0, ((chunk, prefix),), window)
+                    whole *= kept / pairs if pairs else 0.0
+                out += count * whole
         return out
 
-    def _prefill_attention_s(self, chunk: int, prefix: float) -> float:
-        p = self.profile
-        whole: Table1D = p.prefill_attention
-        if prefix == 0:
-            return whole.at(chunk)
-        if p.chunk_attention is not None:
-            return p.chunk_attention.at(chunk, prefix)
+
+@dataclass(frozen=True)
+class _KindTables:
+    """One mixer kind's tables, read as the simulator needs them: a decode step's and a prefill chunk's time per
+    layer.  A recurrent kind keeps a fixed state: its decode table has one context column and a chunk costs its
+    tokens whatever its prefix."""
+
+    decode: Table2D
+    prefill: Table1D
+    chunk: Table2D | None
+    recurrent: bool
+
+    def decode_s(self, decodes: float, context: float) -> float:
+        return self.decode.at(decodes, self.decode.cols[0] if self.recurrent else context)
+
+    def chunk_s(self, chunk: int, prefix: float) -> float:
+        if prefix == 0 or self.recurrent:
+            return self.prefill.at(chunk)
+        if self.chunk is not None:
+            return self.chunk.at(chunk, prefix)
         # No chunk table: the causal cost of the chunk's rows is the whole prompt's less the prefix's.
-        return max(0.0, whole.at(prefix + chunk) - whole.at(prefix))
+        return max(0.0, self.prefill.at(prefix + chunk) - self.prefill.at(prefix))

@@ -1,5 +1,11 @@
 """Model specs: ``profiles/models/<id>.toml`` or a Hugging Face ``config.json`` on disk
-(``roofline.specs.hf_config``), dense or a mixture of experts, with GQA or DeepSeek's latent attention (MLA).
+(``roofline.specs.hf_config``), dense or a mixture of experts, with GQA or DeepSeek's latent attention (MLA), or a
+hybrid of layer kinds (``roofline.specs.layers``: sliding-window, sparse, linear and state-space mixers).
+
+A model is its blocks' mixers and MLPs, each kind with how many blocks hold it (``mixer_layers``, ``mlp_layers``).
+A model file or a plain config gives them through the flat fields (heads, KV heads, ``intermediate``, experts, ...,
+``sliding_layers``), from which the kinds are derived; a hybrid config gives them explicitly (``mixers``, ``mlps``),
+and its flat fields then describe its main attention and MLP (what an engine built from the spec runs).
 
 What one step of such a model launches (its GEMMs, grouped GEMMs, attention, collectives) is the step model's
 (``roofline.step``); this module holds the model's facts and the one record a document keeps of them
@@ -12,11 +18,23 @@ head stay in bf16, as quantized checkpoints keep them (``stored_dtype``).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from roofline.core.counting import BLOCK_SCALED_FORMATS, WEIGHT_ONLY_FORMATS, activation_dtype
 from roofline.specs.gpus import SpecError, profiles_dir
+from roofline.specs.layers import (
+    MIXER_KINDS,
+    MLP_KINDS,
+    Attention,
+    DenseMlp,
+    LatentAttention,
+    MoeMlp,
+    counted_from_record,
+    counted_record,
+    merged,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,6 +77,16 @@ class ModelSpec:
     # Local attention: ``sliding_layers`` of the layers attend over the last ``sliding_window`` tokens only.
     sliding_window: int | None = None
     sliding_layers: int = 0
+    # The layer kinds, explicit (a hybrid config's): (kind, blocks holding it).  Empty: derived from the fields
+    # above (``mixer_layers``, ``mlp_layers``).
+    mixers: tuple = ()
+    mlps: tuple = ()
+    # The checkpoint's own quantization (``roofline.specs.quantization``): (part, dtype) for the parts not in bf16,
+    # and its KV cache's dtype; a step in a ``--dtype`` of the user's drops them (``with_dtype``).
+    formats: tuple[tuple[str, str], ...] = ()
+    kv_format: str | None = None
+    # What the spec says beside its kinds, in words (approximations, what a config left unread and why).
+    notes: tuple[str, ...] = ()
 
     POSITIVE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "experts",
                 "experts_per_token")
@@ -82,7 +110,7 @@ class ModelSpec:
             raise SpecError(f"model {self.id}: {self.heads} heads are not a multiple of {self.kv_heads} KV heads")
         if self.experts_per_token > self.experts:
             raise SpecError(f"model {self.id}: more experts per token than experts")
-        if self.routed_layers > self.layers or self.sliding_layers > self.layers:
+        if self._legacy_routed_layers > self.layers or self.sliding_layers > self.layers:
             raise SpecError(f"model {self.id}: more MoE or sliding-window layers than layers")
         if self.sliding_layers and self.sliding_window is None:
             raise SpecError(f"model {self.id}: sliding-window layers without a sliding_window")
@@ -91,38 +119,97 @@ class ModelSpec:
         if self.attention == "mla" and (self.kv_lora_rank is None or self.qk_rope_head_dim is None
                                         or self.v_head_dim is None):
             raise SpecError(f"model {self.id}: MLA needs kv_lora_rank, qk_rope_head_dim and v_head_dim")
+        if self.attention == "mla" and self.sliding_layers and not self.mixers:
+            raise SpecError(f"model {self.id}: sliding-window MLA layers cannot be modelled")
+        for what, counted, kinds in (("mixers", self.mixers, MIXER_KINDS), ("mlps", self.mlps, MLP_KINDS)):
+            if not isinstance(counted, tuple) or any(
+                    not isinstance(pair, tuple) or len(pair) != 2 or type(pair[0]) not in kinds.values()
+                    or not isinstance(pair[1], int) or pair[1] <= 0 for pair in counted):
+                raise SpecError(f"model {self.id}: {what} must be (layer kind, blocks) pairs")
+        if sum(c for _, c in self.mixer_layers) > self.layers or sum(c for _, c in self.mlp_layers) > self.layers:
+            raise SpecError(f"model {self.id}: more mixers or MLPs than its {self.layers} blocks")
+        if len({m for m, _ in self.mlp_layers if isinstance(m, MoeMlp)}) > 1:
+            raise SpecError(f"model {self.id}: MoE layers of more than one shape cannot be modelled")
+        moe = self.moe
+        if self.mlps and (moe is not None) != (self.experts > 1) or moe is not None and (
+                (self.experts, self.experts_per_token) != (moe.experts, moe.topk)):
+            raise SpecError(f"model {self.id}: experts and experts_per_token must be its MoE layers'")
 
     @property
-    def is_moe(self) -> bool:
-        return self.experts > 1
-
-    @property
-    def routed_layers(self) -> int:
-        """Layers whose MLP is routed experts."""
-        if not self.is_moe:
+    def _legacy_routed_layers(self) -> int:
+        if self.experts <= 1:
             return 0
         return self.layers if self.moe_layers is None else self.moe_layers
 
+    @cached_property
+    def mixer_layers(self) -> tuple[tuple[Any, int], ...]:
+        """Each mixer kind and the blocks that hold it: the explicit ``mixers``, else the flat fields' attention
+        (its full and its sliding-window layers)."""
+        if self.mixers:
+            return merged(list(self.mixers))
+        if self.attention == "mla":
+            rope = self.qk_rope_head_dim or 0
+            main: Any = LatentAttention(self.heads, self.kv_lora_rank or 0, self.head_dim - rope, rope,
+                                        self.v_head_dim or 0, self.q_lora_rank)
+        else:
+            main = Attention(self.heads, self.kv_heads, self.head_dim)
+        local = [(replace(main, window=self.sliding_window), self.sliding_layers)] if self.sliding_layers else []
+        return merged([(main, self.layers - self.sliding_layers), *local])
+
+    @cached_property
+    def mlp_layers(self) -> tuple[tuple[Any, int], ...]:
+        """Each MLP kind and the blocks that hold it: the explicit ``mlps``, else the flat fields' dense MLP and
+        routed experts."""
+        if self.mlps:
+            return merged(list(self.mlps))
+        routed = self._legacy_routed_layers
+        out: list[tuple[Any, int]] = [(DenseMlp(self.intermediate, self.gated_mlp), self.layers - routed)]
+        if routed:
+            width = self.moe_intermediate or self.intermediate
+            shared = self.shared_experts * (self.shared_intermediate or width)
+            out.append((MoeMlp(self.experts, self.experts_per_token, width, shared, self.gated_mlp), routed))
+        return merged(out)
+
+    @property
+    def moe(self) -> MoeMlp | None:
+        """The routed-experts MLP (None: dense)."""
+        return next((m for m, _ in self.mlp_layers if isinstance(m, MoeMlp)), None)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    @property
+    def routed_layers(self) -> int:
+        """Blocks whose MLP is routed experts."""
+        return sum(c for m, c in self.mlp_layers if isinstance(m, MoeMlp))
+
     @property
     def dense_layers(self) -> int:
-        """Layers whose MLP is dense (of ``intermediate``)."""
-        return self.layers - self.routed_layers
+        """Blocks whose MLP is dense."""
+        return sum(c for m, c in self.mlp_layers if isinstance(m, DenseMlp))
 
     @property
     def expert_intermediate(self) -> int:
-        return self.moe_intermediate or self.intermediate
+        moe = self.moe
+        return moe.expert_intermediate if moe else (self.moe_intermediate or self.intermediate)
 
     @property
     def shared_width(self) -> int:
         """The shared experts' MLP width in all (0: none)."""
-        return self.shared_experts * (self.shared_intermediate or self.expert_intermediate)
+        moe = self.moe
+        return moe.shared_width if moe else 0
 
     @property
-    def kv_values_per_token(self) -> int:
-        """Values one token keeps in one layer's cache: K and V of every KV head, or MLA's latent and rope key."""
-        if self.attention == "mla":
-            return self.kv_lora_rank + self.qk_rope_head_dim  # pyright: ignore[reportOperatorIssue]
-        return 2 * self.kv_heads * self.head_dim
+    def hybrid(self) -> bool:
+        """Whether the spec names its layer kinds itself (a hybrid config) rather than through the flat fields."""
+        return bool(self.mixers or self.mlps)
+
+    def describe_layers(self) -> str:
+        """The blocks' kinds in words: ``60 blocks: 45 linear attention (...), 15 attention (...); 60 MoE (...)``."""
+        mixers = ", ".join(f"{c} {k.label}" for k, c in self.mixer_layers)
+        mlps = ", ".join(f"{c} {k.label}" for k, c in self.mlp_layers)
+        return f"{self.layers} blocks: {mixers}; {mlps}"
 
     def to_record(self) -> dict[str, Any]:
         """What a document keeps of the model (a step profile's ``model``): every field that shapes a step, so the
@@ -136,6 +223,14 @@ class ModelSpec:
             value = getattr(self, name)
             if value not in (None, 0):
                 record[name] = value
+        if self.mixers:
+            record["mixers"] = counted_record(self.mixers)
+        if self.mlps:
+            record["mlps"] = counted_record(self.mlps)
+        if self.formats:
+            record["formats"] = dict(self.formats)
+        if self.kv_format:
+            record["kv_format"] = self.kv_format
         return record
 
     @classmethod
@@ -145,9 +240,22 @@ class ModelSpec:
                                           "vocab")}
         extra = {k: record[k] for k in ("experts", "experts_per_token", "tied_embeddings", "max_positions",
                                         "attention") + RECORD_OPTIONAL if record.get(k) is not None}
+        kinds = {}
+        if record.get("mixers") is not None:
+            kinds["mixers"] = counted_from_record(record["mixers"], MIXER_KINDS, "model.mixers")
+        if record.get("mlps") is not None:
+            kinds["mlps"] = counted_from_record(record["mlps"], MLP_KINDS, "model.mlps")
+        if record.get("formats") is not None:
+            formats = record["formats"]
+            if not isinstance(formats, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                        for k, v in formats.items()):
+                raise SpecError("model.formats must map parts to dtypes")
+            kinds["formats"] = tuple(sorted(formats.items()))
+        if record.get("kv_format") is not None:
+            kinds["kv_format"] = str(record["kv_format"])
         return cls(id=str(record.get("id") or record.get("name")), name=str(record.get("name")),
                    gated_mlp=record.get("mlp", "gated") == "gated", source=str(record.get("source", "")),
-                   **fields, **extra)
+                   **fields, **extra, **kinds)
 
     @property
     def mlp(self) -> str:
@@ -177,13 +285,46 @@ def stored_dtype(matrix: str, dtype: str) -> str:
     return activation_dtype(dtype) if matrix in UNQUANTIZED and quantized else dtype
 
 
-def weights_note(dtype: str) -> str | None:
-    """What a quantized format stores where, in words (None for a plain dtype: everything in it)."""
+def weights_note(dtype: str, formats: tuple[tuple[str, str], ...] = ()) -> str | None:
+    """What a quantized format (or a checkpoint's formats) stores where, in words (None: everything in a plain
+    dtype)."""
+    if formats:
+        held = "; ".join(f"{part}: {fmt}" for part, fmt in formats)
+        return f"the checkpoint's quantization_config: {held}; the rest, the LM head and the router bf16"
     fmt = WEIGHT_ONLY_FORMATS.get(dtype) or BLOCK_SCALED_FORMATS.get(dtype)
     if fmt is None:
         return None
     return (f"{dtype}: the layers' linears hold {fmt.describe()}; the embeddings, the LM head and a router stay "
             f"bf16, as quantized checkpoints keep them")
+
+
+def checkpoint_dtype(model: ModelSpec) -> str:
+    """The dtype a model's own checkpoint is named by: its routed experts' format, else its attention's, else its
+    MLPs', else bf16 (``formats`` says what each part holds)."""
+    formats = dict(model.formats)
+    return next((formats[p] for p in ("experts", "attention", "mlp", "linear_attention", "mamba2", "shared")
+                 if p in formats), "bf16")
+
+
+def in_dtype(model: ModelSpec, dtype: str | None) -> tuple[ModelSpec, str, str | None]:
+    """The model as a step runs it at ``--dtype`` (None: not given): its checkpoint's own formats where none is
+    given; every matrix in ``dtype`` where one is, said in a note when that replaces the checkpoint's.  Returns
+    (model, dtype, note)."""
+    if dtype is None:
+        return model, checkpoint_dtype(model), None
+    if not model.formats and not model.kv_format:
+        return model, dtype, None
+    own = ", ".join(f"{part} {fmt}" for part, fmt in model.formats) or "its KV cache " + str(model.kv_format)
+    note = f"--dtype {dtype} replaces the checkpoint's quantization ({own})"
+    return replace(model, formats=(), kv_format=None), dtype, note
+
+
+def step_formats(model: ModelSpec, dtype: str | None, kv_dtype: str | None
+                 ) -> tuple[ModelSpec, str, str, str | None]:
+    """``in_dtype`` and the KV cache's dtype: ``--kv-dtype``, else the checkpoint's (a ModelOpt FP8 KV cache) where
+    its formats are kept, else what the linears write.  Returns (model, dtype, kv_dtype, note)."""
+    model, resolved, note = in_dtype(model, dtype)
+    return model, resolved, kv_dtype or model.kv_format or activation_dtype(resolved), note
 
 
 def load_model(model_id: str) -> ModelSpec:

@@ -2,8 +2,8 @@
 all-to-alls.  Their time is the interconnect's (``roofline.specs.gpus.Interconnect``); they move no HBM bytes the
 roofline counts, so a step reports them apart.
 
-- TP > 1: two ring all-reduces per layer (after the attention's output projection and after the MLP), each of
-  the rank's tokens' hidden vectors (Megatron-LM's row-parallel linears).
+- TP > 1: a ring all-reduce after each mixer's output projection and each MLP (two per transformer layer; one per
+  Nemotron-H block), each of the rank's tokens' hidden vectors (Megatron-LM's row-parallel linears).
 - EP > 1: per MoE layer, a dispatch and a combine all-to-all, each of the rank's tokens' hidden vectors once per
   expert they are routed to (DeepEP's and vLLM's all-to-all kernels; the share bound for the rank's own experts
   stays on the GPU).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, all_to_all_bytes
+from roofline.core.counting import all_reduce_bytes, all_to_all_bytes
 from roofline.specs.gpus import Interconnect
 from roofline.step.launches import StepModel
 
@@ -38,13 +38,18 @@ def collectives(step: StepModel, tokens: int) -> list[Collective]:
     m, par = step.model, step.parallelism
     out = []
     if par.tp > 1 and tokens:
-        out.append(Collective("all_reduce", par.tp, TP_ALL_REDUCES_PER_LAYER * m.layers,
+        out.append(Collective("all_reduce", par.tp, all_reduces_per_step(m),
                               all_reduce_bytes(step.dtype, step.rank_tokens(tokens), m.hidden)))
-    if par.ep > 1 and tokens:
+    if par.ep > 1 and tokens and m.moe is not None:
         out.append(Collective("all_to_all", par.ep, ALL_TO_ALLS_PER_MOE_LAYER * m.routed_layers,
-                              all_to_all_bytes(step.dtype, step.rank_tokens(tokens), m.experts_per_token,
-                                               m.hidden)))
+                              all_to_all_bytes(step.dtype, step.rank_tokens(tokens), m.moe.topk, m.hidden)))
     return out
+
+
+def all_reduces_per_step(model) -> int:
+    """A tensor-parallel step's all-reduces: one after each mixer and each MLP (``TP_ALL_REDUCES_PER_LAYER`` in a
+    transformer layer, which holds one of each)."""
+    return sum(c for _, c in model.mixer_layers) + sum(c for _, c in model.mlp_layers)
 
 
 def comm_time_s(step: StepModel, tokens: int, link: Interconnect) -> float:

@@ -23,7 +23,7 @@ the queries; prefill's unabsorbed form (``kv_b`` on every cached key) is not mod
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from roofline.core.counting import (
@@ -33,43 +33,21 @@ from roofline.core.counting import (
     WEIGHT_ONLY_FORMATS,
     Work,
     activation_dtype,
-    attention_extent,
-    attention_work,
     count_work,
+    elementwise_bytes_per_token,
     grouped_work,
-    mla_attention_work,
-    other_kernel_bytes_per_token,
 )
 from roofline.specs.gpus import SpecError
+from roofline.specs.layers import DenseMlp, LatentAttention
 from roofline.specs.models import ModelSpec
+from roofline.step.batch import Batch
+from roofline.step.kinds import MixerRules, rules_of
 from roofline.step.parallel import Parallelism, check_parallelism
 from roofline.step.routing import BALANCED, Routing
 
-
-@dataclass(frozen=True)
-class Batch:
-    """One step's composition: ``decodes`` sequences decoding ``queries`` tokens each (1; a speculative
-    verification's K + 1) over caches whose lengths sum to ``context_sum`` (the new tokens included), and prefill
-    ``chunks`` of (tokens, cached prefix)."""
-
-    decodes: int = 0
-    context_sum: float = 0
-    chunks: tuple[tuple[int, int], ...] = ()
-    queries: int = 1
-
-    @property
-    def tokens(self) -> int:
-        return self.decodes * self.queries + sum(c for c, _ in self.chunks)
-
-    @property
-    def logits(self) -> int:
-        """Rows of the LM head: one per decoded token (a verification checks each draft) and per chunk (its last
-        position)."""
-        return self.decodes * self.queries + len(self.chunks)
-
-    @classmethod
-    def decode(cls, batch: int, context: int, queries: int = 1) -> Batch:
-        return cls(batch, batch * context, (), queries)
+# A mixer kind's matrices in a checkpoint's quantization (``roofline.specs.quantization.PARTS``).
+FORMAT_PART = {"attention": "attention", "mla": "attention", "linear_attention": "linear_attention",
+               "mamba2": "mamba2"}
 
 
 @dataclass(frozen=True)
@@ -187,67 +165,101 @@ class StepModel:
         return activation_dtype(self.dtype)
 
     def stored_dtype(self, part: str) -> str:
-        """The dtype a matrix of ``part`` is stored in: the LM head and the router stay in the activations' dtype in
-        any quantized format; an MXFP4 mixture of experts quantizes only its experts (gpt-oss's checkpoints)."""
-        quantized = self.dtype in WEIGHT_ONLY_FORMATS or self.dtype in BLOCK_SCALED_FORMATS
-        if quantized and part in ("head", "router"):
-            return self.act_dtype
+        """The dtype a matrix of ``part`` (a format part: ``roofline.specs.quantization.PARTS``) is stored in: the
+        checkpoint's own format for it where the model carries its quantization (``ModelSpec.formats``), else
+        ``dtype``'s rule: the LM head and the router stay in the activations' dtype in any quantized format; an MXFP4
+        mixture of experts quantizes only its experts (gpt-oss's checkpoints)."""
+        if part in ("head", "router"):
+            quantized = self.dtype in WEIGHT_ONLY_FORMATS or self.dtype in BLOCK_SCALED_FORMATS
+            return self.act_dtype if quantized or self.model.formats else self.dtype
+        if self.model.formats:
+            return dict(self.model.formats).get(part, self.act_dtype)
         if self.dtype == "mxfp4" and self.model.is_moe and part != "experts":
             return self.act_dtype
         return self.dtype
 
     @cached_property
-    def linears(self) -> tuple[Linear, ...]:
-        """Every dense matrix of the step on one GPU, the LM head last."""
-        m, tp = self.model, self.parallelism.tp
-        out = list(self._attention_linears())
-        gated = 2 if m.gated_mlp else 1
-        if m.dense_layers:
-            out += [Linear("gate_up_proj" if m.gated_mlp else "up_proj", gated * m.intermediate // tp, m.hidden,
-                           self.stored_dtype("mlp"), m.dense_layers, "mlp"),
-                    Linear("down_proj", m.hidden, m.intermediate // tp, self.stored_dtype("mlp"), m.dense_layers,
-                           "mlp")]
-        if m.is_moe:
-            out.append(Linear("router", m.experts, m.hidden, self.stored_dtype("router"), m.routed_layers, "router"))
-            if m.shared_width:
-                out += [Linear("shared_gate_up_proj", gated * m.shared_width // tp, m.hidden,
-                               self.stored_dtype("shared"), m.routed_layers, "shared"),
-                        Linear("shared_down_proj", m.hidden, m.shared_width // tp, self.stored_dtype("shared"),
-                               m.routed_layers, "shared")]
-        out.append(Linear("lm_head", math.ceil(m.vocab / tp), m.hidden, self.stored_dtype("head"), 1, "head"))
-        return tuple(out)
+    def mixers(self) -> tuple[tuple[MixerRules, int], ...]:
+        """Each mixer kind's rules (``roofline.step.kinds``) and the blocks that hold it."""
+        return tuple((rules_of(kind), count) for kind, count in self.model.mixer_layers)
 
-    def _attention_linears(self) -> list[Linear]:
-        m, tp, dtype = self.model, self.parallelism.tp, self.stored_dtype("attention")
-        heads, layers = m.heads // tp, m.layers
-        if m.attention == "gqa":
-            return [Linear("qkv_proj", (m.heads + 2 * m.kv_heads) * m.head_dim // tp, m.hidden, dtype, layers,
-                           "attention"),
-                    Linear("o_proj", m.hidden, heads * m.head_dim, dtype, layers, "attention")]
-        latent, rope, v = m.kv_lora_rank or 0, m.qk_rope_head_dim or 0, m.v_head_dim or 0
-        nope = m.head_dim - rope
-        if m.q_lora_rank:  # q_a and kv_a fused, as one replicated matrix (vLLM's fused_qkv_a_proj)
-            out = [Linear("qkv_a_proj", m.q_lora_rank + latent + rope, m.hidden, dtype, layers, "attention"),
-                   Linear("q_b_proj", heads * m.head_dim, m.q_lora_rank, dtype, layers, "attention")]
-        else:
-            out = [Linear("q_proj", heads * m.head_dim, m.hidden, dtype, layers, "attention"),
-                   Linear("kv_a_proj", latent + rope, m.hidden, dtype, layers, "attention")]
-        return out + [Linear("kv_b_proj", heads * (nope + v), latent, dtype, layers, "attention"),
-                      Linear("o_proj", m.hidden, heads * v, dtype, layers, "attention")]
+    @cached_property
+    def main_mixer(self) -> MixerRules:
+        """The mixer the profile's attention tables time: the first softmax attention over every cached token, else
+        the first softmax attention of any window (a model with none cannot be profiled)."""
+        attention = [rules for rules, _ in self.mixers if not rules.recurrent]
+        if not attention:
+            raise SpecError(f"{self.model.name} has no attention layer: a model of recurrent layers alone cannot be "
+                            "modelled yet")
+        return next((rules for rules in attention if rules.window is None), attention[0])
+
+    def reads_main_tables(self, rules: MixerRules) -> bool:
+        """Whether a mixer is the main one, or the main one over a window (its time: the main tables' read at the
+        window)."""
+        main = self.main_mixer.spec
+        if rules.spec == main:
+            return True
+        return rules.window is not None and hasattr(rules.spec, "window") and replace(rules.spec, window=None) == main
+
+    def mixer_name(self, rules: MixerRules) -> str:
+        """A mixer's launch name: ``attention`` for the main one, ``sliding_attention`` for the main one over a window
+        (the names decode and the profiles have always used), else its op, numbered where two kinds share it."""
+        if rules.spec == self.main_mixer.spec:
+            return "attention"
+        if self.reads_main_tables(rules):
+            return "sliding_attention"
+        same_op = [r for r, _ in self.mixers if r.op == rules.op and not self.reads_main_tables(r)]
+        if len(same_op) == 1:
+            return rules.op
+        return f"{rules.op}_{same_op.index(rules) + 1}"
+
+    @cached_property
+    def linears(self) -> tuple[Linear, ...]:
+        """Every dense matrix of the step on one GPU, the LM head last: each mixer kind's and each MLP kind's, in
+        the blocks that hold it; equal matrices of two kinds counted as one in all their blocks."""
+        m, tp = self.model, self.parallelism.tp
+        out: list[Linear] = []
+        for rules, count in self.mixers:
+            dtype = self.stored_dtype(FORMAT_PART[rules.spec.kind])
+            out += [Linear(name, n, k, dtype, count, "attention") for name, n, k in rules.linears(m.hidden, tp)]
+        for mlp, count in m.mlp_layers:
+            out += self._mlp_linears(mlp, count)
+        out.append(Linear("lm_head", math.ceil(m.vocab / tp), m.hidden, self.stored_dtype("head"), 1, "head"))
+        return _merged_linears(out)
+
+    def _mlp_linears(self, mlp, count: int) -> list[Linear]:
+        m, tp = self.model, self.parallelism.tp
+        gated = 2 if mlp.gated else 1
+        if isinstance(mlp, DenseMlp):
+            dtype = self.stored_dtype("mlp")
+            return [Linear("gate_up_proj" if mlp.gated else "up_proj", gated * mlp.intermediate // tp, m.hidden,
+                           dtype, count, "mlp"),
+                    Linear("down_proj", m.hidden, mlp.intermediate // tp, dtype, count, "mlp")]
+        out = [Linear("router", mlp.experts, m.hidden, self.stored_dtype("router"), count, "router")]
+        if mlp.shared_width:
+            dtype = self.stored_dtype("shared")
+            out += [Linear("shared_gate_up_proj", gated * mlp.shared_width // tp, m.hidden, dtype, count, "shared"),
+                    Linear("shared_down_proj", m.hidden, mlp.shared_width // tp, dtype, count, "shared")]
+        if mlp.latent:  # Nemotron's latent MoE: into and out of the experts' width, on every GPU whole
+            dtype = self.stored_dtype("shared")
+            out += [Linear("moe_latent_in_proj", mlp.latent, m.hidden, dtype, count, "shared"),
+                    Linear("moe_latent_out_proj", m.hidden, mlp.latent, dtype, count, "shared")]
+        return out
 
     @cached_property
     def grouped(self) -> tuple[Grouped, ...]:
         """Each MoE layer's routed experts on one GPU: gate_up and down.  Without expert parallelism every expert
         (its width split over TP), each token routed to top-k of them; with it, this GPU's ``experts / ep`` whole
-        experts, each of the rows dispatched to it routed to one of them (top-1)."""
-        m, par = self.model, self.parallelism
-        if not m.is_moe:
+        experts, each of the rows dispatched to it routed to one of them (top-1).  A latent MoE's experts take and
+        give its latent width, not the hidden size."""
+        m, par, moe = self.model, self.parallelism, self.model.moe
+        if moe is None:
             return ()
-        width, local = m.expert_intermediate // par.expert_tp, m.experts // par.ep
-        topk = m.experts_per_token if par.ep == 1 else 1
-        dtype, gated = self.stored_dtype("experts"), 2 if m.gated_mlp else 1
-        return (Grouped("experts_gate_up_proj", gated * width, m.hidden, dtype, m.routed_layers, local, topk),
-                Grouped("experts_down_proj", m.hidden, width, dtype, m.routed_layers, local, topk))
+        width, local = moe.expert_intermediate // par.expert_tp, moe.experts // par.ep
+        topk = moe.topk if par.ep == 1 else 1
+        dtype, gated, hidden = self.stored_dtype("experts"), 2 if moe.gated else 1, moe.latent or m.hidden
+        return (Grouped("experts_gate_up_proj", gated * width, hidden, dtype, m.routed_layers, local, topk),
+                Grouped("experts_down_proj", hidden, width, dtype, m.routed_layers, local, topk))
 
     def rank_tokens(self, tokens: int) -> int:
         """Tokens one GPU's attention and dense GEMMs run in a step of ``tokens`` (its data-parallel share)."""
@@ -257,9 +269,9 @@ class StepModel:
         """Rows one GPU's grouped GEMM is given in a step of the group's ``tokens``: every token (routed top-k
         there) without expert parallelism; with it, the GPU's even share of the ``tokens × topk`` assignments the
         dispatch sends (each to one of its experts: the routing spreads assignments over experts, so over GPUs)."""
-        if self.parallelism.ep == 1:
+        if self.parallelism.ep == 1 or self.model.moe is None:
             return tokens
-        return math.ceil(tokens * self.model.experts_per_token / self.parallelism.ep)
+        return math.ceil(tokens * self.model.moe.topk / self.parallelism.ep)
 
     def grouped_launch(self, g: Grouped, tokens: int) -> Launch:
         """The grouped GEMM of ``tokens`` tokens (as this GPU's experts are given them) under the routing."""
@@ -297,55 +309,54 @@ class StepModel:
                      batch.chunks[: math.ceil(len(batch.chunks) / share)], batch.queries)
 
     def attention_launches(self, batch: Batch) -> list[Launch]:
-        """One launch per layer over this GPU's share of the batch; sliding-window layers apart."""
-        m = self.model
+        """One launch per mixer kind, in the blocks that hold it, over this GPU's share of the batch."""
         if not batch.tokens:
             return []
         rank = self.rank_batch(batch)
-        out = []
-        full = m.layers - m.sliding_layers
-        if full:
-            out.append(self._attention_launch(rank, full, None))
-        if m.sliding_layers:
-            out.append(self._attention_launch(rank, m.sliding_layers, m.sliding_window))
-        return out
+        return [self.mixer_launch(rules, count, rank) for rules, count in self.mixers]
 
-    def _attention_launch(self, batch: Batch, layers: int, window: int | None) -> Launch:
-        queries, keys, pairs = attention_extent(batch.context_sum, batch.decodes, batch.chunks, window, batch.queries)
-        work = self.attention_layer_work(queries, keys, pairs)
-        op = "mla_attention" if self.model.attention == "mla" else "attention"
-        name = "attention" if window is None else "sliding_attention"
-        return Launch(name, op, self.cache_dtype, batch.tokens, 0, 0, layers, work, part="attention")
+    def mixer_launch(self, rules: MixerRules, layers: int, batch: Batch) -> Launch:
+        """One layer of ``rules``' kind over ``batch`` (this GPU's share), ``layers`` times a step."""
+        dtype = self.act_dtype if rules.recurrent else self.cache_dtype
+        return Launch(self.mixer_name(rules), rules.op, dtype, batch.tokens, 0, 0, layers,
+                      self.mixer_layer_work(rules, batch), part="attention")
 
-    def attention_layer_work(self, queries: float, keys: float, pairs: float) -> Work:
-        """One layer's attention on one GPU (its heads) over ``queries`` queries, ``keys`` keys read and ``pairs``
-        query-key pairs."""
-        m, tp = self.model, self.parallelism.tp
-        if m.attention == "mla":
-            return mla_attention_work(self.act_dtype, self.cache_dtype, m.heads // tp, m.kv_lora_rank or 0,
-                                      m.qk_rope_head_dim or 0, queries, keys, pairs)
-        return attention_work(self.act_dtype, self.cache_dtype, m.heads // tp, m.kv_heads // tp, m.head_dim,
-                              m.head_dim, queries, keys, pairs)
+    def mixer_layer_work(self, rules: MixerRules, batch: Batch) -> Work:
+        """One layer of ``rules``' kind over ``batch`` (already this GPU's share) on one GPU."""
+        return rules.work(self.parallelism.tp, self.act_dtype, self.cache_dtype, batch)
 
     def elementwise(self) -> Elementwise:
-        """The step's elementwise work on one GPU: the MLP activation over the width an average layer runs a token
-        through (a dense layer's, or top-k experts' and the shared experts' in an MoE layer), rope on this GPU's
-        queries and keys (MLA: every head's rope part and the one shared rope key)."""
+        """The step's elementwise work on one GPU as an average block: the MLP activation over the width a block
+        runs a token through on average (a dense MLP's, or top-k experts' and the shared experts'), rope on the main
+        attention's queries and keys (MLA: every head's rope part and the one shared rope key)."""
         m, tp = self.model, self.parallelism.tp
-        routed = m.experts_per_token * m.expert_intermediate + m.shared_width
-        width = math.ceil((m.dense_layers * m.intermediate + m.routed_layers * routed) / m.layers / tp)
-        if m.attention == "mla":
-            heads, kv_heads, rope = m.heads // tp, 1, m.qk_rope_head_dim or 0
+        main = self.main_mixer.spec
+        if isinstance(main, LatentAttention):
+            heads, kv_heads, rope = main.heads // tp, 1, main.qk_rope_head_dim
         else:
-            heads, kv_heads, rope = m.heads // tp, m.kv_heads // tp, m.head_dim
-        return Elementwise(m.hidden, heads, kv_heads, rope, width, m.gated_mlp, m.layers,
-                           math.ceil(m.vocab / tp))
+            heads, kv_heads, rope = main.heads // tp, main.kv_heads // tp, main.head_dim
+        width = math.ceil(self._activation_values() / m.layers)
+        return Elementwise(m.hidden, heads, kv_heads, rope, width, m.gated_mlp, m.layers, math.ceil(m.vocab / tp))
+
+    def _activation_values(self) -> int:
+        """Values one token's MLP activations run over in all blocks on one GPU (one half of a gated gate_up)."""
+        tp, total = self.parallelism.tp, 0
+        for mlp, count in self.model.mlp_layers:
+            if isinstance(mlp, DenseMlp):
+                width = mlp.intermediate
+            else:
+                width = mlp.topk * mlp.expert_intermediate + mlp.shared_width
+            total += count * width
+        return math.ceil(total / tp)
 
     def other_bytes_per_token(self) -> int:
-        """Bytes one of this GPU's tokens moves through the step's elementwise kernels (``counting``)."""
-        e = self.elementwise()
-        return other_kernel_bytes_per_token(self.dtype, e.hidden, e.heads, e.kv_heads, e.rope_dim, e.width,
-                                            e.gated, e.layers)
+        """Bytes one of this GPU's tokens moves through the step's elementwise kernels (``counting``): a norm and a
+        residual add per mixer and per MLP, each mixer's rotary embedding, each MLP's activation."""
+        m, tp = self.model, self.parallelism.tp
+        sublayers = sum(c for _, c in m.mixer_layers) + sum(c for _, c in m.mlp_layers)
+        rope = sum(count * rules.rope_values_per_token(tp) for rules, count in self.mixers)
+        return elementwise_bytes_per_token(self.dtype, m.hidden, sublayers, rope, self._activation_values(),
+                                           m.gated_mlp)
 
     def launches(self, batch: Batch) -> list[Launch]:
         return self.linear_launches(batch.tokens, batch.logits) + self.attention_launches(batch)
@@ -354,3 +365,21 @@ class StepModel:
         linear = sum((launch.total for launch in self.linear_launches(batch.tokens, batch.logits)), NO_WORK)
         attention = sum((launch.total for launch in self.attention_launches(batch)), NO_WORK)
         return StepWork(linear, attention)
+
+
+def _merged_linears(linears: list[Linear]) -> tuple[Linear, ...]:
+    """Equal matrices (name, shape, dtype, part) counted once in all their blocks; a name two different matrices
+    share is told apart by a number (``qkv_proj``, ``qkv_proj_2``), in first-seen order."""
+    merged: dict[tuple, Linear] = {}
+    for linear in linears:
+        key = (linear.name, linear.n, linear.k, linear.dtype, linear.part)
+        if key in merged:
+            merged[key] = replace(merged[key], layers=merged[key].layers + linear.layers)
+        else:
+            merged[key] = linear
+    seen: dict[str, int] = {}
+    out = []
+    for linear in merged.values():
+        seen[linear.name] = seen.get(linear.name, 0) + 1
+        out.append(linear if seen[linear.name] == 1 else replace(linear, name=f"{linear.name}_{seen[linear.name]}"))
+    return tuple(out)

@@ -1,17 +1,20 @@
-"""What a model holds on each GPU under a step model's split: its weights (embeddings aside), its KV cache per
-token, and the largest decode batch whose cache fits beside the weights.
+"""What a model holds on each GPU under a step model's split: its weights (embeddings aside), what one sequence keeps
+between steps, and the largest decode batch that fits beside the weights.
 
-The KV cache of a GQA model is K and V of every KV head the GPU holds; MLA's is one latent (``kv_lora_rank``) and
-one rope key (``qk_rope_head_dim``) per token and layer, whole on every tensor-parallel rank (it is not split by
-heads).  With expert parallelism each data-parallel attention rank holds its own sequences' caches.  Sliding-window
-layers are counted as if they cached every token (an upper bound: engines that page them apart hold less).
+What a sequence keeps is each mixer kind's (``roofline.step.kinds``): a KV cache that grows with its tokens (GQA:
+K and V of every KV head the GPU holds; MLA: one latent and one rope key per token, whole on every tensor-parallel
+rank; DSA: beside them the indexer's fp8 key), a sliding-window layer's cache of its window at most (the engine pages
+it apart: vLLM's hybrid allocator), or a fixed recurrent state (linear attention, Mamba-2).  Engines hold the
+recurrent states in a pool of their own beside the KV blocks (vLLM's hybrid allocator sizes a page to hold one); both
+come out of the same memory, so one sequence's cost at a context is the sum, and that sum caps the batch.  With
+expert parallelism each data-parallel attention rank holds its own sequences'.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from roofline.core.counting import DTYPE_SIZES, matrix_weight_bytes
+from roofline.core.counting import matrix_weight_bytes
 from roofline.step.launches import StepModel
 
 
@@ -24,20 +27,49 @@ def weight_bytes(step: StepModel) -> int:
 
 
 def kv_bytes_per_token(step: StepModel) -> int:
-    """KV cache per token of one sequence on one GPU, all layers (Llama-2-70B fp16 at TP 1: 320 KiB)."""
-    m = step.model
-    values = m.kv_values_per_token if m.attention == "mla" else m.kv_values_per_token // step.parallelism.tp
-    return m.layers * values * DTYPE_SIZES[step.cache_dtype][0]
+    """What one more token of one sequence adds on one GPU, all layers that keep every token (Llama-2-70B fp16 at
+    TP 1: 320 KiB); a sliding window's and a recurrent state's are per sequence (``sequence_bytes``)."""
+    tp = step.parallelism.tp
+    return sum(count * rules.cache_bytes_per_token(tp, step.cache_dtype) for rules, count in step.mixers
+               if rules.window is None)
+
+
+def window_bytes_per_token(step: StepModel) -> list[tuple[int, int]]:
+    """(window, bytes one token adds) of each kind of sliding-window layer, all its layers, on one GPU."""
+    tp = step.parallelism.tp
+    return [(rules.window, count * rules.cache_bytes_per_token(tp, step.cache_dtype)) for rules, count in
+            step.mixers if rules.window is not None]
+
+
+def state_bytes_per_sequence(step: StepModel) -> int:
+    """The recurrent states one sequence keeps on one GPU, all layers, whatever its length."""
+    tp = step.parallelism.tp
+    return sum(count * rules.state_bytes(tp, step.act_dtype) for rules, count in step.mixers)
+
+
+def fixed_bytes_per_sequence(step: StepModel) -> int:
+    """What a sequence keeps however long it grows, at most: its recurrent states and its sliding windows full (the
+    simulator reserves it for each sequence it runs, beside its KV blocks)."""
+    return state_bytes_per_sequence(step) + sum(window * per_token for window, per_token in
+                                                window_bytes_per_token(step))
+
+
+def sequence_bytes(step: StepModel, context: int) -> dict[str, int]:
+    """What one sequence at ``context`` tokens keeps on one GPU, by kind: ``kv`` (the caches of every token),
+    ``window`` (the sliding windows', at most their windows) and ``state`` (the recurrent states)."""
+    window = sum(min(context, w) * per_token for w, per_token in window_bytes_per_token(step))
+    return {"kv": kv_bytes_per_token(step) * context, "window": window, "state": state_bytes_per_sequence(step)}
 
 
 def kv_capacity(step: StepModel, context: int, memory_bytes: float | None, mem_fraction: float) -> dict[str, Any]:
-    """The largest decode batch (of the whole group) whose KV cache at ``context`` fits beside the weights in
+    """The largest decode batch (of the whole group) whose sequences at ``context`` fit beside the weights in
     ``mem_fraction`` of each GPU's memory."""
     weights = weight_bytes(step)
     per_token = kv_bytes_per_token(step)
-    per_sequence = per_token * context
+    parts = sequence_bytes(step, context)
+    per_sequence = sum(parts.values())
     out = {"weight_bytes": weights, "kv_bytes_per_token": per_token, "kv_bytes_per_sequence": per_sequence,
-           "memory_bytes": memory_bytes, "mem_fraction": mem_fraction}
+           "sequence_bytes": parts, "memory_bytes": memory_bytes, "mem_fraction": mem_fraction}
     if not memory_bytes:
         return {**out, "fits": None, "max_batch": None}
     free = mem_fraction * memory_bytes - weights
@@ -46,9 +78,14 @@ def kv_capacity(step: StepModel, context: int, memory_bytes: float | None, mem_f
 
 
 def parameters(step: StepModel) -> dict[str, float]:
-    """The model's parameters in all and those one token runs through (active), embeddings aside: what MoE changes
-    in words (Mixtral 8x7B: about 46B in all, 13B active)."""
+    """The model's parameters in all and those one token runs through (active), the input embedding aside (the LM
+    head counted): what MoE changes in words (Mixtral 8x7B: about 46B in all, 13B active).  ``embedding``: the input
+    embedding's (0 where the LM head shares it)."""
     whole = StepModel(step.model, dtype="bf16")  # every matrix whole: no split, no quantization
     dense = sum(lin.n * lin.k * lin.layers for lin in whole.linears)
     experts = sum(g.n * g.k * g.layers for g in whole.grouped)
-    return {"total": dense + experts * step.model.experts, "active": dense + experts * step.model.experts_per_token}
+    m = step.model
+    embedding = 0 if m.tied_embeddings else m.vocab * m.hidden
+    if m.moe is None:
+        return {"total": dense, "active": dense, "embedding": embedding}
+    return {"total": dense + experts * m.moe.experts, "active": dense + experts * m.moe.topk, "embedding": embedding}

@@ -58,20 +58,20 @@ class Parallelism:
 
 def check_parallelism(model: ModelSpec, parallelism: Parallelism) -> None:
     """Refuse (one line) a split the model's shapes do not divide evenly."""
-    tp, ep = parallelism.tp, parallelism.ep
-    if ep > 1 and not model.is_moe:
+    from roofline.specs.layers import DenseMlp
+    from roofline.step.kinds import rules_of
+
+    tp, ep, moe = parallelism.tp, parallelism.ep, model.moe
+    if ep > 1 and moe is None:
         raise SpecError(f"--ep {ep}: {model.name} has no experts to split (it is dense)")
-    if ep > 1 and model.experts % ep:
-        raise SpecError(f"--ep {ep} does not divide the {model.experts} experts of {model.name}")
-    checks = [("attention heads", model.heads)]
-    if model.attention == "gqa":
-        checks.append(("KV heads", model.kv_heads))
-    if model.dense_layers:
-        checks.append(("intermediate size", model.intermediate))
-    if model.shared_width:
-        checks.append(("shared experts' width", model.shared_width))
-    if model.is_moe and parallelism.expert_tp > 1:
-        checks.append(("experts' intermediate size", model.expert_intermediate))
-    for what, value in checks:
+    if ep > 1 and moe is not None and moe.experts % ep:
+        raise SpecError(f"--ep {ep} does not divide the {moe.experts} experts of {model.name}")
+    checks = [check for kind, _ in model.mixer_layers for check in rules_of(kind).divides()]
+    checks += [("intermediate size", mlp.intermediate) for mlp, _ in model.mlp_layers if isinstance(mlp, DenseMlp)]
+    if moe is not None and moe.shared_width:
+        checks.append(("shared experts' width", moe.shared_width))
+    if moe is not None and parallelism.expert_tp > 1:
+        checks.append(("experts' intermediate size", moe.expert_intermediate))
+    for what, value in dict.fromkeys(checks):
         if value % tp:
             raise SpecError(f"--tp {tp} does not divide the {value} {what} of {model.name}")

@@ -112,6 +112,9 @@ def drafter_step(step, spec: SpecDecode):
     if spec.drafter == "mtp":
         m = step.model
         one = replace(m, layers=1, moe_layers=1 if m.is_moe else None, sliding_layers=0, sliding_window=None)
+        if m.hybrid:  # the head's one block: the main attention and the routed experts (else the first MLP)
+            mlp = m.moe or m.mlp_layers[0][0]
+            one = replace(one, mixers=((step.main_mixer.spec, 1),), mlps=((mlp, 1),))
         return StepModel(one, step.parallelism, step.dtype, step.kv_dtype, step.routing)
     if spec.drafter.endswith(".json"):
         from pathlib import Path

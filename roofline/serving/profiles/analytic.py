@@ -30,7 +30,7 @@ from typing import Any, Protocol, cast
 from roofline.analysis.trust import busy_why
 from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, all_to_all_bytes
 from roofline.core.errors import BadInputError
-from roofline.core.options import check_dtypes, resolved_kv_dtype
+from roofline.core.options import check_dtypes
 from roofline.core.roof import Roof
 from roofline.decode.ceilings import check_efficiency, sku_basis, sku_roof, step_dtypes
 from roofline.decode.step import TimeFn, analytic_time
@@ -41,18 +41,20 @@ from roofline.serving.profile_doc import (
     CommTable,
     GroupedTable,
     LinearTable,
+    MixerTable,
     StepProfile,
     Table1D,
     Table2D,
     no_power,
     power_record,
 )
-from roofline.serving.simulate_config import MODEL_FLAGS
 from roofline.specs.gpus import GpuSpec, SpecError, load_gpu_spec, load_gpu_spec_file, with_link_gbps
 from roofline.specs.hf_config import load_hf_config
-from roofline.specs.models import ModelSpec, load_model
+from roofline.specs.models import ModelSpec, load_model, step_formats
+from roofline.step.batch import Batch
 from roofline.step.comm import ALL_TO_ALLS_PER_MOE_LAYER
 from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
+from roofline.step.kinds import MixerRules
 from roofline.step.launches import Launch, StepModel
 from roofline.step.memory import kv_bytes_per_token, weight_bytes
 
@@ -144,21 +146,35 @@ def _grouped_tables(step: StepModel, timer: Timer, tokens: tuple[int, ...]) -> t
                               tuple(timer(step.grouped_launch(g, t)) for t in tokens)) for g in step.grouped)
 
 
-def _attention_tables(step: StepModel, time_s: TimeFn, tokens, contexts):
-    """Per layer on one GPU: decode (batch × context), whole prompts, and chunks over a cached prefix."""
-    def attn(queries: int, keys: float, pairs: float) -> float:
-        launch = Launch("attention", "attention", step.cache_dtype, queries, 0, 0, 1,
-                        step.attention_layer_work(queries, keys, pairs))
-        return time_s(launch)
+def kind_tables(step: StepModel, rules: MixerRules, time_s: TimeFn, tokens, contexts
+                ) -> tuple[Table2D, Table1D, Table2D | None]:
+    """One layer of a mixer kind on one GPU, timed by ``time_s``: decode (batch × context; a recurrent kind at one
+    context, its state being the same at any), whole prompts, and chunks over a cached prefix (none for a recurrent
+    kind: a chunk costs its tokens whatever its prefix).  Each cell is a step model's batch (``roofline.step``)."""
+    def layer(batch: Batch) -> float:
+        return time_s(step.mixer_launch(rules, 1, batch))
 
-    decode = Table2D("roofline", "batches", "contexts", DECODE_BATCHES, contexts,
-                     tuple(tuple(attn(b, b * c, b * c) for c in contexts) for b in DECODE_BATCHES))
-    prefill = Table1D("roofline", "prompt_tokens", contexts_grid := token_grid(max(contexts)),
-                      tuple(attn(p, p, p * (p + 1) / 2) for p in contexts_grid))
+    decode_contexts = (1,) if rules.recurrent else contexts
+    decode = Table2D("roofline", "batches", "contexts", DECODE_BATCHES, decode_contexts,
+                     tuple(tuple(layer(Batch.decode(b, c)) for c in decode_contexts) for b in DECODE_BATCHES))
+    prompts = token_grid(max(contexts))
+    prefill = Table1D("roofline", "prompt_tokens", prompts, tuple(layer(Batch(chunks=((p, 0),))) for p in prompts))
+    if rules.recurrent:
+        return decode, prefill, None
     prefixes = (0,) + tuple(contexts)
     chunk = Table2D("roofline", "chunk_tokens", "prefix_tokens", tokens, prefixes,
-                    tuple(tuple(attn(c, c + p, c * (p + (c + 1) / 2)) for p in prefixes) for c in tokens))
+                    tuple(tuple(layer(Batch(chunks=((c, p),))) for p in prefixes) for c in tokens))
     return decode, prefill, chunk
+
+
+def mixer_tables(step: StepModel, time_s: TimeFn, tokens, contexts, source: str = "") -> tuple[MixerTable, ...]:
+    """A table set for each mixer kind the main attention tables do not time (``StepModel.reads_main_tables``)."""
+    out = []
+    for rules, count in step.mixers:
+        if not step.reads_main_tables(rules):
+            decode, prefill, chunk = kind_tables(step, rules, time_s, tokens, contexts)
+            out.append(MixerTable(step.mixer_name(rules), rules.op, count, decode, prefill, chunk, source))
+    return tuple(out)
 
 
 def other_table(step: StepModel, bandwidth_bytes_per_s: float, tokens: tuple[int, ...]) -> Table1D:
@@ -175,10 +191,10 @@ def comm_tables(step: StepModel, gpu: GpuSpec, tokens: tuple[int, ...]) -> tuple
         ranks=par.tp, per_layer=TP_ALL_REDUCES_PER_LAYER, measured=False, source=f"ring all-reduce {source}",
         tokens=tokens, time_s=tuple(link.all_reduce_time_s(all_reduce_bytes(step.dtype, t, m.hidden), par.tp)
                                     for t in tokens))
-    exchange = None if par.ep <= 1 else CommTable(
+    exchange = None if par.ep <= 1 or m.moe is None else CommTable(
         ranks=par.ep, per_layer=ALL_TO_ALLS_PER_MOE_LAYER, measured=False, source=f"all-to-all {source}",
-        tokens=tokens, time_s=tuple(link.all_to_all_time_s(all_to_all_bytes(step.dtype, t, m.experts_per_token,
-                                                                             m.hidden), par.ep) for t in tokens))
+        tokens=tokens, time_s=tuple(link.all_to_all_time_s(all_to_all_bytes(step.dtype, t, m.moe.topk, m.hidden),
+                                                            par.ep) for t in tokens))
     return reduce, exchange
 
 
@@ -229,7 +245,7 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
     linears, lm_head = _linear_tables(step, timer, tokens)
     shapes = [(lin.dtype, lin.n, lin.k) for lin in step.linears]
     fitted = sum(timer.fitted(*shape) for shape in shapes)
-    decode, prefill, chunk = _attention_tables(step, default_time, tokens, contexts)
+    decode, prefill, chunk = kind_tables(step, step.main_mixer, default_time, tokens, contexts)
     # A measured run's device says what its driver reported; a SKU's, what the driver reports for the board.
     device = dict(result.device) if result is not None else {"kind": "cuda", "name": gpu.name, "sku": gpu.sku,
                                                              "memory_bytes": int(gpu.reported_bytes)}
@@ -248,6 +264,7 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
         linears=tuple(linears), lm_head=lm_head, decode_attention=decode, prefill_attention=prefill,
         chunk_attention=chunk, other=other_table(step, bandwidth, tokens), engine_overhead=None, comm=reduce,
         grouped=_grouped_tables(step, timer, tokens), ep=ep, routing=step.routing.spelled, all_to_all=exchange,
+        mixers=mixer_tables(step, default_time, tokens, contexts),
         roof={"bandwidth_bytes_per_s": default.bandwidth_bytes_per_s, "peak_flop_per_s": default.peak_flop_per_s,
               "basis": roof_basis},
         tool=tool or {}, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -321,8 +338,8 @@ def analytic_profile_of(options: ModelOptions, provenance: Provenance) -> StepPr
         if options.tp == 1 and options.ep == 1:
             raise BadInputError("--interconnect-gbps: at --tp 1 and --ep 1 nothing crosses a link between GPUs")
         gpu = with_link_gbps(gpu, options.interconnect_gbps)
-    dtype = options.dtype or MODEL_FLAGS["dtype"].default
-    return analytic_profile(model, tp=options.tp, dtype=dtype, kv_dtype=resolved_kv_dtype(dtype, options.kv_dtype),
+    model, dtype, kv_dtype, _ = step_formats(model, options.dtype, options.kv_dtype)
+    return analytic_profile(model, tp=options.tp, dtype=dtype, kv_dtype=kv_dtype,
                             max_tokens=options.max_tokens, max_context=options.max_context,
                             gpu=gpu, result=result,
                             result_name=options.from_result.name if options.from_result else "",

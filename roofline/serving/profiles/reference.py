@@ -35,9 +35,11 @@ from roofline.reference.database import Database, ReferenceDataError, open_datab
 from roofline.reference.gemm import GemmTable
 from roofline.reference.moe import MoeTable
 from roofline.serving.profile_doc import CommTable, GroupedTable, LinearTable, StepProfile, Table1D, Table2D
-from roofline.serving.profiles.analytic import comm_tables, other_table, sku_power
+from roofline.serving.profiles.analytic import comm_tables, mixer_tables, other_table, sku_power
 from roofline.specs.gpus import GpuSpec, SpecError
+from roofline.specs.layers import Attention
 from roofline.specs.models import ModelSpec
+from roofline.step.batch import Batch
 from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
 from roofline.step.launches import Launch, Linear, StepModel
 from roofline.step.memory import kv_bytes_per_token, weight_bytes
@@ -92,6 +94,9 @@ def _grouped_tables(tables: Tables, tokens: tuple[int, ...]) -> tuple[GroupedTab
     launches = [[step.grouped_launch(g, t) for t in tokens] for g in step.grouped]
     roofline = [[tables.fallback.time_s(launch) for launch in row] for row in launches]
     try:
+        if m.moe is not None and m.moe.latent:
+            raise ReferenceDataError(f"{tables.db.label} times MoE layers over the hidden size, not a latent MoE's "
+                                     f"{m.moe.latent}")
         moe = MoeTable.read(tables.db, tables.gpu, tables.engine, step.grouped[0].dtype, m.hidden,
                             m.expert_intermediate, m.experts_per_token, m.experts, par.expert_tp, par.ep,
                             step.routing.spelled)
@@ -113,9 +118,9 @@ def _grouped_tables(tables: Tables, tokens: tuple[int, ...]) -> tuple[GroupedTab
     return tuple(out)
 
 
-def _attention_launch(step: StepModel, queries: int, keys: float, pairs: float) -> Launch:
-    return Launch("attention", "attention", step.cache_dtype, queries, 0, 0, 1,
-                  step.attention_layer_work(queries, keys, pairs))
+def _attention_launch(step: StepModel, batch: Batch) -> Launch:
+    """One layer of the main attention over ``batch``, to time where the database has no table of it."""
+    return step.mixer_launch(step.main_mixer, 1, batch)
 
 
 def _decode_attention(tables: Tables, contexts: tuple[int, ...]) -> Table2D:
@@ -124,7 +129,7 @@ def _decode_attention(tables: Tables, contexts: tuple[int, ...]) -> Table2D:
         table = _attention(tables, "generation")
         cells = tuple(tuple(table.time_s(b, c) for c in contexts) for b in DECODE_BATCHES)
     except ReferenceDataError as exc:
-        cells = tuple(tuple(tables.fallback.time_s(_attention_launch(step, b, b * c, b * c)) for c in contexts)
+        cells = tuple(tuple(tables.fallback.time_s(_attention_launch(step, Batch.decode(b, c))) for c in contexts)
                       for b in DECODE_BATCHES)
         return Table2D("roofline", "batches", "contexts", DECODE_BATCHES, contexts, cells,
                        tables.lacks("decode attention", exc))
@@ -143,11 +148,13 @@ def _measured_batch(table: AttentionTable, batch: int, context: int) -> bool:
 
 
 def _attention(tables: Tables, kind: str) -> AttentionTable:
-    step, m, tp = tables.step, tables.step.model, tables.step.parallelism.tp
-    if m.attention != "gqa":
-        raise ReferenceDataError(f"gpubench reads the database's GQA attention, not {m.attention.upper()}")
-    return AttentionTable.read(tables.db, tables.gpu, tables.engine, kind, m.heads // tp, m.kv_heads // tp,
-                               m.head_dim, step.cache_dtype)
+    step, tp = tables.step, tables.step.parallelism.tp
+    main = step.main_mixer.spec
+    if not isinstance(main, Attention) or main.window is not None or main.value_dim != main.head_dim \
+            or main.output_gate:
+        raise ReferenceDataError(f"gpubench reads the database's GQA attention, not {step.main_mixer.label}")
+    return AttentionTable.read(tables.db, tables.gpu, tables.engine, kind, main.heads // tp, main.kv_heads // tp,
+                               main.head_dim, step.cache_dtype)
 
 
 def _prefill_attention(tables: Tables, prompts: tuple[int, ...]) -> Table1D:
@@ -157,7 +164,7 @@ def _prefill_attention(tables: Tables, prompts: tuple[int, ...]) -> Table1D:
         table = _attention(tables, "context")
         times = tuple(table.time_s(1, p) for p in prompts)
     except ReferenceDataError as exc:
-        times = tuple(tables.fallback.time_s(_attention_launch(step, p, p, p * (p + 1) / 2)) for p in prompts)
+        times = tuple(tables.fallback.time_s(_attention_launch(step, Batch(chunks=((p, 0),)))) for p in prompts)
         return Table1D("roofline", "prompt_tokens", prompts, times, tables.lacks("prefill attention", exc) + chunks)
     return Table1D(table.source.kernel, "prompt_tokens", prompts, times, table.source.describe() + chunks)
 
@@ -209,6 +216,8 @@ def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, m
                       f"not in {db.label} (it times no elementwise kernel): their bytes at {bandwidth / 1e12:.3g} "
                       f"TB/s, the achievable bandwidth of {gpu.sku}"),
         engine_overhead=None, comm=_all_reduce(tables, tokens), grouped=_grouped_tables(tables, tokens), ep=ep,
+        mixers=mixer_tables(step, fallback.time_s, tokens, contexts,
+                            f"not in {db.label} (it times no such layer): {fallback.basis}"),
         routing=step.routing.spelled,
         all_to_all=None if exchange is None else CommTable(
             exchange.ranks, exchange.per_layer, False, f"not read from {db.label}: {exchange.source}", tokens,
