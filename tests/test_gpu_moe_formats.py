@@ -39,13 +39,17 @@ def test_an_fp16_grouped_point_names_torchs_fallback_and_is_timed_eagerly():
         assert point.timer == "cuda-eager" and not point.eager_samples_s
 
 
-def test_fp8_block_runs_where_torch_has_the_kernel_and_says_why_elsewhere():
+@pytest.mark.parametrize("k", [2048, 57 * 128])
+def test_fp8_block_runs_where_torch_has_the_kernel_and_says_why_elsewhere(k):
+    """K/128 = 16, and 57: the weight scales' rows padded to 60 (microbench/timing/block_scaled.py), which cuBLASLt
+    must read as the blocks' scales, or the float64 check fails."""
+    from microbench.timing.block_scaled import KERNEL
     from microbench.timing.measure import measure_point
 
     session = cuda_session()
-    point = measure_point(session, PointSpec("gemm", "fp8-block", 16, 7168, 2048))
+    point = measure_point(session, PointSpec("gemm", "fp8-block", 16, 7168, k))
     if session.device["compute_capability"] == "9.0":
-        assert point.ok and point.correct, point.reason
-        assert point.kernel.startswith("torch._scaled_mm blockwise")
+        assert point.ok and point.correct, (point.reason, point.correctness)
+        assert point.kernel == KERNEL
     else:
         assert point.status == "unsupported" and "9.0" in point.reason
