@@ -57,11 +57,12 @@ GEMV_MAX_BLOCK_K = 2048
 DOT_MIN = 16
 # The GEMM's output tile: 128 channels wide at every batch (each column of tiles reads all of x once more).
 GEMM_BLOCK_N = 128
-# BLOCK_M beyond DOT_MIN: 64 up to this batch, 128 above (a 128×128 tile reads 1.5 bytes from L2 per 2·64 FLOP).
+# BLOCK_M beyond DOT_MIN: 64 up to this batch, 128 above (per byte it reads from L2, a 64×128 tile does 64 FLOP,
+# a 128×128 one 85: the compute-bound batches need the larger).
 GEMM_MID_BLOCK_M = 64
 GEMM_MAX_BLOCK_M = 128
-# Splits of K a program may take: at most this many partial products per output, and each split long enough to
-# fill the software pipeline (num_stages loads in flight) several times over.
+# Splits of K: at most this many partial products per output, and each split at least this many BLOCK_K steps,
+# about the software pipeline's depth (num_stages tiles in flight), so that a split program is not all ramp.
 MAX_SPLIT_K = 8
 MIN_K_STEPS_PER_SPLIT = 4
 # The reduction's elements per program.
