@@ -192,6 +192,20 @@ def test_a_weight_only_format_beats_bf16_at_batch_1(dtype):
                                                                 bf16.stats.median_s)
 
 
+@pytest.mark.parametrize("batch", [16, 128])
+def test_the_w8a16_gemm_is_not_slower_than_bf16_where_it_reads_half_the_bytes(batch):
+    """Tiled as a GEMM (BLOCK_N 128, K split to fill the GPU: microbench/timing/triton_w8a16.py), the kernel reads
+    about the counted bytes (tests/test_triton_w8a16_traffic.py): at a memory-bound batch and at M = 128, where
+    bf16 turns compute-bound, half of bf16's weight bytes must not take longer than bf16's cuBLAS."""
+    from microbench.timing.measure import measure_point
+
+    session = cuda_session(budget_s=0.3)
+    bf16 = measure_point(session, PointSpec("gemm", "bf16", batch, 4096, 14336))
+    w8a16 = measure_point(session, PointSpec("gemm", "w8a16", batch, 4096, 14336))
+    assert bf16.ok and w8a16.ok and w8a16.correct, (bf16.reason, w8a16.reason, w8a16.correctness)
+    assert w8a16.stats.median_s <= bf16.stats.median_s, (w8a16.stats.median_s, bf16.stats.median_s)
+
+
 def test_a_profile_measured_with_energy_carries_a_draw_per_token_count(tmp_path):
     """profile --energy on the GPU: NVML's power over each linear's timed phase, a draw per token count that
     simulate charges (microbench/serving/profile_power.py)."""

@@ -16,8 +16,10 @@ from tests.conftest import ROOT
 
 triton = pytest.importorskip("triton", reason="triton is in the test extra: pip install -e '.[test]'")
 
-# M = 1 takes the GEMV kernel, M > 1 the tl.dot one; N and K off every tile edge, and a batch over one M tile.
-SHAPES = [(1, 37, 200), (1, 64, 1024), (1, 5, 16), (3, 48, 200), (20, 70, 130), (130, 40, 48)]
+# M = 1 takes the GEMV kernel, M > 1 the tl.dot one; N and K off every tile edge, and a batch over one M tile; the
+# last two split K in two (on the interpreter's two "multiprocessors"), the second split shorter than the first.
+SHAPES = [(1, 37, 200), (1, 64, 1024), (1, 5, 16), (3, 48, 200), (20, 70, 130), (130, 40, 48), (3, 48, 1000),
+          (40, 70, 1000)]
 
 CHILD = """
 import json, sys, torch
@@ -57,28 +59,44 @@ def test_the_kernels_compute_x_times_the_dequantized_weight(interpreted):
         assert case["rel_err_wrong"] > 1.5, case
 
 
+def test_the_interpreted_shapes_cover_both_kernels_and_a_split_k():
+    from microbench.timing.triton_w8a16 import INTERPRETED_SMS, launch_plan
+
+    plans = [launch_plan(m, n, k, INTERPRETED_SMS) for m, n, k in SHAPES]
+    assert {p.kernel for p in plans} == {"gemv", "gemm"}
+    assert {p.block_m for p in plans if p.kernel == "gemm"} == {16, 64, 128}
+    split = [p for p in plans if p.split_k > 1]
+    assert split and all(p.k_per_split * (p.split_k - 1) < p.k < p.k_per_split * p.split_k for p in split)
+
+
 def test_the_gemv_grid_covers_the_multiprocessors_with_bounded_tiles():
-    from microbench.timing.triton_w8a16 import GEMV_TILE_ELEMENTS, GEMV_WAVES, gemv_config
+    from microbench.timing.triton_w8a16 import GEMV_TILE_ELEMENTS, GEMV_WAVES, launch_plan
 
     for n, k in [(4096, 14336), (14336, 4096), (1024, 4096), (28672, 8192), (8192, 28672), (37, 200)]:
-        config = gemv_config(n, k, sms=132)
-        block_n, block_k = config["BLOCK_N"], config["BLOCK_K"]
-        assert block_n * block_k <= GEMV_TILE_ELEMENTS, config
-        assert block_n & (block_n - 1) == 0 and block_k & (block_k - 1) == 0, config
+        plan = launch_plan(1, n, k, sms=132)
+        assert plan.kernel == "gemv" and plan.split_k == 1
+        assert plan.block_n * plan.block_k <= GEMV_TILE_ELEMENTS, plan
+        assert plan.block_n & (plan.block_n - 1) == 0 and plan.block_k & (plan.block_k - 1) == 0, plan
         if n >= 64 * GEMV_WAVES * 132:  # room for the widest tile: it covers the GPU twice over
-            assert -(-n // block_n) >= GEMV_WAVES * 132, config
+            assert plan.grid[0] >= GEMV_WAVES * 132, plan
     # A 4096-wide layer (Llama-3-8B's down_proj) on 132 multiprocessors: 8 rows a program, 512 programs.
-    assert gemv_config(4096, 14336, 132)["BLOCK_N"] == 8
+    assert launch_plan(1, 4096, 14336, 132).block_n == 8
 
 
-def test_the_gemm_tile_holds_a_small_batch_and_fills_the_gpu():
-    from microbench.timing.triton_w8a16 import gemm_config
+def test_the_gemm_keeps_wide_tiles_and_fills_the_gpu_by_splitting_k():
+    """M > 1: BLOCK_N 128 at every batch, BLOCK_M 16 (a batch up to 16 in one tile), 64, then 128; where the tiles
+    are too few for 132 multiprocessors, K is split so that the grid fills at least 90% of them."""
+    from microbench.timing.triton_w8a16 import MAX_SPLIT_K, MIN_K_STEPS_PER_SPLIT, launch_plan
 
-    assert gemm_config(2, 4096, 14336, 132)["BLOCK_M"] == 16  # tl.dot's smallest tile: one tile holds batch 2..16
-    assert gemm_config(48, 4096, 14336, 132)["BLOCK_M"] == 64
-    assert gemm_config(4096, 4096, 14336, 132)["BLOCK_M"] == 128
-    small = gemm_config(16, 4096, 14336, 132)
-    assert -(-4096 // small["BLOCK_N"]) >= 132, small  # a memory-bound batch keeps every multiprocessor reading
+    for m, block_m in [(2, 16), (16, 16), (17, 64), (64, 64), (65, 128), (128, 128), (512, 128), (4096, 128)]:
+        plan = launch_plan(m, 4096, 14336, 132)
+        assert (plan.kernel, plan.block_m, plan.block_n) == ("gemm", block_m, 128), plan
+        assert plan.grid[0] >= 0.9 * 132 and 1 <= plan.split_k <= MAX_SPLIT_K, plan
+        assert plan.k_per_split >= MIN_K_STEPS_PER_SPLIT * plan.block_k, plan
+    assert launch_plan(512, 4096, 14336, 132).split_k == 1  # 4 × 32 tiles fill the GPU alone
+    assert launch_plan(128, 4096, 14336, 132).split_k == 4  # 32 tiles: K in four
+    # A wide layer fills the GPU with tiles alone, at any batch.
+    assert launch_plan(16, 28672, 8192, 132).split_k == 1
 
 
 def test_a_cuda_device_runs_the_triton_kernel_and_says_so():

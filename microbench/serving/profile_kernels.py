@@ -22,6 +22,19 @@ from roofline.step.launches import Elementwise
 
 ATTENTION_KERNELS = ("sdpa", "bmm")
 ROPE_THETA = 10000.0
+# The most bytes of scores the MLA path holds at once.  Absorbed MLA multiplies every head's queries by the whole
+# latent cache, so its scores are [batch, heads × queries, keys]: a prefill of 8,192 tokens over 128 heads is 17 GB
+# in bf16, with the masked copy and softmax's output of the same size beside it, in the eager pool and again in a
+# CUDA graph's.  Its queries are taken in chunks whose scores fit this; 1 GiB still gives each chunk's two GEMMs
+# tens of thousands of rows (512 query positions of 128 heads at 8,192 keys), as large as the whole's run at.
+MLA_SCORES_BUDGET_BYTES = 1 << 30
+
+
+def query_chunk(batch: int, heads: int, q_len: int, kv_len: int, element_bytes: int, budget_bytes: int) -> int:
+    """Query positions the MLA path takes at once: all of them if their scores fit ``budget_bytes``, else as many as
+    do (at least one)."""
+    per_position = batch * heads * kv_len * element_bytes
+    return max(1, min(q_len, budget_bytes // per_position))
 
 
 @dataclass(frozen=True)
@@ -59,7 +72,7 @@ class AttentionWorkload:
     ``q_len`` of which are the new tokens themselves: causal within the chunk, full over the prefix)."""
 
     def __init__(self, torch, shape: AttentionShape, batch: int, q_len: int, kv_len: int, dtype: str,
-                 kernel: str, device: str, copies: int, seed: int):
+                 kernel: str, device: str, copies: int, seed: int, scores_budget_bytes: int = MLA_SCORES_BUDGET_BYTES):
         if kernel not in ATTENTION_KERNELS:
             raise BadInputError(f"unknown attention kernel {kernel!r}; choose from {', '.join(ATTENTION_KERNELS)}")
         self.torch, self.shape, self.kernel, self.copies = torch, shape, kernel, copies
@@ -75,6 +88,7 @@ class AttentionWorkload:
             self.k = [random_tensor(torch, (batch, kv_len, width), dtype, device, seed_for(seed, "k", label, i))
                       for i in range(copies)]
             self.v = self.k  # V is the latent part of the same cache
+            self.query_chunk = query_chunk(batch, h, q_len, kv_len, DTYPE_SIZES[dtype][0], scores_budget_bytes)
         else:
             self.q = [random_tensor(torch, (batch, h, q_len, d), dtype, device, seed_for(seed, "q", label, i))
                       for i in range(copies)]
@@ -125,15 +139,31 @@ class AttentionWorkload:
 
     def _mla(self, i: int):
         """DeepSeek's absorbed decode (FlashMLA's work): every head's query against the shared latent cache over
-        latent + rope values, softmax, then the weights times the cache's latent part; causal within a chunk."""
+        latent + rope values, softmax, then the weights times the cache's latent part; causal within a chunk.
+        Queries whose scores would pass the budget are taken ``query_chunk`` positions at a time."""
         torch, s = self.torch, self.shape
-        b, h, q, c = self.batch, s.heads, self.q_len, self.kv_len
+        b, h, q = self.batch, s.heads, self.q_len
         cache = self.k[i]
-        scores = torch.bmm(self.q[i], cache.transpose(1, 2)) * self.scale  # [b, h·q, c]
+        if self.query_chunk >= q:
+            return self._mla_queries(self.q[i], cache, 0, q)
+        queries = self.q[i].view(b, h, q, -1)
+        out = torch.empty((b, h, q, s.latent or 0), device=cache.device, dtype=cache.dtype)
+        for start in range(0, q, self.query_chunk):
+            end = min(q, start + self.query_chunk)
+            part = queries[:, :, start:end].reshape(b, h * (end - start), -1)
+            out[:, :, start:end] = self._mla_queries(part, cache, start, end).view(b, h, end - start, -1)
+        return out.view(b, h * q, -1)
+
+    def _mla_queries(self, queries, cache, start: int, end: int):
+        """Attention of the query positions ``start``..``end`` (``queries``: [batch, heads × positions, width], head
+        major) over the whole cache, masked by those positions' rows of the launch's mask."""
+        torch, s = self.torch, self.shape
+        b, h, c, rows = self.batch, s.heads, self.kv_len, end - start
+        scores = torch.bmm(queries, cache.transpose(1, 2)) * self.scale  # [b, h·rows, c]
         if self.mask is not None or self.is_causal:
-            mask = self.mask if self.mask is not None else torch.ones(q, c, dtype=torch.bool,
-                                                                       device=scores.device).tril()
-            scores = scores.view(b, h, q, c).masked_fill(~mask, float("-inf")).view_as(scores)
+            mask = self.mask[start:end] if self.mask is not None else \
+                torch.ones(rows, c, dtype=torch.bool, device=scores.device).tril(start)  # row r sees keys ≤ start + r
+            scores = scores.view(b, h, rows, c).masked_fill(~mask, float("-inf")).view_as(scores)
         return torch.bmm(torch.softmax(scores, dim=-1), cache[:, :, : s.latent])
 
 

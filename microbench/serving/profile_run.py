@@ -25,7 +25,7 @@ from typing import Any
 from microbench.device.discovery import resolve_device
 from microbench.device.provenance import host_info, tool_info
 from microbench.serving.allreduce import profile_comm_table
-from microbench.serving.profile_kernels import AttentionWorkload, OtherWorkload, kv_bytes
+from microbench.serving.profile_kernels import MLA_SCORES_BUDGET_BYTES, AttentionWorkload, OtherWorkload, kv_bytes
 from microbench.serving.profile_plan import Item, ProfilePlan, attention_shape, grids_for, plan_items
 from microbench.serving.profile_power import measured_power
 from microbench.sweep.config import SweepConfig
@@ -275,7 +275,9 @@ def _build_workload(session, plan: ProfilePlan, model, item: Item, dtype: str):
     per_copy = kv_bytes(shape, batch, kv_len, dtype) + 2 * size * batch * shape.heads * q_len * shape.head_dim
     if shape.mla:  # queries and outputs of latent (+ rope) values per head
         per_copy = kv_bytes(shape, batch, kv_len, dtype) + size * batch * shape.heads * q_len * 2 * shape.cached_values
-    if q_len > 1:  # the scores of one (query, key) block are materialised by the non-fused paths
+    if q_len > 1 and shape.mla:  # its scores, their masked copy and softmax's, one chunk of queries at a time
+        per_copy += 3 * min(size * batch * shape.heads * q_len * kv_len, MLA_SCORES_BUDGET_BYTES)
+    elif q_len > 1:  # the scores of one (query, key) block are materialised by the non-fused paths
         per_copy += 4 * shape.heads * q_len * kv_len
     copies = _copies(session, per_copy, f"{item.kind} attention {batch}×{q_len}×{kv_len}")
     return AttentionWorkload(torch, shape, batch, q_len, kv_len, dtype, item.name, device, copies, session.seed)

@@ -4,14 +4,20 @@ of them (``roofline.step.routing``, seeded), every assignment's activation row m
 The routing is drawn once per point; the tokens' rows are laid out sorted by expert (what an engine's permute
 kernel does before the grouped GEMM, not timed here), and one launch multiplies each expert's rows by it:
 
-- ``torch.nn.functional.grouped_mm`` (torch >= 2.10; ``torch._grouped_mm`` before) where this torch has it for the
-  dtype on this device: one kernel over every expert, jagged by the routing's ``offs`` (CUTLASS on Hopper);
+- ``torch.nn.functional.grouped_mm`` (torch >= 2.10; ``torch._grouped_mm`` before), jagged by the routing's
+  ``offs``.  Which kernel that is depends on the operands (torch 2.11, read in its sources): on CUDA,
+  ``_grouped_mm_cuda`` (``aten/src/ATen/native/cuda/GroupedBlas.cpp``) runs its fused CUTLASS kernel only when both
+  operands and the output are bf16 on compute capability 9.x or 10.x; every other dtype or GPU, and the CPU, run
+  ``_grouped_mm_fallback`` (``ATen/native/GroupedMMUtils.h``, shipped in the wheel): ``offs`` copied to the host,
+  then one ``at::mm_out`` per expert.  That copy synchronises, which a CUDA graph cannot capture, so a fallback
+  point on CUDA is timed eagerly (one launch per event pair) and its ``kernel`` says both;
 - otherwise a loop of ``torch.matmul`` per touched expert over the same inputs, as an engine without a grouped
   kernel runs.
 
 Which one ran is the point's ``kernel``.  The choice is made once, by running it before any timing (a kernel that
 refuses the shapes or dtype is never met inside a timed sample).  Only the touched experts' weights are read, so
-the rotation copies are sized from those bytes.  Correctness: sampled outputs against float64.
+the rotation copies are sized from those bytes.  Correctness: every output row at sampled columns against float64,
+computed where the operands live (only those outputs and their reference reach the host).
 """
 
 from __future__ import annotations
@@ -26,6 +32,11 @@ from roofline.step.routing import Routing
 GROUPED_KERNEL = "torch.nn.functional.grouped_mm"
 PRIVATE_GROUPED_KERNEL = "torch._grouped_mm"
 LOOP_KERNEL = "torch.matmul per expert"
+# What a grouped kernel's name gains where torch runs its fallback rather than the fused kernel.
+FALLBACK = "torch's fallback: torch.mm per expert after copying offs to the host"
+EAGER = "timed eagerly: that copy synchronises, which a CUDA graph cannot capture"
+# The GPUs torch 2.11's fused grouped kernel runs on (``_scaled_mm_allowed_device(sm90_only, sm100_only)``).
+FUSED_MAJORS = (9, 10)
 # The dtypes a grouped point runs in: the plain ones torch multiplies directly (fp8 and the quantized formats
 # need their own grouped kernels).
 GROUPED_DTYPES = ("fp32", "fp16", "bf16")
@@ -73,6 +84,37 @@ def grouped_kernel(torch):
     return (private, PRIVATE_GROUPED_KERNEL) if private is not None else (None, LOOP_KERNEL)
 
 
+def runs_fused(dtype: str, capability_major: int | None) -> bool:
+    """Whether torch's grouped GEMM runs its fused kernel on ``dtype`` operands on a GPU of this compute capability
+    (None: the CPU), rather than its synchronising fallback: torch 2.11's rule (module docstring)."""
+    return dtype == "bf16" and capability_major in FUSED_MAJORS
+
+
+def kernel_label(name: str, dtype: str, capability_major: int | None) -> tuple[str, bool]:
+    """What a grouped launch of ``name`` runs on ``dtype`` operands, as a point names it, and whether it must be timed
+    eagerly (torch's fallback on a GPU)."""
+    if name == LOOP_KERNEL or runs_fused(dtype, capability_major):
+        return name, False
+    if capability_major is None:
+        return f"{name} ({FALLBACK})", False
+    return f"{name} ({FALLBACK}; {EAGER})", True
+
+
+def capability_major(torch, device) -> int | None:
+    """The compute capability's major version of a CUDA device; None for the CPU."""
+    return torch.cuda.get_device_capability(device)[0] if device.type == "cuda" else None
+
+
+def expert_ranges(counts: list[int]) -> list[tuple[int, int, int]]:
+    """(expert, first row, end row) of every expert with rows, in the rows' sorted-by-expert layout."""
+    ranges, start = [], 0
+    for expert, count in enumerate(counts):
+        if count:
+            ranges.append((expert, start, start + count))
+        start += count
+    return ranges
+
+
 class GroupedWorkload:
     """Rotation copies of one grouped point's operands; ``launch(i)`` multiplies copy ``i``."""
 
@@ -89,13 +131,13 @@ class GroupedWorkload:
         tokens = [random_tensor(torch, (spec.batch, spec.k), spec.dtype, device, seed_for(seed, "x", spec.label, i))
                   for i in range(copies)]
         self.inputs = [x.index_select(0, index).contiguous() for x in tokens]  # one row per assignment
-        offsets = [0]
-        for count in self.assignment.counts:
-            offsets.append(offsets[-1] + count)
-        self.bounds = [(e, offsets[e], offsets[e + 1]) for e in range(experts) if self.assignment.counts[e]]
-        self.offs = torch.tensor(offsets[1:], device=device, dtype=torch.int32)
+        # What the kernels are given: each expert's rows (the loop), the end offset of every expert (grouped_mm).
+        self.bounds = expert_ranges(self.assignment.counts)
+        ends = [sum(self.assignment.counts[: e + 1]) for e in range(experts)]
+        self.offs = torch.tensor(ends, device=device, dtype=torch.int32)
         self.outputs = [torch.empty((rows, spec.n), device=device, dtype=tokens[0].dtype) for _ in range(copies)]
-        self.fn, self.kernel = grouped_kernel(torch)
+        self.fn, name = grouped_kernel(torch)
+        self.kernel, self.eager_only = kernel_label(name, spec.dtype, capability_major(torch, tokens[0].device))
 
     def _grouped(self, i: int) -> None:
         assert self.fn is not None  # launch() takes the loop without one
@@ -119,34 +161,39 @@ class GroupedWorkload:
         try:
             self._grouped(0)
         except (RuntimeError, NotImplementedError, TypeError, ValueError):
-            self.fn, self.kernel = None, LOOP_KERNEL
+            self.fn, self.kernel, self.eager_only = None, LOOP_KERNEL, False
             self.outputs[0] = self.torch.empty_like(self.outputs[1 % self.copies])
 
     def check(self, seed: int) -> dict[str, Any]:
-        """Choose the kernel, poison the output, launch once, compare sampled rows with float64."""
-        from microbench.timing.ops import CHECK_COLS, CHECK_ROWS, TOLERANCES
+        """Choose the kernel, poison the output, launch once, and compare every row at sampled columns with float64.
+
+        Every row, not a sample of them: the grouped kernel returns a tensor of its own, so a row it leaves unwritten
+        holds whatever that memory held (not the poison), and only its values can show it; the loop writes into the
+        poisoned output, where a row it skips stays NaN.  The columns are taken, and the reference computed, on the
+        operands' device: the host receives the sampled outputs and their reference only."""
+        from microbench.timing.ops import CHECK_COLS, TOLERANCES
 
         torch, spec = self.torch, self.spec
         self.choose_kernel()
         self.outputs[0].fill_(float("nan"))
         self.launch(0)
         y = self.outputs[0]
-        written = bool(torch.isfinite(y).all().item())
+        written = bool(torch.isfinite(y).all().item())  # reduced where y lives: one bool reaches the host
         generator = torch.Generator().manual_seed(seed)
-        rows = torch.randperm(y.shape[0], generator=generator)[: min(CHECK_ROWS, y.shape[0])]
-        cols = torch.randperm(spec.n, generator=generator)[: min(CHECK_COLS, spec.n)]
-        experts = [self.assignment.rows_expert[int(r)] for r in rows]
-        x = self.inputs[0].double().cpu()[rows]
-        w = self.weights[0].double().cpu()[experts][:, cols, :]  # [rows, cols, K]
-        ref = torch.einsum("rk,rck->rc", x, w)
-        got = y.double().cpu()[rows][:, cols]
+        cols = torch.randperm(spec.n, generator=generator)[: min(CHECK_COLS, spec.n)].to(y.device)
+        x, w = self.inputs[0], self.weights[0]
+        ref = torch.zeros((y.shape[0], cols.shape[0]), dtype=torch.float64, device=y.device)
+        for expert, start, end in expert_ranges(self.assignment.counts):  # the routing's rows, not the kernel's
+            ref[start:end] = x[start:end].double() @ w[expert].index_select(0, cols).double().T
+        got = y.index_select(1, cols).cpu().double()
+        ref = ref.cpu()
         norm = float(torch.linalg.vector_norm(ref))
         rel_err = float(torch.linalg.vector_norm(got - ref)) / norm if norm > 0 else float("inf")
         rel_err = rel_err if math.isfinite(rel_err) else None
         tolerance = TOLERANCES[spec.dtype]
         return {"rel_err": rel_err, "tolerance": tolerance, "outputs_written": written,
                 "passed": written and rel_err is not None and rel_err <= tolerance,
-                "reference": "float64 on sampled outputs"}
+                "reference": "float64 on every row at sampled columns"}
 
 
 def touched_bytes(spec, touched: int) -> int:

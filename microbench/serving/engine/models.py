@@ -90,7 +90,7 @@ def experts_kernel(torch, lm) -> str | None:
     """The kernel the engine's experts run, named as a grouped profile table names its kernel (None: dense).
     transformers' ``grouped_mm`` picks torch's grouped GEMM where ``_can_use_grouped_mm`` allows it (5.17 and
     5.24: torch > 2.8 on the CPU, SM80+ on CUDA), else its loop of ``torch.mm`` per expert over the sorted rows."""
-    from microbench.timing.grouped import LOOP_KERNEL, grouped_kernel
+    from microbench.timing.grouped import LOOP_KERNEL, capability_major, grouped_kernel, kernel_label
 
     experts = _experts_module(lm)
     if experts is None:
@@ -107,4 +107,7 @@ def experts_kernel(torch, lm) -> str | None:
     rows = torch.zeros((1, weight.shape[1]), dtype=weight.dtype, device=weight.device)
     offsets = torch.ones(weight.shape[0], dtype=torch.int32, device=weight.device)
     fn, name = grouped_kernel(torch)
-    return name if fn is not None and usable(rows, weight, offsets) else LOOP_KERNEL
+    if fn is None or not usable(rows, weight, offsets):
+        return LOOP_KERNEL
+    dtype = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(weight.dtype, str(weight.dtype))
+    return kernel_label(name, dtype, capability_major(torch, weight.device))[0]
