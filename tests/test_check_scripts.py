@@ -222,3 +222,24 @@ def test_the_plan_as_bash_runs_the_same_steps_with_their_timeouts(tmp_path):
         assert timeouts.split() == [str(getattr(step, limit)) for step in plan.steps]
         assert "--device d " in formats and "-o /o/formats.json" in formats
         assert int(deadline) == plan.serving_deadline_s
+
+
+@pytest.mark.slow
+def test_a_cpu_dry_run_with_a_step_made_to_fail_exits_non_zero_and_names_it(tmp_path):
+    """The whole --quick check on the CPU (about a minute on two cores) with its grouped step made to fail: the H200's
+    plan first, the step table last, the failed step named there, exit 1."""
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GPUBENCH_CHECK_NESTED"}
+    env.update(GPUBENCH_DEVICE="cpu", GPUBENCH_CHECK_FAIL="moe",
+               PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{env.get('PATH', '')}")
+    done = subprocess.run([str(ROOT / "scripts" / "gpu_check.sh"), "--quick", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=1800)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert lines[0].startswith("--- time plan on an H200 (quick, budget 300 s")
+    assert lines[-1] == "--- FAILED: 1 of 5 steps failed, were cut or were skipped: moe ---", done.stdout[-3000:]
+    table = lines[lines.index("--- steps (rc, seconds) ---"):]
+    assert any(line.startswith("moe        rc=1 ") and "gpu_check.log lines" in line for line in table), table
+    assert any(line.startswith("serving    rc=0 ") for line in table), table
+    assert "--- FAILED" in (tmp_path / "out" / "summary.txt").read_text()
