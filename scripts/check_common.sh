@@ -44,7 +44,7 @@ step() {  # step NAME TIMEOUT_S COMMAND...: run, log, record status and seconds 
   local name=$1 limit=$2 start rc first
   shift 2
   start=$(date +%s)
-  echo "=== $name: $*" >>"$LOG"
+  echo "=== $name (timeout ${limit}s): $*" >>"$LOG"  # the limit it was given: a plan's, or what was left of it
   first=$(wc -l <"$LOG")
   if forced_failure "$name"; then
     set -- bash -c 'echo "forced failure: GPUBENCH_CHECK_FAIL names this step (a test hook)"; exit 1'
