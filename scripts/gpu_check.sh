@@ -1,47 +1,47 @@
 #!/usr/bin/env bash
-# One-call GPU validation: GPU tests, ceilings, a bf16 sweep of the default shapes and its report, the
-# weight-only formats (w8a16, w4a16) against bf16 on one Llama shape and their report, decode, the timer
-# benchmark, and the serving check (scripts/serving_check.sh: its profile and eager validate, and its graphs
-# validate while the budget allows).  Writes results and one log into OUTDIR and prints a short table last.
-# Budgeted to finish in under 8 minutes on an H200 (BUDGET_S): each step has its own timeout, which ends the
-# step's whole process group (check_common.sh), and the serving check gets what is left.  By estimate from the
-# first H200 run (steps before serving 143 s then) and the steps added since: ~200 s before the serving check,
-# ~150 s for its profile and eager validate.
+# One-call GPU validation, planned before it starts to finish in under 8 minutes on an H200 (--quick: 5).
 #
-#   scripts/gpu_check.sh OUTDIR            (GPUBENCH_DEVICE=cpu to dry-run the script without a GPU)
+#   scripts/gpu_check.sh [--quick] OUTDIR     (GPUBENCH_DEVICE=cpu to dry-run the script without a GPU)
+#
+# First the time plan (scripts/gpu_check_plan.py, printed): each step's points, its expected seconds on an H200
+# from the first H200 run's committed measurements (tests/data/h200/) and its timeout, with steps trimmed (fewer
+# batches, shapes, back ends or tests, each trim named) until the whole fits with the serving check in it.  The
+# default runs: env, devices, the CuPy and the other GPU tests, ceilings, a bf16 sweep and its report, grouped GEMMs
+# of Mixtral's and Qwen3-30B-A3B's experts (moe), w8a16 and w4a16 against bf16 on Llama-3-8B's down_proj and their
+# report, one fp8-block point, decode, the timer benchmark, and last the serving check (scripts/serving_check.sh: its
+# profile and eager validate always, its graphs validate when planned); --quick runs the five that matter most: the
+# formats at M = 1, 16, 128, 512, the grouped points at 1 and 256 tokens, the CuPy tests, the fp8-block point and
+# the serving check.  Each step before the serving check gets its planned timeout, cut to what is left before the
+# serving check's own timeouts (a step with less than its expected time left is skipped); a step past its timeout is
+# ended with every process it started (check_common.sh).
+#
+# Writes results, the log and summary.txt into OUTDIR; prints the summary, then the step table as its last output.
+# Exit status: 0 when every planned step passed; 1 when any failed, was cut or was skipped for want of time or
+# input (the table's last line names them); 2 when no plan fits.  A CPU dry run (GPUBENCH_DEVICE=cpu) prints the
+# H200's plan and runs the same steps on the CPU with small arguments and scaled timeouts: it checks the script,
+# not the CPU.  Test hook: GPUBENCH_CHECK_FAIL=STEP makes that step fail (check_common.sh).
 #
 # Never changes clocks, power limits or modes: it measures the card as found.
 set -uo pipefail
+MODE=default
+if [ "${1:-}" = --quick ]; then MODE=quick; shift; fi
 # shellcheck source=scripts/check_common.sh
-source "$(dirname "$0")/check_common.sh" "${1:?usage: scripts/gpu_check.sh OUTDIR}" gpu_check.log
-# A CPU dry run checks the script, not the CPU: every measuring step samples briefly (DRY) on fewer batches, and
-# each step gets three times the H200's timeout (a shared 2-core machine runs these minutes slower).
-if [ "$DEVICE" = cpu ]; then
-  DRY=(--budget 0.05); BATCHES=1:64:x4; SCALE=3
-else
-  DRY=(); BATCHES=1:512:x2; SCALE=1
+source "$(dirname "$0")/check_common.sh" "${1:?usage: scripts/gpu_check.sh [--quick] OUTDIR}" gpu_check.log
+if [ "$DEVICE" = cpu ]; then PLAN_DEVICE=cpu; else PLAN_DEVICE=cuda; fi
+PLAN_SH=$(mktemp)
+PLAN_ARGS=(--device "$PLAN_DEVICE" --shell "$PLAN_SH")
+[ "$MODE" = quick ] && PLAN_ARGS+=(--quick)
+python3 scripts/gpu_check_plan.py "${PLAN_ARGS[@]}" 2>&1 | tee -a "$LOG" "$OUT/summary.txt"
+if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+  rm -f "$PLAN_SH" "$STEPS"
+  echo "gpu_check: no plan, nothing run (see above)"
+  exit 2
 fi
-limit() { echo $(( $1 * SCALE )); }
-step env 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,power.limit,driver_version --format=csv 2>&1; python3 -c "import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda)"'
-step devices 60 python3 -m microbench.cli devices
-BACKENDS=torch
-python3 -c "import cupy" >/dev/null 2>&1 && [ "$DEVICE" != cpu ] && BACKENDS=torch,cupy
-step tests "$(limit 180)" python3 -m pytest -m gpu -q -rs tests/test_gpu.py tests/test_cupy_backend.py
-step ceilings "$(limit 150)" python3 -m microbench.cli ceilings --device "$DEVICE" --backend "$BACKENDS" \
-  ${DRY[@]+"${DRY[@]}"} $([ "$DEVICE" = cpu ] && echo --quick) -o "$OUT/ceilings.json"
-# The default shapes in bf16 on every back end (the weight-only formats have no CuPy kernel: next step).
-step sweep "$(limit 240)" python3 -m microbench.cli sweep --device "$DEVICE" --backend "$BACKENDS" --dtype bf16 \
-  --no-ceilings ${DRY[@]+"${DRY[@]}"} $([ "$DEVICE" = cpu ] && echo --batch "$BATCHES") -o "$OUT/sweep.json"
-# bf16, w8a16 and w4a16 on Llama-3-8B's down_proj (the CPU's default shape on a dry run), in one result so its
-# report has the format figure and each format's break-even batch; kept inside report.tar.gz with its report.
-# Each report folder is written whole into a new path (the sweep's report first, then the formats' and decode's
-# inside it), so the formats result is measured beside sweep.json and moved into its report folder at the end.
-if [ "$DEVICE" = cpu ]; then FORMAT_SHAPE=2048x4096; else FORMAT_SHAPE=4096x14336; fi
-# Ten batches, 1 to 512: where the formats' break-even batches lie on an H200, in a third of the default's points.
-step formats "$(limit 120)" python3 -m microbench.cli sweep --device "$DEVICE" --dtype bf16,w8a16,w4a16 \
-  --op gemv,gemm --shape "$FORMAT_SHAPE" --batch "$BATCHES" --no-ceilings ${DRY[@]+"${DRY[@]}"} \
-  -o "$OUT/formats.json"
-merge_ceilings() {  # the sweeps skipped their own ceilings to save time; give them the ones just measured
+# shellcheck source=/dev/null
+source "$PLAN_SH"
+rm -f "$PLAN_SH"
+
+merge_ceilings() {  # merge_ceilings RESULT: the ceilings step's measurements into a sweep run with --no-ceilings
   [ -f "$OUT/ceilings.json" ] && [ -f "$1" ] || return 0
   python3 - "$OUT/ceilings.json" "$1" <<'PY' >>"$LOG" 2>&1
 import sys
@@ -51,39 +51,60 @@ save_result(sweep.with_ceilings(ceilings.ceilings), sys.argv[2])
 print(f"{sys.argv[2]}: ceilings merged from ceilings.json")
 PY
 }
-merge_ceilings "$OUT/sweep.json"
-merge_ceilings "$OUT/formats.json"
-if [ -f "$OUT/sweep.json" ]; then
-  step report "$(limit 60)" python3 -m microbench.cli report "$OUT/sweep.json" -o "$OUT/report"
-fi
-if [ -f "$OUT/formats.json" ]; then
-  step fmt-report "$(limit 60)" python3 -m microbench.cli report "$OUT/formats.json" -o "$OUT/report/formats"
-fi
-if [ "$DEVICE" = cpu ]; then DECODE_MODEL=(--hf-config tests/data/tiny-llama-config.json --dtype fp32 --budget 0.02); \
-else DECODE_MODEL=(--model llama-3-8b); fi
-step decode "$(limit 90)" python3 -m microbench.cli decode "${DECODE_MODEL[@]}" --batch 1:256:x2 --device "$DEVICE" \
-  -o "$OUT/report/decode"
-[ -f "$OUT/report/decode/decode.json" ] && cp "$OUT/report/decode/decode.json" "$OUT/decode.json"
-step bench "$(limit 90)" python3 scripts/bench_timer.py --device "$DEVICE" \
-  $([ "$DEVICE" = cpu ] && echo --budget 0.5) -o "$OUT/bench.json"
-# The serving check last, in what is left of the budget (8 minutes less 20 s of slack for the summary and the
-# archives): its profile and eager validate need SERVING_MIN_S, its graphs validate runs only if time is left
-# after them (GPUBENCH_SERVING_BUDGET_S).  A CPU dry run runs it whatever the clock says: it checks the script.
-BUDGET_S=460
-SERVING_MIN_S=150
-LEFT=$(seconds_left "$BUDGET_S")
-if [ "$DEVICE" = cpu ]; then
-  export GPUBENCH_MODEL_CONFIG=${GPUBENCH_MODEL_CONFIG:-tests/data/tiny-llama-config.json}
-  step serving 1200 scripts/serving_check.sh "$OUT/serving"
-elif [ "$LEFT" -ge "$SERVING_MIN_S" ]; then
-  GPUBENCH_SERVING_BUDGET_S=$LEFT step serving "$LEFT" scripts/serving_check.sh "$OUT/serving"
-else
-  printf '%-10s skipped: %ss left of the budget, %ss needed\n' serving "$LEFT" "$SERVING_MIN_S" >>"$STEPS"
-fi
+
+needs() {  # needs NAME FILE: a step that reads FILE is skipped (a failure) when the step that writes it did not
+  [ -f "$2" ] && return 0
+  skip_step "$1" "no $(basename "$2"): the step that writes it failed"
+  return 1
+}
+
+# Each report folder is written whole into a new path (the sweep's report first, then the formats' and decode's
+# inside it), so the formats result is measured beside sweep.json and moved into its report folder at the end.
+for i in "${!PLAN_NAMES[@]}"; do
+  name=${PLAN_NAMES[$i]}
+  declare -n cmd="PLAN_CMD_$i"
+  if [ "${#cmd[@]}" -eq 0 ]; then
+    note_step "$name" "${PLAN_NOTES[$i]}"
+    continue
+  fi
+  # The sweeps skipped their own ceilings: each report reads its result with the ones the ceilings step measured.
+  case $name in
+    report) needs report "$OUT/sweep.json" || continue; merge_ceilings "$OUT/sweep.json" ;;
+    fmt-report) needs fmt-report "$OUT/formats.json" || continue; merge_ceilings "$OUT/formats.json" ;;
+  esac
+  limit=${PLAN_TIMEOUTS[$i]}
+  if [ "$name" = serving ]; then
+    if [ "$DEVICE" = cpu ]; then
+      # The dry run of the serving check: the tiny model, its own CPU limits, whatever the clock says.
+      GPUBENCH_MODEL_CONFIG=${GPUBENCH_MODEL_CONFIG:-tests/data/tiny-llama-config.json} step serving "$limit" "${cmd[@]}"
+    else
+      # What is left of the budget: never less than the plan's serving timeouts, which every earlier step left whole.
+      limit=$(seconds_left $(( PLAN_BUDGET_S - PLAN_SLACK_S )))
+      GPUBENCH_SERVING_BUDGET_S=$limit GPUBENCH_SERVING_PROFILE_S=$PLAN_PROFILE_TIMEOUT_S \
+        GPUBENCH_SERVING_VALIDATE_S=$PLAN_VALIDATE_TIMEOUT_S GPUBENCH_SERVING_GRAPHS=$PLAN_GRAPHS \
+        step serving "$limit" "${cmd[@]}"
+    fi
+    continue
+  fi
+  if [ "$DEVICE" != cpu ]; then
+    # Cut to what is left before the serving check's reservation; skipped when that is under half its expected
+    # time (it could only be cut), run in what is left otherwise.  A cut step's kill (KILL_AFTER_S) comes out of the
+    # serving check's headroom, not its timeouts' sum: a python ended by SIGTERM exits within a second.
+    left=$(seconds_left "$PLAN_SERVING_DEADLINE_S")
+    if [ $(( 2 * left )) -lt "${PLAN_ESTIMATES[$i]}" ] || [ "$left" -lt 5 ]; then
+      skip_step "$name" "${left}s left before the serving check's reservation, ${PLAN_ESTIMATES[$i]}s expected"
+      continue
+    fi
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
+  step "$name" "$limit" "${cmd[@]}"
+  if [ "$name" = decode ] && [ -f "$OUT/report/decode/decode.json" ]; then
+    cp "$OUT/report/decode/decode.json" "$OUT/decode.json"
+  fi
+done
+unset -n cmd
 
 {
-  echo "--- steps (rc, seconds) ---"
-  cat "$STEPS"
   echo "--- summary ---"
   python3 - "$OUT" <<'PY'
 import json, sys
@@ -115,6 +136,20 @@ if formats.exists():
     for line in analyse(load_result(formats))["verdict"]:
         if any(name in line for name in ("w8a16", "w4a16")):
             print(line)
+# The grouped points and the fp8-block point, one line each: what ran, how long, and whether it was right.
+for name in ("moe.json", "fp8-block.json"):
+    if not (out / name).exists():
+        continue
+    for p in load_result(out / name).points:
+        what = f"{p.op} {p.dtype} {p.n}x{p.k}"
+        if p.op == "grouped":
+            what += f" {p.experts}e top-{p.topk} {p.routing} ({p.touched} touched)"
+        if p.ok and p.stats:
+            right = {True: "correct", False: "WRONG", None: "unchecked"}[p.correct]
+            print(f"{what} B={p.batch}: {si(p.stats.median_s, 's')}, {si(p.bytes / p.stats.median_s, 'B/s')} "
+                  f"({p.kernel}, {p.timer}, {right})")
+        else:
+            print(f"{what} B={p.batch}: {p.status}: {p.reason}")
 if (out / "bench.json").exists():
     sys.path.insert(0, "scripts")
     from bench_timer import formatted  # units and significant digits, never round(v, 4)
@@ -126,10 +161,12 @@ if [ -f "$OUT/serving/serving_check.log" ]; then
   grep -E "^(engine|static|continuous|total_s|tokens_per_s|ttft_p90|tpot_p90|e2e_p90|itl_p99)|ratio|total time|rc=|skipped|gpubench: error|=== (validate|graphs)" \
     "$OUT/serving/serving_check.log" | tail -36
 fi
-} 2>&1 | tee "$OUT/summary.txt"
+} 2>&1 | tee -a "$OUT/summary.txt"
 # The report and serving folders are archived as one file each, so OUTDIR stays a few files; the formats result
 # goes into the archive beside its report.
-if [ -f "$OUT/formats.json" ]; then mkdir -p "$OUT/report/formats" && mv "$OUT/formats.json" "$OUT/report/formats/"; fi
-[ -d "$OUT/report" ] && tar -C "$OUT" -czf "$OUT/report.tar.gz" report && rm -rf "$OUT/report"
-[ -d "$OUT/serving" ] && tar -C "$OUT" -czf "$OUT/serving.tar.gz" serving && rm -rf "$OUT/serving"
-rm -f "$STEPS"
+if [ -f "$OUT/formats.json" ] && [ -d "$OUT/report/formats" ]; then mv "$OUT/formats.json" "$OUT/report/formats/"; fi
+if [ -d "$OUT/report" ]; then tar -C "$OUT" -czf "$OUT/report.tar.gz" report && rm -rf "$OUT/report"; fi
+if [ -d "$OUT/serving" ]; then tar -C "$OUT" -czf "$OUT/serving.tar.gz" serving && rm -rf "$OUT/serving"; fi
+# Last: every step's status, the failed ones with where their log says why, and the exit status.
+finish_steps | tee -a "$OUT/summary.txt"
+exit "${PIPESTATUS[0]}"

@@ -234,6 +234,16 @@ class SweepConfig:
             return tuple(plan.ExpertSet(self.experts, self.topk, n, k) for n, k in self.shapes or ())
         return () if self.shapes else defaults.expert_sets
 
+    def points(self, kind: str) -> list[plan.PointSpec]:
+        """The points this sweep measures on a device of ``kind`` (cuda | cpu): its lists, or the device's defaults
+        where it gives none.  No torch: scripts/gpu_check_plan.py counts a check's points with it before it runs."""
+        defaults = plan.defaults_for(kind, self.quick)
+        return plan.build_plan(
+            list(self.ops), list(self.dtypes or defaults.dtypes), list(self.shapes or defaults.shapes),
+            list(self.shapes or defaults.bmm_shapes), list(self.batches or defaults.batches), list(self.backends),
+            self.expert_sets(defaults), self.routing,
+        )
+
     @property
     def all_devices(self) -> bool:
         return self.device.strip().lower() == "all"

@@ -67,15 +67,6 @@ class PreparedSweep:
     config: SweepConfig
 
 
-def _plan_for(config: SweepConfig, kind: str) -> list[plan.PointSpec]:
-    defaults = plan.defaults_for(kind, config.quick)
-    return plan.build_plan(
-        list(config.ops), list(config.dtypes or defaults.dtypes), list(config.shapes or defaults.shapes),
-        list(config.shapes or defaults.bmm_shapes), list(config.batches or defaults.batches), list(config.backends),
-        config.expert_sets(defaults), config.routing,
-    )
-
-
 def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep:
     """Everything that can fail on bad input, before anything is measured or written: the session, then
     what needs the device (the memory cap against the plan, every shape against the device's memory).
@@ -85,7 +76,7 @@ def prepare_sweep(config: SweepConfig, observer: SweepObserver) -> PreparedSweep
     points: list[plan.PointSpec] = []
 
     def fits(session: Session) -> None:  # before the busy check: bad input is refused before any warning
-        points.extend(_plan_for(config, session.choice.kind))
+        points.extend(config.points(session.choice.kind))
         _check_something_runs(points, session.device)
         plan.check_memory_cap(points, config.max_memory_bytes)
         _check_shapes_fit(points, session.device)
