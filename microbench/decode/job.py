@@ -44,6 +44,8 @@ def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManag
                                           "model_source": profile.source,
                                           "weights": weights_note(dtype, profile.formats),
                                           **({"dtype_note": dtype_note} if dtype_note else {}),
+                                          "layers": profile.describe_layers(), "mixing": mixing_words(step),
+                                          **({"notes": list(profile.notes)} if profile.notes else {}),
                                           "moe": moe_words(step, context),
                                           **({"speculation": spec.to_dict()} if spec else {})}}
     if not config.analytic:
@@ -55,6 +57,12 @@ def run_decode(config: DecodeConfig, progress: Callable[[], AbstractContextManag
                                                  config.efficiency, config.ideal)
     document["summary"] = summary_lines(document)
     return document
+
+
+def mixing_words(step: StepModel) -> str:
+    """What keeps a step memory-bound as its batch grows, in words: the reads of each sequence's own cache or state."""
+    kinds = {"recurrent states" if rules.recurrent else "attention" for rules, _ in step.mixers}
+    return " and ".join(sorted(kinds))
 
 
 def moe_words(step: StepModel, context: int) -> dict[str, Any] | None:

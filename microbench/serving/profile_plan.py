@@ -163,8 +163,12 @@ def plan_items(plan: ProfilePlan, model: ModelSpec) -> list[Item]:
 
 
 def attention_shape(model: ModelSpec, tp: int) -> AttentionShape:
-    """One GPU's attention: its heads; MLA's latent and rope widths (its cache is one latent per token)."""
-    if model.attention == "mla":
-        return AttentionShape(model.heads // tp, 1, model.head_dim, latent=model.kv_lora_rank,
-                              rope=model.qk_rope_head_dim)
-    return AttentionShape(model.heads // tp, model.kv_heads // tp, model.head_dim)
+    """One GPU's main attention (``StepModel.main_mixer``): its heads; MLA's latent and rope widths (its cache is
+    one latent per token)."""
+    from roofline.specs.layers import LatentAttention
+
+    main = StepModel.of(model, tp).main_mixer
+    if isinstance(main.spec, LatentAttention):
+        return AttentionShape(main.spec.heads // tp, 1, main.spec.head_dim, latent=main.spec.kv_lora_rank,
+                              rope=main.spec.qk_rope_head_dim)
+    return AttentionShape(main.spec.heads // tp, main.kv_heads_per_gpu(tp), main.spec.head_dim)

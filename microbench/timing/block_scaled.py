@@ -73,6 +73,8 @@ def support_problem(dtype: str, op: str, n: int, k: int, device: dict[str, Any])
     if dtype == "mxfp4":
         return ("mxfp4: its kernels (Triton matmul_ogs, as vLLM runs gpt-oss) are not torch's: counted "
                 "analytically only")
+    if dtype in ANALYTIC_ONLY:
+        return f"{dtype}: {ANALYTIC_ONLY[dtype]}"
     if device["kind"] != "cuda":
         return f"{dtype} needs a GPU's block-scaled tensor cores; the CPU has no kernel for it"
     major, minor = (int(x) for x in device["compute_capability"].split("."))
@@ -160,4 +162,11 @@ def dequantized_input_f64(x, rows: int):
 
 
 def is_block_scaled(dtype: str) -> bool:
-    return dtype in BLOCK_SCALED_FORMATS or dtype == "mxfp4"
+    """Whether a format's points go through this module (block-scaled ones, and the formats no kernel of gpubench
+    times, which it records as unsupported, saying why)."""
+    return dtype in BLOCK_SCALED_FORMATS or dtype == "mxfp4" or dtype in ANALYTIC_ONLY
+
+
+# Weight-only formats read from checkpoints that no kernel here times: counted analytically only.
+ANALYTIC_ONLY = {"w4a16-g32": "compressed-tensors' symmetric int4 in groups of 32 (Kimi-K2.5's experts) has no "
+                              "kernel in torch or in gpubench: counted analytically only"}

@@ -75,6 +75,9 @@ class WeightOnlyFormat:
 
 
 # w8a16: int8 weights, one bf16 scale per output channel (torch._weight_int8pack_mm).
+# w4a16-g32: symmetric int4 in groups of 32 along K with one bf16 scale each and no zero: compressed-tensors'
+# pack-quantized int4 as Kimi-K2.5's routed experts ship (its quantization_config: num_bits 4, group_size 32,
+# symmetric); no kernel of gpubench times it (counted analytically only).
 # w4a16: int4 weights in groups of 128 along K, a bf16 scale and zero per group (torch's tinygemm layout,
 # torch._weight_int4pack_mm; AWQ/GPTQ use the same group size).
 # mxfp4: the OCP microscaling format gpt-oss ships its experts in: e2m1 values with one power-of-two (E8M0, one
@@ -82,6 +85,7 @@ class WeightOnlyFormat:
 WEIGHT_ONLY_FORMATS: dict[str, WeightOnlyFormat] = {
     "w8a16": WeightOnlyFormat("w8a16", bits=8, group_size=None, scale_bytes=2, zero_bytes=0),
     "w4a16": WeightOnlyFormat("w4a16", bits=4, group_size=128, scale_bytes=2, zero_bytes=2),
+    "w4a16-g32": WeightOnlyFormat("w4a16-g32", bits=4, group_size=32, scale_bytes=2, zero_bytes=0),
     "mxfp4": WeightOnlyFormat("mxfp4", bits=4, group_size=32, scale_bytes=1, zero_bytes=0, element="float"),
 }
 

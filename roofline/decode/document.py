@@ -208,7 +208,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
             text += f". Ridge {crossing['ridge_flop_per_byte']:.0f} FLOP/byte: "
             if crossing["never"]:
                 text += (f"the step never turns compute-bound at this context (its intensity tends to "
-                         f"{crossing['limit_intensity_flop_per_byte']:.0f} FLOP/byte as the batch grows: attention)")
+                         f"{crossing['limit_intensity_flop_per_byte']:.0f} FLOP/byte as the batch grows: "
+                         f"{setup.get('mixing', 'attention')})")
             elif crossing["crossover_batch"] is not None:
                 text += f"the step turns compute-bound at batch {crossing['crossover_batch']}"
             else:
@@ -217,8 +218,11 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
                 text += f"; past context {crossing['context_limit']} it stays memory-bound at every batch"
         kv = part["kv"]
         text += f". The weights take {si_bytes(kv['weight_bytes'])}{_per_device(part, setup['tp'])} (embeddings aside)"
+        kept = kv.get("sequence_bytes") or {}
         if kv["fits"] is False:
             text += " and do not fit in memory at this TP"
+        elif kv["max_batch"] and (kept.get("state") or kept.get("window")):
+            text += f"; what the sequences keep (KV, windows, states) caps the batch at {kv['max_batch']}"
         elif kv["max_batch"]:  # 0: the CLI says why (the context), exit 2
             text += f"; the KV cache caps the batch at {kv['max_batch']}"
         if part.get("knee_batch_1p10"):
@@ -231,6 +235,20 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         if setup.get("moe"):
             lines.append(f"{key}: {moe_words(setup['moe'], part.get('experts_crossover'))}")
         lines += [f"{key}: warning: {warning}." for warning in part.get("warnings") or []]
+    if setup.get("layers"):
+        lines.append(f"Layers: {setup['layers']}.")
+    kept = next((document[k]["kv"].get("sequence_bytes") for k in ("analytic", "measured") if document.get(k)), None)
+    if kept and (kept.get("state") or kept.get("window")):
+        lines.append(f"One sequence at {setup['context']} tokens keeps {si_bytes(sum(kept.values()))}"
+                     f"{' a GPU' if setup['tp'] > 1 else ''}: {_kept_words(kept)}.")
+    if setup.get("dtype_note"):
+        lines.append(f"Formats: {setup['dtype_note']}.")
     if setup.get("weights"):
         lines.append(f"Weights: {setup['weights']}.")
     return lines
+
+
+def _kept_words(kept: dict[str, int]) -> str:
+    words = {"kv": "of KV cache (the layers that keep every token)", "window": "of sliding windows (at most their "
+             "windows)", "state": "of recurrent state (the same at any length)"}
+    return ", ".join(f"{si_bytes(kept[k])} {words[k]}" for k in ("kv", "window", "state") if kept.get(k))

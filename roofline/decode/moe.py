@@ -6,9 +6,10 @@ the global batch that gives each touched expert that many under the routing.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from roofline.core.counting import critical_intensity_batch
+from roofline.core.counting import count_work, critical_intensity_batch
 from roofline.core.units import si, si_bytes
 from roofline.step.launches import Batch, StepModel
 from roofline.step.memory import parameters
@@ -52,8 +53,18 @@ def experts_crossover(step: StepModel, ridge: float | None) -> dict[str, Any] | 
     down = step.grouped[-1]
     per_expert = float(critical_intensity_batch(down.dtype, down.n, down.k, ridge))
     m = step.model
+    if not math.isfinite(per_expert):  # a narrow expert slice: its GEMM's intensity levels off below the ridge
+        limit = count_work("gemm", down.dtype, HUGE_ROWS, down.n, down.k)
+        return {"tokens_per_expert": None, "global_batch": None,
+                "why_none": f"one expert's {down.n}x{down.k} {down.dtype} GEMM on a GPU tends to "
+                            f"{limit.flop / limit.bytes:.0f} FLOP/byte at any token count, below the ridge of "
+                            f"{ridge:.0f}: the experts never turn compute-bound at this split"}
     return {"tokens_per_expert": per_expert,
             "global_batch": step.routing.global_tokens(m.experts, m.experts_per_token, per_expert)}
+
+
+# Where a GEMM's intensity is read as its limit as the rows grow.
+HUGE_ROWS = 10**9
 
 
 def moe_words(moe: dict[str, Any], crossover: dict[str, Any] | None) -> str:
@@ -64,7 +75,9 @@ def moe_words(moe: dict[str, Any], crossover: dict[str, Any] | None) -> str:
             f"{si_bytes(moe['bytes_per_token_batch_1'])} per token in a step at batch 1 and "
             f"{si_bytes(moe['bytes_per_token_all_touched'])} at batch {moe['all_touched_batch']}, where every "
             "expert is touched")
-    if crossover:
+    if crossover and crossover.get("tokens_per_expert") is None:
+        text += f"; {crossover['why_none']}"
+    elif crossover:
         text += (f"; the experts turn compute-bound at ~{crossover['tokens_per_expert']:.0f} tokens each, a global "
                  f"batch of ~{crossover['global_batch']:.0f}")
     return text + "."

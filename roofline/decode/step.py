@@ -120,10 +120,11 @@ class DecodeSetup:
         if launch.op != "attention":
             raise SpecError(f"{m.name}'s {launch.op.replace('_', ' ')} has no sweep point to time it: measure it with "
                             "gpubench profile, or give --analytic")
-        window = m.sliding_window if launch.name == "sliding_attention" else None
+        rules = self.step.mixer_named(launch.name)
+        window = rules.window
         context = min(self.context, window) if window else self.context
-        groups = launch.tokens * (m.kv_heads // self.tp)
-        return [("bmm", launch.dtype, groups, context, m.head_dim)] * ATTENTION_PROXIES_PER_LAYER
+        groups = launch.tokens * rules.kv_heads_per_gpu(self.tp)
+        return [("bmm", launch.dtype, groups, context, rules.spec.head_dim)] * ATTENTION_PROXIES_PER_LAYER
 
     def point_keys(self, launch: Launch) -> list[tuple]:
         return self.attention_proxy_keys(launch) if launch.op in ("attention", "mla_attention") else [launch.key]

@@ -154,8 +154,8 @@ def load_hf_config(path: Path) -> ModelSpec:
     outer = _read(path)
     inner = outer.get("text_config")
     config = dict(inner) if isinstance(inner, dict) else outer
-    if isinstance(inner, dict):
-        config.setdefault("_name_or_path", outer.get("_name_or_path") or outer.get("model_type"))
+    if isinstance(inner, dict) and outer.get("_name_or_path"):
+        config.setdefault("_name_or_path", outer["_name_or_path"])
     name = _name(config, path)
     model = name if name == str(path) else f"{name} ({path})"
     c = _Config(config, model)

@@ -201,6 +201,10 @@ class StepModel:
             return True
         return rules.window is not None and hasattr(rules.spec, "window") and replace(rules.spec, window=None) == main
 
+    def mixer_named(self, name: str) -> MixerRules:
+        """The mixer kind whose launches go by ``name`` (``mixer_name``)."""
+        return next(rules for rules, _ in self.mixers if self.mixer_name(rules) == name)
+
     def mixer_name(self, rules: MixerRules) -> str:
         """A mixer's launch name: ``attention`` for the main one, ``sliding_attention`` for the main one over a window
         (the names decode and the profiles have always used), else its op, numbered where two kinds share it."""
@@ -330,11 +334,11 @@ class StepModel:
         runs a token through on average (a dense MLP's, or top-k experts' and the shared experts'), rope on the main
         attention's queries and keys (MLA: every head's rope part and the one shared rope key)."""
         m, tp = self.model, self.parallelism.tp
-        main = self.main_mixer.spec
-        if isinstance(main, LatentAttention):
-            heads, kv_heads, rope = main.heads // tp, 1, main.qk_rope_head_dim
+        main = self.main_mixer
+        if isinstance(main.spec, LatentAttention):
+            heads, kv_heads, rope = main.spec.heads // tp, 1, main.spec.qk_rope_head_dim
         else:
-            heads, kv_heads, rope = main.heads // tp, main.kv_heads // tp, main.head_dim
+            heads, kv_heads, rope = main.spec.heads // tp, main.kv_heads_per_gpu(tp), main.spec.head_dim
         width = math.ceil(self._activation_values() / m.layers)
         return Elementwise(m.hidden, heads, kv_heads, rope, width, m.gated_mlp, m.layers, math.ceil(m.vocab / tp))
 

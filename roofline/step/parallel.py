@@ -75,3 +75,7 @@ def check_parallelism(model: ModelSpec, parallelism: Parallelism) -> None:
     for what, value in dict.fromkeys(checks):
         if value % tp:
             raise SpecError(f"--tp {tp} does not divide the {value} {what} of {model.name}")
+    for kind, _ in model.mixer_layers:
+        problem = rules_of(kind).tp_problem(tp)
+        if problem:
+            raise SpecError(f"{problem} of {model.name}")

@@ -153,8 +153,8 @@ def _attention(tables: Tables, kind: str) -> AttentionTable:
     if not isinstance(main, Attention) or main.window is not None or main.value_dim != main.head_dim \
             or main.output_gate:
         raise ReferenceDataError(f"gpubench reads the database's GQA attention, not {step.main_mixer.label}")
-    return AttentionTable.read(tables.db, tables.gpu, tables.engine, kind, main.heads // tp, main.kv_heads // tp,
-                               main.head_dim, step.cache_dtype)
+    return AttentionTable.read(tables.db, tables.gpu, tables.engine, kind, main.heads // tp,
+                               step.main_mixer.kv_heads_per_gpu(tp), main.head_dim, step.cache_dtype)
 
 
 def _prefill_attention(tables: Tables, prompts: tuple[int, ...]) -> Table1D:

@@ -32,6 +32,14 @@ class MixerRules:
         """(what, count) that tensor parallelism splits, so must divide."""
         raise NotImplementedError
 
+    def kv_heads_per_gpu(self, tp: int) -> int:
+        """KV heads (or latent caches) one GPU reads per token (1 for a cache every head shares)."""
+        return 1
+
+    def tp_problem(self, tp: int) -> str | None:
+        """Why ``tp`` GPUs cannot split the layer beyond ``divides``, in words (None: they can)."""
+        return None
+
     def cache_bytes_per_token(self, tp: int, cache_dtype: str) -> int:
         """Bytes one cached token keeps in one layer on one GPU (0: no cache that grows with the context)."""
         return 0
