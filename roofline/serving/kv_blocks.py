@@ -131,10 +131,14 @@ class PrefixCache:
 class KvBlocks:
     """``total`` blocks of ``block`` tokens: the free ones, and with ``prefix_cache`` the keyed ones."""
 
-    __slots__ = ("total", "block", "free", "watermark", "cache", "chained", "chained_keys", "reserve_full")
+    __slots__ = ("total", "block", "free", "watermark", "cache", "chained", "chained_keys", "reserve_full", "fixed")
 
-    def __init__(self, total: int, block: int, prefix_cache: bool, reserve_full: bool = False) -> None:
+    def __init__(self, total: int, block: int, prefix_cache: bool, reserve_full: bool = False, fixed: int = 0
+                 ) -> None:
         self.total, self.block, self.free = total, block, total
+        # Blocks' worth of memory each running sequence holds whatever its length (a hybrid model's recurrent states
+        # and sliding windows, in the same memory as the KV blocks: vLLM's hybrid allocator), taken at admission.
+        self.fixed = fixed
         # Reserving every block a request can need leaves nothing to grow into: no watermark is kept for growth.
         self.reserve_full = reserve_full
         self.watermark = 0 if reserve_full else int(KV_WATERMARK * total)
@@ -185,13 +189,13 @@ class KvBlocks:
         spare = self.free
         if cache is not None:
             spare += len(cache.idle) - (cache.idle_among(seq.keys[:hits]) if hits else 0)
-        if spare - (need - hits) < (self.watermark if running else 0):
+        if spare - (need - hits) - self.fixed < (self.watermark if running else 0):
             return False
         if cache is not None and seq.keys is not None:
             seq.held = seq.keys[:hits]
             cache.acquire(seq.held)
             seq.kept = hits
-        self.take(need - hits)
+        self.take(need - hits + self.fixed)
         seq.blocks = need
         if hits:  # its cached prefix is in the KV already: prefill starts after it
             seq.kv_tokens = hits * self.block
@@ -224,7 +228,7 @@ class KvBlocks:
         if self.cache is not None and seq.keys:
             self.keep(seq)
             self.cache.release(seq.held)
-        self.free += seq.blocks - len(seq.held)
+        self.free += seq.blocks - len(seq.held) + (self.fixed if seq.blocks else 0)
         seq.blocks, seq.held, seq.kept = 0, [], 0
 
     def in_use(self) -> int:

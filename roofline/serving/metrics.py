@@ -217,6 +217,8 @@ def uncached_warning(run: SimulationRun) -> str:
     policy = run.policy
     why = ("its prefix cache is off (prefix-cache=off)" if policy.get("block_tokens") else
            f"{policy['kind']} keeps no paged KV cache to find them in (paged and chunked do)")
+    if policy.get("prefix_cache_off"):
+        why = f"its prefix cache cannot apply ({policy['prefix_cache_off']})"
     return f"the prompts share prefixes and {why}: every prompt is prefilled in full"
 
 

@@ -28,6 +28,7 @@ from roofline.serving.step_cost import CostModel
 from roofline.serving.step_log import StepLog
 from roofline.serving.workload import Request
 from roofline.specs.models import past_context_window
+from roofline.step.memory import fixed_bytes_per_sequence
 from roofline.step.speculative import SpecDecode, acceptance_rng
 
 
@@ -137,7 +138,7 @@ class Engine:
 
     def __init__(self, requests: Sequence[Request], kv_blocks: int | None, block: int,
                  prefix_cache: bool = False, concurrency: int | None = None, reserve_full: bool = False,
-                 spec: SpecDecode | None = None, seed: int = 0, index: int = 0) -> None:
+                 spec: SpecDecode | None = None, seed: int = 0, index: int = 0, fixed: int = 0) -> None:
         # A conversation's later turn waits for the turn before it to end: it is sent (think_s later) only then.
         self.followers = {r.after: Seq(r) for r in requests if r.after is not None}
         self.pending = sorted((Seq(r) for r in requests if r.after is None), key=_arrival)
@@ -153,7 +154,7 @@ class Engine:
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
         self.static_batch: list[Seq] = []
-        self.kv = KvBlocks(kv_blocks, block, prefix_cache, reserve_full) if kv_blocks is not None else None
+        self.kv = KvBlocks(kv_blocks, block, prefix_cache, reserve_full, fixed) if kv_blocks is not None else None
         self.clock_s = 0.0
         self.kv_blocked = False
         self.preempted = self.finished_count = 0
@@ -349,6 +350,25 @@ def kv_block_count(profile: StepProfile, block: int, mem_fraction: float) -> int
     return kv_blocks_that_fit(profile, mem_fraction, block)
 
 
+def fixed_blocks(profile: StepProfile, block: int) -> int:
+    """The KV blocks' worth of memory one running sequence of ``profile`` holds whatever its length: its recurrent
+    states and its sliding windows (``roofline.step.memory.fixed_bytes_per_sequence``), in blocks of ``block``
+    tokens of the layers that keep every token."""
+    fixed = fixed_bytes_per_sequence(profile.step_model())
+    return -(-fixed // (profile.memory["kv_bytes_per_token"] * block)) if fixed else 0
+
+
+def prefix_cache_applies(profile: StepProfile) -> bool:
+    """Whether a prefix cache can reuse a cached prefix of this model: not where a layer keeps a recurrent state,
+    whose value at a block's end no block holds (vLLM checkpoints such states per block only in some versions and
+    modes; gpubench models none: a hybrid model's prompts are prefilled whole)."""
+    return not any(rules.recurrent for rules, _ in profile.step_model().mixers)
+
+
+PREFIX_CACHE_OFF = ("the model's layers keep recurrent states, whose values at a cached block's end no block holds; "
+                    "gpubench models no per-block state checkpoints")
+
+
 def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Policy, mem_fraction: float,
                    lookahead: int = 0) -> int | None:
     """Refuse what no replica of ``profile`` can serve (a request past the context window, past the profile's
@@ -375,7 +395,7 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
         raise SimulationError(overflow)
     kv_blocks = kv_block_count(profile, policy.block, mem_fraction) if policy.paged else None
     if kv_blocks is not None:
-        if -(-(longest + lookahead) // policy.block) > kv_blocks:
+        if -(-(longest + lookahead) // policy.block) + fixed_blocks(profile, policy.block) > kv_blocks:
             drafts = f" (and {lookahead} draft tokens)" if lookahead else ""
             raise SimulationError(f"a request of {longest} tokens{drafts} needs more than the {kv_blocks} KV blocks "
                                   f"of {policy.block} tokens the memory holds")
@@ -399,9 +419,11 @@ class Replica:
         """``spec``: speculative decoding, its acceptances drawn under ``seed`` (``index``: the replica's stream
         in a fleet); ``concurrency``: a closed loop of that many clients."""
         self.policy, self.kv_blocks, self.spec = policy, kv_blocks, spec
-        self.engine = Engine(requests, kv_blocks, policy.block, policy.prefix_cache, concurrency=concurrency,
-                             reserve_full=policy.reserve == "full", spec=spec, seed=seed, index=index)
         self.model = CostModel(profile, overhead, spec)
+        self.prefix_cache = policy.prefix_cache and prefix_cache_applies(profile)
+        self.engine = Engine(requests, kv_blocks, policy.block, self.prefix_cache,
+                             concurrency=concurrency, reserve_full=policy.reserve == "full", spec=spec, seed=seed,
+                             index=index, fixed=fixed_blocks(profile, policy.block) if kv_blocks is not None else 0)
         self.steps = StepLog()
         self.busy_s = 0.0
         self.power = profile.power_figure
@@ -486,8 +508,10 @@ class Replica:
 
     def run(self, overhead: EngineOverhead | None) -> SimulationRun:
         """The finished replica as a run."""
-        policy = self.policy
-        return SimulationRun(policy=policy.to_dict(), requests=self.outcomes(), steps=self.steps,
+        policy, record = self.policy, self.policy.to_dict()
+        if record.get("prefix_cache") and not self.prefix_cache:
+            record = {**record, "prefix_cache": False, "prefix_cache_off": PREFIX_CACHE_OFF}
+        return SimulationRun(policy=record, requests=self.outcomes(), steps=self.steps,
                              kv_blocks_total=self.kv_blocks,
                              kv_tokens_capacity=self.kv_blocks * policy.block if self.kv_blocks is not None else None,
                              overhead=overhead, shared_prefixes=self.engine.shared, busy_s=self.busy_s,

@@ -54,6 +54,13 @@ def fixed_bytes_per_sequence(step: StepModel) -> int:
                                                 window_bytes_per_token(step))
 
 
+def memory_extras(step: StepModel) -> dict[str, int]:
+    """A step profile's ``memory`` keys beyond the weights and the KV per token: what a sequence keeps whatever its
+    length, where it keeps any (a dense or MoE model's record is the one it always was)."""
+    fixed = fixed_bytes_per_sequence(step)
+    return {"fixed_bytes_per_sequence": fixed} if fixed else {}
+
+
 def sequence_bytes(step: StepModel, context: int) -> dict[str, int]:
     """What one sequence at ``context`` tokens keeps on one GPU, by kind: ``kv`` (the caches of every token),
     ``window`` (the sliding windows', at most their windows) and ``state`` (the recurrent states)."""

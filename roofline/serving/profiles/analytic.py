@@ -56,7 +56,7 @@ from roofline.step.comm import ALL_TO_ALLS_PER_MOE_LAYER
 from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
 from roofline.step.kinds import MixerRules
 from roofline.step.launches import Launch, StepModel
-from roofline.step.memory import kv_bytes_per_token, weight_bytes
+from roofline.step.memory import kv_bytes_per_token, memory_extras, weight_bytes
 
 
 def _fit_series(result: Result, dtype: str) -> list[dict[str, Any]]:
@@ -260,7 +260,8 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
         source="analytic", basis=basis, model=model.to_record(), tp=tp, dtype=dtype, kv_dtype=step.cache_dtype,
         lm_head_dtype=step.stored_dtype("head"),
         memory={"device_bytes": int(memory_bytes) if memory_bytes else None,
-                "weight_bytes": weight_bytes(step), "kv_bytes_per_token": kv_bytes_per_token(step)},
+                "weight_bytes": weight_bytes(step), "kv_bytes_per_token": kv_bytes_per_token(step),
+                **memory_extras(step)},
         linears=tuple(linears), lm_head=lm_head, decode_attention=decode, prefill_attention=prefill,
         chunk_attention=chunk, other=other_table(step, bandwidth, tokens), engine_overhead=None, comm=reduce,
         grouped=_grouped_tables(step, timer, tokens), ep=ep, routing=step.routing.spelled, all_to_all=exchange,

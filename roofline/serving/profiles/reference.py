@@ -42,7 +42,7 @@ from roofline.specs.models import ModelSpec
 from roofline.step.batch import Batch
 from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
 from roofline.step.launches import Launch, Linear, StepModel
-from roofline.step.memory import kv_bytes_per_token, weight_bytes
+from roofline.step.memory import kv_bytes_per_token, memory_extras, weight_bytes
 
 
 class Tables:
@@ -209,7 +209,8 @@ def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, m
         source="reference", basis=basis, model=model.to_record(), tp=tp, dtype=dtype, kv_dtype=step.cache_dtype,
         lm_head_dtype=step.stored_dtype("head"),
         memory={"device_bytes": int(gpu.reported_bytes), "weight_bytes": weight_bytes(step),
-                "kv_bytes_per_token": kv_bytes_per_token(step)},
+                "kv_bytes_per_token": kv_bytes_per_token(step),
+                **memory_extras(step)},
         linears=tuple(every[:-1]), lm_head=every[-1], decode_attention=_decode_attention(tables, contexts),
         prefill_attention=_prefill_attention(tables, token_grid(max(contexts))), chunk_attention=None,
         other=Table1D(other.kernel, other.axis, other.grid, other.time_s,

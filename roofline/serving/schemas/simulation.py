@@ -79,6 +79,9 @@ class PolicyRecord(Record):
     prefix_cache: Any = key("boolean", nullable=True,
                             doc="paged, chunked: blocks kept by prefix hash and found again (null: no block cache; "
                                 "absent: written before prefix caching was modelled)")
+    prefix_cache_off: Any = key("string", nullable=False,
+                                doc="why the policy's prefix cache was not applied (a model whose layers keep a "
+                                    "recurrent state: no cached prefix can be reused; absent: it applied)")
     kv_reserve: Any = key("string", nullable=True, choices=("prompt", "full"),
                           doc="paged, chunked: what admission reserves, the prompt's blocks (preemption by recompute "
                               "as outputs grow) or prompt and whole output's (never preempts; null: no block cache; "

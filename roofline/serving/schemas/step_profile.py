@@ -17,6 +17,51 @@ from roofline.serving import profile_doc
 
 
 @dataclass(frozen=True, kw_only=True)
+class IndexerShape(Record):
+    SECTION: ClassVar[str] = "model.mixers[].indexer"
+    heads: Any = key("integer", required=True, doc="DSA: the indexer's query heads")
+    head_dim: Any = key("integer", required=True, doc="DSA: the size of its one fp8 key per cached token")
+    topk: Any = key("integer", required=True, doc="DSA: the cached tokens the latent attention keeps per query")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayerKindShape(Record):
+    SECTION: ClassVar[str] = "model.mixers[]|mlps[]"
+    kind: Any = key("string", required=True,
+                    choices=("attention", "mla", "linear_attention", "mamba2", "dense", "moe"),
+                    doc="the layer kind (roofline.specs.layers)")
+    layers: Any = key("integer", required=True, doc="the blocks that hold it")
+    heads: Any = key("integer", nullable=False, doc="attention, mla, mamba2: heads")
+    kv_heads: Any = key("integer", nullable=False, doc="attention: key/value heads")
+    head_dim: Any = key("integer", nullable=False, doc="attention, mamba2: one head's size (attention: q and k)")
+    v_head_dim: Any = key("integer", nullable=False, doc="attention, mla: one head's value size")
+    window: Any = key("integer", nullable=False, doc="attention: the sliding window (absent: every token)")
+    output_gate: Any = key("boolean", nullable=False, doc="attention: the queries' projection yields a gate too")
+    shared_kv: Any = key("boolean", nullable=False, doc="attention: keys and values from one projection")
+    kv_lora_rank: Any = key("integer", nullable=False, doc="mla: the latent cached per token")
+    qk_nope_head_dim: Any = key("integer", nullable=False, doc="mla: a head's query/key part without rope")
+    qk_rope_head_dim: Any = key("integer", nullable=False, doc="mla: the rope key cached beside the latent")
+    q_lora_rank: Any = key("integer", nullable=False, doc="mla: the queries' low rank (absent: none)")
+    indexer: Any = key("object", record=IndexerShape, nullable=False, doc="mla: DSA's indexer (absent: dense MLA)")
+    key_heads: Any = key("integer", nullable=False, doc="linear_attention: key heads")
+    value_heads: Any = key("integer", nullable=False, doc="linear_attention: value heads")
+    key_head_dim: Any = key("integer", nullable=False, doc="linear_attention: a key head's size")
+    value_head_dim: Any = key("integer", nullable=False, doc="linear_attention: a value head's size")
+    conv_kernel: Any = key("integer", nullable=False, doc="linear_attention, mamba2: the short convolution's width")
+    state_dtype: Any = key("string", nullable=False, doc="linear_attention, mamba2: the recurrent state's dtype")
+    state_size: Any = key("integer", nullable=False, doc="mamba2: the state per head element")
+    groups: Any = key("integer", nullable=False, doc="mamba2: B and C groups")
+    chunk: Any = key("integer", nullable=False, doc="mamba2: the chunked scan's tokens per chunk")
+    intermediate: Any = key("integer", nullable=False, doc="dense: the MLP width")
+    gated: Any = key("boolean", nullable=False, doc="dense, moe: gated (SwiGLU) rather than plain")
+    experts: Any = key("integer", nullable=False, doc="moe: routed experts")
+    topk: Any = key("integer", nullable=False, doc="moe: experts per token")
+    expert_intermediate: Any = key("integer", nullable=False, doc="moe: one expert's width")
+    shared_width: Any = key("integer", nullable=False, doc="moe: the shared experts' width in all")
+    latent: Any = key("integer", nullable=False, doc="moe: a latent MoE's experts' width (absent: the hidden size)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ModelShape(Record):
     SECTION: ClassVar[str] = "model"
     name: Any = key("string", required=True, doc="the model's name")
@@ -48,6 +93,15 @@ class ModelShape(Record):
     sliding_window: Any = key("integer", nullable=False, doc="tokens a sliding-window layer attends over")
     sliding_layers: Any = key("integer", nullable=False, doc="layers with sliding-window attention (absent: none)")
     dtype_measured: Any = key("string", nullable=False, doc="measured profile: the dtype its kernels ran in")
+    mixers: Any = key("array", items="object", item_record=LayerKindShape, nullable=False,
+                      doc="a hybrid model's mixer kinds, each with the blocks holding it (absent: the fields above "
+                          "say them)")
+    mlps: Any = key("array", items="object", item_record=LayerKindShape, nullable=False,
+                    doc="a hybrid model's MLP kinds, each with the blocks holding it (absent: the fields above)")
+    formats: Any = key("object", values="string", nullable=False,
+                       doc="the checkpoint's quantization: the dtype of each part not in bf16 (attention, "
+                           "linear_attention, mamba2, mlp, experts, shared); absent: dtype's rule")
+    kv_format: Any = key("string", nullable=False, doc="the checkpoint's KV cache dtype (absent: none given)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,7 +113,11 @@ class ProfileMemory(Record):
     weight_bytes: Any = key("integer", unit="B", required=True,
                             doc="the weights of one tensor-parallel rank, each matrix in the dtype it is stored in "
                                 "(with a weight-only format's scales and zeros); embeddings aside")
-    kv_bytes_per_token: Any = key("integer", unit="B", required=True, doc="KV cache per token, all layers")
+    kv_bytes_per_token: Any = key("integer", unit="B", required=True,
+                                  doc="KV cache per token, all layers that keep every token")
+    fixed_bytes_per_sequence: Any = key("integer", unit="B", nullable=False,
+                                        doc="what one sequence keeps whatever its length: recurrent states and full "
+                                            "sliding windows (absent: none)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,6 +213,22 @@ class ChunkAttention(Record):
     source: Any = key("string", nullable=False,
                       doc="where this table's times come from (a reference profile names it per table; absent: the "
                           "profile's basis)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MixerKernels(Record):
+    SECTION: ClassVar[str] = "mixers[]"
+    name: Any = key("string", required=True,
+                    doc="the mixer kind's launch name (linear_attention, mamba2, attention_2, ...)")
+    op: Any = key("string", required=True, doc="its op: attention, mla_attention, dsa_attention, linear_attention, "
+                                               "mamba2")
+    layers: Any = key("integer", required=True, doc="the blocks that hold it")
+    decode: Any = key("object", record=DecodeAttention, required=True,
+                      doc="one layer's decode step, batch x context (a recurrent kind: one context column)")
+    prefill: Any = key("object", record=PrefillAttention, required=True, doc="one layer, one prompt of one sequence")
+    chunk: Any = key("object", record=ChunkAttention, required=True, nullable=True,
+                     doc="chunk x prefix table (null: from prefill; a recurrent kind's chunk costs its tokens alone)")
+    source: Any = key("string", nullable=False, doc="where its times come from (absent: the profile's basis)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -282,3 +356,6 @@ class StepProfileDocument(Record):
                               "ranks is the profile's ep")
     power: Any = key("object", record=StepPower, nullable=False,
                      doc="the power simulate charges its busy time at (absent: written before profiles carried one)")
+    mixers: Any = key("array", items="object", item_record=MixerKernels, nullable=False,
+                      doc="a hybrid model's mixer kinds the attention tables above do not time, one each (absent: "
+                          "none)")
