@@ -82,8 +82,10 @@ def test_a_weight_only_format_reaches_the_ridge_at_a_proportionally_smaller_batc
 
 
 def test_weight_only_formats_multiply_in_bf16_and_keep_a_plain_kv_cache():
-    from roofline.core.counting import KV_DTYPES, compute_dtype, io_sizes
+    from roofline.core.counting import KV_DTYPES, compute_dtype, gemm_activation_bytes, output_size
 
     assert compute_dtype("w4a16") == compute_dtype("w8a16") == "bf16" and compute_dtype("fp8") == "fp8"
-    assert io_sizes("w4a16") == (2, 2)
+    assert output_size("w4a16") == output_size("fp8-block") == output_size("fp8") == 2
+    assert gemm_activation_bytes("w4a16", 3, 128) == 3 * 128 * 2  # bf16 activations
+    assert gemm_activation_bytes("fp8-block", 3, 128) == 3 * (128 + 4)  # fp8 values and one fp32 scale per 128
     assert "w4a16" not in KV_DTYPES and "fp8" in KV_DTYPES

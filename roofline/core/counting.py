@@ -151,15 +151,11 @@ def compute_dtype(dtype: str) -> str:
     return fmt.compute_dtype if fmt else dtype
 
 
-def io_sizes(dtype: str) -> tuple[int, int]:
-    """(activation, output) element sizes in bytes of the activations between kernels: a block-scaled format's
-    activations are stored bf16 and quantized inside the GEMM that reads them (``gemm_activation_bytes``)."""
-    fmt = WEIGHT_ONLY_FORMATS.get(dtype)
-    if fmt:
-        return fmt.activation_bytes, fmt.output_bytes
-    if dtype in BLOCK_SCALED_FORMATS:
-        return 2, BLOCK_SCALED_FORMATS[dtype].output_bytes
-    return DTYPE_SIZES[dtype]
+def output_size(dtype: str) -> int:
+    """Bytes of one value a linear in ``dtype`` writes: its own size in a plain dtype, bf16's beside fp8 and in
+    every weight-only and block-scaled format."""
+    fmt = WEIGHT_ONLY_FORMATS.get(dtype) or BLOCK_SCALED_FORMATS.get(dtype)
+    return fmt.output_bytes if fmt else DTYPE_SIZES[dtype][1]
 
 
 def activation_dtype(dtype: str) -> str:
@@ -171,14 +167,17 @@ def activation_dtype(dtype: str) -> str:
 
 
 def gemm_activation_bytes(dtype: str, rows: int, k: int) -> int:
-    """Bytes a GEMM in ``dtype`` reads for ``rows`` activation rows of length K (with a block-scaled format's
-    per-group scales)."""
-    fmt = BLOCK_SCALED_FORMATS.get(dtype)
-    return fmt.activation_bytes(rows, k) if fmt else io_sizes(dtype)[0] * rows * k
+    """Bytes a GEMM in ``dtype`` reads for ``rows`` activation rows of length K: a block-scaled format quantizes
+    them inside the GEMM (its values and per-group scales), a weight-only format reads bf16, a plain dtype its own."""
+    block_scaled, weight_only = BLOCK_SCALED_FORMATS.get(dtype), WEIGHT_ONLY_FORMATS.get(dtype)
+    if block_scaled:
+        return block_scaled.activation_bytes(rows, k)
+    size = weight_only.activation_bytes if weight_only else DTYPE_SIZES[dtype][0]
+    return size * rows * k
 
 
 def gemm_output_bytes(dtype: str, rows: int, n: int) -> int:
-    return io_sizes(dtype)[1] * rows * n
+    return output_size(dtype) * rows * n
 
 
 # A tensor-parallel layer sums its partial outputs twice: after the attention's output projection and after the
@@ -188,14 +187,14 @@ TP_ALL_REDUCES_PER_LAYER = 2
 
 def all_reduce_bytes(dtype: str, tokens: int, hidden: int) -> int:
     """Bytes one tensor-parallel all-reduce sums on each rank: ``tokens × hidden`` activations as the row-parallel
-    linear writes them (``io_sizes``' output: bf16 beside fp8 and the weight-only formats)."""
-    return io_sizes(dtype)[1] * tokens * hidden
+    linear writes them (``output_size``: bf16 beside fp8 and the quantized formats)."""
+    return output_size(dtype) * tokens * hidden
 
 
 def all_to_all_bytes(dtype: str, tokens: int, topk: int, hidden: int) -> int:
     """Bytes one expert-parallel all-to-all moves from one rank (dispatch or combine): each of its ``tokens`` hidden
     vectors once per expert it is routed to, in the activations' dtype (bf16 beside the quantized formats)."""
-    return io_sizes(dtype)[1] * tokens * topk * hidden
+    return output_size(dtype) * tokens * topk * hidden
 
 
 # A step's kernels besides its GEMMs, mixers and collectives, per token: around each mixer and each MLP (a
@@ -211,9 +210,9 @@ def elementwise_bytes_per_token(dtype: str, hidden: int, sublayers: int, rope_va
     """Bytes one token moves through the step's norms, residual adds, rotary embeddings and MLP activations on one
     tensor-parallel rank: ``sublayers`` mixers and MLPs in all, ``rope_values`` the rank's query and key values
     rotated in all its layers, ``activation_values`` the width its MLP activations run over in all its layers (one
-    half of a gated MLP's gate_up).  Activations in ``io_sizes``' output dtype (bf16 beside fp8 and the quantized
+    half of a gated MLP's gate_up).  Activations in ``output_size`` (bf16 beside fp8 and the quantized
     formats).  Greedy sampling reads each sequence's logits, not each token's: not here."""
-    size = io_sizes(dtype)[1]
+    size = output_size(dtype)
     norm = 2 * hidden * size
     residual_add = 3 * hidden * size
     rope = 2 * rope_values * size
