@@ -1,3 +1,5 @@
-"""Spec sheets read from ``profiles/``: GPU SKUs (``gpus``) and LLM layer shapes (``models``), and published
-datasets' request lengths (``length_presets``: a workload's spec sheet).
+"""Spec sheets read from ``profiles/``: GPU SKUs (``gpus``) and models (``models``: a model as its blocks' layer
+kinds, ``layers``; a Hugging Face config.json read whole or refused, ``hf_config`` with its keys classed in
+``hf_keys``; a checkpoint's quantization per part, ``quantization``), and published datasets' request lengths
+(``length_presets``: a workload's spec sheet).
 """
