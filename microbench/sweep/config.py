@@ -274,11 +274,10 @@ class SweepConfig:
             raise ConfigError("--heads goes with --mixer (state_update) or --index-heads (sparse_attention)")
         if self.mixer is not None and self.mixer not in STATE_KINDS:
             raise ConfigError(f"unknown mixer {self.mixer!r}; choose from {', '.join(STATE_KINDS)}")
-        for shape in self.mixer_shapes():
-            try:
-                plan.PointSpec(shape.op, "fp32", 1, 1, 1, mixer=shape)
-            except ValueError as exc:
-                raise ConfigError(f"{shape.op}: {exc}") from None
+        try:
+            self.mixer_shapes()  # a shape checks itself (heads a multiple of groups, every size positive)
+        except ValueError as exc:
+            raise ConfigError(f"--heads {self.heads}: {exc}") from None
 
     def mixer_shapes(self) -> list[MixerShape]:
         """The mixers --mixer and --index-heads name (none: the device's default series, when their op is asked)."""
