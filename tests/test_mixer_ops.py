@@ -15,9 +15,9 @@ from microbench.cli.app import main
 from microbench.sweep.config import ConfigError, SweepConfig
 from microbench.sweep.plan import PointSpec
 from microbench.timing import ops
-from microbench.timing import recurrent_math as rm
-from microbench.timing.recurrent import PromptScanWorkload, RecurrentLayer, StateUpdateWorkload
-from microbench.timing.sparse_attention import SparseAttentionWorkload, SparseLayer
+from microbench.timing.mixers import recurrent_math as rm
+from microbench.timing.mixers.recurrent import PromptScanWorkload, RecurrentLayer, StateUpdateWorkload
+from microbench.timing.mixers.sparse_attention import SparseAttentionWorkload, SparseLayer
 from roofline.core.counting import MixerShape, count_work
 from roofline.decode.step import DecodeSetup
 from roofline.result.document import Point

@@ -93,7 +93,7 @@ def refuse_unsupported(keys, device: dict[str, Any], routing: str = "balanced") 
     """Before the roof is measured: a launch this device cannot run (a weight-only format's kernel missing here)
     is one line, not minutes of ceilings and then a failed point."""
     from microbench.timing.grouped import support_problem as grouped_problem
-    from microbench.timing.recurrent import support_problem as mixer_problem
+    from microbench.timing.mixers.recurrent import support_problem as mixer_problem
 
     for key in keys:
         spec = point_spec(key, routing)

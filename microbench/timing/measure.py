@@ -72,13 +72,13 @@ def build_workload(session: Session, spec: plan.PointSpec, copies: int):
     """The point's operands and launch: torch ops, a grouped GEMM, a recurrent mixer's state update, DSA's sparse
     attention, or (``--backend cupy``) our kernels and cupy.matmul."""
     if spec.op == "state_update":
-        from microbench.timing.recurrent import StateUpdateWorkload
+        from microbench.timing.mixers.recurrent import StateUpdateWorkload
 
         session.weights.clear()  # a state update holds its states itself
         return StateUpdateWorkload(session.torch, spec, session.choice.torch_name, copies, session.seed,
                                    ops.random_tensor, ops.seed_for)
     if spec.op == "sparse_attention":
-        from microbench.timing.sparse_attention import SparseAttentionWorkload, SparseLayer
+        from microbench.timing.mixers.sparse_attention import SparseAttentionWorkload, SparseLayer
 
         assert spec.mixer is not None  # PointSpec refuses a sparse_attention point without one
         session.weights.clear()
@@ -102,7 +102,7 @@ def build_workload(session: Session, spec: plan.PointSpec, copies: int):
 
 def _backend_problem(session: Session, spec: plan.PointSpec) -> str | None:
     if spec.op in MIXER_OPS:
-        from microbench.timing.recurrent import support_problem
+        from microbench.timing.mixers.recurrent import support_problem
 
         return support_problem(spec.dtype, spec.backend)
     if spec.op == "grouped":
@@ -212,12 +212,12 @@ def _grouping(session: Session, spec: plan.PointSpec) -> dict:
 
 def _bytes_per_copy(spec: plan.PointSpec) -> int:
     if spec.op == "state_update":
-        from microbench.timing.recurrent import bytes_per_copy as state_bytes
+        from microbench.timing.mixers.recurrent import bytes_per_copy as state_bytes
 
         return state_bytes(spec)
     if spec.op == "sparse_attention":
-        from microbench.timing.sparse_attention import SparseLayer
-        from microbench.timing.sparse_attention import bytes_per_copy as sparse_bytes
+        from microbench.timing.mixers.sparse_attention import SparseLayer
+        from microbench.timing.mixers.sparse_attention import bytes_per_copy as sparse_bytes
 
         assert spec.mixer is not None
         return sparse_bytes(spec.batch, 1, spec.n, SparseLayer.of(spec.k, spec.mixer), DTYPE_SIZES[spec.dtype][0])

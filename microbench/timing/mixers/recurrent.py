@@ -11,7 +11,7 @@ kernels run is the point's ``kernel``:
   ``fused_recurrent_gated_delta_rule`` / ``chunk_gated_delta_rule`` (vLLM's and SGLang's Gated DeltaNet), mamba-ssm's
   ``selective_state_update`` / ``mamba_chunk_scan_combined``, and causal-conv1d's ``causal_conv1d_update`` /
   ``causal_conv1d_fn`` for the convolution;
-- elsewhere (every CPU), the torch reference of ``microbench.timing.recurrent_math``, vectorised over sequences and
+- elsewhere (every CPU), the torch reference of ``recurrent_math``, vectorised over sequences and
   heads, the state updated in place.
 
 The GPU packages are looked up by name (``installed``): none is installed where pyright and the CPU tests run, so
@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from microbench.timing import recurrent_math as rm
+from microbench.timing.mixers import recurrent_math as rm
 from roofline.core.counting import MIXER_DTYPES, MixerShape, count_work
 
 # The sequences (decode) the float64 check recomputes, and the chunks past the first whose tokens a prompt's covers.

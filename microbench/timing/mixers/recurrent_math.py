@@ -1,7 +1,7 @@
 """The recurrent mixers' math in torch: Gated DeltaNet (Qwen3-Next, Qwen3.5) and Mamba-2 (Nemotron-H), each as a
 decode step over a batch of sequences and as a chunked scan over a prompt, vectorised over sequences and heads.
 
-These are the reference kernels ``microbench.timing.recurrent`` times where fla / mamba-ssm are not installed (every
+These are the reference kernels ``recurrent`` times where fla / mamba-ssm are not installed (every
 CPU), and the float64 definitions its correctness checks compare against.  Two forms of each on purpose: the decode
 step updates the state in place (as the engines' kernels do: the state is read and written once), the chunked scan
 is the algebra fla's ``chunk_gated_delta_rule`` and Mamba-2's SSD run; the checks hold each against the plain
