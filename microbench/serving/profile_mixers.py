@@ -5,12 +5,13 @@ A hybrid model's other mixer kinds (``StepModel.mixers`` that do not read the ma
 (``roofline.serving.profiles.analytic.kind_tables``):
 
 - a recurrent kind (Gated DeltaNet, Mamba-2): decode over the batch grid at one context column (its state is the
-  same at any length), the sweep's ``state_update`` workload of the layer's shape (``timing.mixers.recurrent``); prefill per
-  prompt, the chunked scan over the prompt from an empty state (``PromptScanWorkload``); no chunk table (a chunk
-  costs its tokens whatever its prefix);
+  same at any length), the sweep's ``state_update`` workload of the layer's shape (``timing.mixers.recurrent``);
+  prefill per prompt, the chunked scan over the prompt from an empty state (``PromptScanWorkload``); no chunk table
+  (a chunk costs its tokens whatever its prefix);
 - an attention-like kind of another shape (softmax attention or MLA of its own heads, DSA): decode over batches ×
   contexts and prefill per prompt with the profile's attention workload of that shape, or DSA's sparse attention
-  (``timing.mixers.sparse_attention``); no chunk table (the simulator takes a chunk from the prefill table's difference).
+  (``timing.mixers.sparse_attention``); no chunk table (the simulator takes a chunk from the prefill table's
+  difference).
 
 Where DSA is the main attention (DeepSeek-V3.2, GLM-5: every layer sparse), the main decode, prefill and chunk tables
 time the sparse workload too, not the dense MLA.  The shapes of the recurrent and DSA workloads are the sweep points
