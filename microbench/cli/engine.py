@@ -184,7 +184,8 @@ def _print_validation(document: dict) -> None:
 
 
 def _worst_error(document: dict) -> float | None:
-    errors = [c["total_s"]["rel_err"] for c in document["comparison"].values()] + [document["ratio"]["rel_err"]]
+    ratio = [] if document["ratio"].get("why_none") else [document["ratio"]["rel_err"]]
+    errors = [c["total_s"]["rel_err"] for c in document["comparison"].values()] + ratio
     if any(e is None or not math.isfinite(e) for e in errors):
         return None
     return max(abs(e) for e in errors)

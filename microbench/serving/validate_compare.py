@@ -69,8 +69,11 @@ def comparison_lines(comparisons: dict[str, dict[str, Any]], ratio: dict[str, An
             entry = comparisons[path][key]
             cells += f"{_fmt(entry['predicted']):>16}{_fmt(entry['measured']):>16}{_pct(entry['rel_err']):>8}"
         lines.append(cells)
-    lines.append(f"static/continuous total time: predicted {ratio['predicted']:.3f}, measured {ratio['measured']:.3f}"
-                 f" ({_pct(ratio['rel_err'])})")
+    if ratio.get("why_none"):
+        lines.append(f"static/continuous total time: not measured ({ratio['why_none']})")
+    else:
+        lines.append(f"static/continuous total time: predicted {ratio['predicted']:.3f}, measured "
+                     f"{ratio['measured']:.3f} ({_pct(ratio['rel_err'])})")
     return lines
 
 

@@ -187,7 +187,8 @@ def warm_engine(torch, te, lm, setup: ValidateConfig, workloads: dict[str, list]
         te.warm_static_shapes(torch, lm, calibration, shapes, device, mode, cache_tokens)
     else:
         te.run_static(torch, lm, calibration[:2], 2, device, clock, mode)
-    te.run_continuous(torch, lm, calibration[:2], 2, setup.budget_tokens, clock, longest, mode=mode)
+    if "continuous" in sizes:
+        te.run_continuous(torch, lm, calibration[:2], 2, setup.budget_tokens, clock, longest, mode=mode)
 
 
 def term_multipliers(profile: StepProfile, requests, policy: str) -> dict[str, tuple[float, ...]]:
@@ -295,7 +296,12 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
     everything = workloads["workload"] + workloads["calibration"]
     longest = max(r.prompt_tokens + r.output_tokens for r in everything)
     lm = te.build_model(torch, model, dtype, device, longest + 16, setup.seed)
+    from microbench.serving.engine.models import CONTINUOUS_REFUSED, engine_paths
     from microbench.serving.engine.settings import graphs_policy_options
+
+    paths = engine_paths(model)
+    if "continuous" not in paths:
+        observer.on_phase(CONTINUOUS_REFUSED)
 
     experts = engine_experts(torch, lm)
 
@@ -303,13 +309,14 @@ def run_validate(setup: ValidateConfig, folder: Path, observer: SweepObserver, o
     # each continuous step packed and padded as the manager's graphs run it.
     cache_tokens = longest if ready.engine_mode == "graphs" else None
     cache_option = f":cache={cache_tokens}" if cache_tokens else ""
-    policies = {"static": lambda b: f"static:batch={b}{cache_option}",
-                "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"
-                                        + (graphs_policy_options(te.transformers_module(), b, longest)
-                                           if ready.engine_mode == "graphs" else "")}
-    batch = setup.batch
+    every_policy = {"static": lambda b: f"static:batch={b}{cache_option}",
+                    "continuous": lambda b: f"chunked:budget={setup.budget_tokens}:max-batch={b}"
+                                            + (graphs_policy_options(te.transformers_module(), b, longest)
+                                               if ready.engine_mode == "graphs" else "")}
+    policies = {path: every_policy[path] for path in paths}
+    batch = {path: setup.batch[path] for path in paths}
     sizes = {path: calibration_sizes(b, setup.calibration_requests) for path, b in batch.items()}
-    observer.on_phase("warming up both engine paths")
+    observer.on_phase(f"warming up the engine's {' and '.join(paths)} path{'s' if len(paths) > 1 else ''}")
     warm_engine(torch, te, lm, setup, workloads, sizes, device, clock, longest, ready.engine_mode, cache_tokens)
     jobs = engine_jobs(torch, te, lm, setup, workloads, sizes, device, clock, longest, cache_tokens)
     best = interleaved_runs(jobs, setup.repeats, observer.on_phase, setup.seed,
@@ -332,13 +339,20 @@ def validation_document(setup: ValidateConfig, profile: StepProfile, profile_pat
                         argv: tuple[str, ...], experts: dict[str, str] | None = None) -> dict[str, Any]:
     """validate.json: every key as roofline.serving.schemas.validation declares it (docs/validation.schema.json);
     ``experts``: a mixture's (``engine_experts``)."""
+    from microbench.serving.engine.models import CONTINUOUS_REFUSED
     from microbench.serving.engine.timing import step_durations
     from roofline.serving.schemas.validation import VALIDATION_KIND, VALIDATION_VERSION
 
     comparisons = {path: compare_runs(predicted.requests, measured.requests)
                    for path, (measured, predicted) in runs.items()}
-    predicted_ratio = comparisons["static"]["total_s"]["predicted"] / comparisons["continuous"]["total_s"]["predicted"]
-    measured_ratio = comparisons["static"]["total_s"]["measured"] / comparisons["continuous"]["total_s"]["measured"]
+    ratio: dict[str, Any] = {"what": "static total time / continuous total time", "predicted": None,
+                             "measured": None, "rel_err": None, "why_none": CONTINUOUS_REFUSED}
+    if "continuous" in comparisons:
+        predicted_ratio = comparisons["static"]["total_s"]["predicted"] / \
+            comparisons["continuous"]["total_s"]["predicted"]
+        measured_ratio = comparisons["static"]["total_s"]["measured"] / comparisons["continuous"]["total_s"]["measured"]
+        ratio = {"what": ratio["what"], "predicted": predicted_ratio, "measured": measured_ratio,
+                 "rel_err": relative_error(predicted_ratio, measured_ratio)}
     return {
         "schema_version": VALIDATION_VERSION, "kind": VALIDATION_KIND, "tool": tool_info(), "created_at": utc_now(),
         "argv": list(argv), "host": host_info(), "device": profile.device,
@@ -359,8 +373,7 @@ def validation_document(setup: ValidateConfig, profile: StepProfile, profile_pat
                                       "requests": [_outcome(r) for r in predicted.requests]}}
                  for path, (measured, predicted) in runs.items()},
         "comparison": comparisons,
-        "ratio": {"what": "static total time / continuous total time", "predicted": predicted_ratio,
-                  "measured": measured_ratio, "rel_err": relative_error(predicted_ratio, measured_ratio)},
+        "ratio": ratio,
     }
 
 

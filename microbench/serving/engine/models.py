@@ -16,6 +16,11 @@ kernels on the same layout; ``experts_kernel`` names the one the engine runs as 
 What the engine cannot build is refused in one line (``EngineError``) rather than built as something else: MLA
 attention, shared experts (Qwen3-MoE has none), sliding-window layers (the built model would attend over every
 token while the simulator costs the window), a plain (ungated) MLP.
+
+A hybrid model (a config whose layer kinds it names: linear attention, Mamba-2, ...) is built as its own config.json
+says, by transformers' class for its ``model_type`` (Qwen3.5's, Nemotron-H's), with random weights: nothing of it is
+re-expressed.  transformers' continuous-batching manager holds no linear-attention or Mamba-2 state (it refuses
+those layer types), so such a model runs the static path alone (``engine_paths``).
 """
 
 from __future__ import annotations
@@ -27,8 +32,26 @@ ENGINE_ROUTING = "uniform"
 EXPERTS_IMPLEMENTATION = "grouped_mm"
 
 
+PATHS = ("static", "continuous")
+
+
+def engine_paths(model) -> tuple[str, ...]:
+    """The engine paths ``model`` runs: both, or static alone where a layer keeps a recurrent state (transformers'
+    ContinuousBatchingManager refuses linear-attention and Mamba-2 layers: 'Invalid layer type')."""
+    from roofline.specs.layers import LinearAttention, Mamba2
+
+    recurrent = any(isinstance(kind, (LinearAttention, Mamba2)) for kind, _ in model.mixer_layers)
+    return ("static",) if recurrent else PATHS
+
+
+CONTINUOUS_REFUSED = ("transformers' continuous-batching manager holds no linear-attention or Mamba-2 state (it "
+                      "refuses those layer types): the static path is validated alone")
+
+
 def refusal(model) -> str | None:
     """Why the engine cannot build ``model`` (a ``ModelSpec``) as it is modelled, or None."""
+    if model.hybrid:
+        return _hybrid_refusal(model)
     built = "the transformers engine here builds Llama and Qwen3-MoE models"
     if not model.gated_mlp:
         return f"{model.name} has a plain MLP: {built} (gated MLPs)"
@@ -42,8 +65,38 @@ def refusal(model) -> str | None:
     return None
 
 
+def _hybrid_config(model) -> dict:
+    """A hybrid model's own config.json, as transformers reads it (its language model's, a multimodal one's)."""
+    import json
+    from pathlib import Path
+
+    config = json.loads(Path(model.source).read_text(encoding="utf-8-sig"))
+    config = config.get("text_config", config) if isinstance(config.get("text_config"), dict) else config
+    return {k: v for k, v in config.items() if k not in ("_name_or_path", "quantization_config", "auto_map")}
+
+
+def _hybrid_refusal(model) -> str | None:
+    from pathlib import Path
+
+    if not model.source or not Path(model.source).is_file():
+        return f"{model.name} is a hybrid model and its config.json ({model.source or 'none'}) is not at hand: the " \
+               "engine builds a hybrid model from its own config"
+    if not _hybrid_config(model).get("model_type"):
+        return f"{model.name}: its config.json names no model_type, so transformers has no class to build it with"
+    return None
+
+
 def _config(transformers, model, max_positions: int):
     """The transformers config and model class of ``model``."""
+    if model.hybrid:
+        values = {**_hybrid_config(model), "max_position_embeddings": max_positions, "bos_token_id": None,
+                  "eos_token_id": None, "pad_token_id": 0}
+        try:
+            config = transformers.AutoConfig.for_model(**values)
+        except (ValueError, KeyError) as exc:
+            raise EngineError(f"{model.name}: transformers {transformers.__version__} cannot build it ({exc})") \
+                from None
+        return config, transformers.AutoModelForCausalLM
     common = dict(hidden_size=model.hidden, num_hidden_layers=model.layers, num_attention_heads=model.heads,
                   num_key_value_heads=model.kv_heads, head_dim=model.head_dim, vocab_size=model.vocab,
                   max_position_embeddings=max_positions, tie_word_embeddings=model.tied_embeddings,
@@ -73,7 +126,10 @@ def build_model(torch, model, dtype: str, device: str, max_positions: int, seed:
 
     torch.manual_seed(seed)
     with torch.device(device):
-        built = model_class._from_config(config, dtype=torch_dtype(torch, dtype))
+        if model_class is transformers.AutoModelForCausalLM:
+            built = model_class.from_config(config, dtype=torch_dtype(torch, dtype))
+        else:
+            built = model_class._from_config(config, dtype=torch_dtype(torch, dtype))
     return built.eval()
 
 

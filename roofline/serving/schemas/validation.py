@@ -103,7 +103,8 @@ class PathCalibration(Record):
 class Calibration(Record):
     SECTION: ClassVar[str] = "calibration"
     static: Any = key("object", record=PathCalibration, required=True, doc="the static path")
-    continuous: Any = key("object", record=PathCalibration, required=True, doc="the continuous path")
+    continuous: Any = key("object", record=PathCalibration, nullable=False,
+                          doc="the continuous path (absent: the engine cannot run it: ratio.why_none)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,7 +172,8 @@ class PathRun(Record):
 class Runs(Record):
     SECTION: ClassVar[str] = "runs"
     static: Any = key("object", record=PathRun, required=True, doc="the static path")
-    continuous: Any = key("object", record=PathRun, required=True, doc="the continuous path")
+    continuous: Any = key("object", record=PathRun, nullable=False,
+                          doc="the continuous path (absent: the engine cannot run it: ratio.why_none)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,9 +188,12 @@ class Compared(Record):
 class Ratio(Record):
     SECTION: ClassVar[str] = "ratio"
     what: Any = key("string", required=True, doc="static total time / continuous total time")
-    predicted: Any = key("number", required=True, doc="the simulator's ratio")
-    measured: Any = key("number", required=True, doc="the engine's")
+    predicted: Any = key("number", required=True, nullable=True,
+                         doc="the simulator's ratio (null: one path ran, why_none says why)")
+    measured: Any = key("number", required=True, nullable=True, doc="the engine's")
     rel_err: Any = key("number", required=True, nullable=True, doc="(predicted - measured) / measured")
+    why_none: Any = key("string", nullable=False,
+                        doc="why the engine ran the static path alone (a hybrid model; absent: both ran)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,7 +223,8 @@ class PathComparison(Record):
 class Comparison(Record):
     SECTION: ClassVar[str] = "comparison"
     static: Any = key("object", record=PathComparison, required=True, doc="the static path")
-    continuous: Any = key("object", record=PathComparison, required=True, doc="the continuous path")
+    continuous: Any = key("object", record=PathComparison, nullable=False,
+                          doc="the continuous path (absent: the engine cannot run it: ratio.why_none)")
 
 
 @dataclass(frozen=True, kw_only=True)
