@@ -115,8 +115,9 @@ MOE_KEYS = ("ep", "routing", "grouped", "all_to_all")
 
 def test_a_fresh_step_profile_validates_and_writes_its_keys_in_the_declared_order(fresh_profile):
     assert schema_errors("step-profile", fresh_profile) == []
-    # TP 1 and dense: no all-reduces and no experts
-    assert list(fresh_profile) == [key for key in StepProfileDocument.registry() if key not in ("comm",) + MOE_KEYS]
+    # TP 1, dense and of one mixer kind: no all-reduces, no experts, no mixer tables beside the attention's
+    assert list(fresh_profile) == [key for key in StepProfileDocument.registry()
+                                   if key not in ("comm", "mixers") + MOE_KEYS]
 
 
 def test_a_tensor_parallel_profile_and_its_speculative_simulation_validate_with_their_comm_and_draft_keys(tmp_path):
@@ -126,7 +127,7 @@ def test_a_tensor_parallel_profile_and_its_speculative_simulation_validate_with_
     assert run.exit_code == 0, run.output
     profile = json.loads(path.read_text(encoding="utf-8"))
     assert schema_errors("step-profile", profile) == []
-    assert list(profile) == [key for key in StepProfileDocument.registry() if key not in MOE_KEYS]
+    assert list(profile) == [key for key in StepProfileDocument.registry() if key not in MOE_KEYS + ("mixers",)]
     run = CliRunner().invoke(main, ["simulate", str(path), "--requests", "20", "--policy", "paged", "--slo",
                                     "ttft_p90=0.05", "--spec-decode", "draft=2,accept=geometric:0.6", "--no-report",
                                     "-o", str(tmp_path / "sim")],
@@ -190,3 +191,17 @@ def test_each_documents_reference_page_lists_every_declared_key():
         for record in document_records(name):
             for key in record.registry():
                 assert f"| `{key}` |" in text
+
+
+def test_a_hybrid_models_profile_validates_with_its_mixer_tables_and_layer_kinds(tmp_path):
+    path = tmp_path / "profile.json"
+    config = ROOT / "tests" / "data" / "hf-configs" / "nemotron-3-super-120b-a12b-fp8.json"
+    run = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", "h200-sxm", "--hf-config", str(config), "--tp",
+                                    "2", "--max-tokens", "512", "--max-context", "1024", "-o", str(path)],
+                             catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    profile = json.loads(path.read_text(encoding="utf-8"))
+    assert schema_errors("step-profile", profile) == []
+    assert [t["name"] for t in profile["mixers"]] == ["mamba2"] and profile["mixers"][0]["chunk"] is None
+    assert {k["kind"] for k in profile["model"]["mixers"]} == {"mamba2", "attention"}
+    assert profile["memory"]["fixed_bytes_per_sequence"] == 40 * (64 * 64 * 128 * 4 + (4096 + 8 * 128) * 3 * 2)

@@ -133,6 +133,7 @@ def test_a_signal_mid_measured_decode_leaves_no_folder(tmp_path, signum, code, n
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no folder, no staging folder, no lock
 
 
+@pytest.mark.slow  # a real engine in a process of its own
 def test_a_signal_mid_validate_removes_its_staging_folder_and_leaves_an_existing_folder_as_it_was(tmp_path):
     """validate measures its profile into the staging folder (the partial file there is only the plan: the
     passes' times live in memory until the end, nothing to resume); a signal removes it whole, and the folder

@@ -133,7 +133,8 @@ def print_sweep_summary(result: Result, output: Path | None) -> None:
         mark = marked_percent
         bandwidth = f"{mark(row.pct_of_spec_bandwidth, 0)} / {mark(row.pct_of_measured_bandwidth, 0)}"
         compute = f"{mark(row.pct_of_spec_peak, 0)} / {mark(row.pct_of_measured_peak, 0)}"
-        cells.append([escape(f"{row.op} {row.dtype} {row.n}×{row.k}{backend_tag(row.backend)}"), ok, escape(low),
+        mixer = f" {row.mixer_tag}" if row.mixer_tag else ""
+        cells.append([escape(f"{row.op} {row.dtype} {row.n}×{row.k}{mixer}{backend_tag(row.backend)}"), ok, escape(low),
                       escape(bandwidth), escape(peak), escape(compute)])
     print_split_table(result.device.label, header, cells, markup=True)
     measured = result.ceilings.measured

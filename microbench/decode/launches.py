@@ -15,7 +15,7 @@ from microbench.timing import ops
 from microbench.timing.measure import measure_point
 from microbench.timing.observer import SweepObserver
 from microbench.timing.session import open_session
-from roofline.core.counting import compute_dtype
+from roofline.core.counting import MIXER_OPS, compute_dtype
 from roofline.decode.step import DecodeSetup
 from roofline.result.document import Result
 from roofline.result.sections import Device
@@ -24,6 +24,8 @@ from roofline.result.sections import Device
 def point_spec(key: tuple, routing: str = "balanced") -> PointSpec:
     """The sweep point a launch key names (a grouped one's experts and top-k, under the step's routing)."""
     op, dtype, batch, n, k, *grouped = key
+    if op in MIXER_OPS:  # a state update or sparse attention: the mixer's shape
+        return PointSpec(op, dtype, batch, n, k, mixer=grouped[0])
     if grouped:
         experts, topk = grouped
         return PointSpec(op, dtype, batch, n, k, "torch", experts, topk, routing)
@@ -46,7 +48,7 @@ def times_from_result(result: Result, path: Path, keys) -> tuple[dict, Device]:
     medians = {p.launch_key: p.stats.median_s for p in usable}  # pyright: ignore[reportOptionalMemberAccess]
     missing = [k for k in keys if k not in medians]
     if missing:
-        shown = ", ".join(f"{op} {dtype} B={b} {n}x{k}" for op, dtype, b, n, k in missing[:4])
+        shown = ", ".join(f"{op} {dtype} B={b} {n}x{k}" for op, dtype, b, n, k, *_ in missing[:4])
         raise PlanError(f"{path} lacks {len(missing)} of the step's launches ({shown}...); measure them "
                         "without --from")
     return {k: medians[k] for k in keys}, result.device
@@ -91,11 +93,12 @@ def refuse_unsupported(keys, device: dict[str, Any], routing: str = "balanced") 
     """Before the roof is measured: a launch this device cannot run (a weight-only format's kernel missing here)
     is one line, not minutes of ceilings and then a failed point."""
     from microbench.timing.grouped import support_problem as grouped_problem
+    from microbench.timing.mixers.recurrent import support_problem as mixer_problem
 
     for key in keys:
         spec = point_spec(key, routing)
         problem = grouped_problem(spec.dtype, spec.topk, spec.experts) if spec.op == "grouped" else \
-            ops.support_problem(spec, device)
+            mixer_problem(spec.dtype, spec.backend) if spec.op in MIXER_OPS else ops.support_problem(spec, device)
         if problem:
             raise PlanError(f"cannot measure {spec.label} here: {problem}")
 

@@ -93,10 +93,11 @@ class ProfilePlan:
 
 @dataclass(frozen=True)
 class Item:
-    """One measurement: ``kind`` linear | grouped | decode | prefill | chunk | other, and its grid point."""
+    """One measurement: ``kind`` linear | grouped | decode | prefill | chunk | other (the main attention's and the
+    rest of the step), or mixer_decode | mixer_prefill (another mixer kind's), and its grid point."""
 
     kind: str
-    name: str  # the linear's name; the kernel for attention
+    name: str  # the linear's name; the kernel for attention; the mixer's (StepModel.mixer_name) for a mixer
     a: int  # tokens (linear, other, prefill), batch (decode), chunk tokens (chunk)
     b: int = 0  # context (decode), prefix tokens (chunk)
 
@@ -116,6 +117,10 @@ class Item:
             return f"prefill attention T={self.a}"
         if self.kind == "chunk":
             return f"chunk attention T={self.a} prefix={self.b}"
+        if self.kind == "mixer_decode":
+            return f"decode {self.name} B={self.a}" + (f" ctx={self.b}" if self.b > 1 else "")
+        if self.kind == "mixer_prefill":
+            return f"prefill {self.name} T={self.a}"
         return f"{self.kind} kernels T={self.a}"  # other: the norms, activations, sampling of a step
 
 
@@ -158,7 +163,23 @@ def plan_items(plan: ProfilePlan, model: ModelSpec) -> list[Item]:
     items += [Item("decode", plan.attention, b, c) for b in grids.batches for c in grids.contexts]
     items += [Item("prefill", plan.attention, p) for p in grids.prompts]
     items += [Item("chunk", plan.attention, c, p) for c in grids.chunks for p in grids.prefixes]
+    items += mixer_items(step, grids)
     items += [Item("other", "step", t) for t in grids.tokens]
+    return items
+
+
+def mixer_items(step: StepModel, grids: Grids) -> list[Item]:
+    """Each mixer kind the main attention's tables do not time (a hybrid's linear attention, Mamba-2, attention of
+    its own shape): decode over batches × contexts (a recurrent kind at one context: its state is the same at any
+    length) and prefill per prompt."""
+    items = []
+    for rules, _ in step.mixers:
+        if step.reads_main_tables(rules):
+            continue
+        name = step.mixer_name(rules)
+        contexts = (1,) if rules.recurrent else grids.contexts
+        items += [Item("mixer_decode", name, b, c) for b in grids.batches for c in contexts]
+        items += [Item("mixer_prefill", name, p) for p in grids.prompts]
     return items
 
 

@@ -15,6 +15,7 @@ itself is written once, complete, at the end.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from typing import Any
 
 from microbench.device.discovery import resolve_device
 from microbench.device.provenance import host_info, tool_info
+from microbench.serving import profile_mixers
 from microbench.serving.allreduce import profile_comm_table
 from microbench.serving.profile_kernels import MLA_SCORES_BUDGET_BYTES, AttentionWorkload, OtherWorkload, kv_bytes
 from microbench.serving.profile_plan import Item, ProfilePlan, attention_shape, grids_for, plan_items
@@ -208,7 +210,9 @@ def measure_item(session, plan: ProfilePlan, model, item: Item, dtype: str) -> d
                 **({"kernel": point.kernel, "touched": point.touched} if item.kind == "grouped" else {})}
     # Attention and the other kernels run on activations: bf16 beside a weight-only format, unless --kv-dtype.
     workload = _build_workload(session, plan, model, item, resolved_kv_dtype(dtype, plan.kv_dtype))
-    return _measure_workload(session, workload, plan.clock)
+    measured = _measure_workload(session, workload, plan.clock)
+    kernel = getattr(workload, "kernel", None)  # a mixer's or DSA's workload names what ran
+    return {**measured, "kernel": kernel} if isinstance(kernel, str) and item.kind != "other" else measured
 
 
 def _measure_workload(session, workload, clock: str) -> dict[str, Any]:
@@ -269,6 +273,12 @@ def _build_workload(session, plan: ProfilePlan, model, item: Item, dtype: str):
                                     + (shape.heads + shape.kv_heads) * shape.rope_dim) + size * rows * shape.vocab
         copies = _copies(session, per_copy, f"other work at {item.a} tokens")
         return OtherWorkload(torch, shape, item.a, dtype, device, copies, session.seed, sample_rows=rows)
+    step = plan.step_model(model, session.choice.kind)
+    copies_for = functools.partial(_copies, session)
+    if item.kind in ("mixer_decode", "mixer_prefill"):
+        return profile_mixers.mixer_workload(session, step, item, dtype, copies_for)
+    if profile_mixers.is_sparse(step.main_mixer):  # DSA: every main table times the sparse attention
+        return profile_mixers.main_sparse_workload(session, step, item, copies_for)
     shape = attention_shape(model, plan.tp)
     batch, q_len, kv_len = {"decode": (item.a, 1, item.b), "prefill": (1, item.a, item.a),
                             "chunk": (1, item.a, item.a + item.b)}[item.kind]
@@ -329,7 +339,11 @@ def assemble_profile(run: ProfileRun, model, dtype: str, comm: CommTable | None 
                 "layers": g.layers, "tokens": list(grids.tokens),
                 "kernel": run.measured[Item("grouped", g.name, grids.tokens[-1]).key].get("kernel") or "",
                 "time_s": _times(run, "grouped", g.name, [(t, 0) for t in grids.tokens])} for g in step.grouped]
-    kernel = plan.attention
+    kernel = profile_mixers.SPARSE_KERNEL if profile_mixers.is_sparse(step.main_mixer) else plan.attention
+    kernels = {"/".join(key.split("/")[:2]): entry["kernel"] for key, entry in run.measured.items()
+               if key.startswith("mixer_") and entry.get("kernel")}
+    mixers = profile_mixers.mixer_tables(step, grids, lambda kind, name, pairs: _times(run, kind, name, pairs),
+                                         kernels, f"measured on {session.choice.kind}")
     document = {
         "schema_version": 1, "kind": "gpubench-step-profile", "tool": tool_info(), "created_at": utc_now(),
         "argv": list(run.argv), "host": host_info(), "device": session.device, "source": "measured",
@@ -346,14 +360,15 @@ def assemble_profile(run: ProfileRun, model, dtype: str, comm: CommTable | None 
                     "dtype": step.stored_dtype("head")},
         **({"ep": plan.ep, "routing": step.routing.spelled, "grouped": grouped} if grouped else {}),
         "decode_attention": {"kernel": kernel, "batches": list(grids.batches), "contexts": list(grids.contexts),
-                             "time_s": [_times(run, "decode", kernel, [(b, c) for c in grids.contexts])
+                             "time_s": [_times(run, "decode", plan.attention, [(b, c) for c in grids.contexts])
                                         for b in grids.batches]},
         "prefill_attention": {"kernel": kernel, "prompt_tokens": list(grids.prompts),
-                              "time_s": _times(run, "prefill", kernel, [(p, 0) for p in grids.prompts])},
+                              "time_s": _times(run, "prefill", plan.attention, [(p, 0) for p in grids.prompts])},
         "chunk_attention": {"kernel": kernel, "chunk_tokens": list(grids.chunks), "prefix_tokens": list(grids.prefixes),
-                            "time_s": [_times(run, "chunk", kernel, [(c, p) for p in grids.prefixes])
+                            "time_s": [_times(run, "chunk", plan.attention, [(c, p) for p in grids.prefixes])
                                        for c in grids.chunks]},
         "other": {"tokens": list(grids.tokens), "time_s": _times(run, "other", "step", [(t, 0) for t in grids.tokens])},
+        **({"mixers": mixers} if mixers else {}),
         "engine_overhead": None,
         **({"comm": comm.to_dict()} if comm is not None else {}),
         **({"all_to_all": exchange.to_dict()} if exchange is not None else {}),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from microbench.sweep import plan
-from roofline.core.counting import DTYPES, OPS
+from roofline.core.counting import DTYPES, MATMUL_OPS, OPS, STATE_KINDS, MixerShape
 from roofline.core.errors import BadInputError
 from roofline.core.options import Option, check_seed
 
@@ -44,6 +44,10 @@ def _expert_text(experts: plan.ExpertSet) -> str:
     return f"{experts.experts} of {experts.n}x{experts.k} top-{experts.topk}"
 
 
+def _mixer_text(defaults: plan.Defaults, op: str) -> str:
+    return " + ".join(f"{s.n}x{s.k} {s.mixer.tag}" for s in defaults.mixer_series if s.mixer.op == op)
+
+
 def per_device(describe: Callable[[plan.Defaults], str]) -> str:
     """What a device's default is, read from ``plan.defaults_for`` (the one place they live): ``GPU: bf16,w8a16
     (--quick: bf16); CPU: fp32`` (said once where GPU and CPU agree, and --quick once where it agrees)."""
@@ -60,8 +64,8 @@ def per_device(describe: Callable[[plan.Defaults], str]) -> str:
 FLAGS: dict[str, Option] = {
     "device": Option(("--device",), default="auto", show_default=True,
                      help="auto | cpu | cuda | cuda:N | all (one process per GPU, one result each in the -o folder)"),
-    "ops": Option(("--op",), default=OPS, multiple=True,
-                  help=f"{', '.join(OPS)} (repeatable or comma list) [all]"),
+    "ops": Option(("--op",), default=MATMUL_OPS, multiple=True,
+                  help=f"{', '.join(OPS)} (repeatable or comma list) [{','.join(MATMUL_OPS)}]"),
     "backends": Option(("--backend",), default=("torch",), multiple=True,
                        help="torch, cupy (our kernels + cuBLAS via CuPy), or both: torch,cupy [torch]"),
     "dtypes": Option(("--dtype",), multiple=True,
@@ -76,6 +80,23 @@ FLAGS: dict[str, Option] = {
     "topk": Option(("--topk",), metavar="K", help="grouped: experts each token is routed to"),
     "routing": Option(("--routing",), default="balanced", show_default=True, metavar="balanced|uniform|zipf:S",
                       help="grouped: how tokens spread over experts"),
+    "mixer": Option(("--mixer",), metavar="|".join(STATE_KINDS),
+                    help="state_update: the recurrent mixer, each --shape its value x key head size (mamba2: head "
+                         "size x state size), with --heads and --groups [the device's: "
+                         f"{per_device(lambda d: _mixer_text(d, 'state_update'))}]"),
+    "heads": Option(("--heads",), metavar="H",
+                    help="state_update: value heads (mamba2: heads); sparse_attention: the latent attention's heads"),
+    "groups": Option(("--groups",), metavar="G", help="state_update: key heads (mamba2: groups sharing B and C)"),
+    "conv_kernel": Option(("--conv-kernel",), "int", 4, show_default=True, metavar="K",
+                          help="state_update: the short convolution's width"),
+    "rope": Option(("--rope",), "int", 64, show_default=True, metavar="R",
+                   help="sparse_attention: rope dims beside the latent"),
+    "index_heads": Option(("--index-heads",), metavar="H",
+                          help="sparse_attention: the indexer's heads, with --index-dim, --index-topk and --heads; "
+                               "each --shape its context x latent [the device's: "
+                               f"{per_device(lambda d: _mixer_text(d, 'sparse_attention'))}]"),
+    "index_dim": Option(("--index-dim",), metavar="D", help="sparse_attention: the indexer's head size"),
+    "index_topk": Option(("--index-topk",), metavar="K", help="sparse_attention: keys each query attends"),
     "batches": Option(("--batch",), help="list and ranges: 1,2,24 or 1:4096:x2 "
                                          f"[{per_device(lambda d: _listed(d.batches))}]"),
     "budget_s": Option(("--budget",), metavar="SECONDS",
@@ -120,7 +141,8 @@ CEILINGS_FLAGS: dict[str, Option] = {
 # The plan-defining fields, stored in the result (settings.config) so --resume can rebuild the same sweep.
 PLAN_FIELDS = ("device", "ops", "backends", "dtypes", "shapes", "batches", "budget_s", "target_rel_ci", "seed",
                "quick", "timer", "l2_policy", "with_ceilings", "telemetry", "telemetry_interval_s", "max_memory_bytes",
-               "experts", "topk", "routing")
+               "experts", "topk", "routing", "mixer", "heads", "groups", "conv_kernel", "rope", "index_heads",
+               "index_dim", "index_topk")
 # What a per-GPU child of --device all takes from its parent's record: the plan and how to run it.
 CHILD_FIELDS = PLAN_FIELDS + ("require_idle", "report")
 
@@ -165,6 +187,14 @@ class SweepConfig:
     experts: int | None = FLAGS["experts"].default  # grouped: experts per --shape (None: the device's expert sets)
     topk: int | None = FLAGS["topk"].default
     routing: str = FLAGS["routing"].default
+    mixer: str | None = FLAGS["mixer"].default  # state_update: gdn | mamba2 on each --shape (None: the device's)
+    heads: int | None = FLAGS["heads"].default
+    groups: int | None = FLAGS["groups"].default
+    conv_kernel: int = FLAGS["conv_kernel"].default
+    rope: int = FLAGS["rope"].default
+    index_heads: int | None = FLAGS["index_heads"].default  # sparse_attention on each --shape (None: the device's)
+    index_dim: int | None = FLAGS["index_dim"].default
+    index_topk: int | None = FLAGS["index_topk"].default
 
     def __post_init__(self) -> None:
         if not DEVICE_SYNTAX.fullmatch(self.device.strip().lower()):
@@ -199,6 +229,7 @@ class SweepConfig:
         if self.force and self.resume is None and self.output is None:
             raise ConfigError("--force only goes with --resume or with -o FILE (to replace it)")
         self._check_grouped()
+        self._check_mixers()
         if self.serial and not self.all_devices:  # it would be silently ignored
             raise ConfigError("--serial only goes with --device all (it runs the GPUs one at a time)")
         if self.all_devices and self.output is not None and Path(self.output).suffix == ".json":
@@ -225,6 +256,50 @@ class SweepConfig:
         if self.routing != "balanced" and "grouped" not in self.ops:
             raise ConfigError("--routing spreads a grouped GEMM's tokens: add --op grouped")
 
+    def _check_mixers(self) -> None:
+        """--mixer (with --heads, --groups) names state_update's mixer, --index-heads (with --index-dim, --index-topk,
+        --heads) sparse_attention's; each needs its op and --shape, and makes a shape every --shape can take."""
+        state = {"mixer": self.mixer, "groups": self.groups}
+        sparse = {"index_heads": self.index_heads, "index_dim": self.index_dim, "index_topk": self.index_topk}
+        for op, fields in (("state_update", state), ("sparse_attention", sparse)):
+            given = [flag(name) for name, value in fields.items() if value is not None]
+            if given and op not in self.ops:
+                raise ConfigError(f"{', '.join(given)} describe {op} points: add --op {op}")
+            if given and len(given) < len(fields):
+                missing = [flag(name) for name, value in fields.items() if value is None]
+                raise ConfigError(f"{', '.join(given)} need {', '.join(missing)} too")
+            if given and (self.heads is None or not self.shapes):
+                raise ConfigError(f"{given[0]} needs --heads and --shape ({op}'s n x k)")
+        if self.heads is not None and self.mixer is None and self.index_heads is None:
+            raise ConfigError("--heads goes with --mixer (state_update) or --index-heads (sparse_attention)")
+        if self.mixer is not None and self.mixer not in STATE_KINDS:
+            raise ConfigError(f"unknown mixer {self.mixer!r}; choose from {', '.join(STATE_KINDS)}")
+        try:
+            self.mixer_shapes()  # a shape checks itself (heads a multiple of groups, every size positive)
+        except ValueError as exc:
+            raise ConfigError(f"--heads {self.heads}: {exc}") from None
+
+    def mixer_shapes(self) -> list[MixerShape]:
+        """The mixers --mixer and --index-heads name (none: the device's default series, when their op is asked)."""
+        shapes = []
+        if self.mixer is not None and self.heads is not None:
+            shapes.append(MixerShape(self.mixer, self.heads, groups=self.groups, conv_kernel=self.conv_kernel,
+                                     state_dtype="fp32"))
+        if self.index_heads is not None and self.heads is not None:
+            shapes.append(MixerShape("dsa", self.heads, rope=self.rope, index_heads=self.index_heads,
+                                     index_dim=self.index_dim, topk=self.index_topk))
+        return shapes
+
+    def mixer_series(self, defaults: plan.Defaults) -> tuple[plan.MixerSeries, ...]:
+        """The state_update and sparse_attention series: each named mixer on each --shape, else the device's default
+        series of each op asked for (beside --shape with no mixer named, none: the shapes are dense ones)."""
+        named = self.mixer_shapes()
+        series = [plan.MixerSeries(n, k, shape) for shape in named for n, k in self.shapes or ()]
+        named_ops = {shape.op for shape in named}
+        if not self.shapes:
+            series += [s for s in defaults.mixer_series if s.mixer.op in self.ops and s.mixer.op not in named_ops]
+        return tuple(series)
+
     def expert_sets(self, defaults: plan.Defaults) -> tuple[plan.ExpertSet, ...]:
         """The grouped series' experts: --experts/--topk on each --shape, else the device's default sets (beside
         --shape with no --experts, dense shapes only: no grouped series)."""
@@ -241,7 +316,7 @@ class SweepConfig:
         return plan.build_plan(
             list(self.ops), list(self.dtypes or defaults.dtypes), list(self.shapes or defaults.shapes),
             list(self.shapes or defaults.bmm_shapes), list(self.batches or defaults.batches), list(self.backends),
-            self.expert_sets(defaults), self.routing,
+            self.expert_sets(defaults), self.routing, self.mixer_series(defaults),
         )
 
     @property
@@ -384,7 +459,9 @@ def _int_or_default(text, field):
     return int(text)
 
 
-PARSERS = {"experts": _int_or_default, "topk": _int_or_default, "ops": _split, "backends": _split,
+PARSERS = {"experts": _int_or_default, "topk": _int_or_default, "heads": _int_or_default, "groups": _int_or_default,
+           "index_heads": _int_or_default, "index_dim": _int_or_default, "index_topk": _int_or_default,
+           "ops": _split, "backends": _split,
            "dtypes": _split, "shapes": _shapes, "batches": _batches, "budget_s": _number,
            "target_rel_ci": _number, "telemetry_interval_s": _number, "max_memory_bytes": parse_bytes,
            "output": lambda value, field: None if value is None else Path(value)}

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from roofline.core.counting import DTYPES, OPS, count_work, is_weight_only
+from roofline.core.counting import DTYPES, MIXER_DTYPES, OPS, MixerShape, count_work, is_weight_only
 from roofline.core.errors import BadInputError
 from roofline.core.units import si_bytes
 from roofline.result.document import backend_tag
@@ -36,6 +36,29 @@ class ExpertSet:
 
 
 @dataclass(frozen=True)
+class MixerSeries:
+    """A state_update or sparse_attention series' shape: the point's n and k and the mixer beyond them
+    (``counting.MixerShape``: state_update's n is the value head size and k the key head size, Mamba-2's the head and
+    state sizes; sparse_attention's n is the context and k the latent)."""
+
+    n: int
+    k: int
+    mixer: MixerShape
+
+
+def _gdn(heads: int, groups: int) -> MixerShape:
+    return MixerShape("gdn", heads, groups=groups, conv_kernel=4, state_dtype="fp32")
+
+
+def _mamba2(heads: int, groups: int) -> MixerShape:
+    return MixerShape("mamba2", heads, groups=groups, conv_kernel=4, state_dtype="fp32")
+
+
+def _dsa(heads: int, rope: int, index_heads: int, index_dim: int, topk: int) -> MixerShape:
+    return MixerShape("dsa", heads, rope=rope, index_heads=index_heads, index_dim=index_dim, topk=topk)
+
+
+@dataclass(frozen=True)
 class Defaults:
     dtypes: tuple[str, ...]
     shapes: tuple[tuple[int, int], ...]  # gemv and gemm weights, N×K
@@ -44,6 +67,8 @@ class Defaults:
     budget_s: float
     # grouped: one coarse and one fine-grained mixture of experts (each token's share of the batch differs 16×)
     expert_sets: tuple[ExpertSet, ...] = ()
+    # state_update and sparse_attention (asked for with --op): one Gated DeltaNet and one Mamba-2 layer, one DSA layer
+    mixer_series: tuple[MixerSeries, ...] = ()
     # The stopping rule's 95% CI target.  A GPU's samples spread well under 1%; a shared CPU's do not (the
     # committed 2-core default sweep: median half-width 2.4%, 90th percentile 6.7%), so ±1% on a CPU was a
     # promise three points in four broke at their budget.  ±5% is what a CPU point can meet in its budget.
@@ -62,6 +87,11 @@ GPU_DEFAULTS = Defaults(
     budget_s=0.5,
     # Mixtral 8x7B's experts (8 of 14336x4096, top-2) and Qwen3-30B-A3B's (128 of 768x2048, top-8).
     expert_sets=(ExpertSet(8, 2, 14336, 4096), ExpertSet(128, 8, 768, 2048)),
+    # Qwen3.5-397B-A17B's Gated DeltaNet (64 value heads, 16 key heads of 128) and Nemotron-3-Super's Mamba-2 (128
+    # heads of 64 over a state of 128, 8 groups), whole on one GPU; GLM-5's DSA layer at 8k tokens (64 heads over a
+    # 512 + 64 latent, an indexer of 32 heads of 128, top 2,048).
+    mixer_series=(MixerSeries(128, 128, _gdn(64, 16)), MixerSeries(64, 128, _mamba2(128, 8)),
+                  MixerSeries(8192, 512, _dsa(64, 64, 32, 128, 2048))),
 )
 CPU_DEFAULTS = Defaults(
     dtypes=("fp32", "bf16", "w8a16", "w4a16"),
@@ -73,14 +103,19 @@ CPU_DEFAULTS = Defaults(
     target_rel_ci=0.05,
     # Mixtral's routing (8 experts, top-2) on experts scaled down as the dense shape is.
     expert_sets=(ExpertSet(8, 2, 1024, 512),),
+    # The GPU's mixers scaled down (a state of 128 kB per sequence; DSA at 2k tokens, top 256).
+    mixer_series=(MixerSeries(64, 64, _gdn(8, 4)), MixerSeries(32, 64, _mamba2(16, 2)),
+                  MixerSeries(2048, 128, _dsa(8, 32, 8, 64, 256))),
 )
 CPU_QUICK = Defaults(
     dtypes=("fp32", "w4a16"), shapes=((1024, 2048),), bmm_shapes=((256, 128),), batches=QUICK_BATCHES, budget_s=0.15,
     target_rel_ci=0.05, expert_sets=(ExpertSet(8, 2, 512, 256),),
+    mixer_series=(MixerSeries(64, 64, _gdn(4, 2)), MixerSeries(32, 64, _mamba2(8, 2)),
+                  MixerSeries(1024, 64, _dsa(4, 32, 4, 64, 128))),
 )
 GPU_QUICK = Defaults(
     dtypes=("bf16", "w4a16"), shapes=((4096, 14336),), bmm_shapes=((4096, 1024),), batches=QUICK_BATCHES, budget_s=0.2,
-    expert_sets=(ExpertSet(8, 2, 14336, 4096),),
+    expert_sets=(ExpertSet(8, 2, 14336, 4096),), mixer_series=GPU_DEFAULTS.mixer_series,
 )
 # The dtypes gpubench ceilings measures the matmul peak in when --dtype is not given.
 CEILING_DTYPES = {"cuda": ("fp32", "tf32", "fp16", "bf16", "fp8"), "cpu": ("fp32", "bf16")}
@@ -108,15 +143,19 @@ class PointSpec:
     experts: int = 1
     topk: int = 1
     routing: str = "balanced"
+    # state_update and sparse_attention: the mixer's shape beyond n and k (``counting.MixerShape``).
+    mixer: MixerShape | None = None
 
     def __post_init__(self) -> None:
-        count_work(self.op, self.dtype, self.batch, self.n, self.k, self.experts, self.topk)
+        count_work(self.op, self.dtype, self.batch, self.n, self.k, self.experts, self.topk, mixer=self.mixer)
         if self.backend not in BACKENDS:
             raise PlanError(f"unknown backend {self.backend!r}; choose from {', '.join(BACKENDS)}")
 
     @property
     def grouping(self) -> tuple:
-        return (self.experts, self.topk, self.routing) if self.op == "grouped" else ()
+        if self.op == "grouped":
+            return (self.experts, self.topk, self.routing)
+        return (self.mixer,) if self.mixer is not None else ()
 
     @property
     def key(self) -> tuple:
@@ -126,7 +165,11 @@ class PointSpec:
     @property
     def label(self) -> str:
         experts = f" {self.experts}e top-{self.topk} {self.routing}" if self.op == "grouped" else ""
+        if self.mixer is not None:
+            experts = f" {self.mixer.tag}"
         return f"{self.op} {self.dtype} {self.n}x{self.k}{experts} B={self.batch}{backend_tag(self.backend)}"
+
+
 
 
 def parse_batches(text: str) -> list[int]:
@@ -198,6 +241,7 @@ def build_plan(
     backends: Sequence[str] = ("torch",),
     expert_sets: Sequence[ExpertSet] = (),
     routing: str = "balanced",
+    mixer_series: Sequence[MixerSeries] = (),
 ) -> list[PointSpec]:
     """Points grouped by (backend, shape, dtype, op) so one series' weights are allocated once, and every dtype
     of a shape is measured before the next shape: a sweep cut short still compares its formats on one shape.
@@ -206,7 +250,9 @@ def build_plan(
     beside other ops a weight-only dtype's bmm is left out; asked for alone (``--op bmm``) it is planned and
     recorded as unsupported, saying why.  ``grouped`` runs each of ``expert_sets`` in the plain dtypes torch's grouped
     GEMM takes (a quantized format's grouped kernel is not timed here; asked for alone it is recorded unsupported),
-    on the torch back end.  A sweep with nothing else to run is refused when it is prepared."""
+    on the torch back end.  ``state_update`` and ``sparse_attention`` run each of ``mixer_series`` of their op in the
+    dtypes a step's activations take (fp32, fp16, bf16), on the torch back end.  A sweep with nothing else to run is
+    refused when it is prepared."""
     check_choices(ops, OPS, "op")
     check_choices(dtypes, DTYPES, "dtype")
     check_choices(list(backends), BACKENDS, "backend")
@@ -229,6 +275,11 @@ def build_plan(
                 if set(ops) == {"grouped"} or dtype in GROUPED_PLAIN:
                     plan.extend(PointSpec("grouped", dtype, b, experts.n, experts.k, "torch", experts.experts,
                                           experts.topk, routing) for b in batches)
+    if "torch" in backends:
+        for series in mixer_series:
+            if series.mixer.op in ops:
+                plan.extend(PointSpec(series.mixer.op, dtype, b, series.n, series.k, "torch", mixer=series.mixer)
+                            for dtype in dtypes if dtype in MIXER_DTYPES for b in batches)
     return plan
 
 
@@ -238,7 +289,7 @@ GROUPED_PLAIN = ("fp32", "fp16", "bf16")
 
 def smallest_need_bytes(spec: PointSpec) -> int:
     """What one point needs at the least: one copy of its weights, inputs and outputs."""
-    work = count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k)
+    work = count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k, mixer=spec.mixer)
     return work.weight_bytes + work.activation_bytes + work.output_bytes
 
 

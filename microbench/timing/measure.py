@@ -18,7 +18,7 @@ from microbench.timing import block_scaled, ops, weight_only
 from microbench.timing.adaptive import Stopped, StoppingRule, measure
 from microbench.timing.session import Session
 from microbench.timing.timers import CpuTimer, CudaEagerTimer, CudaGraphTimer
-from roofline.core.counting import is_weight_only
+from roofline.core.counting import DTYPE_SIZES, MIXER_OPS, is_weight_only
 from roofline.core.stats import quantile
 from roofline.core.units import si_bytes
 from roofline.result.document import Point
@@ -69,8 +69,22 @@ TORCH_KERNELS = {"gemv": "torch.mv", "gemm": "torch.matmul", "bmm": "torch.bmm"}
 
 
 def build_workload(session: Session, spec: plan.PointSpec, copies: int):
-    """The point's operands and launch: torch ops, a grouped GEMM, or (``--backend cupy``) our kernels and
-    cupy.matmul."""
+    """The point's operands and launch: torch ops, a grouped GEMM, a recurrent mixer's state update, DSA's sparse
+    attention, or (``--backend cupy``) our kernels and cupy.matmul."""
+    if spec.op == "state_update":
+        from microbench.timing.mixers.recurrent import StateUpdateWorkload
+
+        session.weights.clear()  # a state update holds its states itself
+        return StateUpdateWorkload(session.torch, spec, session.choice.torch_name, copies, session.seed,
+                                   ops.random_tensor, ops.seed_for)
+    if spec.op == "sparse_attention":
+        from microbench.timing.mixers.sparse_attention import SparseAttentionWorkload, SparseLayer
+
+        assert spec.mixer is not None  # PointSpec refuses a sparse_attention point without one
+        session.weights.clear()
+        return SparseAttentionWorkload(session.torch, SparseLayer.of(spec.k, spec.mixer), spec.dtype, spec.batch, 1,
+                                       spec.n, session.choice.torch_name, copies, session.seed, ops.random_tensor,
+                                       ops.seed_for)
     if spec.op == "grouped":
         from microbench.timing.grouped import GroupedWorkload
 
@@ -87,6 +101,10 @@ def build_workload(session: Session, spec: plan.PointSpec, copies: int):
 
 
 def _backend_problem(session: Session, spec: plan.PointSpec) -> str | None:
+    if spec.op in MIXER_OPS:
+        from microbench.timing.mixers.recurrent import support_problem
+
+        return support_problem(spec.dtype, spec.backend)
     if spec.op == "grouped":
         from microbench.timing.grouped import support_problem
 
@@ -124,7 +142,7 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
     torch = session.torch
     base = {"op": spec.op, "dtype": spec.dtype, "batch": spec.batch, "n": spec.n, "k": spec.k,
             "backend": spec.backend, "started_at": utc_now(), "attempt": attempt, **_grouping(session, spec)}
-    problem = _backend_problem(session, spec) if spec.op == "grouped" else \
+    problem = _backend_problem(session, spec) if spec.op in ("grouped",) + MIXER_OPS else \
         ops.support_problem(spec, session.device) or _backend_problem(session, spec)
     if problem:
         return Point(status="unsupported", reason=problem, finished_at=utc_now(), **base)
@@ -136,7 +154,7 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
                          reason=f"needs {si_bytes(per_copy)}, the device can give "
                                 f"{si_bytes(session.free_memory_bytes())}")
     work = ops.count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k, spec.experts, spec.topk,
-                          base.get("touched"))
+                          base.get("touched"), mixer=spec.mixer)
     if session.l2_policy == "warm":
         copies = 1
     else:
@@ -178,7 +196,10 @@ def measure_point(session: Session, spec: plan.PointSpec, attempt: int = 1, inte
 
 
 def _grouping(session: Session, spec: plan.PointSpec) -> dict:
-    """A grouped point's routing and the experts it touched (drawn as its workload draws them), for its record."""
+    """A grouped point's routing and the experts it touched (drawn as its workload draws them), for its record; a
+    mixer point's shape."""
+    if spec.mixer is not None:
+        return {"mixer": spec.mixer}
     if spec.op != "grouped":
         return {}
     from microbench.timing.grouped import Assignment
@@ -190,6 +211,16 @@ def _grouping(session: Session, spec: plan.PointSpec) -> dict:
 
 
 def _bytes_per_copy(spec: plan.PointSpec) -> int:
+    if spec.op == "state_update":
+        from microbench.timing.mixers.recurrent import bytes_per_copy as state_bytes
+
+        return state_bytes(spec)
+    if spec.op == "sparse_attention":
+        from microbench.timing.mixers.sparse_attention import SparseLayer
+        from microbench.timing.mixers.sparse_attention import bytes_per_copy as sparse_bytes
+
+        assert spec.mixer is not None
+        return sparse_bytes(spec.batch, 1, spec.n, SparseLayer.of(spec.k, spec.mixer), DTYPE_SIZES[spec.dtype][0])
     if spec.op == "grouped":
         from microbench.timing.grouped import bytes_per_copy
 

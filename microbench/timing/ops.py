@@ -209,7 +209,7 @@ def operand_shapes(spec: PointSpec) -> tuple[tuple[int, ...], tuple[int, ...], t
 
 
 def bytes_per_copy(spec: PointSpec) -> int:
-    work = count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k)
+    work = count_work(spec.op, spec.dtype, spec.batch, spec.n, spec.k, mixer=spec.mixer)
     return work.weight_bytes + work.activation_bytes + work.output_bytes
 
 

@@ -100,6 +100,8 @@ def fit_one(result: Result, points: list[Point], seed: int = 0) -> SeriesFit:
             "points_ok": len(usable), "batches": [p.batch for p in usable], **extra}
     if first.op == "grouped":
         base.update(experts=first.experts, topk=first.topk, routing=first.routing)
+    if first.mixer is not None:
+        base.update(mixer=first.mixer.to_dict())
     if not usable:
         statuses = sorted({p.status if p.correct is not False else "wrong" for p in points if not p.superseded})
         reason = next((p.reason for p in points if p.reason), None)

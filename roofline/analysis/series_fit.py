@@ -49,6 +49,9 @@ class SeriesFit:
     routing: str | None = None
     critical_tokens_per_expert: float | None = None
     critical_tokens_per_expert_ci95: list[float | None] = field(default_factory=lambda: [None, None])
+    # A state_update or sparse_attention series: its mixer's shape beyond n and k (``counting.MixerShape.to_dict``).
+    # These ops read each sequence's own state or cache, so their intensity is flat: the fit gives their bandwidth.
+    mixer: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -31,6 +31,7 @@ class SeriesSummary:
     pct_of_measured_bandwidth: float | None
     pct_of_spec_peak: float | None
     pct_of_measured_peak: float | None
+    mixer_tag: str = ""  # a state_update or sparse_attention series: its mixer beyond n×k (MixerShape.tag)
 
 
 def group_series(points) -> dict[tuple, list[Point]]:
@@ -95,7 +96,7 @@ def summarize_series(result: Result) -> list[SeriesSummary]:
         low_bw = low.bytes / low.stats.median_s if low else None
         peak = best.flop / best.stats.median_s if best else None
         rows.append(SeriesSummary(
-            op=op, backend=backend, dtype=dtype, n=n, k=k,
+            op=op, backend=backend, dtype=dtype, n=n, k=k, mixer_tag=points[0].mixer.tag if points[0].mixer else "",
             points_ok=sum(p.ok and not p.superseded for p in points),
             points_total=sum(not p.superseded for p in points),
             failed_checks=sum(p.correct is False for p in points),

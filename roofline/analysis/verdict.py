@@ -18,6 +18,7 @@ from roofline.analysis.reference import (
     result_peak,
 )
 from roofline.analysis.series_fit import SeriesFit
+from roofline.core.counting import MixerShape
 from roofline.core.units import si
 from roofline.result.document import Result, backend_tag
 from roofline.step.routing import Routing
@@ -45,6 +46,8 @@ def series_name(f: SeriesFit) -> str:
     if f.op == "grouped":
         return (f"grouped {f.dtype} {f.experts} experts of {f.n}x{f.k}, top-{f.topk}, {f.routing} routing"
                 f"{backend_tag(f.backend)}")
+    if f.mixer:  # a state update or sparse attention: its mixer in words
+        return f"{f.op} {f.dtype} ({MixerShape.from_dict(f.mixer).describe(f.n, f.k)}){backend_tag(f.backend)}"
     return f"{f.op} {f.dtype} {f.n}x{f.k}{backend_tag(f.backend)}"
 
 

@@ -21,11 +21,14 @@ multiplies at its own precision's peak; bytes include every scale.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-OPS = ("gemv", "gemm", "bmm", "grouped")
+# A sweep's ops unless asked: the matmuls.  state_update and sparse_attention, the decode kernels of the recurrent
+# and sparse mixers, are counted at the end of this module.
+MATMUL_OPS = ("gemv", "gemm", "bmm", "grouped")
+OPS = MATMUL_OPS + ("state_update", "sparse_attention")
 
 # Element sizes in bytes: (inputs, output).  fp8 matmuls write bf16, as torch._scaled_mm does here.
 DTYPE_SIZES: dict[str, tuple[int, int]] = {
@@ -261,13 +264,16 @@ NO_WORK = Work(0, 0, 0, 0, 0)
 
 
 def count_work(op: str, dtype: str, batch: int, n: int, k: int, experts: int = 1, topk: int = 1,
-               touched: float | None = None) -> Work:
+               touched: float | None = None, mixer: MixerShape | None = None) -> Work:
     """FLOP and minimum bytes of one launch of ``op`` at ``batch`` on an N×K weight.  ``grouped``: ``batch`` tokens
     each routed to ``topk`` of ``experts`` N×K matrices, of which ``touched`` (the routing's distinct experts; at
-    most ``experts``, at most ``batch · topk``) are read."""
+    most ``experts``, at most ``batch · topk``) are read.  ``state_update`` and ``sparse_attention``: one layer of
+    the ``mixer`` over ``batch`` decoding sequences (``mixer_work``)."""
     if op not in OPS:
         raise ValueError(f"unknown op {op!r}; expected one of {', '.join(OPS)}")
     _check_dtype(dtype)
+    if op in MIXER_OPS:
+        return mixer_work(op, dtype, batch, n, k, mixer)
     if batch <= 0 or n <= 0 or k <= 0:
         raise ValueError(f"batch, n and k must be positive, got batch={batch} n={n} k={k}")
     if op == "gemv" and batch != 1:
@@ -473,3 +479,133 @@ def indexer_work(act_dtype: str, heads: int, head_dim: int, queries: float, keys
     scores = 2 * pairs * 4
     return Work(flop=2 * heads * head_dim * pairs, bytes=q + cache + scores,  # pyright: ignore[reportArgumentType]
                 weight_bytes=cache, activation_bytes=q, output_bytes=scores)  # pyright: ignore[reportArgumentType]
+
+
+# --- The recurrent and sparse mixers' decode kernels as sweep ops ---
+#
+# ``state_update``: one layer of a recurrent mixer (Gated DeltaNet or Mamba-2) decoding one token for each of
+# ``batch`` sequences on one GPU: the short convolution's update and the recurrent state's (fla's
+# fused_recurrent_gated_delta_rule, mamba-ssm's selective_state_update).  Each sequence's state is read and written
+# once, so the op is memory-bound on the states whatever the batch: its work is ``recurrent_work``'s for ``batch``
+# decodes, exactly what the step model counts for the layer.  ``sparse_attention``: one layer of DeepSeek sparse
+# attention (DSA) decoding one token for each of ``batch`` sequences over ``n`` cached tokens each: the indexer
+# scores every cached key, a top-k keeps ``topk``, the absorbed latent attention reads those (``indexer_work`` and
+# ``mla_attention_work``, as ``roofline.step.kinds.latent`` counts a decode step).
+MIXER_OPS = ("state_update", "sparse_attention")
+STATE_KINDS = ("gdn", "mamba2")
+SPARSE_KINDS = ("dsa",)
+# The activations' dtypes these ops run in (DSA's latent cache too): the plain ones a step's activations take.
+MIXER_DTYPES = ("fp32", "fp16", "bf16")
+# What each kind of mixer shape must give beside ``heads`` (the rest stay None).
+_MIXER_FIELDS = {"gdn": ("groups", "conv_kernel", "state_dtype"), "mamba2": ("groups", "conv_kernel", "state_dtype"),
+                 "dsa": ("rope", "index_heads", "index_dim", "topk")}
+
+
+@dataclass(frozen=True)
+class MixerShape:
+    """What a ``state_update`` or ``sparse_attention`` point is beyond its op, dtype, batch, n and k: one layer's
+    mixer on one GPU.
+
+    ``state_update`` (``kind`` gdn: Gated DeltaNet; mamba2): the point's n is the value head size (Mamba-2: the head
+    size P) and k the key head size (Mamba-2: the state size N), so one head's state is k × n; ``heads`` are the value
+    heads (Mamba-2: its heads), ``groups`` the key heads (Mamba-2: the groups that share B and C), ``conv_kernel`` the
+    short convolution's width, ``state_dtype`` what the state is kept in.  ``sparse_attention`` (``kind`` dsa): n is
+    the context (keys cached per sequence) and k the latent (kv_lora_rank); ``heads`` the latent attention's query
+    heads, ``rope`` its rope width, ``index_heads`` × ``index_dim`` the indexer, ``topk`` the keys each query
+    attends."""
+
+    kind: str
+    heads: int
+    groups: int | None = None
+    conv_kernel: int | None = None
+    state_dtype: str | None = None
+    rope: int | None = None
+    index_heads: int | None = None
+    index_dim: int | None = None
+    topk: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in _MIXER_FIELDS:
+            raise ValueError(f"unknown mixer {self.kind!r}; expected one of {', '.join(_MIXER_FIELDS)}")
+        wanted = ("heads",) + _MIXER_FIELDS[self.kind]
+        for name in ("heads", "groups", "conv_kernel", "rope", "index_heads", "index_dim", "topk"):
+            value = getattr(self, name)
+            if name not in wanted:
+                if value is not None:
+                    raise ValueError(f"a {self.kind} mixer has no {name}")
+            elif not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"a {self.kind} mixer's {name} must be a positive integer, got {value!r}")
+        if self.kind in STATE_KINDS:
+            if self.state_dtype not in MIXER_DTYPES:
+                raise ValueError(f"a recurrent state is kept in {', '.join(MIXER_DTYPES)}, not {self.state_dtype!r}")
+            if self.heads % (self.groups or 1):
+                raise ValueError(f"{self.heads} heads are not a multiple of {self.groups} groups")
+        elif self.state_dtype is not None:
+            raise ValueError(f"a {self.kind} mixer has no state_dtype")
+
+    @property
+    def op(self) -> str:
+        return "state_update" if self.kind in STATE_KINDS else "sparse_attention"
+
+    def to_dict(self) -> dict[str, int | str]:
+        """The keyed form a document keeps: the kind and every field it has."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> MixerShape:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"a mixer shape has no {', '.join(unknown)}")
+        return cls(**d)
+
+    @property
+    def tag(self) -> str:
+        """The shape beyond n×k, short, as labels name a series: ``gdn 32h/16g conv4``, ``dsa 16h rope64 idx32x128
+        top-2048``."""
+        if self.kind == "dsa":
+            return f"dsa {self.heads}h rope{self.rope} idx{self.index_heads}x{self.index_dim} top-{self.topk}"
+        state = "" if self.state_dtype == "fp32" else f" {self.state_dtype} state"
+        return f"{self.kind} {self.heads}h/{self.groups}g conv{self.conv_kernel}{state}"
+
+    def describe(self, n: int, k: int) -> str:
+        """The shape in words, with the point's n and k."""
+        if self.kind == "gdn":
+            return (f"Gated DeltaNet {self.heads} value heads / {self.groups} key heads, {k}×{n} {self.state_dtype} "
+                    "state")
+        if self.kind == "mamba2":
+            return f"Mamba-2 {self.heads} heads / {self.groups} groups, {n}×{k} {self.state_dtype} state"
+        return (f"DSA {self.heads} heads over {n} keys, latent {k}+{self.rope}, indexer {self.index_heads}×"
+                f"{self.index_dim}, top-{self.topk}")
+
+
+def state_update_shape(dtype: str, n: int, k: int, mixer: MixerShape) -> RecurrentShape:
+    """The recurrent shape (``gated_deltanet_shape`` or ``mamba2_shape``) of a state_update point."""
+    state_dtype = mixer.state_dtype or "fp32"
+    if mixer.kind == "gdn":
+        return gated_deltanet_shape(dtype, state_dtype, mixer.groups or 1, mixer.heads, k, n, mixer.conv_kernel or 1)
+    return mamba2_shape(dtype, state_dtype, mixer.heads, n, k, mixer.groups or 1, mixer.conv_kernel or 1)
+
+
+def sparse_attention_work(dtype: str, batch: int, context: int, latent: int, mixer: MixerShape) -> Work:
+    """DSA's decode of ``batch`` sequences over ``context`` cached tokens each: the indexer over every cached key,
+    the latent attention over the top ``min(context, topk)`` (the latent cache and the activations in ``dtype``)."""
+    attended = min(context, mixer.topk or context)
+    attention = mla_attention_work(dtype, dtype, mixer.heads, latent, mixer.rope or 0, batch, batch * attended,
+                                   batch * attended)
+    return attention + indexer_work(dtype, mixer.index_heads or 1, mixer.index_dim or 1, batch, batch * context,
+                                    batch * context)
+
+
+def mixer_work(op: str, dtype: str, batch: int, n: int, k: int, mixer: MixerShape | None) -> Work:
+    """One launch of a mixer op (``state_update``, ``sparse_attention``): its shape must be of the op's kind."""
+    if mixer is None or mixer.op != op:
+        kinds = STATE_KINDS if op == "state_update" else SPARSE_KINDS
+        raise ValueError(f"{op} needs a mixer shape of kind {' or '.join(kinds)}")
+    if dtype not in MIXER_DTYPES:
+        raise ValueError(f"{op} runs in {', '.join(MIXER_DTYPES)} (a step's activations), not {dtype}")
+    if batch <= 0 or n <= 0 or k <= 0:
+        raise ValueError(f"batch, n and k must be positive, got batch={batch} n={n} k={k}")
+    if op == "state_update":
+        return recurrent_work(state_update_shape(dtype, n, k, mixer), dtype, batch, ())
+    return sparse_attention_work(dtype, batch, n, k, mixer)

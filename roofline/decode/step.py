@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from roofline.core.counting import compute_dtype
+from roofline.core.counting import MIXER_DTYPES, MixerShape, compute_dtype
 from roofline.core.roof import ridge_flop_per_byte, roof_time_s
 from roofline.specs.gpus import Interconnect, SpecError
 from roofline.step.comm import comm_time_s
@@ -127,7 +127,34 @@ class DecodeSetup:
         return [("bmm", launch.dtype, groups, context, rules.spec.head_dim)] * ATTENTION_PROXIES_PER_LAYER
 
     def point_keys(self, launch: Launch) -> list[tuple]:
-        return self.attention_proxy_keys(launch) if launch.op in ("attention", "mla_attention") else [launch.key]
+        """The sweep points that time one launch: a GEMM's or grouped GEMM's own; decode attention's ``bmm`` proxies
+        (``attention_proxy_keys``); a recurrent mixer's layer, the ``state_update`` point of its shape on one GPU (its
+        value and key head sizes as n × k; Mamba-2's head and state sizes); a DSA layer, the ``sparse_attention`` point
+        of its shape at the context (n) over its latent (k)."""
+        if launch.op in ("attention", "mla_attention"):
+            return self.attention_proxy_keys(launch)
+        if launch.op not in ("linear_attention", "mamba2", "dsa_attention"):
+            return [launch.key]
+        what = launch.op.replace("_", " ")
+        if launch.name.startswith("draft ") or (self.spec is not None and self.spec.queries > 1):
+            raise SpecError(f"a measured decode times one token per sequence through {self.model.name}'s {what}: "
+                            "give --analytic with --spec-decode")
+        if launch.dtype not in MIXER_DTYPES:
+            raise SpecError(f"{self.model.name}'s {what} in {launch.dtype} has no sweep point (they run in "
+                            f"{', '.join(MIXER_DTYPES)}): give --analytic")
+        spec, tp = self.step.mixer_named(launch.name).spec, self.tp
+        if launch.op == "linear_attention":
+            shape = MixerShape("gdn", spec.value_heads // tp, groups=spec.key_heads // tp,
+                               conv_kernel=spec.conv_kernel, state_dtype=spec.state_dtype)
+            return [("state_update", launch.dtype, launch.tokens, spec.value_head_dim, spec.key_head_dim, shape)]
+        if launch.op == "mamba2":
+            shape = MixerShape("mamba2", spec.heads // tp, groups=spec.groups // tp, conv_kernel=spec.conv_kernel,
+                               state_dtype=spec.state_dtype)
+            return [("state_update", launch.dtype, launch.tokens, spec.head_dim, spec.state_size, shape)]
+        index = spec.indexer
+        shape = MixerShape("dsa", spec.heads // tp, rope=spec.qk_rope_head_dim, index_heads=index.heads,
+                           index_dim=index.head_dim, topk=index.topk)
+        return [("sparse_attention", launch.dtype, launch.tokens, self.context, spec.kv_lora_rank, shape)]
 
 
 def analytic_time(bandwidth: float, peaks: dict[str, float]) -> TimeFn:

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from roofline.analysis.reference import reference_bandwidth, result_peak  # noqa: E402
-from roofline.core.counting import compute_dtype, count_work  # noqa: E402
+from roofline.core.counting import MixerShape, compute_dtype, count_work  # noqa: E402
 from roofline.core.roof import attainable_flop_per_s, ridge_flop_per_byte, roof_time_s  # noqa: E402
 from roofline.core.units import si  # noqa: E402
 from roofline.result.document import Result, backend_tag  # noqa: E402
@@ -70,6 +70,8 @@ def _label(s: dict[str, Any]) -> str:
     # A figure travels alone (into slides, a chat): unlike the tables, its legend says the data is imported.
     tag = " [imported]" if s.get("backend") == "imported" else backend_tag(s.get("backend"))
     experts = f" {s['experts']} experts top-{s['topk']}" if s["op"] == "grouped" else ""
+    if s.get("mixer"):
+        experts = f" {MixerShape.from_dict(s['mixer']).tag}"
     return f"{s['op']} {s['n']}×{s['k']}{experts}{tag}"
 
 
@@ -175,7 +177,8 @@ def _model_time(s: dict[str, Any], batches: np.ndarray) -> np.ndarray | None:
     bw, peak = s.get("bandwidth_bytes_per_s"), s.get("peak_flop_per_s")
     if not bw:
         return None
-    works = [count_work(s["op"], s["dtype"], int(b), s["n"], s["k"]) for b in batches]
+    mixer = MixerShape.from_dict(s["mixer"]) if s.get("mixer") else None
+    works = [count_work(s["op"], s["dtype"], int(b), s["n"], s["k"], mixer=mixer) for b in batches]
     return roof_time_s([w.flop for w in works], [w.bytes for w in works], bw, peak)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from roofline.analysis.formats import break_even_text, format_pair, speedup_text
 from roofline.analysis.reference import marked_percent, percent_of
-from roofline.core.counting import compute_dtype
+from roofline.core.counting import MixerShape, compute_dtype
 from roofline.core.units import interval_digits, si
 from roofline.result.document import backend_tag
 
@@ -22,6 +22,8 @@ def series_name(s: dict[str, Any]) -> str:
     if s["op"] == "grouped":
         routing = "" if s.get("routing") == "balanced" else f" {s['routing']}"
         return f"grouped {s['dtype']} {s['experts']}×{s['n']}×{s['k']} top-{s['topk']}{routing}{where}"
+    if s.get("mixer"):  # a state update or sparse attention: its mixer's shape beyond n×k
+        return f"{s['op']} {s['dtype']} {s['n']}×{s['k']} {MixerShape.from_dict(s['mixer']).tag}{where}"
     return f"{s['op']} {s['dtype']} {s['n']}×{s['k']}{where}"
 
 

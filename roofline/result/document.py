@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from roofline.core.counting import DTYPES, OPS, Work, count_work
+from roofline.core.counting import DTYPES, MIXER_OPS, OPS, MixerShape, Work, count_work
 from roofline.core.stats import Stats, summarize
 from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS, Ceilings, Device, Host, PointTelemetry, Settings, Telemetry, Tool
@@ -99,6 +99,10 @@ class Point:
     topk: int | None = None
     routing: str | None = None
     touched: int | None = None
+    # A recurrent mixer's state update or DSA's sparse attention (op "state_update", "sparse_attention"): the
+    # mixer's shape beyond n and k (``roofline.core.counting.MixerShape``; a dict is accepted and typed).  None for
+    # every other op.
+    mixer: MixerShape | None = None
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -119,6 +123,11 @@ class Point:
                 raise ValueError("a grouped point needs integer experts, topk and touched, and a routing")
         elif any(v is not None for v in grouped):
             raise ValueError(f"experts, topk, routing and touched belong to grouped points, not {self.op}")
+        if isinstance(self.mixer, dict):
+            object.__setattr__(self, "mixer", MixerShape.from_dict(self.mixer))
+        if (self.mixer is not None) != (self.op in MIXER_OPS):
+            raise ValueError(f"a mixer shape belongs to {' and '.join(MIXER_OPS)} points, and they need one "
+                             f"({self.op} has {'one' if self.mixer is not None else 'none'})")
         work = self.work  # raises on impossible combinations
         _positive_finite(self.samples_s, "samples_s", work)
         _positive_finite(self.warmup_samples_s, "warmup_samples_s", work)
@@ -136,14 +145,15 @@ class Point:
         if self.telemetry is not None:
             object.__setattr__(self, "telemetry", PointTelemetry.from_dict(self.telemetry, "telemetry"))
 
-    # Shape conventions: gemm reads X[m=B, K]; bmm is `groups`=B GEMVs, each with m = 1.
+    # Shape conventions: gemm reads X[m=B, K]; bmm is `groups`=B GEMVs, each with m = 1; a mixer op updates
+    # `groups`=B sequences' own state (or reads their own cache), one token each.
     @property
     def m(self) -> int:
-        return 1 if self.op in ("gemv", "bmm") else self.batch
+        return 1 if self.op in ("gemv", "bmm") + MIXER_OPS else self.batch
 
     @property
     def groups(self) -> int:
-        return self.batch if self.op == "bmm" else 1
+        return self.batch if self.op in ("bmm",) + MIXER_OPS else 1
 
     # Derived once per point: a sweep saves (and so serialises every point) after each new point.
     @cached_property
@@ -151,7 +161,7 @@ class Point:
         if self.op == "grouped":
             return count_work(self.op, self.dtype, self.batch, self.n, self.k, self.experts or 1, self.topk or 1,
                               self.touched)
-        return count_work(self.op, self.dtype, self.batch, self.n, self.k)
+        return count_work(self.op, self.dtype, self.batch, self.n, self.k, mixer=self.mixer)
 
     @property
     def flop(self) -> int:
@@ -206,8 +216,11 @@ class Point:
 
     @property
     def grouping(self) -> tuple:
-        """What a grouped point adds to its identity: (experts, topk, routing); () for every other op."""
-        return (self.experts, self.topk, self.routing) if self.op == "grouped" else ()
+        """What a grouped point adds to its identity: (experts, topk, routing); a mixer op's, its mixer shape; () for
+        every other op."""
+        if self.op == "grouped":
+            return (self.experts, self.topk, self.routing)
+        return (self.mixer,) if self.mixer is not None else ()
 
     @property
     def plan_key(self) -> tuple:
@@ -216,7 +229,8 @@ class Point:
 
     @property
     def launch_key(self) -> tuple:
-        """What a step model's launch is timed by (``roofline.step.launches.Launch.key``)."""
+        """What a step model's launch is timed by (``roofline.step.launches.Launch.key``; a mixer op's, as
+        ``roofline.decode.step.DecodeSetup.point_keys`` keys it)."""
         return (self.op, self.dtype, self.batch, self.n, self.k) + self.grouping[:2]
 
     @property
@@ -263,6 +277,7 @@ class Point:
             "kernel": self.kernel,
             **({"experts": self.experts, "topk": self.topk, "routing": self.routing, "touched": self.touched}
                if self.op == "grouped" else {}),
+            **({"mixer": self.mixer.to_dict()} if self.mixer is not None else {}),
         }
 
     @classmethod
@@ -295,6 +310,7 @@ class Point:
             topk=d.get("topk"),
             routing=d.get("routing"),
             touched=d.get("touched"),
+            mixer=d.get("mixer"),
         )
         for key in ("flop", "bytes"):
             if key in d and d[key] != getattr(point, key):

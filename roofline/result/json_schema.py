@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from roofline.core.counting import DTYPES, OPS
+from roofline.core.counting import DTYPES, MIXER_DTYPES, OPS, SPARSE_KINDS, STATE_KINDS
 from roofline.result.keys import JSON_TYPES, Key, Record, key
 from roofline.result.sections import SECTIONS, PointTelemetry, Telemetry
 
@@ -44,13 +44,32 @@ class StatsDocument(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MixerShapeDocument(Record):
+    """``roofline.core.counting.MixerShape``: the keys a state_update or sparse_attention point's mixer has."""
+
+    SECTION: ClassVar[str] = "points[].mixer"
+    kind: str | None = key("string", required=True, choices=STATE_KINDS + SPARSE_KINDS,
+                           doc="gdn (Gated DeltaNet) | mamba2 (state_update); dsa (sparse_attention)")
+    heads: int | None = key("integer", required=True,
+                            doc="gdn: value heads; mamba2: heads; dsa: the latent attention's query heads")
+    groups: int | None = key("integer", doc="gdn: key heads; mamba2: the groups sharing B and C")
+    conv_kernel: int | None = key("integer", doc="gdn, mamba2: the short convolution's width")
+    state_dtype: str | None = key("string", choices=MIXER_DTYPES, doc="gdn, mamba2: what the state is kept in")
+    rope: int | None = key("integer", doc="dsa: rope dims beside the latent k")
+    index_heads: int | None = key("integer", doc="dsa: the indexer's heads")
+    index_dim: int | None = key("integer", doc="dsa: the indexer's head size (its fp8 key per cached token)")
+    topk: int | None = key("integer", doc="dsa: keys each query attends, chosen by the indexer")
+
+
+@dataclass(frozen=True, kw_only=True)
 class PointDocument(Record):
     """The keys ``roofline.result.document.Point.to_dict`` writes (Point is the typed form; derived keys are
     recomputed on load, never trusted)."""
 
     SECTION: ClassVar[str] = "points[]"
     op: str | None = key("string", required=True, choices=OPS,
-                         doc="the op (grouped: a mixture of experts' grouped GEMM)")
+                         doc="the op (grouped: a mixture of experts' grouped GEMM; state_update: a recurrent "
+                             "mixer's decode; sparse_attention: DSA's decode)")
     backend: str | None = key("string", required=True, doc="torch | cupy | imported")
     dtype: str | None = key("string", required=True, choices=DTYPES,
                              doc="a plain dtype or a weight-only format (w8a16, w4a16: int weights, bf16 in and out)")
@@ -89,6 +108,9 @@ class PointDocument(Record):
     topk: int | None = key("integer", doc="grouped: experts each token is routed to")
     routing: str | None = key("string", doc="grouped: balanced | uniform | zipf:S (seeded)")
     touched: int | None = key("integer", doc="grouped: experts the routing gave a token (their weights are read)")
+    mixer: MixerShapeDocument | None = key("object", record=MixerShapeDocument,
+                                           doc="state_update: n the value (Mamba-2: head) size, k the key (state) "
+                                               "size; sparse_attention: n the context, k the latent; the rest here")
 
 
 @dataclass(frozen=True, kw_only=True)
