@@ -1,6 +1,6 @@
 """Every document kind typed and versioned, checked by a real JSON Schema validator (``jsonschema``): the schemas
 under docs/ are the ones the key declarations generate, every checked-in document and a fresh one of each kind
-validate against them, a tampered document does not, and docs/serving.md tabulates every declared key.
+validate against them, a tampered document does not, and docs/reference/ tabulates every declared key.
 (The validation document's own checks run on the validation fixtures of tests/test_validate_engine.py.)"""
 
 from __future__ import annotations
@@ -182,10 +182,11 @@ def test_the_setup_declared_is_every_option_validate_records():
     assert list(ValidateSettings.registry()) == list(ValidateConfig().to_record())
 
 
-def test_serving_md_lists_every_declared_key():
-    text = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+def test_each_documents_reference_page_lists_every_declared_key():
     for name in documents():
-        assert key_tables(name) in text, f"docs/serving.md lacks or has stale key tables of {name}: paste " \
+        page = ROOT / "docs" / "reference" / f"{name}.md"
+        text = page.read_text(encoding="utf-8")
+        assert key_tables(name) in text, f"docs/reference/{name}.md lacks or has stale key tables: paste " \
                                          f"key_tables({name!r})"
         for record in document_records(name):
             for key in record.registry():

@@ -24,7 +24,7 @@ from roofline.result.sections import Ceilings, Device, PointTelemetry, Settings,
 from tests.conftest import make_point, make_result
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "result-format.md"
+DOC = ROOT / "docs" / "reference" / "result.md"
 
 
 def result_files() -> list[Path]:
@@ -86,7 +86,7 @@ def test_the_validator_names_what_breaks_the_format():
 def test_the_doc_lists_every_key_of_the_registry():
     text = DOC.read_text(encoding="utf-8")
     missing = [r.__name__ for r in records() if key_table(r) not in text]
-    assert not missing, f"docs/result-format.md lacks or has stale key tables for {missing}: paste key_tables()"
+    assert not missing, f"docs/reference/result.md lacks or has stale key tables for {missing}: paste key_tables()"
     for record in records():
         for name in record.registry():
             assert f"| `{name}` |" in text

@@ -1,5 +1,5 @@
 """Every option of every command is declared once: a row of its command's table (flags, kind, default, help) from
-which the click option is made, the config's field takes its default, and README's synopsis is checked; and the
+which the click option is made, the config's field takes its default, and docs/cli.md's synopsis is checked; and the
 policies and routers are each one registry that the parser, the help and the documents' schemas read."""
 
 from __future__ import annotations
@@ -111,9 +111,9 @@ def test_a_command_line_that_types_nothing_builds_the_configs_own_defaults(name,
 
 
 def _synopsis() -> dict[str, str]:
-    """README's command synopsis: each command's lines, joined."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = text.split("## Commands\n\n```\n", 1)[1].split("```", 1)[0]
+    """docs/cli.md's command synopsis: each command's lines, joined."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    block = text.split("## Synopsis\n\n```\n", 1)[1].split("```", 1)[0]
     commands: dict[str, str] = {}
     name = ""
     for line in block.splitlines():
@@ -124,9 +124,9 @@ def _synopsis() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))
-def test_readmes_synopsis_lists_every_flag_of_every_command_and_no_other(name):
+def test_the_cli_pages_synopsis_lists_every_flag_of_every_command_and_no_other(name):
     synopsis = _synopsis()
-    assert name in synopsis, f"README's synopsis has no gpubench {name}"
+    assert name in synopsis, f"docs/cli.md's synopsis has no gpubench {name}"
     typed = set(re.findall(r"(?<![\w-])--?[a-z][\w-]*", synopsis[name]))
     shown = [option for option in TABLES[name].values() if not option.hidden]
     assert [option.spelled for option in shown if not typed & set(option.flags)] == []

@@ -1,8 +1,8 @@
-"""The result format as data: the JSON Schema and the key tables of docs/result-format.md, both generated
+"""The result format as data: the JSON Schema and the key tables of docs/reference/result.md, both generated
 from the record declarations (roofline.result.sections) and the point's keys declared here, plus a small validator.
 
 Tests check that docs/result.schema.json is what ``json_schema()`` generates, that every checked-in result
-and a fresh sweep validate against it, and that docs/result-format.md holds every key table: neither the
+and a fresh sweep validate against it, and that docs/reference/result.md holds every key table: neither the
 schema nor the document can drift from the code.  (``jsonschema`` is not a dependency; the validator below
 covers what the generated schema uses: type, enum, properties, required, additionalProperties, items, $ref.)
 """
@@ -291,9 +291,9 @@ def validate(instance: Any, schema: dict[str, Any], root: dict[str, Any] | None 
     return errors
 
 
-# --- the key tables of docs/result-format.md --------------------------------------------------------------
+# --- the key tables of docs/reference/result.md ------------------------------------------------------------
 def key_table(record: type[Record], writers: dict[str, str] | None = None) -> str:
-    """The Markdown table of one record's keys, as docs/result-format.md (and docs/serving.md) holds it."""
+    """The Markdown table of one record's keys, as docs/reference/result.md (and the other pages there) holds it."""
     writers = WRITERS if writers is None else writers
     section = record.SECTION or "(top level)"
     lines = [f"#### `{section}`", ""]

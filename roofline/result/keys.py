@@ -3,7 +3,7 @@
 Each section of the result document (``device``, ``host``, ``settings``, ``ceilings``, ``telemetry``, ...)
 is a frozen dataclass whose fields are declared with ``key(...)``: a JSON type, a unit, a description and
 (optionally) a formatter.  Like pyperf's metadata registry, the declaration is the one place that says what a
-key means; the docs (docs/result-format.md), the JSON Schema (docs/result.schema.json) and every printed
+key means; the docs (docs/reference/result.md), the JSON Schema (docs/result.schema.json) and every printed
 value come from it, and tests check that none of them drift.
 
 Records are validated on construction (each value has its declared JSON type; numbers are finite) and are

@@ -1,6 +1,6 @@
 """The typed sections of a result document: ``tool``, ``host``, ``device``, ``settings``, ``ceilings`` and
 ``telemetry`` (and each point's telemetry summary), each a ``Record`` whose keys are declared once here with
-their JSON type, unit and meaning (see roofline.result.keys).  docs/result-format.md lists every key declared here,
+their JSON type, unit and meaning (see roofline.result.keys).  docs/reference/result.md lists every key declared here,
 and docs/result.schema.json is generated from these declarations (both checked in tests).
 
 Every key is optional unless marked required: documents of earlier versions lack many of them, imported

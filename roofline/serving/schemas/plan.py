@@ -1,6 +1,6 @@
 """The plan document (``plan.json``, ``gpubench plan``) declared key by key, as
 ``roofline.fleet.plan_document.plan_document`` writes it (each policy's plan: ``roofline.fleet.planner``); its
-JSON Schema and docs/serving.md's key tables are generated from these records
+JSON Schema and docs/reference/plan.md's key tables are generated from these records
 (roofline.serving.schemas.registry).  The profile, policy and capacity records are the simulation document's.
 """
 

@@ -8,7 +8,7 @@ The declarations follow the writers key for key, in the order they write them: `
 ``roofline.serving.document.simulation_document``, ``microbench.serving.validate_run.validation_document`` and
 ``roofline.fleet.plan_document.plan_document``.
 Tests check that the schemas under docs/ are what ``schema_texts()`` generates, that the key tables of
-docs/serving.md are what ``key_tables()`` prints, that a fresh document of each kind and every checked-in one
+docs/reference/ are what ``key_tables()`` prints, that a fresh document of each kind and every checked-in one
 validates with the ``jsonschema`` package, and that a writer writes no key its declaration lacks (every
 record says ``additionalProperties: false``).  Regenerate after changing a declaration:
 ``python -c "from roofline.serving.schemas.registry import write_schemas; write_schemas()"``.
@@ -76,8 +76,8 @@ WRITERS = {"step-profile": "roofline.serving.profile_doc.StepProfile.to_dict (an
 
 
 def document_records(name: str) -> list[type[Record]]:
-    """The records docs/serving.md tabulates for document ``name``: its own, each once over all the documents
-    (a record two documents share is listed under the first), the result's sections left to result-format.md."""
+    """The records docs/reference/<name>.md tabulates for document ``name``: its own, each once over all the documents
+    (a record two documents share is listed under the first), the result's sections left to reference/result.md."""
     seen = set(SECTIONS.values())
     for before in documents():
         if before == name:
@@ -88,5 +88,5 @@ def document_records(name: str) -> list[type[Record]]:
 
 
 def key_tables(name: str) -> str:
-    """The key tables of docs/serving.md for document ``name`` (paste them under its "Keys")."""
+    """The key tables of docs/reference/<name>.md for document ``name`` (they replace the tables there)."""
     return "\n".join(key_table(r, {"": WRITERS[name]}) for r in document_records(name))

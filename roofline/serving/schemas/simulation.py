@@ -1,6 +1,6 @@
 """The simulation document (``simulation.json``, ``gpubench simulate``) declared key by key, as
 ``roofline.serving.document.simulation_document`` writes it (the summary: ``roofline.serving.metrics.summarize``;
-the capacity search: ``roofline.serving.capacity``); its JSON Schema and docs/serving.md's key tables are
+the capacity search: ``roofline.serving.capacity``); its JSON Schema and docs/reference/simulation.md's key tables are
 generated from these records (roofline.serving.schemas.registry).
 """
 

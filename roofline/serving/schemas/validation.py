@@ -1,7 +1,8 @@
 """The validation document (``validate.json``, ``gpubench validate``) declared key by key, as
-``microbench.serving.validate_run.validation_document`` writes it; its JSON Schema and docs/serving.md's key
-tables are generated from these records (roofline.serving.schemas.registry).  Declared here, on the analysis side,
-because a validation document is read without torch (``gpubench simulate`` takes its fitted overhead).
+``microbench.serving.validate_run.validation_document`` writes it; its JSON Schema and the key tables of
+docs/reference/validation.md are generated from these records (roofline.serving.schemas.registry).  Declared here,
+on the analysis side, because a validation document is read without torch (``gpubench simulate`` takes its fitted
+overhead).
 """
 
 from __future__ import annotations
