@@ -63,9 +63,16 @@ def schema_texts() -> dict[str, str]:
 
 def write_schemas() -> None:
     """Regenerate docs/step-profile.schema.json, docs/simulation.schema.json, docs/validation.schema.json and
-    docs/plan.schema.json."""
+    docs/plan.schema.json, and the key tables of docs/reference/<name>.md (everything from a page's first table on)."""
     for name, text in schema_texts().items():
         schema_path(name).write_text(text, encoding="utf-8")
+        page = DOCS / "reference" / f"{name}.md"
+        before = page.read_text(encoding="utf-8")
+        start = before.index(TABLES_START)
+        page.write_text(before[:start] + key_tables(name).rstrip() + "\n", encoding="utf-8")
+
+
+TABLES_START = "#### `(top level)`"  # where a reference page's generated tables begin
 
 
 WRITERS = {"step-profile": "roofline.serving.profile_doc.StepProfile.to_dict (analytic: "
