@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from microbench.points.config import SweepConfig  # noqa: E402
+from microbench.points.plan import PointSpec, parse_shape  # noqa: E402
 from microbench.sweep.ceilings import measure_stream, reference_bandwidth, stream_source  # noqa: E402
-from microbench.sweep.config import SweepConfig  # noqa: E402
-from microbench.sweep.plan import PointSpec, parse_shape  # noqa: E402
 from microbench.timing import ops  # noqa: E402
 from microbench.timing.measure import measure_point  # noqa: E402
 from microbench.timing.observer import SweepObserver  # noqa: E402

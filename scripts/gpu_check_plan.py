@@ -7,7 +7,7 @@ Where the figures come from.  Per-point costs are the first H200 run's own measu
 README says what each file is: first-run-sweep.json keeps every point's timestamps and timed window,
 first-run-ceilings.json the ceilings' span, first-run-summary.txt each step's seconds, first-run-bench.json the
 quick sweep's wall time), multiplied by the number of points each step runs now: a sweep's points come from
-``SweepConfig.points`` (microbench/sweep/plan.py, no torch) for the step's own command line, parsed by the CLI
+``SweepConfig.points`` (microbench/points/plan.py, no torch) for the step's own command line, parsed by the CLI
 itself; the profile's kernels and decode's launches are counted by their own planners.  What changed in the code
 since that run is added from the code that changed it: a sweep point's timed phase now lasts at least
 ``telemetry.sampler.min_point_window_s`` (0.4 s with GPM, 0.25 s then), and the ceilings run a burst/sustained
@@ -179,7 +179,7 @@ def sweep_config(argv: Sequence[str]):
     command cannot disagree)."""
     from microbench.cli.app import main
     from microbench.cli.edges import given
-    from microbench.sweep.config import SweepConfig
+    from microbench.points.config import SweepConfig
 
     command = main.commands["sweep"]
     ctx = command.make_context("sweep", list(argv))
@@ -211,7 +211,7 @@ class Costs:
 
     @classmethod
     def now(cls, folder: Path = FIXTURES) -> Costs:
-        from microbench.sweep.config import FLAGS
+        from microbench.points.config import FLAGS
         from microbench.telemetry.sampler import min_point_window_s
 
         first = read_first_run(folder)
@@ -243,8 +243,8 @@ class Costs:
     def ceilings_s(self, dtypes: Sequence[str], quick: bool, backends: Sequence[str]) -> float:
         """`gpubench ceilings`: its stream kernels and peak-shape measurements at the first run's cost each (with
         the floor's difference), and the burst/sustained run per dtype added since (idle, then the run)."""
+        from microbench.points.plan import PointSpec
         from microbench.sweep.peaks import GPU_PEAK_SHAPES, GPU_QUICK_PEAK_SHAPES, GPU_REGIMES_S
-        from microbench.sweep.plan import PointSpec
         from microbench.timing.cupy_backend import support_problem
 
         shapes = GPU_QUICK_PEAK_SHAPES if quick else GPU_PEAK_SHAPES
@@ -262,7 +262,7 @@ class Costs:
     @functools.cached_property
     def quick_sweep_s(self) -> float:
         """`gpubench sweep --device cuda --quick` (bench runs it; so does a GPU test): its ceilings and its points."""
-        from microbench.sweep.plan import CEILING_DTYPES
+        from microbench.points.plan import CEILING_DTYPES
 
         config = sweep_config(["--device", "cuda", "--quick"])
         ceilings = self.ceilings_s(CEILING_DTYPES["cuda"], True, ("torch",)) - self.first.startup_s

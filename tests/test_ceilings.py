@@ -157,8 +157,8 @@ class SignallingClock:
 @pytest.mark.parametrize("after", [3, 40])  # in the first measurement, and some measurements later
 def test_ceilings_stop_at_the_next_sample_after_a_signal(after):
     """Issue 15.5: the ceilings took 10.2 s to stop; every measurement now checks the stop flag per sample."""
+    from microbench.points.config import SweepConfig
     from microbench.sweep.ceilings import measure_ceilings
-    from microbench.sweep.config import SweepConfig
     from microbench.timing.observer import SweepObserver
     from microbench.timing.session import open_session
 

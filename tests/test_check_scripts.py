@@ -132,7 +132,7 @@ def test_the_estimate_reads_the_first_h200_runs_fixtures():
     assert 0.25 <= first.window_s < 0.26  # every point then stopped at its floor
     assert 4 < first.startup_s < 6  # the sweep step's 58 s less its points' 52.9 s
     assert 0.35 < first.point_s[("gemm", "torch")] < 0.45
-    from microbench.sweep.plan import PointSpec
+    from microbench.points.plan import PointSpec
 
     gemm = PointSpec("gemm", "bf16", 16, 4096, 14336)
     assert costs.point_s(gemm) == first.point_s[("gemm", "torch")] + 0.4 - 0.25

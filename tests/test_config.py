@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
-from microbench.sweep.config import CHILD_FIELDS, FLAGS, PLAN_FIELDS, ConfigError, SweepConfig
+from microbench.points.config import CHILD_FIELDS, FLAGS, PLAN_FIELDS, ConfigError, SweepConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,7 +73,7 @@ def test_ceilings_force_needs_an_output():
 def test_building_and_refusing_configs_does_not_import_torch():
     """Validation happens before anything heavy: the config module, a valid config, and the CLI refusing
     bad options all leave torch unimported (checked in a fresh interpreter)."""
-    code = ("import sys; from click.testing import CliRunner; from microbench.sweep.config import SweepConfig; "
+    code = ("import sys; from click.testing import CliRunner; from microbench.points.config import SweepConfig; "
             "from microbench.cli.app import main; "
             "c = SweepConfig.from_options({'ops': ('gemm',), 'dtypes': ('fp32,bf16',), 'shapes': ('64x32',), "
             "'batches': '1:8', 'budget_s': '0.1', 'max_memory_bytes': '1G'}); "

@@ -74,7 +74,7 @@ def test_every_kernel_the_back_end_launches_is_exported(monkeypatch):
 
     import torch
 
-    from microbench.sweep.plan import PointSpec
+    from microbench.points.plan import PointSpec
     from microbench.timing import ops
 
     recording = RecordingModule()
@@ -117,7 +117,7 @@ def test_cupy_backend_on_the_cpu_is_a_clear_error_and_torch_still_works(tmp_path
 
 
 def test_support_rules():
-    from microbench.sweep.plan import PointSpec
+    from microbench.points.plan import PointSpec
 
     assert cupy_backend.support_problem(PointSpec("gemv", "bf16", 1, 64, 64, "cupy")) is None
     assert "16-byte" in cupy_backend.support_problem(PointSpec("gemv", "bf16", 1, 64, 12, "cupy"))
@@ -136,8 +136,8 @@ def test_cupy_and_torch_agree_on_the_same_inputs(op, dtype, batch):
     pytest.importorskip("cupy")
     import torch
 
-    from microbench.sweep.config import SweepConfig
-    from microbench.sweep.plan import PointSpec
+    from microbench.points.config import SweepConfig
+    from microbench.points.plan import PointSpec
     from microbench.timing import ops
     from microbench.timing.observer import SweepObserver
     from microbench.timing.session import open_session

@@ -101,7 +101,7 @@ def test_alpha_and_beta_are_float32_one_and_zero_in_host_memory():
 def test_cupy_cublas_workloads_are_timed_eagerly_and_say_so():
     from types import SimpleNamespace
 
-    from microbench.sweep.plan import PointSpec
+    from microbench.points.plan import PointSpec
     from microbench.timing import cupy_backend, ops
     from microbench.timing.measure import make_timer
 
@@ -119,7 +119,7 @@ def test_cupy_cublas_workloads_are_timed_eagerly_and_say_so():
 
 def test_both_back_ends_get_the_same_inputs():
     """The cause of the sqrt(2) disagreement on the H200: x was seeded from a label naming the back end."""
-    from microbench.sweep.plan import PointSpec
+    from microbench.points.plan import PointSpec
     from microbench.timing import ops
 
     ours = ops.build_workload(torch, PointSpec("gemm", "fp32", 4, 32, 64, "cupy"), "cpu", 2, 0, ops.WeightCache())

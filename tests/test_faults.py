@@ -330,7 +330,7 @@ def test_loader_fuzz_mutated_valid_documents(path, replacement):
 def test_same_seed_same_plan_and_inputs():
     import torch
 
-    from microbench.sweep.plan import PointSpec, build_plan
+    from microbench.points.plan import PointSpec, build_plan
     from microbench.timing import ops
 
     assert build_plan(["gemm"], ["fp32"], [(64, 32)], [(8, 8)], [1, 4]) == \

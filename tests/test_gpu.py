@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from microbench.sweep.plan import PointSpec
+from microbench.points.plan import PointSpec
 from tests.conftest import requires_gpu
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 
 
 def cuda_session(l2_policy="rotate", timer="graph", budget_s=0.3):
-    from microbench.sweep.config import SweepConfig
+    from microbench.points.config import SweepConfig
     from microbench.timing.observer import SweepObserver
     from microbench.timing.session import open_session
 

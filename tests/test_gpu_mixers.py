@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from microbench.sweep.plan import PointSpec
+from microbench.points.plan import PointSpec
 from microbench.timing import ops
 from microbench.timing.mixers.recurrent import (
     GPU_KERNELS,
@@ -85,7 +85,7 @@ def test_sparse_attention_on_the_gpu_matches_float64(q_len, kv_len):
 
 @pytest.mark.parametrize("op", ["state_update", "sparse_attention"])
 def test_a_mixer_point_is_measured_in_a_cuda_graph(op):
-    from microbench.sweep.config import SweepConfig
+    from microbench.points.config import SweepConfig
     from microbench.timing.measure import measure_point
     from microbench.timing.observer import SweepObserver
     from microbench.timing.session import open_session

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from microbench.sweep.plan import PointSpec
+from microbench.points.plan import PointSpec
 from tests.conftest import requires_gpu
 from tests.test_gpu import cuda_session
 

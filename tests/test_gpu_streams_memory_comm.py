@@ -35,8 +35,8 @@ def test_max_memory_caps_the_caching_allocator_on_the_gpu():
     past it is a real out-of-memory error, and a point past it is recorded ``oom``; the cap is lifted after."""
     import torch
 
-    from microbench.sweep.config import SweepConfig
-    from microbench.sweep.plan import PointSpec
+    from microbench.points.config import SweepConfig
+    from microbench.points.plan import PointSpec
     from microbench.timing.measure import measure_point
     from microbench.timing.observer import SweepObserver
     from microbench.timing.session import open_session

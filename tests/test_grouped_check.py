@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from microbench.sweep.plan import PointSpec
+from microbench.points.plan import PointSpec
 from microbench.timing import ops
 from microbench.timing.grouped import EAGER, FALLBACK, GROUPED_KERNEL, LOOP_KERNEL, GroupedWorkload, kernel_label
 

@@ -12,8 +12,8 @@ import torch
 from click.testing import CliRunner
 
 from microbench.cli.app import main
-from microbench.sweep.config import ConfigError, SweepConfig
-from microbench.sweep.plan import PointSpec
+from microbench.points.config import ConfigError, SweepConfig
+from microbench.points.plan import PointSpec
 from microbench.timing import ops
 from microbench.timing.mixers import recurrent_math as rm
 from microbench.timing.mixers.recurrent import PromptScanWorkload, RecurrentLayer, StateUpdateWorkload

@@ -15,13 +15,13 @@ from microbench.cli.app import FIT_FLAGS, IMPORT_FLAGS, REPORT_FLAGS, main
 from microbench.cli.edges import DeclaredOption, given
 from microbench.decode.config import FLAGS as DECODE_FLAGS
 from microbench.decode.config import DecodeConfig
+from microbench.points import plan
+from microbench.points.config import CEILINGS_FLAGS, SweepConfig
+from microbench.points.config import FLAGS as SWEEP_FLAGS
 from microbench.serving.profile_config import FLAGS as PROFILE_FLAGS
 from microbench.serving.profile_config import ProfileConfig
 from microbench.serving.validate_options import FLAGS as VALIDATE_FLAGS
 from microbench.serving.validate_options import ValidateConfig
-from microbench.sweep import plan
-from microbench.sweep.config import CEILINGS_FLAGS, SweepConfig
-from microbench.sweep.config import FLAGS as SWEEP_FLAGS
 from roofline.calibrate.config import FLAGS as CALIBRATE_FLAGS
 from roofline.compare.config import FLAGS as COMPARE_FLAGS
 from roofline.compare.config import CompareConfig

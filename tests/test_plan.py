@@ -1,6 +1,6 @@
 import pytest
 
-from microbench.sweep.plan import DEFAULT_BATCHES, PlanError, build_plan, parse_batches, parse_shape
+from microbench.points.plan import DEFAULT_BATCHES, PlanError, build_plan, parse_batches, parse_shape
 
 
 def test_default_batches_include_powers_and_non_powers():

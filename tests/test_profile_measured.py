@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from microbench.cli.app import main
 from microbench.cli.engine import item_reporter
+from microbench.points.plan import PlanError
 from microbench.serving.profile_plan import ProfilePlan, grids_for, plan_items, power_grid, token_grid
 from microbench.serving.profile_run import partial_path, prepare_profile, run_profile
-from microbench.sweep.plan import PlanError
 from microbench.timing.observer import Interrupted, SweepObserver
 from roofline.serving.profile_doc import load_profile
 from roofline.serving.simulate import simulate

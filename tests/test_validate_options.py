@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
+from microbench.points.plan import PlanError
 from microbench.serving.validate_options import ValidateConfig as ValidateSetup
-from microbench.sweep.plan import PlanError
 
 TINY = Path(__file__).parent / "data" / "tiny-llama-config.json"
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from microbench.sweep.plan import PointSpec, build_plan
+from microbench.points.plan import PointSpec, build_plan
 from microbench.timing import ops, weight_only
 from roofline.core.counting import count_work
 

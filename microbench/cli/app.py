@@ -26,7 +26,7 @@ from microbench.cli.edges import (
 )
 from microbench.cli.guard import writing_folder, writing_to
 from microbench.decode.config import FLAGS as DECODE_FLAGS
-from microbench.sweep.config import CEILINGS_FLAGS, FLAGS
+from microbench.points.config import CEILINGS_FLAGS, FLAGS
 from roofline.compare.config import FLAGS as COMPARE_FLAGS
 from roofline.core.options import Option
 from roofline.result.io import ResultError
@@ -80,7 +80,7 @@ def _show(document: dict, as_json: bool, printer) -> None:
 
 
 def _config(ctx: click.Context, options: dict, **fixed):
-    from microbench.sweep.config import SweepConfig
+    from microbench.points.config import SweepConfig
 
     with bad_input():
         return SweepConfig.from_options(options, given(ctx), argv=tuple(sys.argv), **fixed)

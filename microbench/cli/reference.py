@@ -18,7 +18,7 @@ MANY_SERIES = 40
 
 def parse_shapes(texts: tuple[str, ...]) -> list[tuple[int, int]]:
     """``--shape NxK``, repeatable or a comma list, each once."""
-    from microbench.sweep.plan import parse_shape
+    from microbench.points.plan import parse_shape
 
     shapes = [parse_shape(part) for text in texts for part in text.split(",") if part.strip()]
     return list(dict.fromkeys(shapes))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from microbench.sweep.plan import PlanError, parse_batches
+from microbench.points.plan import PlanError, parse_batches
 from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.options import Option, check_dtypes, number_refusal
 from roofline.decode.ceilings import EFFICIENCIES, check_typed_efficiency

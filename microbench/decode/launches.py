@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from microbench.sweep.config import SweepConfig
-from microbench.sweep.plan import PlanError, PointSpec
+from microbench.points.config import SweepConfig
+from microbench.points.plan import PlanError, PointSpec
 from microbench.timing import ops
 from microbench.timing.measure import measure_point
 from microbench.timing.observer import SweepObserver

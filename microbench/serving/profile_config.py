@@ -14,9 +14,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from microbench.points.plan import PlanError
 from microbench.serving.profile_plan import DEFAULT_MAX_BATCH, MEASURED_DTYPE, ProfilePlan
 from microbench.serving.validate_options import check_positive_number, check_threads
-from microbench.sweep.plan import PlanError
 from roofline.core.counting import DTYPES
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
 from roofline.decode.ceilings import check_typed_efficiency

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from microbench.points.plan import PlanError, PointSpec
 from microbench.serving.profile_kernels import AttentionShape, AttentionWorkload, kv_bytes
 from microbench.serving.profile_plan import Grids, Item
-from microbench.sweep.plan import PlanError, PointSpec
 from microbench.timing import ops
 from microbench.timing.mixers.recurrent import GDN_CHUNK, PromptScanWorkload, RecurrentLayer, StateUpdateWorkload
 from microbench.timing.mixers.recurrent import bytes_per_copy as state_bytes_per_copy

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from microbench.points.plan import PlanError
 from microbench.serving.profile_kernels import ATTENTION_KERNELS, AttentionShape
-from microbench.sweep.plan import PlanError
 from roofline.core.options import check_dtypes
 from roofline.specs.hf_config import load_hf_config
 from roofline.specs.models import ModelSpec, load_model

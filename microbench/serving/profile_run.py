@@ -25,13 +25,13 @@ from typing import Any
 
 from microbench.device.discovery import resolve_device
 from microbench.device.provenance import host_info, tool_info
+from microbench.points.config import SweepConfig
+from microbench.points.plan import PlanError, PointSpec
 from microbench.serving import profile_mixers
 from microbench.serving.allreduce import profile_comm_table
 from microbench.serving.profile_kernels import MLA_SCORES_BUDGET_BYTES, AttentionWorkload, OtherWorkload, kv_bytes
 from microbench.serving.profile_plan import Item, ProfilePlan, attention_shape, grids_for, plan_items
 from microbench.serving.profile_power import measured_power
-from microbench.sweep.config import SweepConfig
-from microbench.sweep.plan import PlanError, PointSpec
 from microbench.timing import ops
 from microbench.timing.adaptive import measure
 from microbench.timing.grouped import Assignment, GroupedWorkload, touched_bytes

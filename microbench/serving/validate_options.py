@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from microbench.points.plan import PlanError
 from microbench.serving.engine.settings import ENGINE_MODES
 from microbench.serving.profile_plan import MEASURED_DTYPE
 from microbench.serving.validate_sizes import check_request_counts
-from microbench.sweep.plan import PlanError
 from roofline.core.options import Option, check_seed, number_refusal
 
 ENGINES = ("transformers",)

@@ -23,8 +23,8 @@ from typing import Any
 
 from microbench.device.discovery import resolve_device
 from microbench.device.provenance import describe_device
+from microbench.points.plan import PlanError
 from microbench.serving.validate_sizes import profile_sizes
-from microbench.sweep.plan import PlanError
 from microbench.timing.observer import Interrupted, SweepObserver
 from roofline.serving.profile_doc import StepProfile, load_profile, save_profile
 from roofline.specs.models import ModelSpec

@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from microbench.points.plan import PlanError
 from microbench.serving.engine.settings import CB_PAGE_TOKENS, cache_blocks
-from microbench.sweep.plan import PlanError
 from roofline.core.counting import DTYPE_SIZES, compute_dtype
 from roofline.specs.models import ModelSpec
 from roofline.step.launches import StepModel

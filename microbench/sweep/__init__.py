@@ -1,4 +1,4 @@
-"""The sweep: what it is asked to do (``config``, ``plan``), preparing one to run (``prepare``), the loop over its
+"""The sweep (what it is asked to do: ``microbench.points``): preparing one to run (``prepare``), the loop over its
 points (``loop``),
 continuing one (``resume``), one process per GPU (``multi``) and the measured ceilings its points are read against
 (``ceilings``, ``peaks``).

@@ -8,7 +8,7 @@ A signal finishes the point in flight (a second one abandons it), saves, and rai
 clock that moved without a power cap to explain it) is measured once more after a pause, and both attempts
 are kept; a power-capped point is recorded as such and not measured again.
 
-Only the CLI imports this module: what a sweep is asked to do is ``microbench.sweep.config``, preparing one
+Only the CLI imports this module: what a sweep is asked to do is ``microbench.points.config``, preparing one
 (a new plan, or the rest of a recorded one) is ``microbench.sweep.prepare`` and ``microbench.sweep.resume``,
 opening the device is ``microbench.timing.session.open_session``, progress and ``Interrupted`` are
 ``microbench.timing.observer``.
@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from microbench.sweep import plan
-from microbench.sweep.config import SweepConfig
+from microbench.points import plan
+from microbench.points.config import SweepConfig
 from microbench.sweep.prepare import RETRY_PAUSE_S, PreparedSweep, prepare_sweep
 from microbench.sweep.resume import prepare_resume
 from microbench.timing.adaptive import Stopped

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from microbench.device.discovery import cuda_status
-from microbench.sweep.config import CHILD_FIELDS, SweepConfig
+from microbench.points.config import CHILD_FIELDS, SweepConfig
 from roofline.result.io import check_output
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from microbench.sweep import plan
+from microbench.points import plan
 from microbench.timing.adaptive import Stopped
 from microbench.timing.session import Session
 

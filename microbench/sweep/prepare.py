@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from microbench.device.provenance import host_info, tool_info
-from microbench.sweep import plan
-from microbench.sweep.config import SweepConfig
+from microbench.points import plan
+from microbench.points.config import SweepConfig
 from microbench.timing import ops
 from microbench.timing.measure import utc_now
 from microbench.timing.observer import SweepObserver

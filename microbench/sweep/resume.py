@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from microbench.sweep.config import SweepConfig
+from microbench.points.config import SweepConfig
 from microbench.sweep.prepare import PreparedSweep, prepare_sweep
 from microbench.timing.measure import utc_now
 from microbench.timing.observer import SweepObserver

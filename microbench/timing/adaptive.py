@@ -60,7 +60,7 @@ class StoppingRule:
 
     def __post_init__(self) -> None:
         # Invariants, not input checks: the user's --target-ci and --budget are refused (one line, exit 2) by
-        # microbench.sweep.config.SweepConfig before a rule is built, so a ValueError here is a bug in the caller.
+        # microbench.points.config.SweepConfig before a rule is built, so a ValueError here is a bug in the caller.
         if not 0 < self.target_rel_ci < 1:
             raise ValueError("target CI must be a fraction between 0 and 1")
         if self.budget_s <= 0:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 
-from microbench.sweep import plan
+from microbench.points import plan
 from microbench.timing import block_scaled, ops, weight_only
 from microbench.timing.adaptive import Stopped, StoppingRule, measure
 from microbench.timing.session import Session

@@ -14,7 +14,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from microbench.sweep.plan import PointSpec
+from microbench.points.plan import PointSpec
 from microbench.timing import block_scaled, weight_only
 from roofline.core.counting import count_work, is_weight_only
 from roofline.core.units import si_bytes

@@ -13,8 +13,8 @@ from typing import Any
 from microbench.device.busy import busy_state
 from microbench.device.discovery import DeviceChoice, resolve_device
 from microbench.device.provenance import describe_device, meminfo_bytes
-from microbench.sweep import plan
-from microbench.sweep.config import SweepConfig
+from microbench.points import plan
+from microbench.points.config import SweepConfig
 from microbench.timing import ops
 from microbench.timing.adaptive import Clock, PerfClock, StoppingRule
 from microbench.timing.observer import SweepObserver

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import inspect
 
-from microbench.sweep.plan import PlanError
+from microbench.points.plan import PlanError
 
 ENGINE_MODES = ("eager", "graphs")
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from microbench.sweep import plan
+from microbench.points import plan
 from roofline.core.counting import DTYPES, MATMUL_OPS, OPS, STATE_KINDS, MixerShape
 from roofline.core.errors import BadInputError
 from roofline.core.options import Option, check_seed
