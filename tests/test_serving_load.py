@@ -408,7 +408,9 @@ def test_simulate_describes_the_preset_with_its_source(tmp_path):
 
 def test_a_length_spec_it_does_not_know_names_the_presets(tmp_path):
     run = _invoke("simulate", *TINY, "--prompt", "sharegpt:3", "-o", str(tmp_path / "sim"))
-    _one_line_refusal(run, "sharegpt:3", "a preset (sharegpt)")
+    _one_line_refusal(run, "sharegpt:3", "the preset sharegpt takes no fields")
+    run = _invoke("simulate", *TINY, "--prompt", "gauss:3", "-o", str(tmp_path / "sim"))
+    _one_line_refusal(run, "gauss:3", "or sharegpt")
 
 
 def test_lengths_reads_vidur_and_sarathi_serve_trace_columns(tmp_path):

@@ -46,7 +46,7 @@ import numpy as np
 
 from roofline.core.errors import BadInputError
 from roofline.result.io import MAX_RESULT_BYTES
-from roofline.serving.workload import MAX_ARRIVAL_S, Request
+from roofline.serving.workload import MAX_ARRIVAL_S, MAX_GAMMA_CV, MIN_GAMMA_CV, Gamma, Request
 
 FORMATS = ("vllm", "guidellm")
 
@@ -220,11 +220,16 @@ def closed_loop_sends(latencies_s: Sequence[float], concurrency: int) -> list[fl
 
 
 def _vllm_arrival_spec(d: dict[str, Any], seed: int) -> str:
+    """The arrivals replayed, in ``--arrivals``' terms (``roofline.serving.workload.ARRIVALS``): vLLM's burstiness
+    is the gamma shape, so its gaps' coefficient of variation is 1 / sqrt(burstiness)."""
     rate, burstiness, concurrency = d.get("request_rate"), d.get("burstiness", 1.0), d.get("max_concurrency")
     if rate in (None, "inf", float("inf")):
         return f"concurrency:{concurrency}" if concurrency else "burst"
-    base = f"poisson:{rate:g}" if burstiness == 1.0 else f"gamma:{rate:g}:{burstiness:g}"
-    return f"{base} (seed {seed}; the generator's own draw is not saved)"
+    if burstiness == 1.0:
+        return f"poisson:{rate:g} (seed {seed}; the generator's own draw is not saved)"
+    process = Gamma.of_shape(rate, burstiness)
+    return (f"gamma:{rate:g}:{process.cv:.4g} (vLLM's burstiness {burstiness:g}; seed {seed}; the generator's own "
+            "draw is not saved)")
 
 
 def _vllm_arrivals(path: str, d: dict[str, Any], n: int, seed: int) -> np.ndarray | None:
@@ -243,11 +248,21 @@ def _vllm_arrivals(path: str, d: dict[str, Any], n: int, seed: int) -> np.ndarra
     if concurrency:
         raise BenchError(f"{path}: a request rate with max_concurrency as well cannot be replayed; calibrate on a "
                          "run with one of them")
-    gaps = np.random.default_rng(seed).gamma(shape=burstiness, scale=1 / (rate * burstiness), size=n)
-    times = np.cumsum(gaps)
-    times *= (n / rate) / times[-1]  # the first is sent one gap after the run starts, the last at n / rate
-    if times[-1] > MAX_ARRIVAL_S:
+    # vLLM's gaps are gamma gaps of shape burstiness: the simulator's gamma arrivals, whose range of spread it
+    # keeps (past it the draw underflows to bursts of zero gaps: roofline.serving.workload.MAX_GAMMA_CV).
+    lowest, highest = 1 / MAX_GAMMA_CV**2, 1 / MIN_GAMMA_CV**2
+    if not lowest <= burstiness <= highest:
+        raise BenchError(f"{path}: burstiness {burstiness:g} is gaps of coefficient of variation "
+                         f"{1 / math.sqrt(burstiness):.3g}; the replay draws burstiness {lowest:g} to {highest:,.0f} "
+                         f"(CV {MAX_GAMMA_CV:g} to {MIN_GAMMA_CV:g})")
+    rate_limit = n / MAX_ARRIVAL_S
+    if rate < rate_limit:
         raise BenchError(f"{path}: at request_rate {rate:g} the run lasts past {MAX_ARRIVAL_S:.0e} s")
+    times = np.cumsum(Gamma.of_shape(rate, burstiness).gaps(n, np.random.default_rng(seed), per_arrival=1.0))
+    if times[-1] > 0:  # the first is sent one gap after the run starts, the last at n / rate
+        times *= (n / rate) / times[-1]
+    else:  # every gap underflowed to 0 (a burst): all sent at n / rate
+        times = np.full(n, n / rate)
     return times
 
 

@@ -30,7 +30,16 @@ from roofline.serving.policies import (
     router_help,
 )
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
-from roofline.serving.workload import MAX_REQUESTS, check_request_count, parse_prefix, parse_sessions
+from roofline.serving.workload import (
+    MAX_REQUESTS,
+    arrivals_help,
+    check_request_count,
+    lengths_help,
+    parse_arrivals,
+    parse_lengths,
+    parse_prefix,
+    parse_sessions,
+)
 from roofline.step.speculative import SpecDecode, parse_spec_decode
 
 # A GPU-hour dearer than this is a typo (the dearest cloud GPU-hours cost tens of dollars), and past it the tokens
@@ -80,13 +89,12 @@ FLAGS: dict[str, Option] = {
     "analytic": Option(("--analytic",), "flag", help="build the profile from a SKU's ceilings (--gpu, --model)"),
     **MODEL_FLAGS,
     "requests": Option(("--requests",), "int", 1000, show_default=True, help="requests to generate"),
-    "arrivals": Option(("--arrivals",), default="burst", show_default=True, help="burst | poisson:RATE (requests/s)"),
+    "arrivals": Option(("--arrivals",), default="burst", show_default=True, help=arrivals_help()),
     "concurrency": Option(("--concurrency",), "int", metavar="C",
                           help="a closed loop instead of --arrivals: C clients, each sending its next request when "
                                "its last one ends"),
     "prompt": Option(("--prompt",), default="fixed:512", show_default=True,
-                     help="prompt lengths: fixed:N | uniform:A:B | exp:MEAN[:CAP] | lognormal:MEDIAN:SIGMA[:CAP] | "
-                     "sharegpt (a preset fitted to a published trace)"),
+                     help=f"prompt lengths: {lengths_help()}"),
     "output_lengths": Option(("--output",), default="exp:128:512", show_default=True,
                              help="output lengths, as --prompt"),
     "lengths": Option(("--lengths",), "path", metavar="FILE.csv",
@@ -219,8 +227,12 @@ class SimulateConfig:
         if why:
             raise BadInputError(f"--gpu-hour-usd {self.gpu_hour_usd:g}: {why} (USD per GPU-hour)")
         parse_spec_decode(self.spec_decode)
-        if not self.trace:  # a trace's own length is counted as it is read
+        if not self.trace:  # a trace's own length is counted as it is read, its arrivals and lengths its own
             check_request_count(self.requests)
+            parse_arrivals(self.arrivals)
+            if self.lengths is None:
+                parse_lengths(self.prompt)
+                parse_lengths(self.output_lengths)
         if self.prefix:
             parse_prefix(self.prefix)
         if self.sessions:

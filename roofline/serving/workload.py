@@ -16,13 +16,13 @@ import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from roofline.core.errors import BadInputError
 from roofline.core.options import check_seed  # the one seed rule of every command
-from roofline.specs.length_presets import PRESETS
+from roofline.specs.length_presets import PRESETS, LengthPreset
 
 
 class WorkloadError(BadInputError):
@@ -69,6 +69,12 @@ class Request:
             raise WorkloadError(f"request {self.id}: it follows request {self.after}, which must come before it")
 
 
+# --- the arrival processes and the length distributions: one registry each -----------------------------------
+# Each entry is a class with its own parser (``parse``: the fields after its kind, as typed), its syntax and help
+# line (what ``--arrivals``' and ``--prompt``/``--output``'s help and the documents' schemas read) and its seeded
+# sampling; ``parse_arrivals`` and ``parse_lengths`` find a spec's class by its kind (Vidur's
+# ``request_interval_generator_registry.py`` and ``request_length_generator_registry.py``, one registry each).
+
 def _numbers(spec: str, parts: list[str], count: tuple[int, ...]) -> list[float]:
     if len(parts) not in count:
         raise WorkloadError(f"{spec!r}: wrong number of fields")
@@ -81,56 +87,319 @@ def _numbers(spec: str, parts: list[str], count: tuple[int, ...]) -> list[float]
     return values
 
 
+def _typed(value: float) -> str:
+    """A parsed field as it was most likely typed: 128.0 -> "128", 0.25 -> "0.25"."""
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class ArrivalProcess:
+    """When requests arrive: ``KIND`` as typed, ``SYNTAX`` with its fields' placeholders, ``HELP`` in words;
+    ``parse`` reads the fields after the kind, ``gaps`` draws the time before each arrival from its stream."""
+
+    KIND: ClassVar[str] = ""
+    SYNTAX: ClassVar[str] = ""
+    HELP: ClassVar[str] = ""
+
+    @classmethod
+    def parse(cls, spec: str, parts: list[str]) -> ArrivalProcess:  # pragma: no cover - every process overrides it
+        raise NotImplementedError
+
+    def gaps(self, n: int, rng: np.random.Generator, per_arrival: float) -> np.ndarray:  # pragma: no cover
+        """``n`` gaps, seconds, each before one arrival (the first from t = 0); ``per_arrival``: the requests one
+        arrival stands for, so the gaps stretch that much and requests still come at the rate asked."""
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Burst(ArrivalProcess):
+    KIND: ClassVar[str] = "burst"
+    SYNTAX: ClassVar[str] = "burst"
+    HELP: ClassVar[str] = "all at t = 0"
+
+    @classmethod
+    def parse(cls, spec: str, parts: list[str]) -> Burst:
+        if parts:
+            raise WorkloadError(f"{spec!r}: burst takes no fields")
+        return cls()
+
+    def gaps(self, n: int, rng: np.random.Generator, per_arrival: float) -> np.ndarray:
+        return np.zeros(n)
+
+    def describe(self) -> str:
+        return "all arriving at once (a burst)"
+
+
+@dataclass(frozen=True)
+class Poisson(ArrivalProcess):
+    rate: float  # requests per second
+    KIND: ClassVar[str] = "poisson"
+    SYNTAX: ClassVar[str] = "poisson:RATE"
+    HELP: ClassVar[str] = "RATE requests/s, independent exponential gaps"
+
+    @classmethod
+    def parse(cls, spec: str, parts: list[str]) -> Poisson:
+        (rate,) = _numbers(spec, parts, (1,))
+        return cls(rate)
+
+    def gaps(self, n: int, rng: np.random.Generator, per_arrival: float) -> np.ndarray:
+        return rng.exponential(per_arrival / self.rate, size=n)
+
+    def describe(self) -> str:
+        return f"Poisson arrivals at {_typed(self.rate)} requests/s"
+
+
+# The spread gamma arrivals take, as the coefficient of variation of their gaps (shape 1/CV^2).  A shape k puts
+# about (x/θ)^k / Γ(k + 1) of the gaps below x·θ (θ the scale): at CV 10 (k = 0.01) 0.08% of them fall below
+# 1e-308·θ and underflow to 0, at CV 30 (k ≈ 0.0011) 45%, so past 10 the draw is no longer the process asked for.
+# At CV 0.01 (k = 10,000) every gap is within ±3% (3 sigma) of the mean: a clock, and lower asks nothing more.
+MIN_GAMMA_CV = 0.01
+MAX_GAMMA_CV = 10.0
+
+
+@dataclass(frozen=True)
+class Gamma(ArrivalProcess):
+    """Bursty (CV > 1) or steadier (CV < 1) than Poisson: gamma gaps of mean 1 / RATE and coefficient of
+    variation CV (shape 1 / CV², the burstiness vLLM's ``--burstiness`` sets); CV 1 is Poisson's spread."""
+
+    rate: float  # requests per second
+    cv: float  # the gaps' standard deviation over their mean
+    KIND: ClassVar[str] = "gamma"
+    SYNTAX: ClassVar[str] = "gamma:RATE:CV"
+    HELP: ClassVar[str] = (f"RATE requests/s, gamma gaps whose coefficient of variation is CV (bursty above 1, "
+                           f"Poisson at 1; {_typed(MIN_GAMMA_CV)} to {_typed(MAX_GAMMA_CV)})")
+
+    @classmethod
+    def parse(cls, spec: str, parts: list[str]) -> Gamma:
+        rate, cv = _numbers(spec, parts, (2,))
+        if not MIN_GAMMA_CV <= cv <= MAX_GAMMA_CV:
+            raise WorkloadError(f"{spec!r}: CV must be from {_typed(MIN_GAMMA_CV)} to {_typed(MAX_GAMMA_CV)} "
+                                "(the gaps' standard deviation over their mean; 1 is Poisson's)")
+        return cls(rate, cv)
+
+    @classmethod
+    def of_shape(cls, rate: float, shape: float) -> Gamma:
+        """The process of a gamma shape (vLLM's burstiness) instead of its CV."""
+        return cls(rate, 1 / math.sqrt(shape))
+
+    @property
+    def shape(self) -> float:
+        return 1 / self.cv**2
+
+    def gaps(self, n: int, rng: np.random.Generator, per_arrival: float) -> np.ndarray:
+        shape = self.shape
+        return rng.gamma(shape, per_arrival / (self.rate * shape), size=n)
+
+    def describe(self) -> str:
+        return (f"gamma arrivals at {_typed(self.rate)} requests/s, the gaps' coefficient of variation "
+                f"{_typed(self.cv)}")
+
+
+#: Every arrival process by kind, in the order the help lists them.
+ARRIVALS: dict[str, type[ArrivalProcess]] = {process.KIND: process for process in (Burst, Poisson, Gamma)}
+
+
+def arrival_syntax() -> str:
+    """``burst | poisson:RATE | gamma:RATE:CV``: the documents' schema's words for a generated workload's arrivals."""
+    return " | ".join(process.SYNTAX for process in ARRIVALS.values())
+
+
+def arrivals_help() -> str:
+    """``--arrivals``' help: each process as typed and what it is."""
+    return " | ".join(f"{process.SYNTAX} ({process.HELP})" for process in ARRIVALS.values())
+
+
+def parse_arrivals(spec: str) -> ArrivalProcess:
+    """An ``--arrivals`` spec: one of ``arrival_syntax()``."""
+    kind, *parts = str(spec).strip().split(":")
+    process = ARRIVALS.get(kind)
+    if process is None:
+        raise WorkloadError(f"{spec!r}: arrivals are {' or '.join(ARRIVALS[k].SYNTAX for k in ARRIVALS)}")
+    return process.parse(spec, parts)
+
+
+@dataclass(frozen=True)
+class LengthDistribution:
+    """How many tokens a prompt or an output has: ``KIND`` as typed, ``SYNTAX`` with its fields' placeholders,
+    ``HELP`` in words (empty: the syntax says it); ``parse`` reads the fields after the kind, ``sample`` draws
+    (before rounding to tokens) from its stream."""
+
+    KIND: ClassVar[str] = ""
+    SYNTAX: ClassVar[str] = ""
+    HELP: ClassVar[str] = ""
+
+    @classmethod
+    def parse(cls, spec: str, kind: str, parts: list[str]) -> LengthDistribution:  # pragma: no cover
+        raise NotImplementedError
+
+    def sample(self, n: int, rng: np.random.Generator, role: str) -> np.ndarray:  # pragma: no cover
+        """``n`` lengths of ``role`` (prompt or output: a preset has one table each), unrounded."""
+        raise NotImplementedError
+
+    def describe(self, role: str) -> str:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _capped(values: np.ndarray, cap: float | None) -> np.ndarray:
+    return np.minimum(values, cap) if cap is not None else values
+
+
+@dataclass(frozen=True)
+class Fixed(LengthDistribution):
+    tokens: float
+    KIND: ClassVar[str] = "fixed"
+    SYNTAX: ClassVar[str] = "fixed:N"
+
+    @classmethod
+    def parse(cls, spec: str, kind: str, parts: list[str]) -> Fixed:
+        (tokens,) = _numbers(spec, parts, (1,))
+        return cls(tokens)
+
+    def sample(self, n: int, rng: np.random.Generator, role: str) -> np.ndarray:
+        return np.full(n, self.tokens)
+
+    def describe(self, role: str) -> str:
+        return f"{_typed(self.tokens)} tokens each"
+
+
+@dataclass(frozen=True)
+class Uniform(LengthDistribution):
+    low: float
+    high: float
+    KIND: ClassVar[str] = "uniform"
+    SYNTAX: ClassVar[str] = "uniform:A:B"
+
+    @classmethod
+    def parse(cls, spec: str, kind: str, parts: list[str]) -> Uniform:
+        low, high = _numbers(spec, parts, (2,))
+        if high < low:
+            raise WorkloadError(f"{spec!r}: B must be at least A")
+        if high > MAX_LENGTH_TOKENS:  # numpy's integers() cannot take 1e308 ("high is out of bounds for int64")
+            raise WorkloadError(f"{spec!r}: lengths reach past {MAX_LENGTH_TOKENS:,} tokens; give smaller numbers")
+        return cls(low, high)
+
+    def sample(self, n: int, rng: np.random.Generator, role: str) -> np.ndarray:
+        return rng.integers(int(self.low), int(self.high) + 1, size=n)  # both ends included
+
+    def describe(self, role: str) -> str:
+        return f"uniform from {_typed(self.low)} to {_typed(self.high)} tokens"
+
+
+@dataclass(frozen=True)
+class Exponential(LengthDistribution):
+    mean: float
+    cap: float | None = None
+    KIND: ClassVar[str] = "exp"
+    SYNTAX: ClassVar[str] = "exp:MEAN[:CAP]"
+
+    @classmethod
+    def parse(cls, spec: str, kind: str, parts: list[str]) -> Exponential:
+        mean, *cap = _numbers(spec, parts, (1, 2))
+        return cls(mean, *cap)
+
+    def sample(self, n: int, rng: np.random.Generator, role: str) -> np.ndarray:
+        return _capped(rng.exponential(self.mean, size=n), self.cap)
+
+    def describe(self, role: str) -> str:
+        capped = f", capped at {_typed(self.cap)}" if self.cap is not None else ""
+        return f"exponential, mean {_typed(self.mean)} tokens{capped}"
+
+
+@dataclass(frozen=True)
+class LogNormal(LengthDistribution):
+    median: float
+    sigma: float
+    cap: float | None = None
+    KIND: ClassVar[str] = "lognormal"
+    SYNTAX: ClassVar[str] = "lognormal:MEDIAN:SIGMA[:CAP]"
+
+    @classmethod
+    def parse(cls, spec: str, kind: str, parts: list[str]) -> LogNormal:
+        median, sigma, *cap = _numbers(spec, parts, (2, 3))
+        return cls(median, sigma, *cap)
+
+    def sample(self, n: int, rng: np.random.Generator, role: str) -> np.ndarray:
+        return _capped(rng.lognormal(math.log(self.median), self.sigma, size=n), self.cap)
+
+    def describe(self, role: str) -> str:
+        capped = f", capped at {_typed(self.cap)}" if self.cap is not None else ""
+        return f"log-normal, median {_typed(self.median)} tokens, sigma {_typed(self.sigma)}{capped}"
+
+
+@dataclass(frozen=True)
+class PresetLengths(LengthDistribution):
+    """A published dataset's lengths (``roofline.specs.length_presets``), typed by its name alone."""
+
+    preset: LengthPreset
+    HELP: ClassVar[str] = "a preset fitted to a published trace"
+
+    @classmethod
+    def parse(cls, spec: str, kind: str, parts: list[str]) -> PresetLengths:
+        if parts:
+            raise WorkloadError(f"{spec!r}: the preset {kind} takes no fields")
+        return cls(PRESETS[kind])
+
+    def sample(self, n: int, rng: np.random.Generator, role: str) -> np.ndarray:
+        return self.preset.sample(role, n, rng)
+
+    def describe(self, role: str) -> str:
+        return self.preset.describe(role)
+
+
+#: Every length distribution by kind, in the order the help lists them; each preset by its name.
+LENGTHS: dict[str, type[LengthDistribution]] = {
+    **{shape.KIND: shape for shape in (Fixed, Uniform, Exponential, LogNormal)},
+    **{name: PresetLengths for name in PRESETS}}
+
+
+def _length_syntaxes() -> list[str]:
+    return [kind if shape is PresetLengths else shape.SYNTAX for kind, shape in LENGTHS.items()]
+
+
+def length_syntax() -> str:
+    """``fixed:N | uniform:A:B | ... | sharegpt``: the documents' schema's words for a drawn length."""
+    return " | ".join(_length_syntaxes())
+
+
+def lengths_help() -> str:
+    """``--prompt``'s help after "prompt lengths: ": each distribution as typed, a preset with what it is."""
+    presets = [name for name, shape in LENGTHS.items() if shape is PresetLengths]
+    shapes = [shape.SYNTAX for shape in LENGTHS.values() if shape is not PresetLengths]
+    return " | ".join([*shapes, *presets]) + (f" ({PresetLengths.HELP})" if presets else "")
+
+
+def parse_lengths(spec: str) -> LengthDistribution:
+    """A ``--prompt`` or ``--output`` spec: one of ``length_syntax()``."""
+    kind, *parts = str(spec).strip().split(":")
+    shape = LENGTHS.get(kind)
+    if shape is None:
+        syntaxes = _length_syntaxes()
+        raise WorkloadError(f"{spec!r}: lengths are {', '.join(syntaxes[:-1])} or {syntaxes[-1]}")
+    return shape.parse(spec, kind, parts)
+
+
 def sample_lengths(spec: str, n: int, rng: np.random.Generator, role: str = "prompt") -> list[int]:
-    """``fixed:N`` | ``uniform:A:B`` (inclusive) | ``exp:MEAN[:CAP]`` | ``lognormal:MEDIAN:SIGMA[:CAP]`` | a
-    preset's name (``sharegpt``: its ``role`` lengths, ``prompt`` or ``output``)."""
-    raw = _raw_lengths(spec, n, rng, role)
+    """``n`` lengths drawn from ``spec`` (``parse_lengths``; a preset's ``role`` lengths, ``prompt`` or
+    ``output``), each rounded to a whole token, at least one."""
+    raw = np.asarray(parse_lengths(spec).sample(n, rng, role), dtype=float)
     if not np.all(np.isfinite(raw)) or np.max(raw) > MAX_LENGTH_TOKENS:
         raise WorkloadError(f"{spec!r}: lengths reach past {MAX_LENGTH_TOKENS:,} tokens; give smaller numbers")
     return [max(1, int(round(v))) for v in raw]
 
 
-def _raw_lengths(spec: str, n: int, rng: np.random.Generator, role: str) -> np.ndarray:
-    kind, *parts = spec.strip().split(":")
-    if kind in PRESETS and not parts:
-        raw = PRESETS[kind].sample(role, n, rng)
-    elif kind == "fixed":
-        (value,) = _numbers(spec, parts, (1,))
-        raw = np.full(n, value)
-    elif kind == "uniform":
-        lo, hi = _numbers(spec, parts, (2,))
-        if hi < lo:
-            raise WorkloadError(f"{spec!r}: B must be at least A")
-        if hi > MAX_LENGTH_TOKENS:  # numpy's integers() cannot take 1e308 ("high is out of bounds for int64")
-            raise WorkloadError(f"{spec!r}: lengths reach past {MAX_LENGTH_TOKENS:,} tokens; give smaller numbers")
-        raw = rng.integers(int(lo), int(hi) + 1, size=n)
-    elif kind == "exp":
-        mean, *cap = _numbers(spec, parts, (1, 2))
-        raw = np.minimum(rng.exponential(mean, size=n), cap[0] if cap else np.inf)
-    elif kind == "lognormal":
-        median, sigma, *cap = _numbers(spec, parts, (2, 3))
-        raw = np.minimum(rng.lognormal(math.log(median), sigma, size=n), cap[0] if cap else np.inf)
-    else:
-        raise WorkloadError(f"{spec!r}: lengths are fixed:N, uniform:A:B, exp:MEAN[:CAP], "
-                            f"lognormal:MEDIAN:SIGMA[:CAP] or a preset ({', '.join(PRESETS)})")
-    return np.asarray(raw, dtype=float)
-
-
 def arrival_times(spec: str, n: int, rng: np.random.Generator, per_arrival: float = 1) -> list[float]:
-    """``burst`` (all at t = 0) or ``poisson:RATE`` (requests per second, exponential gaps, first at its gap).
-    ``per_arrival``: the requests each arrival stands for (a session's turns, on average), so the gaps are that
-    much longer and requests still come at RATE."""
-    kind, *parts = spec.strip().split(":")
-    if kind == "burst" and not parts:
-        return [0.0] * n
-    if kind == "poisson":
-        (rate,) = _numbers(spec, parts, (1,))
-        times = np.cumsum(rng.exponential(per_arrival / rate, size=n))
-        if not np.all(np.isfinite(times)) or times[-1] > MAX_ARRIVAL_S:
-            raise WorkloadError(f"{spec!r}: at this rate the requests arrive over more than {MAX_ARRIVAL_S:.0e} s; "
-                                "give a higher rate")
-        return [float(t) for t in times]
-    raise WorkloadError(f"{spec!r}: arrivals are burst or poisson:RATE")
+    """``n`` arrival times from ``spec`` (``parse_arrivals``), the first one gap after t = 0; ``per_arrival``: the
+    requests each arrival stands for (a session's turns, on average), so the gaps are that much longer and
+    requests still come at the rate asked."""
+    process = parse_arrivals(spec)
+    times = np.cumsum(process.gaps(n, rng, per_arrival))
+    if not np.all(np.isfinite(times)) or times[-1] > MAX_ARRIVAL_S:
+        raise WorkloadError(f"{spec!r}: at this rate the requests arrive over more than {MAX_ARRIVAL_S:.0e} s; "
+                            "give a higher rate")
+    return [float(t) for t in times]
 
 
 def check_request_count(n: int) -> int:
@@ -212,9 +481,9 @@ def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0
     if lengths:  # each request one row's pair: a prompt keeps its own answer's length, as the dataset had them
         rows = np.random.default_rng(streams[1]).integers(len(lengths), size=n)
         prompts, outputs = [lengths[i][0] for i in rows], [lengths[i][1] for i in rows]
-    elif prompt.strip() in PRESETS and output.strip() == prompt.strip():  # one trace's: its cut on a total holds
-        drawn = PRESETS[prompt.strip()].sample_pairs(n, np.random.default_rng(streams[1]),
-                                                     np.random.default_rng(streams[2]))
+    elif isinstance(preset := parse_lengths(prompt), PresetLengths) and preset == parse_lengths(output):
+        # one trace's lengths for both: its cut on a request's total holds
+        drawn = preset.preset.sample_pairs(n, np.random.default_rng(streams[1]), np.random.default_rng(streams[2]))
         prompts, outputs = ([int(v) for v in role] for role in drawn)
     else:
         prompts = sample_lengths(prompt, n, np.random.default_rng(streams[1]))
@@ -436,25 +705,18 @@ def closed_loop_record(record: dict[str, Any], concurrency: int) -> dict[str, An
 def describe_lengths(spec: str, role: str = "prompt") -> str:
     """A length spec in words: ``exp:128:512`` -> "exponential, mean 128 tokens, capped at 512"; a preset's
     ``role`` lengths with its source."""
-    kind, *parts = str(spec).strip().split(":")
-    if kind in PRESETS and not parts:
-        return PRESETS[kind].describe(role)
-    shapes = {("fixed", 1): "{} tokens each", ("uniform", 2): "uniform from {} to {} tokens",
-              ("exp", 1): "exponential, mean {} tokens", ("exp", 2): "exponential, mean {} tokens, capped at {}",
-              ("lognormal", 2): "log-normal, median {} tokens, sigma {}",
-              ("lognormal", 3): "log-normal, median {} tokens, sigma {}, capped at {}"}
-    shape = shapes.get((kind, len(parts)))
-    return shape.format(*parts) if shape else str(spec)  # a spec this version does not know: as written
+    try:
+        return parse_lengths(spec).describe(role)
+    except WorkloadError:
+        return str(spec)  # a spec this version does not know: as written
 
 
 def describe_arrivals(spec: str) -> str:
     """``burst`` -> "all arriving at once (a burst)"; ``poisson:4`` -> "Poisson arrivals at 4 requests/s"."""
-    kind, *parts = str(spec).strip().split(":")
-    if kind == "burst" and not parts:
-        return "all arriving at once (a burst)"
-    if kind == "poisson" and len(parts) == 1:
-        return f"Poisson arrivals at {parts[0]} requests/s"
-    return f"arrivals {spec}"
+    try:
+        return parse_arrivals(spec).describe()
+    except WorkloadError:
+        return f"arrivals {spec}"  # a spec this version does not know: as written
 
 
 def _after_prefix(prefix: str | None) -> str:
