@@ -14,10 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
-from roofline.calibrate.bench import BenchError, BenchRun, MeasuredRequest, closed_loop_sends, read_bench
+from roofline.calibrate.bench import BenchError, BenchRun, closed_loop_sends, read_bench
 from roofline.calibrate.replay import calibrate, next_fit
+from roofline.serving.latency import ServedRequest
 from roofline.serving.profile_doc import EngineOverhead, load_profile
 from roofline.serving.simulate import simulate
+from roofline.serving.workload import Request
 
 DATA = Path(__file__).parent / "data" / "engine-bench"
 PROFILE = DATA / "profile.json"
@@ -96,9 +98,8 @@ def test_a_guidellm_report_of_two_benchmarks_gives_two_runs_or_the_one_asked():
 
 def measured_from(run, path: str, every_token: bool) -> BenchRun:
     """The simulator's own run as a benchmark would report it: the fit must find the overhead it ran with."""
-    requests = tuple(MeasuredRequest(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, r.first_token_s,
-                                     r.finish_s, tuple(r.token_times_s) if every_token else ())
-                     for r in run.requests)
+    requests = tuple(ServedRequest(r.request, r.first_token_s, r.finish_s, tuple(r.token_times_s) if every_token
+                                   else ()) for r in run.requests)
     return BenchRun(path, "vllm" if every_token else "guidellm", requests, "measured", "synthetic")
 
 
@@ -205,11 +206,10 @@ def test_several_benches_are_fitted_together_and_repeated_predictions_are_pooled
 
 
 def test_pooled_runs_add_their_times_and_pool_their_latencies():
-    from roofline.calibrate.bench import MeasuredRequest
     from roofline.calibrate.fit import pooled_summary
 
-    first = [MeasuredRequest(0, 0.0, 4, 11, 0.5, 1.5), MeasuredRequest(1, 1.0, 4, 11, 1.5, 3.5)]  # TPOT 0.1, 0.2
-    second = [MeasuredRequest(0, 0.0, 4, 21, 1.0, 7.0)]  # TPOT 0.3
+    first = [ServedRequest(Request(0, 0.0, 4, 11), 0.5, 1.5), ServedRequest(Request(1, 1.0, 4, 11), 1.5, 3.5)]
+    second = [ServedRequest(Request(0, 0.0, 4, 21), 1.0, 7.0)]  # TPOT 0.1 and 0.2, then 0.3
     summary = pooled_summary([first, second])
     assert summary["total_s"] == pytest.approx(3.5 + 7.0)
     assert summary["tokens_per_s"] == pytest.approx((11 + 11 + 21) / 10.5)

@@ -46,7 +46,8 @@ import numpy as np
 
 from roofline.core.errors import BadInputError
 from roofline.result.io import MAX_RESULT_BYTES
-from roofline.serving.workload import MAX_ARRIVAL_S, MAX_GAMMA_CV, MIN_GAMMA_CV, Gamma, Request
+from roofline.serving.latency import ServedRequest
+from roofline.serving.workload import MAX_ARRIVAL_S, MAX_GAMMA_CV, MIN_GAMMA_CV, Gamma, Request, WorkloadError
 
 FORMATS = ("vllm", "guidellm")
 
@@ -55,18 +56,15 @@ class BenchError(BadInputError):
     """A benchmark file that cannot be read or replayed; one line."""
 
 
-@dataclass(frozen=True, slots=True)
-class MeasuredRequest:
-    """One request as the load generator saw it, seconds from the run's first send: ``token_times_s`` every
-    streamed token's time when the generator kept them (vLLM's ``itls``), else empty (no ITL samples)."""
-
-    id: int
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-    first_token_s: float
-    finish_s: float
-    token_times_s: tuple[float, ...] = ()
+def measured(path: str, index: int, arrival_s: float, prompt: int, output: int, first_token_s: float,
+             finish_s: float, token_times_s: tuple[float, ...] = ()) -> ServedRequest:
+    """One request as the load generator saw it, seconds from the run's first send (``token_times_s``: every
+    streamed token's time where the generator kept them, vLLM's ``itls``; else empty, no ITL samples); a request
+    the simulator could not take (``Request``'s own bounds) is refused naming the file."""
+    try:
+        return ServedRequest(Request(index, arrival_s, prompt, output), first_token_s, finish_s, token_times_s)
+    except WorkloadError as exc:
+        raise BenchError(f"{path}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,7 @@ class BenchRun:
 
     path: str
     format: str
-    requests: tuple[MeasuredRequest, ...]
+    requests: tuple[ServedRequest, ...]
     arrivals: str
     label: str  # what the file says it ran: "poisson@4.00", "vllm request_rate=4 max_concurrency=None"
     source: dict[str, Any] = field(default_factory=dict)  # the generator and its version, when the file says
@@ -91,7 +89,7 @@ class BenchRun:
     def workload(self) -> list[Request]:
         """The requests to simulate: their lengths, and their arrivals where they are known (a closed loop's
         are set as the replay runs: ``roofline.calibrate.replay``)."""
-        return [Request(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens) for r in self.requests]
+        return [r.request for r in self.requests]
 
     def describe(self) -> str:
         return (f"{self.path}: {self.format} {self.label}, {len(self.requests)} requests"
@@ -186,7 +184,7 @@ def _vllm(path: str, d: Any, seed: int) -> BenchRun:
         gaps = [_number(g, f"{path}: itls[{i}]") for g in gaps]
         start = float(arrivals[i])
         times = tuple(float(t) for t in start + ttft + np.cumsum([0.0, *gaps]))
-        kept.append(MeasuredRequest(len(kept), start, prompt, output, times[0], times[-1], times))
+        kept.append(measured(path, len(kept), start, prompt, output, times[0], times[-1], times))
     if not kept:
         raise BenchError(f"{path}: every request failed; nothing to calibrate on")
     rate, concurrency = d.get("request_rate"), d.get("max_concurrency")
@@ -290,7 +288,7 @@ def _guidellm_benchmark(path: str, benchmark: Any, index: int, metadata: dict[st
                          "times")
     parsed.sort(key=lambda p: p[0])
     start = parsed[0][0]
-    kept = tuple(MeasuredRequest(i, s - start, prompt, output, first - start, last - start)
+    kept = tuple(measured(path, i, s - start, prompt, output, first - start, last - start)
                  for i, (s, prompt, output, first, last) in enumerate(parsed))
     dropped = len(rows) - len(parsed) + sum(len(requests.get(k) or []) for k in ("errored", "incomplete"))
     source = {"generator": "guidellm", "guidellm_version": metadata.get("guidellm_version"),
@@ -327,7 +325,7 @@ def _guidellm_request(path: str, i: int, row: Any) -> tuple[float, int, int, flo
     return sent, max(prompt, 1), _count(output, f"{what}.output_tokens"), first, last
 
 
-def measured_lengths(requests: Sequence[MeasuredRequest]) -> str:
+def measured_lengths(requests: Sequence[ServedRequest]) -> str:
     """Prompt and output tokens of the requests in a few words: ``prompt 4-22 (mean 12.3), output 32``."""
     def span(values: list[int]) -> str:
         low, high = min(values), max(values)

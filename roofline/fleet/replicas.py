@@ -181,10 +181,9 @@ def _disaggregated(profile: StepProfile, front: list[Member], back: list[Member]
         if rest is None:  # one output token: done at the prefill replica
             outcomes.append(prefilled)
             continue
-        outcomes.append(RequestOutcome(request.id, request.arrival_s, request.prompt_tokens, request.output_tokens,
-                                       prefilled.first_token_s, rest.finish_s,
-                                       prefilled.preemptions + rest.preemptions, rest.token_times_s,
-                                       prefilled.cached_tokens, prefilled.scheduled_s))
+        outcomes.append(RequestOutcome(request, prefilled.first_token_s, rest.finish_s, rest.token_times_s,
+                                       prefilled.preemptions + rest.preemptions, prefilled.cached_tokens,
+                                       prefilled.scheduled_s))
     roles = ("prefill",) * len(front) + ("decode",) * len(back)
     return _pooled(runs, roles, outcomes, policy, overhead, tuple(tuple(where[o.id]) for o in outcomes),
                    tuple(transfers))

@@ -21,7 +21,7 @@ from typing import Any
 
 from roofline.core.errors import BadInputError
 from roofline.serving.kv_blocks import KvBlocks
-from roofline.serving.latency import end_to_end_s, span_s, time_per_output_token_s, time_to_first_token_s
+from roofline.serving.latency import ServedRequest, span_s
 from roofline.serving.policies import Policy, StepPlan, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, step_watts
 from roofline.serving.step_cost import CostModel
@@ -36,15 +36,11 @@ class SimulationError(BadInputError):
 
 
 @dataclass(frozen=True, slots=True)
-class RequestOutcome:
-    id: int
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-    first_token_s: float
-    finish_s: float
-    preemptions: int
-    token_times_s: Sequence[float] = ()  # every output token's time, in order (the simulator's: an array of 'd')
+class RequestOutcome(ServedRequest):
+    """A request as the simulator served it: its times (``ServedRequest``; every output token's time an array of
+    'd') and what the engine loop also knows of it."""
+
+    preemptions: int = 0
     cached_tokens: int = 0  # prompt tokens found in the prefix cache when first admitted (not prefilled)
     scheduled_s: float = math.nan  # when first admitted into a step (NaN: not recorded): TTFT's queueing ends
 
@@ -57,19 +53,6 @@ class RequestOutcome:
     def prefill_s(self) -> float:
         """First admission to first token (seconds): the rest of TTFT, prefill (and any step it shared)."""
         return self.first_token_s - self.scheduled_s
-
-    @property
-    def ttft_s(self) -> float:
-        return time_to_first_token_s(self)
-
-    @property
-    def e2e_s(self) -> float:
-        return end_to_end_s(self)
-
-    @property
-    def tpot_s(self) -> float | None:
-        """Mean time per output token after the first (None for a one-token output)."""
-        return time_per_output_token_s(self)
 
 
 @dataclass(frozen=True)
@@ -383,9 +366,8 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
 
 
 def _outcome(seq: Seq) -> RequestOutcome:
-    r = seq.request
-    return RequestOutcome(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_token_s, seq.finish_s,
-                          seq.preemptions, seq.token_times, max(seq.cached_tokens, 0), seq.scheduled_s)
+    return RequestOutcome(seq.request, seq.first_token_s, seq.finish_s, seq.token_times, seq.preemptions,
+                          max(seq.cached_tokens, 0), seq.scheduled_s)
 
 
 class Replica:
