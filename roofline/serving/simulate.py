@@ -123,14 +123,17 @@ class Engine:
                  spec: SpecDecode | None = None, seed: int = 0, index: int = 0) -> None:
         # A conversation's later turn waits for the turn before it to end: it is sent (think_s later) only then.
         self.followers = {r.after: Seq(r) for r in requests if r.after is not None}
-        self.pending = sorted((Seq(r) for r in requests if r.after is None), key=_arrival)
-        # A closed loop (``concurrency`` clients): the first requests are sent at once, one per client, and each
-        # later one (in order) when any client's request ends, whatever its arrival time said.
+        firsts = [r for r in requests if r.after is None]
+        # A closed loop (``concurrency`` clients): the requests are sent in id order, whatever their arrival times
+        # said (a benchmark numbers them in sending order; tests/test_serving_load.py sends them against their
+        # arrival order): the first at once, one per client, each later one when any client's request ends.
         self.unsent: deque[Seq] = deque()
-        if concurrency is not None:
-            self.pending.sort(key=lambda seq: seq.request.id)
-            self.unsent.extend(self.pending[concurrency:])
-            self.pending = [Seq(replace(s.request, arrival_s=0.0)) for s in self.pending[:concurrency]]
+        if concurrency is None:
+            self.pending = sorted((Seq(r) for r in firsts), key=_arrival)
+        else:
+            firsts.sort(key=lambda r: r.id)
+            self.unsent.extend(Seq(r) for r in firsts[concurrency:])
+            self.pending = [Seq(replace(r, arrival_s=0.0)) for r in firsts[:concurrency]]
         self.shared = any(r.segments for r in requests)
         self.next_arrival = 0
         self.waiting: deque[Seq] = deque()
