@@ -34,7 +34,6 @@ Each format as its writer writes it (read at the source):
 from __future__ import annotations
 
 import gzip
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -45,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from roofline.core.errors import BadInputError
+from roofline.core.jsonfile import JsonFileError, parse_json
 from roofline.result.io import MAX_RESULT_BYTES
 from roofline.serving.latency import ServedRequest
 from roofline.serving.workload import MAX_ARRIVAL_S, MAX_GAMMA_CV, MIN_GAMMA_CV, Gamma, Request, WorkloadError
@@ -129,15 +129,16 @@ def _load(path: Path) -> Any:
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise BenchError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     lines = [line for line in text.splitlines() if line.strip()]
-    try:
+    try:  # with a nesting cap: a file nested 100,000 deep is bad input, not a RecursionError
         if len(lines) > 1 and lines[0].lstrip().startswith("{") and not text.lstrip().startswith("{\n"):
-            objects = [json.loads(line) for line in lines]  # SGLang appends one run per line
+            # SGLang appends one run per line
+            objects = [parse_json(line, f"{path}: line {i}") for i, line in enumerate(lines, start=1)]
             if len(objects) > 1:
                 raise BenchError(f"{path}: {len(objects)} runs, one a line; keep the one to calibrate on")
             return objects[0]
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise BenchError(f"{path}: not valid JSON ({str(exc).splitlines()[0]})") from None
+        return parse_json(text, str(path))
+    except JsonFileError as exc:
+        raise BenchError(str(exc)) from None
 
 
 def _number(value: Any, what: str, low: float = 0.0) -> float:

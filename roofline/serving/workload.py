@@ -11,7 +11,6 @@ turns of a conversation, each resending the conversation so far (``--sessions``)
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 from dataclasses import dataclass, replace
@@ -21,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from roofline.core.errors import BadInputError
+from roofline.core.jsonfile import JsonFileError, parse_json
 from roofline.core.options import check_seed  # the one seed rule of every command
 from roofline.specs.length_presets import PRESETS, LengthPreset
 
@@ -595,11 +595,10 @@ def load_mooncake_trace(path: Path) -> list[Request]:
                     continue
                 if len(rows) == MAX_REQUESTS:  # counted while read: a huge trace is refused before it fills memory
                     raise WorkloadError(f"{path}: trace has more than {MAX_REQUESTS:,} requests; give a shorter one")
-                try:
-                    rows.append((line, json.loads(text)))
-                except ValueError:
-                    raise WorkloadError(f"{path}: line {line}: not a JSON object (a Mooncake trace has one a "
-                                        "line)") from None
+                try:  # with a nesting cap: a line nested 100,000 deep is bad input, not a RecursionError
+                    rows.append((line, parse_json(text, f"{path}: line {line}")))
+                except JsonFileError as exc:
+                    raise WorkloadError(f"{exc} (a Mooncake trace has one JSON object a line)") from None
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
