@@ -141,15 +141,35 @@ def _load(path: Path) -> Any:
         raise BenchError(str(exc)) from None
 
 
-def _number(value: Any, what: str, low: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
-        raise BenchError(f"{what} must be a finite number >= {low:g}, got {value!r}")
+def _number(value: Any, what: str, low: float = 0.0, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        bounds = f"from {low:g} to {high:g}" if math.isfinite(high) else f">= {low:g}"
+        raise BenchError(f"{what} must be a finite number {bounds}, got {_shown(value)}")
     return float(value)
+
+
+def _seconds(value: Any, what: str) -> float:
+    """A measured time (a TTFT, an inter-token gap): 0 to ``MAX_ARRIVAL_S`` seconds (31 years; past it a time is
+    no measurement, and 1e308 summed over a request's gaps overflows to inf)."""
+    return _number(value, what, high=MAX_ARRIVAL_S)
+
+
+def _shown(value: Any) -> str:
+    """A value from the file as a message shows it: its repr, cut short (a file's value can be a whole list)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _scalar(value: Any) -> str | int | float | None:
+    """A value the file says about itself (a model id, a version, a setting), kept for the document only when it is
+    a string or a number: a nested value there is no setting."""
+    return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
 
 
 def _count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BenchError(f"{what} must be a whole number of tokens, got {value!r}")
+        raise BenchError(f"{what} must be a whole number of tokens, got {_shown(value)}")
     return value
 
 
@@ -167,10 +187,12 @@ def _vllm(path: str, d: Any, seed: int) -> BenchRun:
     n = len(d["input_lens"])
     if any(len(d[key]) != n for key in VLLM_LISTS) or n == 0:
         raise BenchError(f"{path}: input_lens, output_lens, ttfts and itls must list the same requests (>= 1)")
-    errors = d.get("errors") if isinstance(d.get("errors"), list) and len(d["errors"]) == n else [""] * n
-    arrivals = _vllm_arrivals(path, d, n, seed)
-    if arrivals is None:  # a closed loop: each request was sent when one in flight ended
-        arrivals = closed_loop_sends([_latency(d, i) for i in range(n)], int(d["max_concurrency"]))
+    listed = d.get("errors")
+    errors: list[Any] = listed if isinstance(listed, list) and len(listed) == n else [""] * n
+    drawn = _vllm_arrivals(path, d, n, seed)
+    # None: a closed loop, each request sent when one in flight ended
+    arrivals = drawn if drawn is not None else closed_loop_sends([_latency(path, d, i) for i in range(n)],
+                                                                 int(d["max_concurrency"]))
     kept, dropped = [], 0
     for i in range(n):
         prompt = _count(d["input_lens"][i], f"{path}: input_lens[{i}]")
@@ -178,30 +200,33 @@ def _vllm(path: str, d: Any, seed: int) -> BenchRun:
         if errors[i] or output < 1 or prompt < 1:
             dropped += 1
             continue
-        ttft = _number(d["ttfts"][i], f"{path}: ttfts[{i}]")
+        ttft = _seconds(d["ttfts"][i], f"{path}: ttfts[{i}]")
         gaps = d["itls"][i]
         if not isinstance(gaps, list):
             raise BenchError(f"{path}: itls[{i}] must be a list of seconds")
-        gaps = [_number(g, f"{path}: itls[{i}]") for g in gaps]
+        gaps = [_seconds(g, f"{path}: itls[{i}]") for g in gaps]
         start = float(arrivals[i])
         times = tuple(float(t) for t in start + ttft + np.cumsum([0.0, *gaps]))
+        if times[-1] - start > MAX_ARRIVAL_S:
+            raise BenchError(f"{path}: request {i}'s ttfts and itls add up to {times[-1] - start:.3g} s, past "
+                             f"{MAX_ARRIVAL_S:.0e} s; not a measured request")
         kept.append(measured(path, len(kept), start, prompt, output, times[0], times[-1], times))
     if not kept:
         raise BenchError(f"{path}: every request failed; nothing to calibrate on")
-    rate, concurrency = d.get("request_rate"), d.get("max_concurrency")
-    label = f"request_rate={rate} burstiness={d.get('burstiness', 1.0)} max_concurrency={concurrency}"
-    source = {"generator": "vllm bench serve", "backend": d.get("backend"), "model_id": d.get("model_id"),
-              "date": d.get("date")}
+    rate, concurrency = _scalar(d.get("request_rate")), _scalar(d.get("max_concurrency"))
+    label = f"request_rate={rate} burstiness={_scalar(d.get('burstiness', 1.0))} max_concurrency={concurrency}"
+    source = {"generator": "vllm bench serve", "backend": _scalar(d.get("backend")),
+              "model_id": _scalar(d.get("model_id")), "date": _scalar(d.get("date"))}
     return BenchRun(path, "vllm", tuple(kept), _vllm_arrival_spec(d, seed), label, source, dropped)
 
 
-def _latency(d: dict[str, Any], i: int) -> float:
+def _latency(path: str, d: dict[str, Any], i: int) -> float:
     """Request ``i``'s time from sending to its last token (0 for a failed one: it freed its slot at once)."""
     if not d["output_lens"][i] or (isinstance(d.get("errors"), list) and d["errors"][i:i + 1] != [""]
                                    and d["errors"][i:i + 1] != [None]):
         return 0.0
     gaps = d["itls"][i] if isinstance(d["itls"][i], list) else []
-    return _number(d["ttfts"][i], f"ttfts[{i}]") + sum(_number(g, f"itls[{i}]") for g in gaps)
+    return _seconds(d["ttfts"][i], f"{path}: ttfts[{i}]") + sum(_seconds(g, f"{path}: itls[{i}]") for g in gaps)
 
 
 def closed_loop_sends(latencies_s: Sequence[float], concurrency: int) -> list[float]:
@@ -236,8 +261,11 @@ def _vllm_arrivals(path: str, d: dict[str, Any], n: int, seed: int) -> np.ndarra
     ``seed``; all 0 for rate inf; None for a closed loop (set while replaying).  A finite rate with
     ``max_concurrency`` as well is both at once, which one replay cannot be: refused."""
     rate, burstiness, concurrency = d.get("request_rate"), d.get("burstiness", 1.0), d.get("max_concurrency")
-    if concurrency is not None:
-        _number(concurrency, f"{path}: max_concurrency", low=1)
+    if concurrency is not None:  # the semaphore's size: requests in flight, a whole number
+        if isinstance(concurrency, bool) or not isinstance(concurrency, (int, float)) \
+                or not (math.isfinite(concurrency) and concurrency == int(concurrency) and concurrency >= 1):
+            raise BenchError(f"{path}: max_concurrency must be a whole number of requests in flight (1 or more), "
+                             f"got {_shown(concurrency)}")
     if rate in (None, "inf", float("inf")):
         return None if concurrency else np.zeros(n)
     rate = _number(rate, f"{path}: request_rate")
@@ -272,7 +300,8 @@ def _guidellm(path: str, d: Any, run: int | None) -> list[BenchRun]:
         raise BenchError(f"{path}: a GuideLLM report with no benchmarks")
     if run is not None and not 0 <= run < len(benchmarks):
         raise BenchError(f"{path}: --run {run} is not one of its {len(benchmarks)} benchmarks")
-    metadata = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+    metadata = d.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
     chosen = range(len(benchmarks)) if run is None else [run]
     return [_guidellm_benchmark(path, benchmarks[i], i, metadata) for i in chosen]
 
@@ -291,18 +320,21 @@ def _guidellm_benchmark(path: str, benchmark: Any, index: int, metadata: dict[st
     start = parsed[0][0]
     kept = tuple(measured(path, i, s - start, prompt, output, first - start, last - start)
                  for i, (s, prompt, output, first, last) in enumerate(parsed))
-    dropped = len(rows) - len(parsed) + sum(len(requests.get(k) or []) for k in ("errored", "incomplete"))
-    source = {"generator": "guidellm", "guidellm_version": metadata.get("guidellm_version"),
-              "report_version": metadata.get("version"), "benchmark": index}
+    failed = [requests.get(k) for k in ("errored", "incomplete")]
+    dropped = len(rows) - len(parsed) + sum(len(f) for f in failed if isinstance(f, list))
+    source = {"generator": "guidellm", "guidellm_version": _scalar(metadata.get("guidellm_version")),
+              "report_version": _scalar(metadata.get("version")), "benchmark": index}
     return BenchRun(path, "guidellm", kept, "measured", label, source, dropped)
 
 
 def _strategy_label(benchmark: Any) -> str:
-    strategy = (benchmark.get("config") or {}).get("strategy") if isinstance(benchmark, dict) else None
+    config = benchmark.get("config") if isinstance(benchmark, dict) else None
+    strategy = config.get("strategy") if isinstance(config, dict) else None
     if not isinstance(strategy, dict):
         return "unknown strategy"
-    kind, rate, streams = strategy.get("type_", "?"), strategy.get("rate"), strategy.get("streams")
-    if isinstance(rate, (int, float)):
+    kind, rate, streams = _scalar(strategy.get("type_", "?")), _scalar(strategy.get("rate")), \
+        _scalar(strategy.get("streams"))
+    if isinstance(rate, (int, float)) and math.isfinite(rate):
         return f"{kind}@{rate:.2f}"
     return f"{kind}@{streams}" if streams is not None else str(kind)
 
@@ -310,14 +342,20 @@ def _strategy_label(benchmark: Any) -> str:
 def _guidellm_request(path: str, i: int, row: Any) -> tuple[float, int, int, float, float] | None:
     """(sent, prompt tokens, output tokens, first token, last token), epoch seconds; None for a request that
     streamed no token."""
+    what = f"{path}: requests.successful[{i}]"
     if not isinstance(row, dict):
-        raise BenchError(f"{path}: requests.successful[{i}] is not an object")
-    timings = (row.get("info") or {}).get("timings") or {}
+        raise BenchError(f"{what} is not an object")
+    info = row.get("info") or {}
+    if not isinstance(info, dict):
+        raise BenchError(f"{what}.info must be an object (GuideLLM's request info), got {_shown(info)}")
+    timings = info.get("timings") or {}
+    if not isinstance(timings, dict):
+        raise BenchError(f"{what}.info.timings must be an object of the tokens' times (first_token_iteration, "
+                         f"last_token_iteration), got {_shown(timings)}")
     first, last = timings.get("first_token_iteration"), timings.get("last_token_iteration")
     output = row.get("output_tokens")
     if first is None or last is None or not output:
         return None
-    what = f"{path}: requests.successful[{i}]"
     sent = _number(row.get("request_start_time"), f"{what}.request_start_time")
     first, last = _number(first, f"{what} first_token_iteration"), _number(last, f"{what} last_token_iteration")
     if not sent <= first <= last:
