@@ -40,6 +40,7 @@ from roofline.serving.workload import (
     parse_prefix,
     parse_sessions,
 )
+from roofline.specs.gpus import MAX_LINK_GBPS, MIN_LINK_GBPS
 from roofline.step.speculative import SpecDecode, parse_spec_decode
 
 # A GPU-hour dearer than this is a typo (the dearest cloud GPU-hours cost tens of dollars), and past it the tokens
@@ -151,10 +152,11 @@ MAX_RATES = 100
 # (a 400 Gb/s Ethernet port, IEEE 802.3bs, carries 50 bytes a nanosecond, less than one request's headers), and
 # every serving step takes microseconds; past it a rate is a typo, and 1e308 overflowed the figures' axes.
 MAX_RATE_PER_S = 1e9
-# The fastest KV link taken: 1,000,000 Gb/s (125 TB/s), over a hundred times the fastest GPU link on a spec sheet
-# here (fifth-generation NVLink, 900 GB/s one way: profiles/gpus/b200.toml).  Past it no link exists, and 1e306
-# Gb/s overflowed to inf, which JSON cannot hold.
-MAX_KV_LINK_GBPS = 1e6
+# The links taken (--interconnect-gbps, --kv-link-gbps, a spec sheet's link: roofline.specs.gpus): from 1 Gb/s,
+# gigabit Ethernet (below it, 1e-300 Gb/s, a collective's time printed with 300 digits), to 1,000,000 Gb/s (125
+# TB/s), over a hundred times the fastest GPU link on a spec sheet here (fifth-generation NVLink, 900 GB/s one way:
+# profiles/gpus/b200.toml); past it no link exists, and 1e306 Gb/s overflowed to inf, which JSON cannot hold.
+MAX_KV_LINK_GBPS = MAX_LINK_GBPS
 
 
 @dataclass(frozen=True)
@@ -292,14 +294,18 @@ class SimulateConfig:
 
 
 def check_spec_sheet(sku: str | None, gpu_spec: Path | None, interconnect_gbps: float | None) -> None:
-    """``--gpu`` or ``--gpu-spec``, not both; ``--interconnect-gbps`` a positive number of Gb/s, at most
-    ``MAX_KV_LINK_GBPS`` (the fastest link taken anywhere)."""
+    """``--gpu`` or ``--gpu-spec``, not both; ``--interconnect-gbps`` a link's Gb/s (``check_link_gbps``)."""
     if sku and gpu_spec:
         raise BadInputError(f"--gpu {sku} and --gpu-spec {gpu_spec}: give one spec sheet")
     if interconnect_gbps is not None:
-        why = number_refusal(interconnect_gbps, low=0, high=MAX_KV_LINK_GBPS)
-        if why:
-            raise BadInputError(f"--interconnect-gbps {interconnect_gbps:g}: {why}")
+        check_link_gbps("--interconnect-gbps", interconnect_gbps)
+
+
+def check_link_gbps(flag: str, gbps: float) -> None:
+    """A link's Gb/s each way: from ``MIN_LINK_GBPS`` (gigabit Ethernet) to ``MAX_LINK_GBPS`` (past any link)."""
+    if not math.isfinite(gbps) or not MIN_LINK_GBPS <= gbps <= MAX_LINK_GBPS:
+        raise BadInputError(f"{flag} {gbps:g}: give {MIN_LINK_GBPS:g} to {MAX_LINK_GBPS:,.0f} Gb/s each way (from "
+                            "gigabit Ethernet to over a hundred times the fastest GPU link)")
 
 
 def check_closed_loop(config: SimulateConfig) -> None:
@@ -430,11 +436,8 @@ def refuse_static_split(policies: list[Policy]) -> None:
 
 
 def check_kv_link(gbps: float) -> None:
-    """``--kv-link-gbps``: a positive number of Gb/s, at most ``MAX_KV_LINK_GBPS``."""
-    why = number_refusal(gbps, low=0, high=MAX_KV_LINK_GBPS)
-    if why:
-        raise BadInputError(f"--kv-link-gbps {gbps:g}: {why} Gb/s (over a hundred times the fastest GPU link)"
-                            if why.startswith("must be at most") else f"--kv-link-gbps {gbps:g}: {why}")
+    """``--kv-link-gbps``: a link's Gb/s (``check_link_gbps``)."""
+    check_link_gbps("--kv-link-gbps", gbps)
 
 
 def check_rates(rates: tuple[float, ...], flag: str) -> None:

@@ -1,0 +1,99 @@
+"""The edges a new user hit (issue 37, "Edges a new user hit"): each is now one line and exit 2 naming what is
+wrong, or a bounded run that shows its progress; a test per class (the calibrate benchmark files' own are in
+tests/test_calibrate.py, the nested JSON's in tests/test_jsonfile.py and tests/test_serving_prefix.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from microbench.cli.app import main
+from roofline.core.errors import BadInputError
+from roofline.specs.gpus import SpecError, load_gpu_spec_file, profiles_dir
+
+ANALYTIC = ("--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b")
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def one_line_refusal(result, *words: str) -> str:
+    """The refusal's line: exit 2, one line, no traceback, each of ``words`` in it."""
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert line.startswith("gpubench: error:") and "\n" not in line and "Traceback" not in line, result.output
+    for word in words:
+        assert word in line, line
+    return line
+
+
+# --- speculative decoding: the draft limit before the acceptance list, and no NaN acceptance -----------------
+
+@pytest.mark.parametrize("command", [["decode", *ANALYTIC, "--batch", "1"], ["simulate", *ANALYTIC, "--requests", "4"]])
+@pytest.mark.parametrize("spec, words", [
+    # a list of 10^23 probabilities was built before the 16-draft limit was checked (killed for memory)
+    ("draft=99999999999999999999999,accept=geometric:0.7", "--spec-decode draft=99999999999999999999999: give 1 to 16"),
+    # NaN passes `p < 0` and `|sum - 1| > 1e-6` alike: decode printed "nan tokens/s", simulate tracebacked
+    ("draft=1,accept=hist:nan/nan", "the acceptance probabilities must be 2 non-negative numbers summing to 1")])
+def test_a_draft_past_the_limit_or_a_nan_acceptance_is_one_line(tmp_path, command, spec, words):
+    one_line_refusal(run(*command, "--spec-decode", spec, "-o", str(tmp_path / "out")), words)
+    assert not (tmp_path / "out").exists()
+
+
+# --- links and spec sheets: figures no GPU has ----------------------------------------------------------------
+
+def test_an_interconnect_of_1e_300_gbps_is_one_line():
+    # It printed every collective's time with 300 digits.
+    one_line_refusal(run("profile", *ANALYTIC, "--tp", "2", "--interconnect-gbps", "1e-300", "-o", "p.json"),
+                     "--interconnect-gbps 1e-300: give 1 to 1,000,000 Gb/s each way")
+
+
+def _sheet_with(tmp_path: Path, section: str, key: str, value: str) -> Path:
+    """profiles/gpus/a100-pcie-80gb.toml as one's own sheet, ``[section]``'s first ``key`` set to ``value``."""
+    text = (profiles_dir() / "gpus" / "a100-pcie-80gb.toml").read_text(encoding="utf-8")
+    header = text.index(f"[{section}]\n")
+    line = re.compile(rf"^{re.escape(key)} = .*$", re.MULTILINE).search(text, header)
+    assert line is not None, (section, key)
+    path = tmp_path / "my-gpu.toml"
+    path.write_text(text[:line.start()] + f"{key} = {value}" + text[line.end():], encoding="utf-8")
+    return path
+
+
+FIGURES = [("memory", "bandwidth_bytes_per_s"), ("memory", "capacity_bytes"), ("memory", "reported_bytes"),
+           ("peak_flop_per_s", "bf16"), ("interconnect", "link_bytes_per_s"), ("interconnect", "hop_latency_s"),
+           ("achievable", "bandwidth_bytes_per_s"), ("achievable.peak_flop_per_s", "bf16"), ("power", "tdp_w")]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e300", "-1", '"fast"', "true"])
+@pytest.mark.parametrize("section, key", FIGURES, ids=[f"{s}.{k}" for s, k in FIGURES])
+def test_a_spec_sheet_figure_no_gpu_has_is_refused_at_load_naming_the_file_and_the_key(tmp_path, section, key, value):
+    """nan, inf and 1e300 were accepted and failed later naming an internal field (or not at all)."""
+    path = _sheet_with(tmp_path, section, key, value)
+    with pytest.raises(SpecError) as caught:
+        load_gpu_spec_file(path)
+    message = str(caught.value)
+    assert message.startswith(f"--gpu-spec {path}: {section}.{key} = "), message
+    assert "give a number from" in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("section, key", [("memory", "bandwidth_bytes_per_s"), ("memory", "capacity_bytes"),
+                                          ("interconnect", "link_bytes_per_s"), ("power", "tdp_w")])
+def test_a_zero_figure_is_refused_too(tmp_path, section, key):
+    with pytest.raises(SpecError, match=rf"{re.escape(section)}\.{key} = 0: give a number from"):
+        load_gpu_spec_file(_sheet_with(tmp_path, section, key, "0"))
+
+
+def test_a_spec_sheet_refusal_is_one_line_and_exit_2_at_the_command(tmp_path):
+    path = _sheet_with(tmp_path, "memory", "bandwidth_bytes_per_s", "nan")
+    one_line_refusal(run("simulate", "--analytic", "--gpu-spec", str(path), "--model", "llama-3-8b",
+                         "--requests", "4", "-o", str(tmp_path / "sim")),
+                     f"--gpu-spec {path}: memory.bandwidth_bytes_per_s = nan: give a number from 1e+08 to 1e+16")
+    assert not (tmp_path / "sim").exists()
+
+
+def test_a_spec_error_is_the_one_bad_input_error():
+    assert issubclass(SpecError, BadInputError)
