@@ -97,3 +97,25 @@ def test_a_spec_sheet_refusal_is_one_line_and_exit_2_at_the_command(tmp_path):
 
 def test_a_spec_error_is_the_one_bad_input_error():
     assert issubclass(SpecError, BadInputError)
+
+
+# --- workload options: say what is wrong with the option given ------------------------------------------------
+
+def test_a_prefix_too_long_for_any_request_names_the_prefix_not_sessions(tmp_path):
+    # It said "session 0: turn 1 resends 1,000,000,512 tokens ... give fewer turns", with no --sessions given.
+    line = one_line_refusal(run("simulate", *ANALYTIC, "--prefix", "shared:1000000000:1", "--requests", "10",
+                                "-o", str(tmp_path / "sim")),
+                            "--prefix shared:1000000000:1: a system prompt of 1,000,000,000 tokens before prompts of "
+                            "up to 512 makes 1,000,000,512 tokens a request, past 1,000,000,000")
+    assert "session" not in line and "turn" not in line
+
+
+@pytest.mark.parametrize("args, flag, value", [
+    # --requests was taken as --sweep-load's rates and 300 as the PROFILE.json ("give a PROFILE.json or --analytic")
+    (["simulate", *ANALYTIC, "--sweep-load", "--requests", "300"], "--sweep-load", "--requests"),
+    (["simulate", *ANALYTIC, "-o", "--no-report"], "--out-dir", "--no-report"),  # a folder named --no-report
+    (["calibrate", "--bench", "--policy", "paged", "--profile", "p.json", "-o", "out"], "--bench", "--policy"),
+    (["plan", "p.json", "--rate", "4", "--slo", "--requests", "-o", "out"], "--slo", "--requests")])
+def test_an_option_given_as_another_options_value_is_one_line(tmp_path, args, flag, value):
+    one_line_refusal(run(*args), "Invalid value for", f"{value!r} is an option, not {flag}'s value")
+    assert not Path("--no-report").exists()

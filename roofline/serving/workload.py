@@ -488,6 +488,10 @@ def make_workload(n: int, arrivals: str, prompt: str, output: str, seed: int = 0
     else:
         prompts = sample_lengths(prompt, n, np.random.default_rng(streams[1]))
         outputs = sample_lengths(output, n, np.random.default_rng(streams[2]), role="output")
+    if shared is not None and shared[0] + max(prompts) > MAX_LENGTH_TOKENS:  # before a session's turn says it
+        raise WorkloadError(f"--prefix {prefix}: a system prompt of {shared[0]:,} tokens before prompts of up to "
+                            f"{max(prompts):,} makes {shared[0] + max(prompts):,} tokens a request, past "
+                            f"{MAX_LENGTH_TOKENS:,}; give a shorter system prompt")
     if shared is None and turns == 1:
         times = arrival_times(arrivals, n, np.random.default_rng(streams[0]))
         return [Request(i, t, p, o) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
