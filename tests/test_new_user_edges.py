@@ -119,3 +119,15 @@ def test_a_prefix_too_long_for_any_request_names_the_prefix_not_sessions(tmp_pat
 def test_an_option_given_as_another_options_value_is_one_line(tmp_path, args, flag, value):
     one_line_refusal(run(*args), "Invalid value for", f"{value!r} is an option, not {flag}'s value")
     assert not Path("--no-report").exists()
+
+
+@pytest.mark.parametrize("command", [["profile", "--analytic", "--gpu", "h100-sxm"], ["profile", "--device", "cpu"],
+                                     ["simulate", "--analytic", "--gpu", "h100-sxm"]])
+def test_a_max_context_past_the_models_window_is_refused_as_decodes_context_is(tmp_path, command):
+    """decode refuses --context past the window; profile took --max-context 300000 on a 2,048-token model."""
+    words = "longer than the 2048-token context window of OPT-13B"
+    decode = run("decode", "--analytic", "--gpu", "h100-sxm", "--model", "opt-13b", "--context", "300000")
+    one_line_refusal(decode, f"--context 300000: {words}")
+    one_line_refusal(run(*command, "--model", "opt-13b", "--max-context", "300000", "-o", str(tmp_path / "out")),
+                     f"--max-context 300000: {words}")
+    assert not (tmp_path / "out").exists()

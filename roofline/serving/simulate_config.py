@@ -13,7 +13,7 @@ import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.errors import BadInputError
@@ -41,6 +41,8 @@ from roofline.serving.workload import (
     parse_sessions,
 )
 from roofline.specs.gpus import MAX_LINK_GBPS, MIN_LINK_GBPS
+from roofline.specs.hf_config import load_hf_config
+from roofline.specs.models import load_model, past_context_window
 from roofline.step.speculative import SpecDecode, parse_spec_decode
 
 # A GPU-hour dearer than this is a typo (the dearest cloud GPU-hours cost tens of dollars), and past it the tokens
@@ -282,6 +284,8 @@ class SimulateConfig:
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
         refuse_drawn_beside_trace(config.trace, given, FLAGS)
         refuse_specs_beside_lengths(config.lengths, given, FLAGS)
+        if "max_context" in given:
+            refuse_max_context_past_window(config.max_context, config.model, config.hf_config)
         if "concurrency" in given and "arrivals" in given:
             raise BadInputError("--arrivals and --concurrency: the clients of a closed loop send each request when "
                                 "their last one ends; give one or the other")
@@ -291,6 +295,18 @@ class SimulateConfig:
         slo = Slo.parse(values["slo"]) if values.get("slo") else None
         return cls(**{**values, "policies": policies, "slo": slo, "rates": _parse_rates(values.get("rates")),
                       "sweep_load": parse_sweep_load(values.get("sweep_load")), "disaggregate": split})
+
+
+def refuse_max_context_past_window(max_context: int, model: str | None, hf_config: Path | None) -> None:
+    """A typed ``--max-context`` longer than the model's context window, refused as decode refuses a ``--context``
+    past it (``past_context_window``: the one rule): a profile's contexts past the window describe no step the model
+    runs.  Only typed: the default (8192) is the profile's reach whatever the model, as it always was."""
+    if bool(model) == bool(hf_config):  # none or both: the profile's own check says which to give
+        return
+    spec = load_model(model) if model else load_hf_config(cast(Path, hf_config))
+    past = past_context_window(spec.name, spec.max_positions, max_context)
+    if past:
+        raise BadInputError(f"--max-context {max_context}: {past}")
 
 
 def check_spec_sheet(sku: str | None, gpu_spec: Path | None, interconnect_gbps: float | None) -> None:
