@@ -131,3 +131,18 @@ def test_a_max_context_past_the_models_window_is_refused_as_decodes_context_is(t
     one_line_refusal(run(*command, "--model", "opt-13b", "--max-context", "300000", "-o", str(tmp_path / "out")),
                      f"--max-context 300000: {words}")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # a measured profile, ~13 s on 2 cores
+def test_profile_energy_on_the_cpu_says_why_the_profile_has_no_power(tmp_path):
+    """It exited 0 without a word, the reason kept only inside the profile."""
+    tiny = str(Path(__file__).parent / "data" / "tiny-llama-config.json")
+    result = run("profile", "--hf-config", tiny, "--device", "cpu", "--energy", "--budget", "0.01", "--max-context",
+                 "64", "--max-tokens", "64", "--max-batch", "2", "-o", str(tmp_path / "p.json"))
+    assert result.exit_code == 0, result.output
+    assert "--energy: the CPU has no energy counter gpubench reads (NVML reads GPUs); the profile is measured, " \
+           "with no power table" in result.output
+    import json
+
+    power = json.loads((tmp_path / "p.json").read_text())["power"]
+    assert power["watts_per_gpu"] is None and power["why_none"].startswith("the CPU has no energy counter")

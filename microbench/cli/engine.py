@@ -67,6 +67,9 @@ def measure_profile_command(config) -> None:
         stderr.print(f"resume with: gpubench profile --resume -o {output} (the plan is read from the partial file)")
         raise SystemExit(128 + exc.signum) from None
     click.echo(f"step profile of {profile.model['name']} ({profile.basis}, {profile.dtype}) saved to {output}")
+    power = profile.power or {}
+    if run.plan.energy and run.session.choice.kind != "cpu" and power.get("watts_per_gpu") is None:
+        click.echo(f"note: --energy: the profile has no power table: {power.get('why_none')}", err=True)
 
 
 def _profile_saved(output) -> str:
