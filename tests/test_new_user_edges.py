@@ -146,3 +146,23 @@ def test_profile_energy_on_the_cpu_says_why_the_profile_has_no_power(tmp_path):
 
     power = json.loads((tmp_path / "p.json").read_text())["power"]
     assert power["watts_per_gpu"] is None and power["why_none"].startswith("the CPU has no energy counter")
+
+
+# --- what a message blames -------------------------------------------------------------------------------------
+
+def test_a_weight_only_series_above_the_peak_names_bf16s_peak_and_does_not_blame_the_ceiling_search():
+    """The CPU sweep said "463% of the measured w8a16 peak ... the ceiling search did not find the fastest kernel";
+    the peak a w8a16 series is read against is bf16's (its arithmetic's), which the ceiling search is not about."""
+    from roofline.analysis.summary import SeriesSummary, over_ceiling_lines
+    from tests.conftest import make_result
+
+    def row(dtype: str, pct: float) -> SeriesSummary:
+        return SeriesSummary("gemm", "torch", dtype, 4096, 4096, 3, 3, 0, 1, 1e9, 1e12, None, None, 8, None, None,
+                             None, pct)
+
+    lines = over_ceiling_lines(make_result(), [row("w8a16", 463.0), row("bf16", 104.0)])
+    assert lines[0] == ("gemm w8a16 4096x4096: 463.0%⚠ of the measured bf16 peak (w8a16's arithmetic runs in bf16), "
+                        "above that ceiling (w8a16 ran faster than bf16's own fastest GEMM on this device: a finding "
+                        "about the kernels, not a ceiling the search missed)")
+    assert lines[1] == ("gemm bf16 4096x4096: 104.0%⚠ of the measured bf16 peak, above that ceiling (the ceiling "
+                        "search did not find the fastest kernel, or the clock was higher while it ran)")
