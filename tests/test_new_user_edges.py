@@ -166,3 +166,40 @@ def test_a_weight_only_series_above_the_peak_names_bf16s_peak_and_does_not_blame
                         "about the kernels, not a ceiling the search missed)")
     assert lines[1] == ("gemm bf16 4096x4096: 104.0%⚠ of the measured bf16 peak, above that ceiling (the ceiling "
                         "search did not find the fastest kernel, or the clock was higher while it ran)")
+
+
+# --- a signal's message: one line, as every refusal ------------------------------------------------------------
+
+def _interrupt_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if "interrupted" in line or "resume with" in line]
+
+
+def test_a_signalled_sweep_says_what_was_saved_and_how_to_resume_in_one_line(tmp_path, monkeypatch):
+    from tests.test_faults import _sweep_signalled_at_its_second_point
+
+    result, output = _sweep_signalled_at_its_second_point(tmp_path, monkeypatch, signals=2)
+    assert result.exit_code == 130, result.output
+    assert _interrupt_lines(result.output) == [
+        f"gpubench: interrupted by SIGINT; everything measured is saved in {output}; resume with: gpubench sweep "
+        f"--resume {output}"]
+
+
+def test_a_signalled_measured_profile_says_what_was_saved_and_how_to_resume_in_one_line(tmp_path, monkeypatch):
+    """It printed two lines ("interrupted; ...", then "resume with: ...")."""
+    import signal
+
+    import microbench.serving.profile_run as profile_run
+    from microbench.timing.observer import Interrupted
+
+    def stopped(run, on_start, on_item):
+        raise Interrupted(signal.SIGTERM, None)
+
+    monkeypatch.setattr(profile_run, "run_profile", stopped)
+    tiny = str(Path(__file__).parent / "data" / "tiny-llama-config.json")
+    out = tmp_path / "p.json"
+    result = run("profile", "--hf-config", tiny, "--device", "cpu", "--max-context", "64", "--max-tokens", "64",
+                 "-o", str(out))
+    assert result.exit_code == 143, result.output
+    assert _interrupt_lines(result.output) == [
+        f"gpubench: interrupted by SIGTERM; what was measured is saved in {out}.partial; resume with: gpubench "
+        f"profile --resume -o {out} (the plan is read from the partial file)"]

@@ -209,3 +209,13 @@ def bad_input():
         yield
     except bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
+
+
+def interrupted_by(signum: int) -> str:
+    """``interrupted by SIGINT``: the signal by name, as ``microbench.cli.guard`` says it."""
+    import signal
+
+    try:
+        return f"interrupted by {signal.Signals(signum).name}"
+    except ValueError:
+        return f"interrupted by signal {signum}"
