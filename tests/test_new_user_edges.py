@@ -203,3 +203,30 @@ def test_a_signalled_measured_profile_says_what_was_saved_and_how_to_resume_in_o
     assert _interrupt_lines(result.output) == [
         f"gpubench: interrupted by SIGTERM; what was measured is saved in {out}.partial; resume with: gpubench "
         f"profile --resume -o {out} (the plan is read from the partial file)"]
+
+
+# --- plan: a fleet's throughput must cover the demand it claims -----------------------------------------------
+
+def test_a_plan_does_not_claim_a_rate_its_workload_cannot_show(tmp_path):
+    """plan --rate 1e9 answered "10 replicas meet the SLO" for a fleet making 33k of the ~1e11 output tokens/s
+    asked: its 100 requests arrived in 100 ns, a burst the fleet served.  No fleet can be seen to keep up with a
+    rate whose requests all arrive within a request's own latency: the point says so, and nothing is simulated."""
+    import json
+
+    profile = tmp_path / "h100.json"
+    assert run("profile", *ANALYTIC, "-o", str(profile)).exit_code == 0
+    result = run("plan", str(profile), "--rate", "1e9", "--slo", "ttft_p90=10", "--requests", "100", "--no-report",
+                 "-o", str(tmp_path / "plan"))
+    assert result.exit_code == 0, result.output
+    assert "meet the SLO at 1000000000" not in result.output
+    assert re.search(r"at 1000000000 requests/s the 100 requests arrive within [\d.]+ ns, and even served alone a "
+                     r"request takes [\d.]+ ms: no fleet can be seen to produce the 132000000000 output tokens/s "
+                     r"asked \(at most \d+ on this workload\); no workload of at most 1,000,000 requests can show "
+                     r"it", result.output), result.output
+    point = json.loads((tmp_path / "plan" / "plan.json").read_text())["candidates"][0]["plans"][0]["aggregated"][0]
+    assert (point["met"], point["replicas"], point["tried"]) == (False, None, [])
+    # at a rate its 100 requests can show, the plan answers with a fleet as before
+    result = run("plan", str(profile), "--rate", "2", "--slo", "ttft_p90=10", "--requests", "100", "--no-report",
+                 "-o", str(tmp_path / "plan2"))
+    assert result.exit_code == 0 and "1 replica of TP 1 (1 GPU) meets the SLO at 2 requests/s" in result.output, \
+        result.output
