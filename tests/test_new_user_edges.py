@@ -230,3 +230,65 @@ def test_a_plan_does_not_claim_a_rate_its_workload_cannot_show(tmp_path):
                  "-o", str(tmp_path / "plan2"))
     assert result.exit_code == 0 and "1 replica of TP 1 (1 GPU) meets the SLO at 2 requests/s" in result.output, \
         result.output
+
+
+# --- a long simulation: refused up front when it cannot fit, shown as it runs when it can ----------------------
+
+def test_a_simulation_the_memory_cannot_hold_is_one_line_before_anything_is_simulated(tmp_path, monkeypatch):
+    """simulate --requests 1000000 --arrivals poisson:200 took 7.3 GB and 204 s with no word; the measured model
+    (roofline.serving.workload.RUN_BYTES, scripts/measure_simulation_memory.py) refuses it up front where the
+    memory is short: here 20,000 requests against 50 MB."""
+    import roofline.serving.workload as workload
+
+    monkeypatch.setattr(workload, "available_memory_bytes", lambda: 50e6)
+    one_line_refusal(run("simulate", *ANALYTIC, "--requests", "20000", "--arrivals", "poisson:200",
+                         "-o", str(tmp_path / "sim")),
+                     "20,000 requests of", "under 1 policy need at least 0.2 GB (measured: 493 bytes a request and "
+                     "48.6 an output token), and 0.1 GB is available: give fewer requests")
+    assert not (tmp_path / "sim").exists()
+
+
+def test_a_simulation_reports_the_requests_finished_as_it_runs():
+    """What the command's progress bar reads: every PROGRESS_STEPS steps the requests finished, never falling,
+    ending at all of them; a fleet's the same."""
+    from roofline.fleet.replicas import FleetLayout, simulate_fleet
+    from roofline.serving.simulate import PROGRESS_STEPS, simulate
+    from roofline.serving.workload import make_workload
+    from tests.serving_helpers import constant_profile
+
+    requests = make_workload(500, "poisson:1000", "fixed:8", "fixed:20", seed=1)
+    single, fleet = [], []
+    run_single = simulate(constant_profile(1e-3), requests, "continuous:max-batch=2", progress=single.append)
+    assert len(run_single.steps) > 2 * PROGRESS_STEPS and len(single) >= 2
+    simulate_fleet(constant_profile(1e-3), requests, "continuous:max-batch=2", FleetLayout(2),
+                   progress=fleet.append)
+    for reports in (single, fleet):
+        assert reports == sorted(reports) and reports[-1] == len(requests) and reports[0] < len(requests)
+
+
+def test_the_simulate_command_shows_a_bar_only_for_a_simulation_that_lasts(monkeypatch):
+    """SimulationProgress: no bar before SHOW_AFTER_S, then one per simulation, gone when it ends; a line printed
+    meanwhile goes above it."""
+    import io
+
+    from rich.console import Console
+
+    import microbench.cli.render as render
+
+    clock = {"now": 100.0}
+    monkeypatch.setattr("time.monotonic", lambda: clock["now"])
+    monkeypatch.setattr(render, "stderr", Console(file=io.StringIO(), force_terminal=True, width=120))
+    shown = render.SimulationProgress()
+    shown.tick("continuous", 0, 1000)
+    clock["now"] += 1.0
+    shown.tick("continuous", 100, 1000)
+    assert shown.progress is None  # a second in: no bar
+    clock["now"] += 1.5
+    shown.tick("continuous", 400, 1000)
+    assert shown.progress is not None and list(shown.tasks) == ["continuous"]
+    assert shown.progress.tasks[0].completed == 400 and shown.progress.tasks[0].total == 1000
+    shown.echo("capacity of continuous: 3 requests/s met [TTFT p90 1 s ≤ 2 s]")
+    shown.tick("continuous", 1000, 1000)
+    assert shown.tasks == {} and shown.progress.tasks == []
+    shown.close()
+    assert "capacity of continuous: 3 requests/s met [TTFT p90 1 s ≤ 2 s]" in render.stderr.file.getvalue()

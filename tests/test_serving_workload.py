@@ -76,10 +76,33 @@ def test_a_workload_bigger_than_the_free_memory_is_refused_before_it_runs(monkey
     import roofline.serving.workload as workload
 
     requests = make_workload(10, "burst", "fixed:8", "fixed:100")
-    monkeypatch.setattr(workload, "available_memory_bytes", lambda: 10 * 1024 + 999 * 8)
-    with pytest.raises(WorkloadError, match=r"10 requests of 1,000 output tokens under 1 policy need at least"):
-        workload.check_fits_in_memory(requests, runs=1)
-    workload.check_fits_in_memory(requests[:9], runs=1)  # 9 KiB + 900 tokens' times fit
+    # By hand from the measured model: 1,000 tokens at most 256 a step are at least 4 steps; one run holds
+    # 64 MB + 10 x 493 + 4 x 162 + 1,000 x 48.6 bytes = 64,054,178; a second keeps 10 x 491 + 4 x 180 + 1,000 x 16.8.
+    one = 64e6 + 10 * 493 + 4 * 162 + 1000 * 48.6
+    assert workload.estimated_bytes(10, 1000, 4, runs=1) == pytest.approx(one)
+    assert workload.estimated_bytes(10, 1000, 8, runs=2) == pytest.approx(one + 10 * 491 + 4 * 180 + 1000 * 16.8)
+    monkeypatch.setattr(workload, "available_memory_bytes", lambda: one - 1)
+    with pytest.raises(WorkloadError, match=r"10 requests of 1,000 output tokens under 1 policy need at least "
+                                            r"0.1 GB \(measured: 493 bytes a request and 48.6 an output token\)"):
+        workload.check_fits_in_memory(requests, runs=1, tokens_per_step=256)
+    monkeypatch.setattr(workload, "available_memory_bytes", lambda: one)
+    workload.check_fits_in_memory(requests, runs=1, tokens_per_step=256)
+
+
+@pytest.mark.slow  # a million requests drawn: ~7 s
+def test_a_million_requests_the_memory_cannot_hold_is_refused_before_anything_is_simulated(monkeypatch):
+    """simulate --requests 1000000 --arrivals poisson:200 took 7.3 GB and 204 s with no word (the old estimate
+    said ~2 GB); the measured model says at least 6 GB before the first step."""
+    import roofline.serving.workload as workload
+
+    requests = make_workload(1_000_000, "poisson:200", "fixed:512", "exp:128:512")
+    tokens = sum(r.output_tokens for r in requests)
+    needed = workload.estimated_bytes(len(requests), tokens, -(-tokens // 256), runs=1)
+    assert 6e9 < needed < 7.3e9
+    monkeypatch.setattr(workload, "available_memory_bytes", lambda: 4e9)
+    with pytest.raises(WorkloadError, match=r"1,000,000 requests of [\d,]+ output tokens under 1 policy need at "
+                                            r"least 6\.\d GB .* and 4\.0 GB is available"):
+        workload.check_fits_in_memory(requests, runs=1, tokens_per_step=256)
 
 
 # --- the arrival and length registries -----------------------------------------------------------------------

@@ -15,7 +15,7 @@ import math
 from array import array
 from bisect import insort
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,6 +29,12 @@ from roofline.serving.step_log import StepLog
 from roofline.serving.workload import Request
 from roofline.specs.models import past_context_window
 from roofline.step.speculative import SpecDecode, acceptance_rng
+
+# What a long simulation reports as it runs: the requests finished so far (the caller knows how many there are).
+Finished = Callable[[int], None]
+# Steps between two reports: at the ~31 us a step measured by scripts/measure_simulation_memory.py, about every
+# 60 ms, often enough for a progress bar and too seldom to slow the loop.
+PROGRESS_STEPS = 2048
 
 
 class SimulationError(BadInputError):
@@ -459,12 +465,18 @@ class Replica:
             kv_blocked=engine.kv_blocked, preempted=engine.preempted, decode_tokens=engine.step_tokens)
         return True
 
-    def finish(self) -> None:
+    def finish(self, progress: Finished | None = None) -> None:
         """Run until every request handed over (and every one a closed loop's clients still have to send) has
-        finished."""
-        while len(self.engine.pending) > self.engine.finished_count:
+        finished; ``progress``: told the requests finished every ``PROGRESS_STEPS`` steps."""
+        engine, steps = self.engine, 0
+        while len(engine.pending) > engine.finished_count:
             if not self.step():
                 raise SimulationError(f"{self.policy.text}: nothing can run and nothing more arrives")
+            steps += 1
+            if progress is not None and steps % PROGRESS_STEPS == 0:
+                progress(engine.finished_count)
+        if progress is not None:
+            progress(engine.finished_count)
 
     def outcomes(self) -> tuple[RequestOutcome, ...]:
         return tuple(_outcome(s) for s in sorted(self.engine.pending, key=lambda s: s.request.id))
@@ -482,12 +494,14 @@ class Replica:
 
 def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,
              overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True,
-             spec: SpecDecode | None = None, seed: int = 0, concurrency: int | None = None) -> SimulationRun:
+             spec: SpecDecode | None = None, seed: int = 0, concurrency: int | None = None,
+             progress: Finished | None = None) -> SimulationRun:
     """Run ``requests`` through one replica under ``policy``; per-request times and a record per step (with
     ``log_steps`` False, an empty step log: the run is read for its requests only).  ``spec``: speculative
     decoding, its acceptances drawn under ``seed``.  With ``concurrency`` C the load is a closed loop: C clients,
     each sending the next request (in id order) when its last one ends, so a request's arrival is the end of the
-    one its client sent before (the requests' own arrival times unused)."""
+    one its client sent before (the requests' own arrival times unused).  ``progress``: told the requests finished
+    as the run goes."""
     policy = parse_policy(policy) if isinstance(policy, str) else policy
     if concurrency is not None and any(r.after is not None for r in requests):
         raise SimulationError("a closed loop's clients send requests in turn; conversations (--sessions) already "
@@ -495,5 +509,5 @@ def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy |
     kv_blocks = check_requests(profile, requests, policy, mem_fraction, spec.draft if spec is not None else 0)
     replica = Replica(profile, policy, overhead, kv_blocks, requests, log_steps, spec, seed,
                       concurrency=concurrency)
-    replica.finish()
+    replica.finish(progress)
     return replica.run(overhead)

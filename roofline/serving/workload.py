@@ -38,10 +38,31 @@ MAX_ARRIVAL_S = 1e9
 # keeps each one's state, outcome and token times for every policy: a million requests already take hours per
 # policy, and ten billion (a typo) cannot even be allocated.
 MAX_REQUESTS = 10**6
-# The least a simulated run keeps per request (its request, state, outcome and requests.csv row) and per output
-# token (its time, 8 bytes in an array): what ``check_fits_in_memory`` weighs against the memory available.
-REQUEST_BYTES = 1024
-TOKEN_TIME_BYTES = 8
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """Bytes a simulated run takes: a constant, and so much a request, a logged step and an output token."""
+
+    constant: float
+    request: float
+    step: float
+    token: float
+
+    def bytes(self, requests: int, steps: int, tokens: int) -> float:
+        return self.constant + self.request * requests + self.step * steps + self.token * tokens
+
+
+# What a simulate command's run takes, measured by scripts/measure_simulation_memory.py on this project's 2-core
+# machine (its resident set at its highest, less before the workload is drawn; Llama-3-8B's analytic H100 profile
+# under continuous; 7 cases from 2,000 to 80,000 requests, 1,564 to 584,253 steps, 0.3 to 10 million output
+# tokens, each within 6% of the fit).  One run holds, while its figures are computed, 64 MB (the report's
+# figures) + 493 bytes a request + 162 a logged step + 48.6 an output token (the token's time, and the pooled
+# inter-token gaps with their owners and masks, taken at once); each further policy's run keeps to the end 491
+# bytes a request + 180 a step + 16.8 a token.  So 1,000,000 requests at poisson:200 with outputs exp:128:512
+# (127 million tokens, about 950,000 steps) take about 6.9 GB under one policy, where 7.3 GB was seen.
+RUN_BYTES = MemoryModel(constant=64e6, request=493, step=162, token=48.6)
+FURTHER_RUN_BYTES = MemoryModel(constant=0.0, request=491, step=180, token=16.8)
 
 
 @dataclass(frozen=True)
@@ -427,16 +448,31 @@ def available_memory_bytes() -> int | None:
         return None
 
 
-def check_fits_in_memory(requests: list[Request], runs: int) -> None:
-    """Refuse a workload whose ``runs`` simulated runs (one per policy, all kept for the report) need more memory
-    than is available, before the first step: a MemoryError hours in is the same refusal, later and as a traceback."""
+def estimated_bytes(requests: int, tokens: int, steps: int, runs: int) -> float:
+    """The memory ``runs`` simulated runs (one per policy, all kept for the report) of ``requests`` requests of
+    ``tokens`` output tokens take, ``steps`` logged in all: one run's while its figures are computed, and what each
+    further run keeps (``RUN_BYTES``, ``FURTHER_RUN_BYTES``: measured)."""
+    per_run = steps / runs if runs else 0
+    return RUN_BYTES.bytes(requests, round(per_run), tokens) + \
+        (runs - 1) * FURTHER_RUN_BYTES.bytes(requests, round(per_run), tokens)
+
+
+def check_fits_in_memory(requests: list[Request], runs: int, tokens_per_step: int) -> None:
+    """Refuse a workload whose ``runs`` simulated runs need more memory than is available (``estimated_bytes``),
+    before the first step: a MemoryError, or the kernel's OOM killer, hours in is the same refusal, later and
+    without a word.  The steps are not known before the run: each emits at most ``tokens_per_step`` output tokens
+    (the largest batch, times the tokens a speculative step can accept), so at least tokens / that many are logged,
+    and the estimate is what the run takes at least."""
     tokens = sum(r.output_tokens for r in requests)
-    needed = runs * (len(requests) * REQUEST_BYTES + tokens * TOKEN_TIME_BYTES)
+    steps = runs * -(-tokens // max(tokens_per_step, 1))
+    needed = estimated_bytes(len(requests), tokens, steps, runs)
     free = available_memory_bytes()
     if free is not None and needed > free:
         raise WorkloadError(f"{len(requests):,} requests of {tokens:,} output tokens under {runs} polic"
-                            f"{'y' if runs == 1 else 'ies'} need at least {needed / 1e9:.1f} GB, and "
-                            f"{free / 1e9:.1f} GB is available: give fewer --requests or shorter --output")
+                            f"{'y' if runs == 1 else 'ies'} need at least {needed / 1e9:.1f} GB (measured: "
+                            f"{RUN_BYTES.request:.0f} bytes a request and {RUN_BYTES.token:.1f} an output token), and "
+                            f"{free / 1e9:.1f} GB is available: give fewer requests (--requests, or a shorter trace) "
+                            "or shorter outputs")
 
 
 def parse_prefix(text: str) -> tuple[int, int]:
@@ -552,33 +588,37 @@ def load_trace(path: str | Path) -> list[Request]:
             missing = {"arrival_s", "prompt_tokens", "output_tokens"} - set(reader.fieldnames or ())
             if missing:
                 raise WorkloadError(f"{path}: trace lacks column(s) {', '.join(sorted(missing))}")
-            rows = []
-            for row in reader:  # counted while read: a huge trace is refused before it fills the memory
-                if len(rows) == MAX_REQUESTS:
+            out: list[Request] = []
+            # Each row a request as it is read (a row's dict is ~10 times a request, and a million of them held
+            # at once were the most of a 1M-row trace's memory), counted: a huge trace is refused before it fills
+            # the memory.
+            for line, row in enumerate(reader, start=2):
+                if len(out) == MAX_REQUESTS:
                     raise WorkloadError(f"{path}: trace has more than {MAX_REQUESTS:,} requests; give a shorter one")
-                rows.append(row)
+                out.append(_csv_request(path, line, len(out), row))
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise WorkloadError(f"{path}: not a UTF-8 text CSV") from None
-    out = []
-    for line, row in enumerate(rows, start=2):
-        try:
-            arrival, prompt, output = float(row["arrival_s"]), int(row["prompt_tokens"]), int(row["output_tokens"])
-        except (TypeError, ValueError):
-            raise WorkloadError(f"{path}: line {line}: arrival_s must be a number, token counts integers") from None
-        try:
-            out.append(Request(len(out), arrival, prompt, output))
-        except WorkloadError as exc:
-            raise WorkloadError(f"{path}: line {line}: {exc}") from None
     return _by_arrival(path, out)
+
+
+def _csv_request(path: Path, line: int, index: int, row: dict[str, Any]) -> Request:
+    try:
+        arrival, prompt, output = float(row["arrival_s"]), int(row["prompt_tokens"]), int(row["output_tokens"])
+    except (TypeError, ValueError):
+        raise WorkloadError(f"{path}: line {line}: arrival_s must be a number, token counts integers") from None
+    try:
+        return Request(index, arrival, prompt, output)
+    except WorkloadError as exc:
+        raise WorkloadError(f"{path}: line {line}: {exc}") from None
 
 
 def _by_arrival(path: Path, requests: list[Request]) -> list[Request]:
     if not requests:
         raise WorkloadError(f"{path}: trace has no requests")
     requests.sort(key=lambda r: (r.arrival_s, r.id))
-    return [replace(r, id=i) for i, r in enumerate(requests)]
+    return [r if r.id == i else replace(r, id=i) for i, r in enumerate(requests)]  # in order already: kept
 
 
 # Mooncake's traces (kvcache-ai/Mooncake, FAST25-release/traces/*.jsonl) give one hash id per 512 tokens of input,
@@ -591,28 +631,26 @@ def load_mooncake_trace(path: Path) -> list[Request]:
     ``output_length`` and ``hash_ids``, one id per ``MOONCAKE_BLOCK_TOKENS`` tokens of the prompt (the last block
     partial); two prompts whose ids agree up to a block share every token up to its end.  Other keys are
     ignored."""
-    rows = []
+    out: list[Request] = []
     try:
         with path.open(encoding="utf-8-sig") as stream:
-            for line, text in enumerate(stream, start=1):
+            for line, text in enumerate(stream, start=1):  # each line a request as it is read, as a CSV's row
                 if not text.strip():
                     continue
-                if len(rows) == MAX_REQUESTS:  # counted while read: a huge trace is refused before it fills memory
+                if len(out) == MAX_REQUESTS:  # counted while read: a huge trace is refused before it fills memory
                     raise WorkloadError(f"{path}: trace has more than {MAX_REQUESTS:,} requests; give a shorter one")
                 try:  # with a nesting cap: a line nested 100,000 deep is bad input, not a RecursionError
-                    rows.append((line, parse_json(text, f"{path}: line {line}")))
+                    row = parse_json(text, f"{path}: line {line}")
                 except JsonFileError as exc:
                     raise WorkloadError(f"{exc} (a Mooncake trace has one JSON object a line)") from None
+                try:
+                    out.append(_mooncake_request(len(out), row))
+                except WorkloadError as exc:
+                    raise WorkloadError(f"{path}: line {line}: {exc}") from None
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise WorkloadError(f"{path}: not UTF-8 text") from None
-    out = []
-    for line, row in rows:
-        try:
-            out.append(_mooncake_request(len(out), row))
-        except WorkloadError as exc:
-            raise WorkloadError(f"{path}: line {line}: {exc}") from None
     return _by_arrival(path, out)
 
 
