@@ -271,17 +271,28 @@ def load_gpu_spec(sku: str) -> GpuSpec:
     return profiles[sku]
 
 
+# A spec sheet's largest size: the shipped ones are 4-6 KB (profiles/gpus), so 1 MiB is room for any, and a larger
+# file (a dataset given by mistake) is refused before it is read whole.
+MAX_SPEC_SHEET_BYTES = 2**20
+
+
 def load_gpu_spec_file(path: Path) -> GpuSpec:
     """A spec sheet of one's own, in the ``profiles/gpus/<sku>.toml`` format and checked by the same parser: its
     SKU is the file's name without ``.toml``, which must not be a shipped SKU's (the fleet and the plan read a SKU's
     figures by name)."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_SPEC_SHEET_BYTES + 1)
+        if len(raw) > MAX_SPEC_SHEET_BYTES:
+            raise SpecError(f"--gpu-spec {path}: larger than {MAX_SPEC_SHEET_BYTES:,} bytes; not a spec sheet")
+        data = tomllib.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise SpecError(f"--gpu-spec {path}: cannot read ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"--gpu-spec {path}: not a TOML spec sheet ({exc})") from None
+    except RecursionError:  # tomllib recurses once per level of a nested array or table: 500 deep overflows
+        raise SpecError(f"--gpu-spec {path}: nested too deep to be a spec sheet") from None
     if path.stem in load_gpu_specs():
         raise SpecError(f"--gpu-spec {path}: {path.stem} is a shipped SKU's name; name your spec sheet apart "
                         f"(e.g. {path.stem}-own.toml), or give --gpu {path.stem}")
