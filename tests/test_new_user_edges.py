@@ -292,3 +292,17 @@ def test_the_simulate_command_shows_a_bar_only_for_a_simulation_that_lasts(monke
     assert shown.tasks == {} and shown.progress.tasks == []
     shown.close()
     assert "capacity of continuous: 3 requests/s met [TTFT p90 1 s ≤ 2 s]" in render.stderr.file.getvalue()
+
+
+def test_a_trace_the_memory_cannot_hold_is_one_line_before_anything_is_simulated(tmp_path, monkeypatch):
+    """A 1M-row trace took 2.4 GB and 148 s without a word: a trace is weighed as a drawn workload is, once read
+    (a request a row, no row's dict kept)."""
+    import roofline.serving.workload as workload
+
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i / 100},128,200\n" for i in range(20_000)))
+    monkeypatch.setattr(workload, "available_memory_bytes", lambda: 50e6)
+    one_line_refusal(run("simulate", *ANALYTIC, "--trace", str(trace), "-o", str(tmp_path / "sim")),
+                     "20,000 requests of 4,000,000 output tokens under 1 policy need at least 0.3 GB",
+                     "give fewer requests (--requests, or a shorter trace)")
+    assert not (tmp_path / "sim").exists()
