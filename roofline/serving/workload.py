@@ -268,6 +268,10 @@ def _capped(values: np.ndarray, cap: float | None) -> np.ndarray:
     return np.minimum(values, cap) if cap is not None else values
 
 
+def _cap_words(cap: float | None) -> str:
+    return f", capped at {_typed(cap)}" if cap is not None else ""
+
+
 @dataclass(frozen=True)
 class Fixed(LengthDistribution):
     tokens: float
@@ -325,8 +329,7 @@ class Exponential(LengthDistribution):
         return _capped(rng.exponential(self.mean, size=n), self.cap)
 
     def describe(self, role: str) -> str:
-        capped = f", capped at {_typed(self.cap)}" if self.cap is not None else ""
-        return f"exponential, mean {_typed(self.mean)} tokens{capped}"
+        return f"exponential, mean {_typed(self.mean)} tokens{_cap_words(self.cap)}"
 
 
 @dataclass(frozen=True)
@@ -346,8 +349,7 @@ class LogNormal(LengthDistribution):
         return _capped(rng.lognormal(math.log(self.median), self.sigma, size=n), self.cap)
 
     def describe(self, role: str) -> str:
-        capped = f", capped at {_typed(self.cap)}" if self.cap is not None else ""
-        return f"log-normal, median {_typed(self.median)} tokens, sigma {_typed(self.sigma)}{capped}"
+        return f"log-normal, median {_typed(self.median)} tokens, sigma {_typed(self.sigma)}{_cap_words(self.cap)}"
 
 
 @dataclass(frozen=True)
