@@ -277,7 +277,8 @@ def test_the_simulate_command_shows_a_bar_only_for_a_simulation_that_lasts(monke
 
     clock = {"now": 100.0}
     monkeypatch.setattr("time.monotonic", lambda: clock["now"])
-    monkeypatch.setattr(render, "stderr", Console(file=io.StringIO(), force_terminal=True, width=120))
+    written = io.StringIO()
+    monkeypatch.setattr(render, "stderr", Console(file=written, force_terminal=True, width=120))
     shown = render.SimulationProgress()
     shown.tick("continuous", 0, 1000)
     clock["now"] += 1.0
@@ -291,7 +292,7 @@ def test_the_simulate_command_shows_a_bar_only_for_a_simulation_that_lasts(monke
     shown.tick("continuous", 1000, 1000)
     assert shown.tasks == {} and shown.progress.tasks == []
     shown.close()
-    assert "capacity of continuous: 3 requests/s met [TTFT p90 1 s ≤ 2 s]" in render.stderr.file.getvalue()
+    assert "capacity of continuous: 3 requests/s met [TTFT p90 1 s ≤ 2 s]" in written.getvalue()
 
 
 def test_a_trace_the_memory_cannot_hold_is_one_line_before_anything_is_simulated(tmp_path, monkeypatch):
