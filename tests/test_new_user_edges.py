@@ -251,6 +251,7 @@ def test_a_simulation_the_memory_cannot_hold_is_one_line_before_anything_is_simu
 def test_a_simulation_reports_the_requests_finished_as_it_runs():
     """What the command's progress bar reads: every PROGRESS_STEPS steps the requests finished, never falling,
     ending at all of them; a fleet's the same."""
+    from roofline.fleet.handover import KvLink
     from roofline.fleet.replicas import FleetLayout, simulate_fleet
     from roofline.serving.simulate import PROGRESS_STEPS, simulate
     from roofline.serving.workload import make_workload
@@ -262,7 +263,11 @@ def test_a_simulation_reports_the_requests_finished_as_it_runs():
     assert len(run_single.steps) > 2 * PROGRESS_STEPS and len(single) >= 2
     simulate_fleet(constant_profile(1e-3), requests, "continuous:max-batch=2", FleetLayout(2),
                    progress=fleet.append)
-    for reports in (single, fleet):
+    split = []  # prefill and decode apart, with one-token requests (they end at the prefill replica)
+    mixed = make_workload(500, "poisson:1000", "fixed:8", "uniform:1:20", seed=1)
+    simulate_fleet(constant_profile(1e-3), mixed, "continuous:max-batch=2",
+                   FleetLayout(split=(1, 1), link=KvLink(1000.0, 0.002, "test link")), progress=split.append)
+    for reports in (single, fleet, split):
         assert reports == sorted(reports) and reports[-1] == len(requests) and reports[0] < len(requests)
 
 

@@ -112,9 +112,20 @@ def simulate_fleet(profile: StepProfile, requests: Sequence[Request], policy: Po
     ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))  # the order a lone replica takes them in
     if layout.split is None:
         front = [replica(policy, i) for i in range(layout.replicas)]
-        return _aggregated(front, Router(layout.router), ordered, policy, overhead, _reporter(front, progress))
-    if layout.link is None:
-        raise ValueError("a disaggregated layout needs its KV link")
+        run = _aggregated(front, Router(layout.router), ordered, policy, overhead, _reporter(front, progress))
+    else:
+        run = _split(profile, policy, layout, ordered, overhead, replica, progress)
+    if progress is not None:  # every request done (a split fleet's one-token requests end at a prefill replica)
+        progress(len(requests))
+    return run
+
+
+def _split(profile: StepProfile, policy: Policy, layout: FleetLayout, ordered: list[Request],
+           overhead: EngineOverhead | None, replica: Callable[[Policy, int], Member],
+           progress: Finished | None) -> FleetRun:
+    """The prefill and decode pools of ``layout``, their requests handed over after each prefill."""
+    if layout.link is None or layout.split is None:
+        raise ValueError("a disaggregated layout needs its split and its KV link")
     refuse_static_split([policy])
     prefill, decode = layout.split
     front = [replica(policy, i) for i in range(prefill)]
