@@ -14,10 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from microbench.cli.app import main
-from roofline.calibrate.bench import BenchError, BenchRun, MeasuredRequest, closed_loop_sends, read_bench
+from roofline.calibrate.bench import BenchError, BenchRun, closed_loop_sends, read_bench
 from roofline.calibrate.replay import calibrate, next_fit
+from roofline.serving.latency import ServedRequest
 from roofline.serving.profile_doc import EngineOverhead, load_profile
 from roofline.serving.simulate import simulate
+from roofline.serving.workload import Request
 
 DATA = Path(__file__).parent / "data" / "engine-bench"
 PROFILE = DATA / "profile.json"
@@ -81,6 +83,42 @@ def test_a_vllm_result_that_cannot_be_replayed_is_one_line(tmp_path, change, wor
         read_bench(write(tmp_path, vllm_result(**change)))
 
 
+@pytest.mark.parametrize("change, words", [
+    ({"max_concurrency": 2.5}, "max_concurrency must be a whole number of requests in flight (1 or more), got 2.5"),
+    ({"itls": [[0.01, 1e308, 0.01], [], [0.03, 0.01]]},
+     "itls[0] must be a finite number from 0 to 1e+09, got 1e+308"),
+    ({"ttfts": [0.05, 0.0, 9e8], "itls": [[0.01] * 3, [], [9e8, 0.01]]},
+     "request 2's ttfts and itls add up to 1.8e+09 s"),
+    ({"request_rate": 2.0, "burstiness": 1e-300}, "burstiness 1e-300 is gaps of coefficient of variation 1e+150; "
+                                                  "the replay draws burstiness 0.01 to 10,000 (CV 10 to 0.01)"),
+    ({"request_rate": 2.0, "burstiness": [[1]]}, "burstiness must be a finite number >= 0, got [[1]]")])
+def test_a_vllm_result_with_nonsense_settings_or_times_is_one_line_naming_the_field(tmp_path, change, words):
+    """Issue 37's edges: each was a traceback, numpy warnings, or inf written to calibrate.json."""
+    with pytest.raises(BenchError) as caught:
+        read_bench(write(tmp_path, vllm_result(**change)))
+    message = str(caught.value)
+    assert words in message and "bench.json" in message and "\n" not in message, message
+
+
+def test_a_vllm_burstiness_is_replayed_as_the_simulators_gamma_arrivals(tmp_path):
+    """vLLM's burstiness is the gamma shape: named in --arrivals' terms, CV = 1/sqrt(burstiness)."""
+    document = vllm_result(request_rate=2.0, burstiness=0.25, errors=["", "", ""], output_lens=[4, 2, 3],
+                           itls=[[0.01] * 3, [0.01], [0.01] * 2])
+    (run,) = read_bench(write(tmp_path, document))
+    assert run.arrivals.startswith("gamma:2:2 (vLLM's burstiness 0.25")
+    assert [r.arrival_s for r in run.requests][-1] == pytest.approx(3 / 2)
+
+
+@pytest.mark.parametrize("info, words", [({"timings": "fast"}, ".info.timings must be an object of the tokens' "
+                                                              "times"),
+                                         ("fast", ".info must be an object")])
+def test_a_guidellm_request_whose_timings_are_not_an_object_is_one_line(tmp_path, info, words):
+    document = json.loads((DATA / "guidellm-calibration.json").read_text())
+    document["benchmarks"][0]["requests"]["successful"][3]["info"] = info
+    with pytest.raises(BenchError, match=r"requests.successful\[3\]" + words.replace(".", r"\.")):
+        read_bench(write(tmp_path, document))
+
+
 def test_a_guidellm_report_of_two_benchmarks_gives_two_runs_or_the_one_asked():
     runs = read_bench(DATA / "guidellm-calibration.json")
     assert [r.label for r in runs] == ["concurrent@1", "concurrent@4"]
@@ -96,9 +134,8 @@ def test_a_guidellm_report_of_two_benchmarks_gives_two_runs_or_the_one_asked():
 
 def measured_from(run, path: str, every_token: bool) -> BenchRun:
     """The simulator's own run as a benchmark would report it: the fit must find the overhead it ran with."""
-    requests = tuple(MeasuredRequest(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, r.first_token_s,
-                                     r.finish_s, tuple(r.token_times_s) if every_token else ())
-                     for r in run.requests)
+    requests = tuple(ServedRequest(r.request, r.first_token_s, r.finish_s, tuple(r.token_times_s) if every_token
+                                   else ()) for r in run.requests)
     return BenchRun(path, "vllm" if every_token else "guidellm", requests, "measured", "synthetic")
 
 
@@ -162,12 +199,16 @@ def test_calibrate_on_a_real_run_writes_the_calibrated_profile_and_the_compariso
 
 @pytest.mark.parametrize("args, words", [(["--policy", "nonsense"], "nonsense"),
                                          (["--bench", "/nonexistent.json"], "cannot read"),
-                                         (["--mem-fraction", "2"], "--mem-fraction")])
+                                         (["--mem-fraction", "2"], "--mem-fraction"),
+                                         (["--policy", POLICY, "--policy", "continuous"],
+                                          f"--policy given 2 times ({POLICY}, continuous): the overhead is fitted "
+                                          "on the schedule of the one scheduler the engine ran")])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
-    base = {"--bench": str(DATA / "guidellm-prediction.json"), "--profile": str(PROFILE), "--policy": POLICY,
-            "-o": str(tmp_path / "out")}
-    base.update(dict(zip(args[::2], args[1::2], strict=True)))
-    result = CliRunner().invoke(main, ["calibrate", *[x for pair in base.items() for x in pair]])
+    base = [("--bench", str(DATA / "guidellm-prediction.json")), ("--profile", str(PROFILE)), ("--policy", POLICY),
+            ("-o", str(tmp_path / "out"))]
+    typed = list(zip(args[::2], args[1::2], strict=True))
+    line = [x for flag, value in [*(p for p in base if p[0] not in dict(typed)), *typed] for x in (flag, value)]
+    result = CliRunner().invoke(main, ["calibrate", *line])
     assert result.exit_code == 2 and words in result.output and len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
 
@@ -205,11 +246,10 @@ def test_several_benches_are_fitted_together_and_repeated_predictions_are_pooled
 
 
 def test_pooled_runs_add_their_times_and_pool_their_latencies():
-    from roofline.calibrate.bench import MeasuredRequest
     from roofline.calibrate.fit import pooled_summary
 
-    first = [MeasuredRequest(0, 0.0, 4, 11, 0.5, 1.5), MeasuredRequest(1, 1.0, 4, 11, 1.5, 3.5)]  # TPOT 0.1, 0.2
-    second = [MeasuredRequest(0, 0.0, 4, 21, 1.0, 7.0)]  # TPOT 0.3
+    first = [ServedRequest(Request(0, 0.0, 4, 11), 0.5, 1.5), ServedRequest(Request(1, 1.0, 4, 11), 1.5, 3.5)]
+    second = [ServedRequest(Request(0, 0.0, 4, 21), 1.0, 7.0)]  # TPOT 0.1 and 0.2, then 0.3
     summary = pooled_summary([first, second])
     assert summary["total_s"] == pytest.approx(3.5 + 7.0)
     assert summary["tokens_per_s"] == pytest.approx((11 + 11 + 21) / 10.5)

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import needs_database
 
+from roofline.core.errors import BadInputError
 from roofline.specs.gpus import SpecError
 from roofline.specs.hf_config import load_hf_config
 from roofline.step.launches import StepModel
@@ -231,7 +232,7 @@ def test_the_first_real_reason_comes_before_a_key_it_would_need_after_it(tmp_pat
 def test_deep_nesting_and_a_huge_name_are_one_line(tmp_path):
     path = tmp_path / "config.json"
     path.write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(SpecError, match="nested too deep"):
+    with pytest.raises(BadInputError, match="nested 100,000 levels deep"):
         load_hf_config(path)
     config = json.loads((CONFIGS / "qwen3-32b.json").read_text())
     path.write_text(json.dumps({**config, "_name_or_path": "x" * 100_000}))

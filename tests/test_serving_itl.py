@@ -6,8 +6,6 @@ or every step costs 1 s (``constant_profile``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 from serving_helpers import constant_profile, token_linear_profile
@@ -15,6 +13,7 @@ from serving_helpers import constant_profile, token_linear_profile
 from roofline.core.errors import BadInputError
 from roofline.serving.capacity import rate_point, search_capacity
 from roofline.serving.latency import (
+    ServedRequest,
     inter_token_latencies_s,
     latencies,
     own_inter_token_percentile_s,
@@ -107,17 +106,10 @@ def test_continuous_gaps_count_the_prefill_steps_a_decode_waits_through():
     assert run.requests[3].tpot_s == pytest.approx(11 / 9)  # the mean hides the two 2-s gaps
 
 
-@dataclass(frozen=True)
-class Timed:
-    arrival_s: float
-    first_token_s: float
-    finish_s: float
-    output_tokens: int
-    token_times_s: tuple[float, ...]
-
-
-def _timed(times: tuple[float, ...]) -> Timed:
-    return Timed(0.0, times[0] if times else 0.0, times[-1] if times else 0.0, len(times), times)
+def _timed(times: tuple[float, ...]) -> ServedRequest:
+    """A served request whose tokens came at ``times`` (none: a request that streamed none, kept for the seams)."""
+    return ServedRequest(Request(0, 0.0, 1, max(len(times), 1)), times[0] if times else 0.0,
+                         times[-1] if times else 0.0, times)
 
 
 def test_pooled_gaps_never_span_two_requests_even_around_requests_without_gaps():

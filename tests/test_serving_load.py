@@ -79,6 +79,35 @@ def test_the_requests_own_arrival_times_do_not_matter_in_a_closed_loop():
     assert [(r.arrival_s, r.finish_s) for r in a.requests] == [(r.arrival_s, r.finish_s) for r in b.requests]
 
 
+def test_a_closed_loop_sends_in_id_order_even_against_the_arrival_order():
+    """The engine sorts a closed loop's requests by id, not by arrival (it once sorted by arrival, then re-sorted
+    by id): needed whenever the two orders differ, which no workload of the commands makes (drawn arrivals grow
+    with the id, a trace and a benchmark are numbered in sending order) but simulate() takes.  One client, every
+    step 1 s: request 0 (3 tokens) ends at 3, then 1 (1 token) at 4, then 2 (4 tokens) at 8."""
+    requests = [Request(0, 5.0, 5, 3), Request(1, 0.0, 5, 1), Request(2, 2.0, 5, 4)]
+    run = simulate(constant_profile(), requests, "continuous", concurrency=1)
+    assert [(r.id, r.arrival_s, r.finish_s) for r in run.requests] == [(0, 0.0, 3.0), (1, 3.0, 4.0), (2, 4.0, 8.0)]
+
+
+def test_calibrate_replays_a_closed_loop_through_the_simulators_own():
+    """A benchmark of C clients (vLLM's max_concurrency) is replayed by simulate(concurrency=C): the same requests
+    in sending order, the first C at once, each later one when a simulated one ends (measured sends unused)."""
+    from roofline.calibrate.bench import BenchRun
+    from roofline.calibrate.replay import replay
+    from roofline.serving.latency import ServedRequest
+
+    outputs = (3, 1, 4, 2)
+    measured = tuple(ServedRequest(Request(i, 9.0 * i, 5, o), 9.0 * i + 1, 9.0 * i + o) for i, o in enumerate(outputs))
+    bench = BenchRun("b.json", "vllm", measured, "concurrency:1", "synthetic")
+    replayed = replay(constant_profile(), bench, "continuous", overhead=None)
+    ends = np.cumsum(outputs).tolist()
+    assert [r.finish_s for r in replayed.run.requests] == ends
+    assert [r.arrival_s for r in replayed.run.requests] == [0.0, *ends[:-1]]
+    direct = simulate(constant_profile(), bench.workload(), "continuous", concurrency=1)
+    assert [(r.arrival_s, r.finish_s) for r in direct.requests] == [(r.arrival_s, r.finish_s)
+                                                                   for r in replayed.run.requests]
+
+
 def test_a_closed_loop_beside_conversations_is_refused():
     requests = make_workload(6, "burst", "fixed:4", "fixed:2", sessions="3:0")
     with pytest.raises(SimulationError, match="conversations"):
@@ -408,7 +437,9 @@ def test_simulate_describes_the_preset_with_its_source(tmp_path):
 
 def test_a_length_spec_it_does_not_know_names_the_presets(tmp_path):
     run = _invoke("simulate", *TINY, "--prompt", "sharegpt:3", "-o", str(tmp_path / "sim"))
-    _one_line_refusal(run, "sharegpt:3", "a preset (sharegpt)")
+    _one_line_refusal(run, "sharegpt:3", "the preset sharegpt takes no fields")
+    run = _invoke("simulate", *TINY, "--prompt", "gauss:3", "-o", str(tmp_path / "sim"))
+    _one_line_refusal(run, "gauss:3", "or sharegpt")
 
 
 def test_lengths_reads_vidur_and_sarathi_serve_trace_columns(tmp_path):

@@ -255,8 +255,17 @@ def test_a_bad_mooncake_row_is_refused_naming_its_line(tmp_path, row, message):
 def test_a_mooncake_trace_that_is_not_json_is_refused(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text("timestamp,input_length\n")
-    with pytest.raises(WorkloadError, match="line 1: not a JSON object"):
+    with pytest.raises(WorkloadError, match=r"line 1: not valid JSON .* \(a Mooncake trace has one JSON object"):
         load_trace(path)
+
+
+def test_a_mooncake_line_nested_100000_deep_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [9]}) + "\n"
+                    + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(WorkloadError, match="line 2: nested 100,000 levels deep") as caught:
+        load_trace(path)
+    assert "\n" not in str(caught.value)
 
 
 def test_a_conversation_needs_the_turn_it_follows():

@@ -8,6 +8,7 @@ import pytest
 from microbench.serving.engine.timing import EngineRun, RequestTiming, mean_steps, step_durations
 from microbench.serving.validate_compare import CalibrationRun, compare_runs, fit_overhead, nnls, run_summary
 from roofline.serving.profile_doc import EngineOverhead
+from roofline.serving.workload import Request
 
 TRUE = EngineOverhead(per_step_s=3e-3, per_sequence_s=2e-4, per_cached_token_s=5e-7, per_prefill_step_s=4e-3)
 
@@ -68,7 +69,7 @@ def test_fit_falls_back_to_totals_when_the_steps_do_not_align():
 
 
 def timing(i, first, finish, out=3, first_step=-1, finish_step=-1, token_steps=(), token_times_s=()):
-    return RequestTiming(i, 0.0, first, finish, 8, out, first_step, finish_step, token_steps, token_times_s)
+    return RequestTiming(Request(i, 0.0, 8, out), first, finish, token_times_s, first_step, finish_step, token_steps)
 
 
 def test_summary_and_comparison():

@@ -21,6 +21,7 @@ from microbench.cli.edges import (
     bad_input,
     declare,
     given,
+    interrupted_by,
     refuse_what_cannot_run,
     write_outputs,
 )
@@ -66,9 +67,9 @@ def _measure(ctx: click.Context, job, config, interrupted: str, resumable: bool 
         with bad_input(), terminal_observer() as observer:
             return job(config, observer)
     except Interrupted as exc:
-        click.echo(f"gpubench: interrupted; {interrupted.format(output=exc.output)}", err=True)
-        if resumable and exc.output is not None:
-            click.echo(f"resume with: gpubench sweep --resume {exc.output}", err=True)
+        resume = f"; resume with: gpubench sweep --resume {exc.output}" if resumable and exc.output is not None else ""
+        click.echo(f"gpubench: {interrupted_by(exc.signum)}; {interrupted.format(output=exc.output)}{resume}",
+                   err=True)  # one line, as every refusal and guard.writing_to's own
         ctx.exit(128 + exc.signum)
 
 

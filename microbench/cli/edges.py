@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import re
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +101,32 @@ class DeclaredOption(click.Option):
         self.row = row
 
 
+def _option_strings(command: click.Command) -> set[str]:
+    return {name for param in command.params if isinstance(param, click.Option)
+            for name in (*param.opts, *param.secondary_opts)}
+
+
+def refuse_an_option_as_a_value(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A text or path option's value that is itself an option (``--sweep-load --requests 300``: click hands
+    ``--requests`` to --sweep-load as its rates, and 300 to the next slot) is a forgotten value: refused in one
+    line.  An option here is one of the command's own spellings, or any word that starts with ``--`` and a letter
+    (no value of ours does); a negative number (``-1``) is a value."""
+    values = value if isinstance(value, tuple) else (value,)
+    for text in values:
+        if isinstance(text, (str, Path)) and (str(text) in _option_strings(ctx.command)
+                                              or re.match(r"--[A-Za-z]", str(text))):
+            flag = param.opts[-1] if param.opts else param.name
+            raise click.BadParameter(f"{str(text)!r} is an option, not {flag}'s value: give {flag} its value before "
+                                     "the next option", ctx=ctx, param=param)
+    return value
+
+
 def click_option(field: str, option: Option):
-    """One table row as a click option, its value under the config field's name."""
+    """One table row as a click option, its value under the config field's name (a text or a path: never an
+    option, ``refuse_an_option_as_a_value``)."""
     how: dict[str, Any] = {"help": option.help}
+    if option.kind in ("text", "path"):
+        how["callback"] = refuse_an_option_as_a_value
     if option.default is not None:
         how["default"] = option.default
     if option.kind == "flag":
@@ -185,3 +209,13 @@ def bad_input():
         yield
     except bad_input_errors() as exc:
         raise BadInput(str(exc)) from None
+
+
+def interrupted_by(signum: int) -> str:
+    """``interrupted by SIGINT``: the signal by name, as ``microbench.cli.guard`` says it."""
+    import signal
+
+    try:
+        return f"interrupted by {signal.Signals(signum).name}"
+    except ValueError:
+        return f"interrupted by signal {signum}"

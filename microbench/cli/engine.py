@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from microbench.cli.edges import BadInput, bad_input, declare, given
+from microbench.cli.edges import BadInput, bad_input, declare, given, interrupted_by
 from microbench.cli.guard import writing_folder, writing_to
 from microbench.serving.profile_config import FLAGS as PROFILE_FLAGS
 from microbench.serving.validate_options import FLAGS as VALIDATE_FLAGS
@@ -49,7 +49,7 @@ def profile(ctx, **options) -> None:
 
 def measure_profile_command(config) -> None:
     """Measure a checked config's profile on the device (resumable), and save it to ``-o``."""
-    from microbench.cli.render import stderr, terminal_observer
+    from microbench.cli.render import terminal_observer
     from microbench.serving.profile_run import partial_path, prepare_profile, run_profile
     from microbench.timing.interrupt import Abandon, stop_on_signals
     from microbench.timing.observer import Interrupted
@@ -63,10 +63,14 @@ def measure_profile_command(config) -> None:
                 with stop_on_signals(run.session.stop, observer.on_notice):
                     profile = run_profile(run, observer.on_start, item_reporter(observer))
     except (Interrupted, Abandon) as exc:
-        stderr.print(f"gpubench: interrupted; what was measured is saved in {partial_path(Path(output))}")
-        stderr.print(f"resume with: gpubench profile --resume -o {output} (the plan is read from the partial file)")
+        click.echo(f"gpubench: {interrupted_by(exc.signum)}; what was measured is saved in "
+                   f"{partial_path(Path(output))}; resume with: gpubench profile --resume -o {output} (the plan is "
+                   "read from the partial file)", err=True)  # one line (click: never folded at the terminal's width)
         raise SystemExit(128 + exc.signum) from None
     click.echo(f"step profile of {profile.model['name']} ({profile.basis}, {profile.dtype}) saved to {output}")
+    power = profile.power or {}
+    if run.plan.energy and run.session.choice.kind != "cpu" and power.get("watts_per_gpu") is None:
+        click.echo(f"note: --energy: the profile has no power table: {power.get('why_none')}", err=True)
 
 
 def _profile_saved(output) -> str:

@@ -118,6 +118,67 @@ def terminal_observer():
             progress.stop()
 
 
+class SimulationProgress:
+    """A progress bar for each simulation that lasts (``roofline.fleet.simulate_run.Ticker``): requests finished
+    of the requests in all, with the time left.  A simulation shows its bar only once it has run
+    ``SHOW_AFTER_S`` (most end sooner: 20,000 requests simulate in about 1.5 s on this project's 2-core machine,
+    scripts/measure_simulation_memory.py), and its bar goes when it ends: what stays on the terminal is the lines
+    and the table printed, as before.  Lines printed while a bar shows go through it (``echo``), above the bar."""
+
+    SHOW_AFTER_S = 2.0
+
+    def __init__(self) -> None:
+        self.progress: Progress | None = None
+        self.started: dict[str, float] = {}
+        self.tasks: dict[str, Any] = {}
+
+    def tick(self, label: str, done: int, total: int) -> None:
+        import time
+
+        now = time.monotonic()
+        started = self.started.setdefault(label, now)
+        if done >= total:  # this simulation ended: its bar goes, and the next of the label starts afresh
+            self.started.pop(label, None)
+            task = self.tasks.pop(label, None)
+            if task is not None and self.progress is not None:
+                self.progress.remove_task(task)
+            return
+        if label not in self.tasks and now - started < self.SHOW_AFTER_S:
+            return
+        if self.progress is None:
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TextColumn("requests"), TimeElapsedColumn(), TextColumn("ETA"),
+                                     TimeRemainingColumn(), console=stderr, transient=True)
+            self.progress.start()
+        if label not in self.tasks:
+            self.tasks[label] = self.progress.add_task(escape(f"simulating {label}"), total=total)
+        self.progress.update(self.tasks[label], completed=done)
+
+    def echo(self, line: str) -> None:
+        """A line to stderr: above the bar while one shows, else as every other line."""
+        import click
+
+        if self.progress is not None:
+            self.progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            click.echo(line, err=True)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+@contextlib.contextmanager
+def simulation_progress():
+    """A ``SimulationProgress`` for the length of a simulate command, its bars gone at the end however it ends."""
+    shown = SimulationProgress()
+    try:
+        yield shown
+    finally:
+        shown.close()
+
+
 def print_sweep_summary(result: Result, output: Path | None) -> None:
     header = ["series", "ok", "bytes/s at lowest B", "% spec/meas BW", "best FLOP/s (B)", "% spec/meas peak"]
     rows = summarize_series(result)

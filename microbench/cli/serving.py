@@ -108,6 +108,7 @@ def simulate(ctx, **options) -> None:
 def run_simulate(config) -> None:
     """Simulate a checked config, print the table (or JSON), and write the folder whole (``writing_to``: a given
     ``-o`` is held from the start; the default folder, named from the profile, from when it is named)."""
+    from microbench.cli.render import simulation_progress
     from roofline.fleet.simulate_run import prepare_simulation
     from roofline.serving.document import SIMULATION_FOLDER
 
@@ -117,7 +118,9 @@ def run_simulate(config) -> None:
         held = (contextlib.nullcontext(given_staging) if given_staging is not None
                 else writing_folder(folder, SIMULATION_FOLDER))
         with held as staging:
-            outcome = simulation.run(progress=print_probe)
+            with simulation_progress() as shown:  # a bar for each simulation that lasts, gone when it ends
+                outcome = simulation.run(progress=lambda subject, probe: shown.echo(probe_line(subject, probe)),
+                                         ticker=shown.tick)
             _show_simulation(outcome.document, config.as_json)
             outcome.write(staging, report=not config.no_report)
     click.echo(f"saved {folder / 'simulation.json'}, requests.csv" + ("" if config.no_report else " and the report"),

@@ -21,7 +21,7 @@ from roofline.core.counting import DTYPES
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
 from roofline.decode.ceilings import check_typed_efficiency
 from roofline.reference.database import check_engine, check_reference
-from roofline.serving.simulate_config import MODEL_FLAGS, check_spec_sheet
+from roofline.serving.simulate_config import MODEL_FLAGS, check_spec_sheet, refuse_max_context_past_window
 
 CLOCKS = ("wall", "thread-cpu")
 
@@ -151,4 +151,7 @@ class ProfileConfig:
                 "a measured profile times this device"))
         if "dtype" not in given and not values.get("analytic") and values.get("reference") is None:
             values["dtype"] = None  # a measured profile runs what the engine runs on the device
-        return cls(**values)
+        config = cls(**values)
+        if "max_context" in given:  # decode's rule for --context, whether measured or analytic
+            refuse_max_context_past_window(config.max_context, config.model, config.hf_config)
+        return config

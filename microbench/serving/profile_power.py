@@ -24,12 +24,15 @@ ENERGY_BASIS = ("NVML's instantaneous power, the median reading over each timed 
                 "at the same draw)")
 
 
+CPU_HAS_NO_POWER = "the CPU has no energy counter gpubench reads (NVML reads GPUs)"
+
+
 def measured_power(kind: str, energy: bool = False, per_tokens: Mapping[int, Iterable[tuple[Any, float, int]]]
                    | None = None, source: str = "") -> dict[str, Any]:
     """The measured profile's ``power`` record.  ``per_tokens``: per token count, each linear's (watts or None,
     seconds per launch, layers it runs in)."""
     if kind == "cpu":
-        return no_power("the CPU has no energy counter gpubench reads (NVML reads GPUs)")
+        return no_power(CPU_HAS_NO_POWER)
     if not energy:
         return no_power("the profile was measured without --energy, so NVML's power was not read; profile with "
                         "--energy (each linear's timed phase then lasts long enough for NVML readings), or take an "

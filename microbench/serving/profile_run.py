@@ -31,7 +31,7 @@ from microbench.serving import profile_mixers
 from microbench.serving.allreduce import profile_comm_table
 from microbench.serving.profile_kernels import MLA_SCORES_BUDGET_BYTES, AttentionWorkload, OtherWorkload, kv_bytes
 from microbench.serving.profile_plan import Item, ProfilePlan, attention_shape, grids_for, plan_items
-from microbench.serving.profile_power import measured_power
+from microbench.serving.profile_power import CPU_HAS_NO_POWER, measured_power
 from microbench.timing import ops
 from microbench.timing.adaptive import measure
 from microbench.timing.grouped import Assignment, GroupedWorkload, touched_bytes
@@ -99,6 +99,8 @@ def prepare_profile(plan: ProfilePlan, output: Path, observer: SweepObserver, ar
     run.session.l2_policy = l2_policy_for(run.session, run.plan)
     if run.plan.energy and kind != "cpu":  # NVML's power over each linear's timed phase (profile_power)
         run.session.start_telemetry(True, ENERGY_INTERVAL_S)
+    elif run.plan.energy:  # said before measuring, not found in the profile after a long run
+        observer.on_notice(f"--energy: {CPU_HAS_NO_POWER}; the profile is measured, with no power table")
     if run.plan.clock == "thread-cpu" and (kind != "cpu" or run.session.torch.get_num_threads() != 1):
         raise PlanError("--clock thread-cpu times this thread's CPU time: only on the CPU with one torch thread")
     if resume:

@@ -18,6 +18,7 @@ from microbench.serving.engine.settings import ENGINE_MODES
 from microbench.serving.profile_plan import MEASURED_DTYPE
 from microbench.serving.validate_sizes import check_request_counts
 from roofline.core.options import Option, check_seed, number_refusal
+from roofline.serving.workload import arrivals_help
 
 ENGINES = ("transformers",)
 CLOCKS = ("wall", "thread-cpu")
@@ -33,7 +34,7 @@ FLAGS: dict[str, Option] = {
     "model": Option(("--model",), help="without --profile: model id to profile and build"),
     "hf_config": Option(("--hf-config",), "path", help="without --profile: a config.json"),
     "requests": Option(("--requests",), "int", 32, show_default=True),
-    "arrivals": Option(("--arrivals",), default="burst", show_default=True, help="burst | poisson:RATE"),
+    "arrivals": Option(("--arrivals",), default="burst", show_default=True, help=arrivals_help()),
     "prompt": Option(("--prompt",), default="fixed:16", show_default=True, help="prompt lengths (as simulate)"),
     "output": Option(("--output",), default="uniform:4:40", show_default=True, help="output lengths"),
     "seed": Option(("--seed",), "int", 0, show_default=True, help="the workload's seed (calibration: seed + 1)"),

@@ -219,6 +219,30 @@ def percent_of(value: float | None, reference: float | None) -> float | None:
     return 100.0 * value / reference if value and reference else None
 
 
+def peak_read_against(dtype: str) -> str:
+    """Whose measured peak a series of ``dtype`` is read against, in words: its own (``measured bf16 peak``), or
+    for a weight-only or block-scaled format its arithmetic's (``measured bf16 peak (w8a16's arithmetic runs in
+    bf16)``)."""
+    compute = compute_dtype(dtype)
+    return f"measured {compute} peak" + (f" ({dtype}'s arithmetic runs in {compute})" if compute != dtype else "")
+
+
+def why_above_peak(dtype: str) -> str:
+    """Why a series can be above the peak it is read against.  A plain dtype's peak is the fastest GEMM the
+    ceiling search found, which it can miss; a format is read against its arithmetic's peak and is left out of
+    that search (``reference_peak``): above it, the format ran faster than that dtype's own fastest GEMM here, a
+    finding about the kernels, not a ceiling the search missed."""
+    compute = compute_dtype(dtype)
+    if compute != dtype:
+        return (f"{dtype} ran faster than {compute}'s own fastest GEMM on this device: a finding about the kernels, "
+                "not a ceiling the search missed")
+    return CEILING_MISSED
+
+
+# Why a point can be above a measured ceiling it was compared with (a bandwidth, a plain dtype's peak).
+CEILING_MISSED = "the ceiling search did not find the fastest kernel, or the clock was higher while it ran"
+
+
 OVER_MARK = "⚠"  # printed right after any percentage above the ceiling it is of, so no wrap can part them
 
 

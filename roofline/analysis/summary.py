@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from roofline.analysis.reference import marked_percent, reference_bandwidth, result_peak
+from roofline.analysis.reference import (
+    CEILING_MISSED,
+    marked_percent,
+    peak_read_against,
+    reference_bandwidth,
+    result_peak,
+    why_above_peak,
+)
 from roofline.result.document import Point, Result, backend_tag
 
 
@@ -74,11 +81,10 @@ def over_ceiling_lines(result: Result, rows: list[SeriesSummary]) -> list[str]:
     lines = []
     for row in rows:
         label = f"{row.op} {row.dtype} {row.n}x{row.k}{backend_tag(row.backend)}"
-        for pct, what in ((row.pct_of_measured_bandwidth, "reference bandwidth"),
-                          (row.pct_of_measured_peak, f"measured {row.dtype} peak")):
+        for pct, what, why in ((row.pct_of_measured_bandwidth, "reference bandwidth", CEILING_MISSED),
+                               (row.pct_of_measured_peak, peak_read_against(row.dtype), why_above_peak(row.dtype))):
             if pct and pct > 100:
-                lines.append(f"{label}: {marked_percent(pct)} of the {what}, above that ceiling (the ceiling search "
-                             "did not find the fastest kernel, or the clock was higher while it ran)")
+                lines.append(f"{label}: {marked_percent(pct)} of the {what}, above that ceiling ({why})")
     return lines
 
 

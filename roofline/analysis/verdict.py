@@ -11,11 +11,14 @@ from typing import Any
 
 from roofline.analysis.formats import format_sentence
 from roofline.analysis.reference import (
+    CEILING_MISSED,
     marked_percent,
     over_ceiling_note,
+    peak_read_against,
     percent_of,
     reference_bandwidth,
     result_peak,
+    why_above_peak,
 )
 from roofline.analysis.series_fit import SeriesFit
 from roofline.core.counting import MixerShape
@@ -107,16 +110,17 @@ def _above_ceiling_text(result: Result, f: SeriesFit) -> str:
     if not f.above_measured_ceiling:
         return ""
     bandwidth, peak = reference_bandwidth(result.ceilings), result_peak(result, f.dtype)
-    names = {"peak": f"the measured {f.dtype} peak {peak.label}" if peak else "the measured peak",
+    names = {"peak": f"the {peak_read_against(f.dtype)} {peak.label}" if peak else "the measured peak",
              "bandwidth": f"the reference bandwidth ({bandwidth.label})" if bandwidth else "the measured bandwidth"}
-    parts = []
+    whys = {"peak": why_above_peak(f.dtype), "bandwidth": CEILING_MISSED}
+    parts, reasons = [], []
     for ceiling, name in names.items():
         above = [a for a in f.above_measured_ceiling if a["ceiling"] == ceiling]
         if above:
             shown = ", ".join(f"B={a['batch']} at {marked_percent(a['pct'])}" for a in above[:MAX_NAMED])
             parts.append(f"{name}: {shown}")
-    return (" Above a measured ceiling (flagged, not clipped: the ceiling search did not find the fastest "
-            "kernel, or the clock was higher while these ran) — " + "; ".join(parts) + ".")
+            reasons += [whys[ceiling]] if whys[ceiling] not in reasons else []
+    return (f" Above a measured ceiling (flagged, not clipped: {'; '.join(reasons)}) — " + "; ".join(parts) + ".")
 
 
 def _gemv_text(result: Result, single: SeriesFit) -> str:

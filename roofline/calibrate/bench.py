@@ -34,7 +34,6 @@ Each format as its writer writes it (read at the source):
 from __future__ import annotations
 
 import gzip
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -45,8 +44,10 @@ from typing import Any
 import numpy as np
 
 from roofline.core.errors import BadInputError
+from roofline.core.jsonfile import JsonFileError, parse_json
 from roofline.result.io import MAX_RESULT_BYTES
-from roofline.serving.workload import MAX_ARRIVAL_S, Request
+from roofline.serving.latency import ServedRequest
+from roofline.serving.workload import MAX_ARRIVAL_S, MAX_GAMMA_CV, MIN_GAMMA_CV, Gamma, Request, WorkloadError
 
 FORMATS = ("vllm", "guidellm")
 
@@ -55,18 +56,15 @@ class BenchError(BadInputError):
     """A benchmark file that cannot be read or replayed; one line."""
 
 
-@dataclass(frozen=True, slots=True)
-class MeasuredRequest:
-    """One request as the load generator saw it, seconds from the run's first send: ``token_times_s`` every
-    streamed token's time when the generator kept them (vLLM's ``itls``), else empty (no ITL samples)."""
-
-    id: int
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-    first_token_s: float
-    finish_s: float
-    token_times_s: tuple[float, ...] = ()
+def measured(path: str, index: int, arrival_s: float, prompt: int, output: int, first_token_s: float,
+             finish_s: float, token_times_s: tuple[float, ...] = ()) -> ServedRequest:
+    """One request as the load generator saw it, seconds from the run's first send (``token_times_s``: every
+    streamed token's time where the generator kept them, vLLM's ``itls``; else empty, no ITL samples); a request
+    the simulator could not take (``Request``'s own bounds) is refused naming the file."""
+    try:
+        return ServedRequest(Request(index, arrival_s, prompt, output), first_token_s, finish_s, token_times_s)
+    except WorkloadError as exc:
+        raise BenchError(f"{path}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,7 @@ class BenchRun:
 
     path: str
     format: str
-    requests: tuple[MeasuredRequest, ...]
+    requests: tuple[ServedRequest, ...]
     arrivals: str
     label: str  # what the file says it ran: "poisson@4.00", "vllm request_rate=4 max_concurrency=None"
     source: dict[str, Any] = field(default_factory=dict)  # the generator and its version, when the file says
@@ -91,7 +89,7 @@ class BenchRun:
     def workload(self) -> list[Request]:
         """The requests to simulate: their lengths, and their arrivals where they are known (a closed loop's
         are set as the replay runs: ``roofline.calibrate.replay``)."""
-        return [Request(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens) for r in self.requests]
+        return [r.request for r in self.requests]
 
     def describe(self) -> str:
         return (f"{self.path}: {self.format} {self.label}, {len(self.requests)} requests"
@@ -131,26 +129,47 @@ def _load(path: Path) -> Any:
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise BenchError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     lines = [line for line in text.splitlines() if line.strip()]
-    try:
+    try:  # with a nesting cap: a file nested 100,000 deep is bad input, not a RecursionError
         if len(lines) > 1 and lines[0].lstrip().startswith("{") and not text.lstrip().startswith("{\n"):
-            objects = [json.loads(line) for line in lines]  # SGLang appends one run per line
+            # SGLang appends one run per line
+            objects = [parse_json(line, f"{path}: line {i}") for i, line in enumerate(lines, start=1)]
             if len(objects) > 1:
                 raise BenchError(f"{path}: {len(objects)} runs, one a line; keep the one to calibrate on")
             return objects[0]
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise BenchError(f"{path}: not valid JSON ({str(exc).splitlines()[0]})") from None
+        return parse_json(text, str(path))
+    except JsonFileError as exc:
+        raise BenchError(str(exc)) from None
 
 
-def _number(value: Any, what: str, low: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
-        raise BenchError(f"{what} must be a finite number >= {low:g}, got {value!r}")
+def _number(value: Any, what: str, low: float = 0.0, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        bounds = f"from {low:g} to {high:g}" if math.isfinite(high) else f">= {low:g}"
+        raise BenchError(f"{what} must be a finite number {bounds}, got {_shown(value)}")
     return float(value)
+
+
+def _seconds(value: Any, what: str) -> float:
+    """A measured time (a TTFT, an inter-token gap): 0 to ``MAX_ARRIVAL_S`` seconds (31 years; past it a time is
+    no measurement, and 1e308 summed over a request's gaps overflows to inf)."""
+    return _number(value, what, high=MAX_ARRIVAL_S)
+
+
+def _shown(value: Any) -> str:
+    """A value from the file as a message shows it: its repr, cut short (a file's value can be a whole list)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _scalar(value: Any) -> str | int | float | None:
+    """A value the file says about itself (a model id, a version, a setting), kept for the document only when it is
+    a string or a number: a nested value there is no setting."""
+    return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
 
 
 def _count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BenchError(f"{what} must be a whole number of tokens, got {value!r}")
+        raise BenchError(f"{what} must be a whole number of tokens, got {_shown(value)}")
     return value
 
 
@@ -168,10 +187,12 @@ def _vllm(path: str, d: Any, seed: int) -> BenchRun:
     n = len(d["input_lens"])
     if any(len(d[key]) != n for key in VLLM_LISTS) or n == 0:
         raise BenchError(f"{path}: input_lens, output_lens, ttfts and itls must list the same requests (>= 1)")
-    errors = d.get("errors") if isinstance(d.get("errors"), list) and len(d["errors"]) == n else [""] * n
-    arrivals = _vllm_arrivals(path, d, n, seed)
-    if arrivals is None:  # a closed loop: each request was sent when one in flight ended
-        arrivals = closed_loop_sends([_latency(d, i) for i in range(n)], int(d["max_concurrency"]))
+    listed = d.get("errors")
+    errors: list[Any] = listed if isinstance(listed, list) and len(listed) == n else [""] * n
+    drawn = _vllm_arrivals(path, d, n, seed)
+    # None: a closed loop, each request sent when one in flight ended
+    arrivals = drawn if drawn is not None else closed_loop_sends([_latency(path, d, i) for i in range(n)],
+                                                                 int(d["max_concurrency"]))
     kept, dropped = [], 0
     for i in range(n):
         prompt = _count(d["input_lens"][i], f"{path}: input_lens[{i}]")
@@ -179,30 +200,33 @@ def _vllm(path: str, d: Any, seed: int) -> BenchRun:
         if errors[i] or output < 1 or prompt < 1:
             dropped += 1
             continue
-        ttft = _number(d["ttfts"][i], f"{path}: ttfts[{i}]")
+        ttft = _seconds(d["ttfts"][i], f"{path}: ttfts[{i}]")
         gaps = d["itls"][i]
         if not isinstance(gaps, list):
             raise BenchError(f"{path}: itls[{i}] must be a list of seconds")
-        gaps = [_number(g, f"{path}: itls[{i}]") for g in gaps]
+        gaps = [_seconds(g, f"{path}: itls[{i}]") for g in gaps]
         start = float(arrivals[i])
         times = tuple(float(t) for t in start + ttft + np.cumsum([0.0, *gaps]))
-        kept.append(MeasuredRequest(len(kept), start, prompt, output, times[0], times[-1], times))
+        if times[-1] - start > MAX_ARRIVAL_S:
+            raise BenchError(f"{path}: request {i}'s ttfts and itls add up to {times[-1] - start:.3g} s, past "
+                             f"{MAX_ARRIVAL_S:.0e} s; not a measured request")
+        kept.append(measured(path, len(kept), start, prompt, output, times[0], times[-1], times))
     if not kept:
         raise BenchError(f"{path}: every request failed; nothing to calibrate on")
-    rate, concurrency = d.get("request_rate"), d.get("max_concurrency")
-    label = f"request_rate={rate} burstiness={d.get('burstiness', 1.0)} max_concurrency={concurrency}"
-    source = {"generator": "vllm bench serve", "backend": d.get("backend"), "model_id": d.get("model_id"),
-              "date": d.get("date")}
+    rate, concurrency = _scalar(d.get("request_rate")), _scalar(d.get("max_concurrency"))
+    label = f"request_rate={rate} burstiness={_scalar(d.get('burstiness', 1.0))} max_concurrency={concurrency}"
+    source = {"generator": "vllm bench serve", "backend": _scalar(d.get("backend")),
+              "model_id": _scalar(d.get("model_id")), "date": _scalar(d.get("date"))}
     return BenchRun(path, "vllm", tuple(kept), _vllm_arrival_spec(d, seed), label, source, dropped)
 
 
-def _latency(d: dict[str, Any], i: int) -> float:
+def _latency(path: str, d: dict[str, Any], i: int) -> float:
     """Request ``i``'s time from sending to its last token (0 for a failed one: it freed its slot at once)."""
     if not d["output_lens"][i] or (isinstance(d.get("errors"), list) and d["errors"][i:i + 1] != [""]
                                    and d["errors"][i:i + 1] != [None]):
         return 0.0
     gaps = d["itls"][i] if isinstance(d["itls"][i], list) else []
-    return _number(d["ttfts"][i], f"ttfts[{i}]") + sum(_number(g, f"itls[{i}]") for g in gaps)
+    return _seconds(d["ttfts"][i], f"{path}: ttfts[{i}]") + sum(_seconds(g, f"{path}: itls[{i}]") for g in gaps)
 
 
 def closed_loop_sends(latencies_s: Sequence[float], concurrency: int) -> list[float]:
@@ -220,11 +244,16 @@ def closed_loop_sends(latencies_s: Sequence[float], concurrency: int) -> list[fl
 
 
 def _vllm_arrival_spec(d: dict[str, Any], seed: int) -> str:
+    """The arrivals replayed, in ``--arrivals``' terms (``roofline.serving.workload.ARRIVALS``): vLLM's burstiness
+    is the gamma shape, so its gaps' coefficient of variation is 1 / sqrt(burstiness)."""
     rate, burstiness, concurrency = d.get("request_rate"), d.get("burstiness", 1.0), d.get("max_concurrency")
     if rate in (None, "inf", float("inf")):
         return f"concurrency:{concurrency}" if concurrency else "burst"
-    base = f"poisson:{rate:g}" if burstiness == 1.0 else f"gamma:{rate:g}:{burstiness:g}"
-    return f"{base} (seed {seed}; the generator's own draw is not saved)"
+    if burstiness == 1.0:
+        return f"poisson:{rate:g} (seed {seed}; the generator's own draw is not saved)"
+    process = Gamma.of_shape(rate, burstiness)
+    return (f"gamma:{rate:g}:{process.cv:.4g} (vLLM's burstiness {burstiness:g}; seed {seed}; the generator's own "
+            "draw is not saved)")
 
 
 def _vllm_arrivals(path: str, d: dict[str, Any], n: int, seed: int) -> np.ndarray | None:
@@ -232,8 +261,11 @@ def _vllm_arrivals(path: str, d: dict[str, Any], n: int, seed: int) -> np.ndarra
     ``seed``; all 0 for rate inf; None for a closed loop (set while replaying).  A finite rate with
     ``max_concurrency`` as well is both at once, which one replay cannot be: refused."""
     rate, burstiness, concurrency = d.get("request_rate"), d.get("burstiness", 1.0), d.get("max_concurrency")
-    if concurrency is not None:
-        _number(concurrency, f"{path}: max_concurrency", low=1)
+    if concurrency is not None:  # the semaphore's size: requests in flight, a whole number
+        if isinstance(concurrency, bool) or not isinstance(concurrency, (int, float)) \
+                or not (math.isfinite(concurrency) and concurrency == int(concurrency) and concurrency >= 1):
+            raise BenchError(f"{path}: max_concurrency must be a whole number of requests in flight (1 or more), "
+                             f"got {_shown(concurrency)}")
     if rate in (None, "inf", float("inf")):
         return None if concurrency else np.zeros(n)
     rate = _number(rate, f"{path}: request_rate")
@@ -243,11 +275,21 @@ def _vllm_arrivals(path: str, d: dict[str, Any], n: int, seed: int) -> np.ndarra
     if concurrency:
         raise BenchError(f"{path}: a request rate with max_concurrency as well cannot be replayed; calibrate on a "
                          "run with one of them")
-    gaps = np.random.default_rng(seed).gamma(shape=burstiness, scale=1 / (rate * burstiness), size=n)
-    times = np.cumsum(gaps)
-    times *= (n / rate) / times[-1]  # the first is sent one gap after the run starts, the last at n / rate
-    if times[-1] > MAX_ARRIVAL_S:
+    # vLLM's gaps are gamma gaps of shape burstiness: the simulator's gamma arrivals, whose range of spread it
+    # keeps (past it the draw underflows to bursts of zero gaps: roofline.serving.workload.MAX_GAMMA_CV).
+    lowest, highest = 1 / MAX_GAMMA_CV**2, 1 / MIN_GAMMA_CV**2
+    if not lowest <= burstiness <= highest:
+        raise BenchError(f"{path}: burstiness {burstiness:g} is gaps of coefficient of variation "
+                         f"{1 / math.sqrt(burstiness):.3g}; the replay draws burstiness {lowest:g} to {highest:,.0f} "
+                         f"(CV {MAX_GAMMA_CV:g} to {MIN_GAMMA_CV:g})")
+    rate_limit = n / MAX_ARRIVAL_S
+    if rate < rate_limit:
         raise BenchError(f"{path}: at request_rate {rate:g} the run lasts past {MAX_ARRIVAL_S:.0e} s")
+    times = np.cumsum(Gamma.of_shape(rate, burstiness).gaps(n, np.random.default_rng(seed), per_arrival=1.0))
+    if times[-1] > 0:  # the first is sent one gap after the run starts, the last at n / rate
+        times *= (n / rate) / times[-1]
+    else:  # every gap underflowed to 0 (a burst): all sent at n / rate
+        times = np.full(n, n / rate)
     return times
 
 
@@ -258,7 +300,8 @@ def _guidellm(path: str, d: Any, run: int | None) -> list[BenchRun]:
         raise BenchError(f"{path}: a GuideLLM report with no benchmarks")
     if run is not None and not 0 <= run < len(benchmarks):
         raise BenchError(f"{path}: --run {run} is not one of its {len(benchmarks)} benchmarks")
-    metadata = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+    metadata = d.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
     chosen = range(len(benchmarks)) if run is None else [run]
     return [_guidellm_benchmark(path, benchmarks[i], i, metadata) for i in chosen]
 
@@ -275,20 +318,23 @@ def _guidellm_benchmark(path: str, benchmark: Any, index: int, metadata: dict[st
                          "times")
     parsed.sort(key=lambda p: p[0])
     start = parsed[0][0]
-    kept = tuple(MeasuredRequest(i, s - start, prompt, output, first - start, last - start)
+    kept = tuple(measured(path, i, s - start, prompt, output, first - start, last - start)
                  for i, (s, prompt, output, first, last) in enumerate(parsed))
-    dropped = len(rows) - len(parsed) + sum(len(requests.get(k) or []) for k in ("errored", "incomplete"))
-    source = {"generator": "guidellm", "guidellm_version": metadata.get("guidellm_version"),
-              "report_version": metadata.get("version"), "benchmark": index}
+    failed = [requests.get(k) for k in ("errored", "incomplete")]
+    dropped = len(rows) - len(parsed) + sum(len(f) for f in failed if isinstance(f, list))
+    source = {"generator": "guidellm", "guidellm_version": _scalar(metadata.get("guidellm_version")),
+              "report_version": _scalar(metadata.get("version")), "benchmark": index}
     return BenchRun(path, "guidellm", kept, "measured", label, source, dropped)
 
 
 def _strategy_label(benchmark: Any) -> str:
-    strategy = (benchmark.get("config") or {}).get("strategy") if isinstance(benchmark, dict) else None
+    config = benchmark.get("config") if isinstance(benchmark, dict) else None
+    strategy = config.get("strategy") if isinstance(config, dict) else None
     if not isinstance(strategy, dict):
         return "unknown strategy"
-    kind, rate, streams = strategy.get("type_", "?"), strategy.get("rate"), strategy.get("streams")
-    if isinstance(rate, (int, float)):
+    kind, rate, streams = _scalar(strategy.get("type_", "?")), _scalar(strategy.get("rate")), \
+        _scalar(strategy.get("streams"))
+    if isinstance(rate, (int, float)) and math.isfinite(rate):
         return f"{kind}@{rate:.2f}"
     return f"{kind}@{streams}" if streams is not None else str(kind)
 
@@ -296,14 +342,20 @@ def _strategy_label(benchmark: Any) -> str:
 def _guidellm_request(path: str, i: int, row: Any) -> tuple[float, int, int, float, float] | None:
     """(sent, prompt tokens, output tokens, first token, last token), epoch seconds; None for a request that
     streamed no token."""
+    what = f"{path}: requests.successful[{i}]"
     if not isinstance(row, dict):
-        raise BenchError(f"{path}: requests.successful[{i}] is not an object")
-    timings = (row.get("info") or {}).get("timings") or {}
+        raise BenchError(f"{what} is not an object")
+    info = row.get("info") or {}
+    if not isinstance(info, dict):
+        raise BenchError(f"{what}.info must be an object (GuideLLM's request info), got {_shown(info)}")
+    timings = info.get("timings") or {}
+    if not isinstance(timings, dict):
+        raise BenchError(f"{what}.info.timings must be an object of the tokens' times (first_token_iteration, "
+                         f"last_token_iteration), got {_shown(timings)}")
     first, last = timings.get("first_token_iteration"), timings.get("last_token_iteration")
     output = row.get("output_tokens")
     if first is None or last is None or not output:
         return None
-    what = f"{path}: requests.successful[{i}]"
     sent = _number(row.get("request_start_time"), f"{what}.request_start_time")
     first, last = _number(first, f"{what} first_token_iteration"), _number(last, f"{what} last_token_iteration")
     if not sent <= first <= last:
@@ -312,7 +364,7 @@ def _guidellm_request(path: str, i: int, row: Any) -> tuple[float, int, int, flo
     return sent, max(prompt, 1), _count(output, f"{what}.output_tokens"), first, last
 
 
-def measured_lengths(requests: Sequence[MeasuredRequest]) -> str:
+def measured_lengths(requests: Sequence[ServedRequest]) -> str:
     """Prompt and output tokens of the requests in a few words: ``prompt 4-22 (mean 12.3), output 32``."""
     def span(values: list[int]) -> str:
         low, high = min(values), max(values)

@@ -3,7 +3,7 @@ checked once, before any file is read.  ``FLAGS`` declares each option (the CLI 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,9 +19,11 @@ FLAGS: dict[str, Option] = {
     "profile": Option(("--profile",), "path", required=True, help="the step profile of the engine's model and device"),
     "out_dir": Option(("-o", "--output"), "path", required=True,
                       help="folder for calibrated.json (the profile with the fitted overhead) and calibrate.json"),
-    "policy": Option(("--policy",), required=True,
+    # multiple: so that a second --policy is seen and refused (click keeps the last of a single option, silently)
+    "policy": Option(("--policy",), required=True, multiple=True,
                      help="the engine's scheduling as a simulator policy: chunked:budget=T:max-batch=B (vLLM's "
-                          "max_num_batched_tokens and max_num_seqs), continuous:max-batch=B, ..."),
+                          "max_num_batched_tokens and max_num_seqs), continuous:max-batch=B, ... (once: the one "
+                          "scheduler the engine ran)"),
     "predict": Option(("--predict",), "path", multiple=True,
                       help="another benchmark of the same engine, predicted with the fitted overhead (not fitted "
                            "on); repeatable"),
@@ -64,6 +66,7 @@ class CalibrateConfig:
     def from_options(cls, options: Mapping[str, Any], given: Collection[str] = ()) -> CalibrateConfig:
         """The config of one command line (``options``: the values by field name as click parsed them)."""
         values = dict(options)
+        values["policy"] = one_policy(values.get("policy"))
         values["predict"] = tuple(Path(p) for p in values.get("predict") or ())
         values["bench"] = tuple(Path(p) for p in values.get("bench") or ())
         for name in ("profile", "out_dir"):
@@ -74,3 +77,17 @@ class CalibrateConfig:
         return {"bench": [str(p) for p in self.bench], "profile": str(self.profile), "policy": self.policy,
                 "predict": [str(p) for p in self.predict], "format": self.fmt, "run": self.run,
                 "mem_fraction": self.mem_fraction, "seed": self.seed}
+
+
+def one_policy(given: str | Sequence[str] | None) -> str:
+    """``--policy`` once.  Refused twice rather than fitted once each: the overhead is the engine's, fitted on the
+    schedule of the one scheduler it ran, and one calibrate writes one calibrated profile; each other policy is a
+    calibration of its own (its own -o)."""
+    policies = [given] if isinstance(given, str) else list(given or ())
+    if not policies:
+        raise OptionError("--policy: give the engine's scheduling as a simulator policy")
+    if len(policies) > 1:
+        raise OptionError(f"--policy given {len(policies)} times ({', '.join(policies)}): the overhead is fitted on "
+                          "the schedule of the one scheduler the engine ran; give that one, and calibrate another "
+                          "policy in a run of its own")
+    return policies[0]

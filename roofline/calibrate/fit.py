@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from roofline.serving.latency import PERCENTILES, Timed, latencies, percentile_s, span_s
+from roofline.serving.latency import PERCENTILES, ServedRequest, latencies, percentile_s, span_s
 
 
 def nnls(a_matrix: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -56,7 +56,7 @@ def run_summary(requests) -> dict[str, Any]:
     return out
 
 
-def pooled_summary(runs: Sequence[Sequence[Timed]]) -> dict[str, Any]:
+def pooled_summary(runs: Sequence[Sequence[ServedRequest]]) -> dict[str, Any]:
     """``run_summary`` of several runs of one workload taken together: latency percentiles over every run's
     requests, throughput as all their output tokens (requests) over the sum of the runs' spans (each run's
     times count from its own start, so their spans add)."""
@@ -78,7 +78,7 @@ def compare_runs(predicted, measured) -> dict[str, Any]:
     return _side_by_side(run_summary(predicted), run_summary(measured))
 
 
-def compare_pooled(pairs: Sequence[tuple[Sequence[Timed], Sequence[Timed]]]) -> dict[str, Any]:
+def compare_pooled(pairs: Sequence[tuple[Sequence[ServedRequest], Sequence[ServedRequest]]]) -> dict[str, Any]:
     """``compare_runs`` of several (predicted, measured) runs of one workload taken together (``pooled_summary``)."""
     return _side_by_side(pooled_summary([p for p, _ in pairs]), pooled_summary([m for _, m in pairs]))
 

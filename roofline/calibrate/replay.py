@@ -22,7 +22,6 @@ trade off against the schedule they make, and the prediction, not each term, is 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,10 +30,8 @@ import numpy as np
 
 from roofline.calibrate.bench import BenchError, BenchRun
 from roofline.calibrate.fit import nnls
-from roofline.serving.policies import parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
-from roofline.serving.simulate import Replica, SimulationError, SimulationRun, check_requests, simulate
-from roofline.serving.workload import Request
+from roofline.serving.simulate import SimulationError, SimulationRun, simulate
 
 MAX_ROUNDS = 20
 # The fit has settled when no term moves by more than this share of the step time it adds up to.
@@ -73,11 +70,9 @@ def replay(profile: StepProfile, bench: BenchRun, policy: str, overhead: EngineO
            mem_fraction: float = 0.9) -> Replay:
     """``bench``'s requests through one replica of ``profile`` under ``policy`` with ``overhead``."""
     recorder = _recording(overhead)
-    requests = bench.workload()
-    if bench.concurrency is None:
-        run = simulate(profile, requests, policy, recorder, mem_fraction)
-    else:
-        run = _closed_loop(profile, requests, policy, recorder, bench.concurrency, mem_fraction)
+    # A closed loop (concurrency:C) is the simulator's own: the first C sent at once, each later one (in sending
+    # order) when a simulated one ends, its measured send time unused.
+    run = simulate(profile, bench.workload(), policy, recorder, mem_fraction, concurrency=bench.concurrency)
     if len(recorder.calls) != len(run.steps):
         raise SimulationError(f"{len(recorder.calls)} overhead calls for {len(run.steps)} steps")  # a bug, loudly
     units = [EngineOverhead(**{n: 1.0 if n == term else 0.0 for n in EngineOverhead.TERMS}, fitted_on="unit")
@@ -85,25 +80,6 @@ def replay(profile: StepProfile, bench: BenchRun, policy: str, overhead: EngineO
     terms = np.array([[unit.step_s(*call) for unit in units] for call in recorder.calls], dtype=float)
     time_s, overhead_s = run.steps.column("time_s"), run.steps.column("overhead_s")
     return Replay(run, time_s - overhead_s, run.steps.column("start_s") + time_s, terms.reshape(-1, len(units)))
-
-
-def _closed_loop(profile: StepProfile, requests: list[Request], policy: str, overhead: EngineOverhead,
-                 concurrency: int, mem_fraction: float) -> SimulationRun:
-    """The first ``concurrency`` requests at 0, then each sent when a simulated one ends (sending order)."""
-    parsed = parse_policy(policy)
-    kv_blocks = check_requests(profile, requests, parsed, mem_fraction)
-    first = [replace(r, arrival_s=0.0) for r in requests[:concurrency]]
-    replica = Replica(profile, parsed, overhead, kv_blocks, first)
-    replica.log_finished()
-    waiting, done = deque(requests[concurrency:]), 0
-    while done < len(requests):
-        if not replica.step():
-            raise SimulationError(f"{parsed.text}: nothing can run and nothing more arrives")
-        for outcome in replica.take_finished():
-            done += 1
-            if waiting:
-                replica.add(replace(waiting.popleft(), arrival_s=outcome.finish_s))
-    return replica.run(overhead)
 
 
 def fit_rows(bench: BenchRun, replayed: Replay) -> tuple[np.ndarray, np.ndarray]:

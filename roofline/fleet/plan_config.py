@@ -27,7 +27,7 @@ from roofline.serving.simulate_config import (
     refuse_specs_beside_lengths,
     refuse_static_split,
 )
-from roofline.serving.workload import check_request_count
+from roofline.serving.workload import check_request_count, parse_lengths
 from roofline.step.speculative import SpecDecode, parse_spec_decode
 
 # The largest fleet a plan searches: past it a target is reported as not met (exit 0), not searched for ever.
@@ -112,6 +112,9 @@ class PlanConfig:
         check_seed(self.seed)
         if not self.trace:
             check_request_count(self.requests)
+            if self.lengths is None:
+                parse_lengths(self.prompt)
+                parse_lengths(self.output_lengths)
         if not 0 < self.mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         check_router(self.router)

@@ -132,7 +132,10 @@ def plan_rows(document: dict[str, Any]) -> list[tuple[str, ...]]:
                         f"{point['prefill_replicas']}:{point['decode_replicas']}" if split else str(point["replicas"]))
                     rows.append((label, plan["policy"]["policy"], "P:D" if layout == "disaggregated" else "one",
                                  significant(point["rate_requests_per_s"]), replicas,
-                                 str(point["gpus"]) if point["met"] else f"> {document['max_gpus']}",
+                                 # "> the bound": fleets were simulated up to it; "–": none could be (the SLO is
+                                 # missed alone, or the workload is too short to show the rate)
+                                 str(point["gpus"]) if point["met"] else
+                                 f"> {document['max_gpus']}" if point.get("tried") else "–",
                                  _number(point["tokens_per_s_per_gpu"]),
                                  _number(point["usd_per_million_output_tokens"]),
                                  _tokens_per_joule(point, candidate), "yes" if point.get("on_front") else "",

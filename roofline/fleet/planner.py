@@ -29,13 +29,19 @@ from roofline.serving.metrics import Slo, energy_figures
 from roofline.serving.policies import Policy
 from roofline.serving.profile_doc import StepProfile
 from roofline.serving.simulate import simulate
-from roofline.serving.workload import Request, with_arrivals
+from roofline.serving.workload import MAX_REQUESTS, Request, with_arrivals
 from roofline.step.speculative import SpecDecode
 
 # The workload's requests are replayed at each rate, so at a high rate they arrive within a short span; when that
 # span is under this many times the end-to-end latency, the run is mostly its start (queues have no time to
 # build) and the answer is flagged as optimistic.
 STEADY_SPANS = 5
+# The share of the output tokens/s a rate asks for (rate x the workload's mean output) that a fleet must be seen
+# to produce for the plan to claim the rate: a fleet that keeps up finishes the last request about one end-to-end
+# latency after it arrives, which over a workload arriving across STEADY_SPANS latencies costs 1/(STEADY_SPANS + 1)
+# of the throughput (5/6 kept).  Below it the plan answered "10 replicas meet the SLO at 1e9 requests/s" for a
+# fleet making 33k of the 1.3e11 tokens/s asked: its requests arrived in a microsecond, a burst it served.
+COVERED = STEADY_SPANS / (STEADY_SPANS + 1)
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,32 @@ class RateTrial:
                 self.progress(Probe("poisson", self.rate, met, checks, fleet=layout.describe()))
         return self.tried[key][0]
 
+    def demand_tokens_per_s(self) -> float:
+        """The output tokens/s the rate asks for: the rate times the workload's mean output."""
+        requests = self.target.requests
+        return self.rate * sum(r.output_tokens for r in requests) / len(requests)
+
+    def too_short_to_show(self, fastest_e2e_s: float) -> str | None:
+        """Why no fleet can be seen to keep up with the rate on this workload (None: one might).  Whatever the
+        fleet, its last request ends at least the fastest end-to-end latency any request has (``fastest_e2e_s``,
+        served alone) after it arrives, so its output tokens/s is at most the workload's tokens over the arrivals'
+        span plus that latency: below ``COVERED`` of the demand, the claim cannot be made, and nothing is
+        simulated."""
+        times = [r.arrival_s for r in self.workload]
+        span = max(times) - min(times)
+        tokens = sum(r.output_tokens for r in self.workload)
+        most = tokens / (span + fastest_e2e_s)
+        demand = self.demand_tokens_per_s()
+        if most >= COVERED * demand:
+            return None
+        needed = math.ceil(self.rate * STEADY_SPANS * fastest_e2e_s) + 1
+        more = (f"give at least {needed:,} --requests" if needed <= MAX_REQUESTS else
+                f"no workload of at most {MAX_REQUESTS:,} requests can show it (it would take {needed:,})")
+        return (f"at {significant(self.rate)} requests/s the {len(self.workload):,} requests arrive within "
+                f"{seconds(span)}, and even served alone a request takes {seconds(fastest_e2e_s)}: no fleet can be "
+                f"seen to produce the {significant(demand)} output tokens/s asked (at most {significant(most)} on "
+                f"this workload); {more}")
+
     def point(self, replicas: int | None, decode: int | None = None, split: bool = False,
               why_none: str = "") -> dict[str, Any]:
         """The plan at this rate: the fleet found (``replicas``, or that many prefill and ``decode`` decode
@@ -174,6 +206,11 @@ class RateTrial:
                 out["usd_per_million_output_tokens"] = usd_per_million_output_tokens(
                     c.price_usd_per_gpu_hour, gpus, figures["tokens_per_s"])
             out["sentence"] = _sentence(out, parallel_words(c.profile.tp, c.profile.ep))
+            demand = self.demand_tokens_per_s()
+            if figures["tokens_per_s"] < COVERED * demand:
+                out["warnings"].append(f"the fleet produced {significant(figures['tokens_per_s'])} output tokens/s, "
+                                       f"{figures['tokens_per_s'] / demand:.0%} of the {significant(demand)} the rate "
+                                       "asks for: it may not keep up with the rate past this workload")
             span, e2e = len(t.requests) / self.rate, figures["e2e_p99_s"]
             if span < STEADY_SPANS * e2e:
                 out["warnings"].append(f"the {len(t.requests)} requests arrive over {seconds(span)}, less than "
@@ -212,8 +249,15 @@ def plan_policy(candidate: Candidate, policy: Policy, target: Target,
     bound = target.max_gpus // candidate.profile.gpus
     aggregated, disaggregated = [], []
     floor, floor_split = 1, (1, 1)
+    fastest = fastest_e2e_s(candidate, policy, target)
     for rate in target.rates:
         trial = RateTrial(candidate, policy, target, rate, progress)
+        short = trial.too_short_to_show(fastest)
+        if short is not None:  # the throughput asked for cannot be shown: no fleet is claimed, none simulated
+            aggregated.append(trial.point(None, why_none=short))
+            if target.disaggregate:
+                disaggregated.append(trial.point(None, split=True, why_none=short))
+            continue
         guess = math.ceil(rate / per_replica) if per_replica else bound
         replicas = smallest_meeting(trial.met, guess, floor, bound) if bound >= floor else None
         aggregated.append(trial.point(replicas))
@@ -226,6 +270,22 @@ def plan_policy(candidate: Candidate, policy: Policy, target: Target,
             floor_split = split or floor_split
     return {"policy": policy.to_dict(), "one_replica_capacity": capacity.to_dict(), "aggregated": aggregated,
             "disaggregated": disaggregated if target.disaggregate else None}
+
+
+def fastest_e2e_s(candidate: Candidate, policy: Policy, target: Target) -> float:
+    """A lower bound on any request's end-to-end latency: one of the workload's smallest prompt and smallest
+    output, served alone on an idle replica (every request is at least as long, and no fleet serves a request
+    faster than an idle replica of its own; a disaggregated one adds the KV transfer)."""
+    requests = target.requests
+    # A prompt whose prefix another request left cached prefills only its own tokens (at least one), and a
+    # speculative decode can take its whole output in fewer steps than tokens: the bound then takes the least
+    # either can be (a one-token prompt, a one-token output), which no request of the workload beats.
+    prompt = 1 if any(r.segments for r in requests) else min(r.prompt_tokens for r in requests)
+    output = 1 if target.spec is not None else min(r.output_tokens for r in requests)
+    smallest = Request(0, 0.0, prompt, output)
+    run = simulate(candidate.profile, [smallest], policy, candidate.profile.engine_overhead, target.mem_fraction,
+                   log_steps=False, spec=target.spec, seed=target.seed)
+    return run.requests[0].e2e_s
 
 
 def _unmeetable(candidate: Candidate, policy: Policy, target: Target, capacity: CapacityResult) -> dict[str, Any]:

@@ -12,14 +12,21 @@ request per step.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from roofline.fleet.handover import DecodeOnly, KvLink
 from roofline.fleet.router import Router
 from roofline.serving.policies import DEFAULT_ROUTER, Policy, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile
-from roofline.serving.simulate import Replica, RequestOutcome, SimulationError, SimulationRun, check_requests
+from roofline.serving.simulate import (
+    Finished,
+    Replica,
+    RequestOutcome,
+    SimulationError,
+    SimulationRun,
+    check_requests,
+)
 from roofline.serving.simulate_config import refuse_static_split
 from roofline.serving.step_log import StepLog
 from roofline.serving.workload import Request
@@ -87,10 +94,11 @@ class Member:
 
 def simulate_fleet(profile: StepProfile, requests: Sequence[Request], policy: Policy | str, layout: FleetLayout,
                    overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True,
-                   spec: SpecDecode | None = None, seed: int = 0) -> FleetRun:
+                   spec: SpecDecode | None = None, seed: int = 0, progress: Finished | None = None) -> FleetRun:
     """Run ``requests`` through the fleet of ``layout``; the pooled run with each replica's (with ``log_steps``
     False, no replica logs its steps: the run is read for its requests only).  ``spec``: speculative decoding on
-    every replica, each drawing its acceptances from its own stream under ``seed``."""
+    every replica, each drawing its acceptances from its own stream under ``seed``.  ``progress``: told the
+    requests finished (by the replicas that finish them) as the run goes."""
     policy = parse_policy(policy) if isinstance(policy, str) else policy
     kv_blocks = check_requests(profile, requests, policy, mem_fraction, spec.draft if spec is not None else 0)
 
@@ -104,20 +112,45 @@ def simulate_fleet(profile: StepProfile, requests: Sequence[Request], policy: Po
     ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))  # the order a lone replica takes them in
     if layout.split is None:
         front = [replica(policy, i) for i in range(layout.replicas)]
-        return _aggregated(front, Router(layout.router), ordered, policy, overhead)
-    if layout.link is None:
-        raise ValueError("a disaggregated layout needs its KV link")
+        run = _aggregated(front, Router(layout.router), ordered, policy, overhead, _reporter(front, progress))
+    else:
+        run = _split(profile, policy, layout, ordered, overhead, replica, progress)
+    if progress is not None:  # every request done (a split fleet's one-token requests end at a prefill replica)
+        progress(len(requests))
+    return run
+
+
+def _split(profile: StepProfile, policy: Policy, layout: FleetLayout, ordered: list[Request],
+           overhead: EngineOverhead | None, replica: Callable[[Policy, int], Member],
+           progress: Finished | None) -> FleetRun:
+    """The prefill and decode pools of ``layout``, their requests handed over after each prefill."""
+    if layout.link is None or layout.split is None:
+        raise ValueError("a disaggregated layout needs its split and its KV link")
     refuse_static_split([policy])
     prefill, decode = layout.split
     front = [replica(policy, i) for i in range(prefill)]
     back = [replica(DecodeOnly.of(policy), prefill + i) for i in range(decode)]
-    return _disaggregated(profile, front, back, layout, ordered, policy, overhead)
+    return _disaggregated(profile, front, back, layout, ordered, policy, overhead, _reporter(back, progress))
+
+
+# Routed requests between two progress reports: a report sums every replica's finished requests.
+PROGRESS_REQUESTS = 4096
+
+
+def _reporter(finishing: list[Member], progress: Finished | None) -> Callable[[], None] | None:
+    """A report of the requests the ``finishing`` replicas (a split fleet's decode replicas) have finished."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda: report(sum(member.engine.finished_count for member in finishing))
 
 
 def _aggregated(members: list[Member], router: Router, ordered: list[Request], policy: Policy,
-                overhead: EngineOverhead | None) -> FleetRun:
+                overhead: EngineOverhead | None, report: Callable[[], None] | None = None) -> FleetRun:
     where: dict[int, int] = {}
-    for request in ordered:
+    for index, request in enumerate(ordered):
+        if report is not None and index % PROGRESS_REQUESTS == 0:
+            report()
         # A router that reads the replicas' state needs each advanced to the arrival; round robin reads none, and a
         # replica's steps depend only on its own requests, so only the chosen one is advanced (the rest catch up
         # at their next request or at the end): the same steps, without touching every replica per arrival.
@@ -128,14 +161,15 @@ def _aggregated(members: list[Member], router: Router, ordered: list[Request], p
         members[chosen].run_until(request.arrival_s)
         members[chosen].replica.add(request)
         where[request.id] = chosen
-    runs = _finish(members, overhead)
+    runs = _finish(members, overhead, report)
     outcomes = sorted((o for run in runs for o in run.requests), key=lambda o: o.id)
     return _pooled(runs, ("serving",) * len(runs), outcomes, policy, overhead,
                    tuple((where[o.id], None) for o in outcomes), ())
 
 
 def _disaggregated(profile: StepProfile, front: list[Member], back: list[Member], layout: FleetLayout,
-                   ordered: list[Request], policy: Policy, overhead: EngineOverhead | None) -> FleetRun:
+                   ordered: list[Request], policy: Policy, overhead: EngineOverhead | None,
+                   report: Callable[[], None] | None = None) -> FleetRun:
     """Arrivals go to the prefill replicas; each finished prefill is handed, after its KV transfer, to a decode
     replica.  Handovers are routed in time order: before one at time h, every decode replica runs the steps that
     start before h, and every prefill step that could hand over earlier than h has already run (a handover
@@ -150,7 +184,9 @@ def _disaggregated(profile: StepProfile, front: list[Member], back: list[Member]
     first: dict[int, RequestOutcome] = {}
     where: dict[int, list] = {}
     transfers: list[float] = []
-    for request in [*ordered, None]:
+    for index, request in enumerate([*ordered, None]):
+        if report is not None and index % PROGRESS_REQUESTS == 0:
+            report()
         time_s = float("inf") if request is None else request.arrival_s
         for member in front:
             member.run_until(time_s)
@@ -173,7 +209,7 @@ def _disaggregated(profile: StepProfile, front: list[Member], back: list[Member]
         chosen = front_router.choose(front, time_s)
         front[chosen].replica.add(replace(request, output_tokens=1))
         where[request.id] = [chosen, None]
-    runs = _finish(front + back, overhead)
+    runs = _finish(front + back, overhead, report)
     decoded = {o.id: o for run in runs[len(front):] for o in run.requests}
     outcomes = []
     for request in sorted(ordered, key=lambda r: r.id):
@@ -181,18 +217,18 @@ def _disaggregated(profile: StepProfile, front: list[Member], back: list[Member]
         if rest is None:  # one output token: done at the prefill replica
             outcomes.append(prefilled)
             continue
-        outcomes.append(RequestOutcome(request.id, request.arrival_s, request.prompt_tokens, request.output_tokens,
-                                       prefilled.first_token_s, rest.finish_s,
-                                       prefilled.preemptions + rest.preemptions, rest.token_times_s,
-                                       prefilled.cached_tokens, prefilled.scheduled_s))
+        outcomes.append(RequestOutcome(request, prefilled.first_token_s, rest.finish_s, rest.token_times_s,
+                                       prefilled.preemptions + rest.preemptions, prefilled.cached_tokens,
+                                       prefilled.scheduled_s))
     roles = ("prefill",) * len(front) + ("decode",) * len(back)
     return _pooled(runs, roles, outcomes, policy, overhead, tuple(tuple(where[o.id]) for o in outcomes),
                    tuple(transfers))
 
 
-def _finish(members: list[Member], overhead: EngineOverhead | None) -> list[SimulationRun]:
+def _finish(members: list[Member], overhead: EngineOverhead | None,
+            report: Callable[[], None] | None = None) -> list[SimulationRun]:
     for member in members:
-        member.replica.finish()
+        member.replica.finish(None if report is None else lambda _: report())
     return [member.replica.run(overhead) for member in members]
 
 

@@ -59,6 +59,9 @@ from roofline.serving.workload import (
 # Each simulation of a capacity search as it ends, with what was searched ("capacity of continuous"): the command
 # prints a line for each, so a long search is visibly alive (the library never prints).
 ProbeReport = Callable[[str, Probe], None]
+# Each simulation's progress as it runs (what it is, the requests finished, the requests in all): the command shows
+# a bar for one that lasts (the library never prints).
+Ticker = Callable[[str, int, int], None]
 
 
 def named_progress(progress: ProbeReport | None, subject: str) -> Callable[[Probe], None] | None:
@@ -95,7 +98,9 @@ def prepare_simulation(config: SimulateConfig, provenance: Provenance) -> Simula
                                        config.lengths)
     if config.concurrency is not None:
         workload = closed_loop_record(workload, config.concurrency)
-    check_fits_in_memory(requests, len(config.policy_list))
+    spec = config.speculation
+    check_fits_in_memory(requests, len(config.policy_list), tokens_per_step=max(
+        p.max_batch for p in config.policy_list) * (spec.queries if spec is not None else 1))
     return Simulation(config, profile, requests, workload, overhead_with(profile, config.overhead_given),
                       fleet_layout(config, profile) if config.fleet else None, provenance)
 
@@ -139,10 +144,11 @@ class Simulation:
         now = now or dt.datetime.now(dt.timezone.utc)
         return Path("results") / f"sim-{self.profile.model.get('id') or 'model'}-{now:%Y%m%dT%H%M%SZ}"
 
-    def run(self, progress: ProbeReport | None = None) -> SimulationOutcome:
-        """Simulate each policy (with its rate curve and capacity search) and assemble the document."""
+    def run(self, progress: ProbeReport | None = None, ticker: Ticker | None = None) -> SimulationOutcome:
+        """Simulate each policy (with its rate curve and capacity search) and assemble the document; ``progress``:
+        each capacity probe as it ends, ``ticker``: each simulation as it runs."""
         config, provenance = self.config, self.provenance
-        entries = [self._policy(policy, progress) for policy in config.policy_list]
+        entries = [self._policy(policy, progress, ticker) for policy in config.policy_list]
         profile_path = str(config.profile_file) if config.profile_file else None
         sweep = load_sweep([(entry["run"].policy["policy"], entry["sweep"]) for entry in entries], self.fleet) \
             if config.sweep_load else None
@@ -163,25 +169,34 @@ class Simulation:
         spec = self.config.speculation
         return None if spec is None else {**spec.to_dict(), "drafter_cost": drafter_cost_basis(spec)}
 
-    def _run_at(self, policy: Policy, workload: list[Request], log_steps: bool = False) -> SimulationRun:
-        """One simulation of ``workload``: of the whole fleet when there is one (its capacity is the fleet's)."""
+    def _run_at(self, policy: Policy, workload: list[Request], log_steps: bool = False, label: str = "",
+                ticker: Ticker | None = None, clients: int | None = None) -> SimulationRun:
+        """One simulation of ``workload`` (``clients``: a closed loop of that many, else the config's): of the
+        whole fleet when there is one (its capacity is the fleet's); ``ticker`` told its progress as ``label``."""
+        finished = None if ticker is None else (lambda done: ticker(label, done, len(workload)))
         if self.layout is not None:
             return simulate_fleet(self.profile, workload, policy, self.layout, self.overhead,
-                                  self.config.mem_fraction, log_steps, self.config.speculation, self.config.seed)
+                                  self.config.mem_fraction, log_steps, self.config.speculation, self.config.seed,
+                                  progress=finished)
         return engine_loop.simulate(self.profile, workload, policy, self.overhead, self.config.mem_fraction, log_steps,
-                                    self.config.speculation, self.config.seed, self.config.concurrency)
+                                    self.config.speculation, self.config.seed,
+                                    clients if clients is not None else self.config.concurrency, progress=finished)
 
-    def _policy(self, policy: Policy, progress: ProbeReport | None) -> dict[str, Any]:
+    def _policy(self, policy: Policy, progress: ProbeReport | None, ticker: Ticker | None = None) -> dict[str, Any]:
         """One policy's entry: its run and summary; with rates its curve; with an SLO its capacity (each probe
-        handed to ``progress``)."""
+        handed to ``progress``, each simulation's progress to ``ticker``)."""
         config, profile = self.config, self.profile
 
         # Only the run the table summarises logs its steps; the curve's and the search's runs are read for their
         # requests' latencies alone (a step log of every request decoding alone at a low rate is gigabytes).
-        def run_at(workload: list[Request]) -> SimulationRun:
-            return self._run_at(policy, workload)
+        def run_at(workload: list[Request], label: str = f"capacity of {policy.text}") -> SimulationRun:
+            return self._run_at(policy, workload, label=label, ticker=ticker)
 
-        run = self._run_at(policy, self.requests, log_steps=True)
+        def at_rate(rate: float) -> SimulationRun:
+            return run_at(with_arrivals(self.requests, f"poisson:{rate!r}", config.seed),
+                          f"{policy.text} at {rate:g} requests/s")
+
+        run = self._run_at(policy, self.requests, log_steps=True, label=policy.text, ticker=ticker)
         summary = summarize(run, profile, config.mem_fraction, config.slo)
         fleet = self.fleet
         entry: dict[str, Any] = {"run": run, "summary": summary, "rates": [], "energy": energy_figures(
@@ -190,15 +205,13 @@ class Simulation:
         if isinstance(run, FleetRun):
             entry["fleet"] = fleet_section(run, profile, config.mem_fraction)
         for rate in config.rates:
-            entry["rates"].append(rate_point(rate, run_at(with_arrivals(self.requests, f"poisson:{rate!r}",
-                                                                        config.seed))))
-        entry["sweep"] = [load_point(rate, run_at(with_arrivals(self.requests, f"poisson:{rate!r}", config.seed)),
-                                     fleet) for rate in config.sweep_load]
+            entry["rates"].append(rate_point(rate, at_rate(rate)))
+        entry["sweep"] = [load_point(rate, at_rate(rate), fleet) for rate in config.sweep_load]
         if config.slo is not None and config.concurrency is not None:  # the clients set the rate: search them
             entry["capacity"] = concurrency_capacity(
-                self.requests, config.slo, lambda clients: engine_loop.simulate(
-                    profile, self.requests, policy, self.overhead, config.mem_fraction, False,
-                    config.speculation, config.seed, clients),
+                self.requests, config.slo, lambda clients: self._run_at(
+                    policy, self.requests, label=f"capacity of {policy.text}, {clients} clients", ticker=ticker,
+                    clients=clients),
                 named_progress(progress, f"capacity of {policy.text}"))
             entry["rates"] += [{k: v for k, v in p.items() if k != "checks"} for p in entry["capacity"].tried]
         elif config.slo is not None:

@@ -1,7 +1,10 @@
-"""A request's latencies and their percentiles, written once for every per-request record: the simulator's
-``RequestOutcome`` and the engine's ``RequestTiming`` both carry ``arrival_s``, ``first_token_s``, ``finish_s``,
-``output_tokens`` and ``token_times_s`` (the time of each output token), so ``simulate``, ``validate`` and the
-capacity search read the same numbers.
+"""One served request's record and its latencies and their percentiles, written once.
+
+``ServedRequest`` is the one record of a request that was served: the ``Request`` it was (its id, arrival and
+lengths, declared once, in ``roofline.serving.workload``) and when its tokens came back.  A benchmark's measured
+requests are ServedRequests as they are (``roofline.calibrate.bench``); the simulator's ``RequestOutcome`` and the
+engine's ``RequestTiming`` are ServedRequests with what each also knows (preemptions and admission; the steps each
+token came at), so ``simulate``, ``validate``, ``calibrate`` and the capacity search read the same numbers.
 
 The definitions are vLLM's serving benchmark's (docs/serving.md): TTFT from arrival to the first token; TPOT the
 request's mean gap after its first token; ITL every gap between two consecutive tokens of a request, pooled over
@@ -13,62 +16,84 @@ the first, while TPOT stays per output token."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass
 
 import numpy as np
+
+from roofline.serving.workload import Request
 
 PERCENTILES = (50, 90, 99)
 
 
-class Timed(Protocol):
-    """Read-only members: the records are frozen dataclasses, which a protocol of plain attributes rejects."""
+@dataclass(frozen=True, slots=True)
+class ServedRequest:
+    """A request and when its tokens came back, seconds on its run's clock: the first token, the last, and every
+    output token's time in order (``token_times_s``; empty where they were not kept, and the request has no ITL
+    samples).  Its id, arrival and lengths are its request's, read through."""
+
+    request: Request
+    first_token_s: float
+    finish_s: float
+    token_times_s: Sequence[float] = ()
 
     @property
-    def arrival_s(self) -> float: ...
+    def id(self) -> int:
+        return self.request.id
 
     @property
-    def first_token_s(self) -> float: ...
+    def arrival_s(self) -> float:
+        return self.request.arrival_s
 
     @property
-    def finish_s(self) -> float: ...
+    def prompt_tokens(self) -> int:
+        return self.request.prompt_tokens
 
     @property
-    def output_tokens(self) -> int: ...
+    def output_tokens(self) -> int:
+        return self.request.output_tokens
 
     @property
-    def token_times_s(self) -> Sequence[float]:
-        """Every output token's time, in order (empty: not recorded, and the request has no ITL)."""
-        ...
+    def ttft_s(self) -> float:
+        return time_to_first_token_s(self)
+
+    @property
+    def e2e_s(self) -> float:
+        return end_to_end_s(self)
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean time per output token after the first (None for a one-token output)."""
+        return time_per_output_token_s(self)
 
 
-def time_to_first_token_s(request: Timed) -> float:
+def time_to_first_token_s(request: ServedRequest) -> float:
     return request.first_token_s - request.arrival_s
 
 
-def time_per_output_token_s(request: Timed) -> float | None:
+def time_per_output_token_s(request: ServedRequest) -> float | None:
     """Mean time per output token after the first (None for a one-token output)."""
     if request.output_tokens <= 1:
         return None
     return (request.finish_s - request.first_token_s) / (request.output_tokens - 1)
 
 
-def end_to_end_s(request: Timed) -> float:
+def end_to_end_s(request: ServedRequest) -> float:
     return request.finish_s - request.arrival_s
 
 
-def span_s(requests: Sequence[Timed]) -> float:
+def span_s(requests: Sequence[ServedRequest]) -> float:
     """First arrival to last finish."""
     return max(r.finish_s for r in requests) - min(r.arrival_s for r in requests)
 
 
-def inter_token_latencies_s(request: Timed) -> np.ndarray:
+def inter_token_latencies_s(request: ServedRequest) -> np.ndarray:
     """The request's gaps between consecutive chunks of output tokens, in order (one fewer than its tokens when
     each token is its own chunk; tokens that share their time are one chunk)."""
     gaps = np.diff(np.asarray(request.token_times_s, dtype=float))
     return gaps[gaps > 0]
 
 
-def _gaps_and_owners(requests: Sequence[Timed]) -> tuple[np.ndarray, np.ndarray]:
+def _gaps_and_owners(requests: Sequence[ServedRequest]) -> tuple[np.ndarray, np.ndarray]:
     """Every request's inter-token gaps in one array, and the index of the request each belongs to.  One
     concatenation and one difference for all requests: 10,000 requests' np.diff calls one by one cost more than
     the rest of a summary."""
@@ -88,12 +113,12 @@ def _gaps_and_owners(requests: Sequence[Timed]) -> tuple[np.ndarray, np.ndarray]
     return gaps[chunk], owners[chunk]
 
 
-def pooled_inter_token_latencies_s(requests: Sequence[Timed]) -> np.ndarray:
+def pooled_inter_token_latencies_s(requests: Sequence[ServedRequest]) -> np.ndarray:
     """Every gap between consecutive output tokens of every request, pooled (vLLM's ITL), seconds."""
     return _gaps_and_owners(requests)[0]
 
 
-def own_inter_token_percentile_s(requests: Sequence[Timed], percentile: float) -> np.ndarray:
+def own_inter_token_percentile_s(requests: Sequence[ServedRequest], percentile: float) -> np.ndarray:
     """Per request, the ``percentile`` of its own gaps (numpy's linear method, as ``percentile_s``); NaN for a
     request with fewer than two tokens.  Vectorised: the gaps sorted within each request, then interpolated."""
     gaps, owners = _gaps_and_owners(requests)
@@ -112,7 +137,7 @@ def own_inter_token_percentile_s(requests: Sequence[Timed], percentile: float) -
     return out
 
 
-def request_latencies(requests: Sequence[Timed]) -> dict[str, np.ndarray]:
+def request_latencies(requests: Sequence[ServedRequest]) -> dict[str, np.ndarray]:
     """Each request's own TTFT, TPOT (NaN for a one-token output) and end-to-end latency, and TTFT's two parts:
     queueing, arrival to first admission into a step (the scheduling delay), and prefill, that admission to the
     first token (NaN both where the record keeps no admission time: a measured engine's), in request order."""
@@ -125,7 +150,7 @@ def request_latencies(requests: Sequence[Timed]) -> dict[str, np.ndarray]:
             "queue": scheduled - arrival, "prefill": ttft - (scheduled - arrival)}
 
 
-def latencies(requests: Sequence[Timed]) -> dict[str, np.ndarray]:
+def latencies(requests: Sequence[ServedRequest]) -> dict[str, np.ndarray]:
     """The samples each percentile is taken over, seconds: per request TTFT, TPOT (requests with more than one
     output token), end-to-end latency, queueing and prefill (requests whose admission was recorded); ITL, every
     inter-token gap of every request."""

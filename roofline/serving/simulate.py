@@ -15,13 +15,13 @@ import math
 from array import array
 from bisect import insort
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from roofline.core.errors import BadInputError
 from roofline.serving.kv_blocks import KvBlocks
-from roofline.serving.latency import end_to_end_s, span_s, time_per_output_token_s, time_to_first_token_s
+from roofline.serving.latency import ServedRequest, span_s
 from roofline.serving.policies import Policy, StepPlan, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, step_watts
 from roofline.serving.step_cost import CostModel
@@ -31,21 +31,23 @@ from roofline.specs.models import past_context_window
 from roofline.step.memory import fixed_bytes_per_sequence
 from roofline.step.speculative import SpecDecode, acceptance_rng
 
+# What a long simulation reports as it runs: the requests finished so far (the caller knows how many there are).
+Finished = Callable[[int], None]
+# Steps between two reports: at the ~31 us a step measured by scripts/measure_simulation_memory.py, about every
+# 60 ms, often enough for a progress bar and too seldom to slow the loop.
+PROGRESS_STEPS = 2048
+
 
 class SimulationError(BadInputError):
     """A simulation that cannot run (a request larger than the KV cache, no memory size); one line."""
 
 
 @dataclass(frozen=True, slots=True)
-class RequestOutcome:
-    id: int
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-    first_token_s: float
-    finish_s: float
-    preemptions: int
-    token_times_s: Sequence[float] = ()  # every output token's time, in order (the simulator's: an array of 'd')
+class RequestOutcome(ServedRequest):
+    """A request as the simulator served it: its times (``ServedRequest``; every output token's time an array of
+    'd') and what the engine loop also knows of it."""
+
+    preemptions: int = 0
     cached_tokens: int = 0  # prompt tokens found in the prefix cache when first admitted (not prefilled)
     scheduled_s: float = math.nan  # when first admitted into a step (NaN: not recorded): TTFT's queueing ends
 
@@ -58,19 +60,6 @@ class RequestOutcome:
     def prefill_s(self) -> float:
         """First admission to first token (seconds): the rest of TTFT, prefill (and any step it shared)."""
         return self.first_token_s - self.scheduled_s
-
-    @property
-    def ttft_s(self) -> float:
-        return time_to_first_token_s(self)
-
-    @property
-    def e2e_s(self) -> float:
-        return end_to_end_s(self)
-
-    @property
-    def tpot_s(self) -> float | None:
-        """Mean time per output token after the first (None for a one-token output)."""
-        return time_per_output_token_s(self)
 
 
 @dataclass(frozen=True)
@@ -141,14 +130,17 @@ class Engine:
                  spec: SpecDecode | None = None, seed: int = 0, index: int = 0, fixed: int = 0) -> None:
         # A conversation's later turn waits for the turn before it to end: it is sent (think_s later) only then.
         self.followers = {r.after: Seq(r) for r in requests if r.after is not None}
-        self.pending = sorted((Seq(r) for r in requests if r.after is None), key=_arrival)
-        # A closed loop (``concurrency`` clients): the first requests are sent at once, one per client, and each
-        # later one (in order) when any client's request ends, whatever its arrival time said.
+        firsts = [r for r in requests if r.after is None]
+        # A closed loop (``concurrency`` clients): the requests are sent in id order, whatever their arrival times
+        # said (a benchmark numbers them in sending order; tests/test_serving_load.py sends them against their
+        # arrival order): the first at once, one per client, each later one when any client's request ends.
         self.unsent: deque[Seq] = deque()
-        if concurrency is not None:
-            self.pending.sort(key=lambda seq: seq.request.id)
-            self.unsent.extend(self.pending[concurrency:])
-            self.pending = [Seq(replace(s.request, arrival_s=0.0)) for s in self.pending[:concurrency]]
+        if concurrency is None:
+            self.pending = sorted((Seq(r) for r in firsts), key=_arrival)
+        else:
+            firsts.sort(key=lambda r: r.id)
+            self.unsent.extend(Seq(r) for r in firsts[concurrency:])
+            self.pending = [Seq(replace(r, arrival_s=0.0)) for r in firsts[:concurrency]]
         self.shared = any(r.segments for r in requests)
         self.next_arrival = 0
         self.waiting: deque[Seq] = deque()
@@ -403,9 +395,8 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
 
 
 def _outcome(seq: Seq) -> RequestOutcome:
-    r = seq.request
-    return RequestOutcome(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens, seq.first_token_s, seq.finish_s,
-                          seq.preemptions, seq.token_times, max(seq.cached_tokens, 0), seq.scheduled_s)
+    return RequestOutcome(seq.request, seq.first_token_s, seq.finish_s, seq.token_times, seq.preemptions,
+                          max(seq.cached_tokens, 0), seq.scheduled_s)
 
 
 class Replica:
@@ -496,12 +487,18 @@ class Replica:
             kv_blocked=engine.kv_blocked, preempted=engine.preempted, decode_tokens=engine.step_tokens)
         return True
 
-    def finish(self) -> None:
+    def finish(self, progress: Finished | None = None) -> None:
         """Run until every request handed over (and every one a closed loop's clients still have to send) has
-        finished."""
-        while len(self.engine.pending) > self.engine.finished_count:
+        finished; ``progress``: told the requests finished every ``PROGRESS_STEPS`` steps."""
+        engine, steps = self.engine, 0
+        while len(engine.pending) > engine.finished_count:
             if not self.step():
                 raise SimulationError(f"{self.policy.text}: nothing can run and nothing more arrives")
+            steps += 1
+            if progress is not None and steps % PROGRESS_STEPS == 0:
+                progress(engine.finished_count)
+        if progress is not None:
+            progress(engine.finished_count)
 
     def outcomes(self) -> tuple[RequestOutcome, ...]:
         return tuple(_outcome(s) for s in sorted(self.engine.pending, key=lambda s: s.request.id))
@@ -521,12 +518,14 @@ class Replica:
 
 def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy | str,
              overhead: EngineOverhead | None = None, mem_fraction: float = 0.9, log_steps: bool = True,
-             spec: SpecDecode | None = None, seed: int = 0, concurrency: int | None = None) -> SimulationRun:
+             spec: SpecDecode | None = None, seed: int = 0, concurrency: int | None = None,
+             progress: Finished | None = None) -> SimulationRun:
     """Run ``requests`` through one replica under ``policy``; per-request times and a record per step (with
     ``log_steps`` False, an empty step log: the run is read for its requests only).  ``spec``: speculative
     decoding, its acceptances drawn under ``seed``.  With ``concurrency`` C the load is a closed loop: C clients,
     each sending the next request (in id order) when its last one ends, so a request's arrival is the end of the
-    one its client sent before (the requests' own arrival times unused)."""
+    one its client sent before (the requests' own arrival times unused).  ``progress``: told the requests finished
+    as the run goes."""
     policy = parse_policy(policy) if isinstance(policy, str) else policy
     if concurrency is not None and any(r.after is not None for r in requests):
         raise SimulationError("a closed loop's clients send requests in turn; conversations (--sessions) already "
@@ -534,5 +533,5 @@ def simulate(profile: StepProfile, requests: Sequence[Request], policy: Policy |
     kv_blocks = check_requests(profile, requests, policy, mem_fraction, spec.draft if spec is not None else 0)
     replica = Replica(profile, policy, overhead, kv_blocks, requests, log_steps, spec, seed,
                       concurrency=concurrency)
-    replica.finish()
+    replica.finish(progress)
     return replica.run(overhead)

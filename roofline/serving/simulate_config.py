@@ -13,7 +13,7 @@ import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from roofline.core.counting import DTYPES, KV_DTYPES
 from roofline.core.errors import BadInputError
@@ -30,7 +30,19 @@ from roofline.serving.policies import (
     router_help,
 )
 from roofline.serving.profile_doc import MAX_KERNEL_S, EngineOverhead
-from roofline.serving.workload import MAX_REQUESTS, check_request_count, parse_prefix, parse_sessions
+from roofline.serving.workload import (
+    MAX_REQUESTS,
+    arrivals_help,
+    check_request_count,
+    lengths_help,
+    parse_arrivals,
+    parse_lengths,
+    parse_prefix,
+    parse_sessions,
+)
+from roofline.specs.gpus import MAX_LINK_GBPS, MIN_LINK_GBPS
+from roofline.specs.hf_config import load_hf_config
+from roofline.specs.models import load_model, past_context_window
 from roofline.step.speculative import SpecDecode, parse_spec_decode
 
 # A GPU-hour dearer than this is a typo (the dearest cloud GPU-hours cost tens of dollars), and past it the tokens
@@ -81,13 +93,12 @@ FLAGS: dict[str, Option] = {
     "analytic": Option(("--analytic",), "flag", help="build the profile from a SKU's ceilings (--gpu, --model)"),
     **MODEL_FLAGS,
     "requests": Option(("--requests",), "int", 1000, show_default=True, help="requests to generate"),
-    "arrivals": Option(("--arrivals",), default="burst", show_default=True, help="burst | poisson:RATE (requests/s)"),
+    "arrivals": Option(("--arrivals",), default="burst", show_default=True, help=arrivals_help()),
     "concurrency": Option(("--concurrency",), "int", metavar="C",
                           help="a closed loop instead of --arrivals: C clients, each sending its next request when "
                                "its last one ends"),
     "prompt": Option(("--prompt",), default="fixed:512", show_default=True,
-                     help="prompt lengths: fixed:N | uniform:A:B | exp:MEAN[:CAP] | lognormal:MEDIAN:SIGMA[:CAP] | "
-                     "sharegpt (a preset fitted to a published trace)"),
+                     help=f"prompt lengths: {lengths_help()}"),
     "output_lengths": Option(("--output",), default="exp:128:512", show_default=True,
                              help="output lengths, as --prompt"),
     "lengths": Option(("--lengths",), "path", metavar="FILE.csv",
@@ -144,10 +155,11 @@ MAX_RATES = 100
 # (a 400 Gb/s Ethernet port, IEEE 802.3bs, carries 50 bytes a nanosecond, less than one request's headers), and
 # every serving step takes microseconds; past it a rate is a typo, and 1e308 overflowed the figures' axes.
 MAX_RATE_PER_S = 1e9
-# The fastest KV link taken: 1,000,000 Gb/s (125 TB/s), over a hundred times the fastest GPU link on a spec sheet
-# here (fifth-generation NVLink, 900 GB/s one way: profiles/gpus/b200.toml).  Past it no link exists, and 1e306
-# Gb/s overflowed to inf, which JSON cannot hold.
-MAX_KV_LINK_GBPS = 1e6
+# The links taken (--interconnect-gbps, --kv-link-gbps, a spec sheet's link: roofline.specs.gpus): from 1 Gb/s,
+# gigabit Ethernet (below it, 1e-300 Gb/s, a collective's time printed with 300 digits), to 1,000,000 Gb/s (125
+# TB/s), over a hundred times the fastest GPU link on a spec sheet here (fifth-generation NVLink, 900 GB/s one way:
+# profiles/gpus/b200.toml); past it no link exists, and 1e306 Gb/s overflowed to inf, which JSON cannot hold.
+MAX_KV_LINK_GBPS = MAX_LINK_GBPS
 
 
 @dataclass(frozen=True)
@@ -220,8 +232,12 @@ class SimulateConfig:
         if why:
             raise BadInputError(f"--gpu-hour-usd {self.gpu_hour_usd:g}: {why} (USD per GPU-hour)")
         parse_spec_decode(self.spec_decode)
-        if not self.trace:  # a trace's own length is counted as it is read
+        if not self.trace:  # a trace's own length is counted as it is read, its arrivals and lengths its own
             check_request_count(self.requests)
+            parse_arrivals(self.arrivals)
+            if self.lengths is None:
+                parse_lengths(self.prompt)
+                parse_lengths(self.output_lengths)
         if self.prefix:
             parse_prefix(self.prefix)
         if self.sessions:
@@ -269,6 +285,8 @@ class SimulateConfig:
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for simulation.json and the report")
         refuse_drawn_beside_trace(config.trace, given, FLAGS)
         refuse_specs_beside_lengths(config.lengths, given, FLAGS)
+        if "max_context" in given:
+            refuse_max_context_past_window(config.max_context, config.model, config.hf_config)
         if "concurrency" in given and "arrivals" in given:
             raise BadInputError("--arrivals and --concurrency: the clients of a closed loop send each request when "
                                 "their last one ends; give one or the other")
@@ -280,15 +298,31 @@ class SimulateConfig:
                       "sweep_load": parse_sweep_load(values.get("sweep_load")), "disaggregate": split})
 
 
+def refuse_max_context_past_window(max_context: int, model: str | None, hf_config: Path | None) -> None:
+    """A typed ``--max-context`` longer than the model's context window, refused as decode refuses a ``--context``
+    past it (``past_context_window``: the one rule): a profile's contexts past the window describe no step the model
+    runs.  Only typed: the default (8192) is the profile's reach whatever the model, as it always was."""
+    if bool(model) == bool(hf_config):  # none or both: the profile's own check says which to give
+        return
+    spec = load_model(model) if model else load_hf_config(cast(Path, hf_config))
+    past = past_context_window(spec.name, spec.max_positions, max_context)
+    if past:
+        raise BadInputError(f"--max-context {max_context}: {past}")
+
+
 def check_spec_sheet(sku: str | None, gpu_spec: Path | None, interconnect_gbps: float | None) -> None:
-    """``--gpu`` or ``--gpu-spec``, not both; ``--interconnect-gbps`` a positive number of Gb/s, at most
-    ``MAX_KV_LINK_GBPS`` (the fastest link taken anywhere)."""
+    """``--gpu`` or ``--gpu-spec``, not both; ``--interconnect-gbps`` a link's Gb/s (``check_link_gbps``)."""
     if sku and gpu_spec:
         raise BadInputError(f"--gpu {sku} and --gpu-spec {gpu_spec}: give one spec sheet")
     if interconnect_gbps is not None:
-        why = number_refusal(interconnect_gbps, low=0, high=MAX_KV_LINK_GBPS)
-        if why:
-            raise BadInputError(f"--interconnect-gbps {interconnect_gbps:g}: {why}")
+        check_link_gbps("--interconnect-gbps", interconnect_gbps)
+
+
+def check_link_gbps(flag: str, gbps: float) -> None:
+    """A link's Gb/s each way: from ``MIN_LINK_GBPS`` (gigabit Ethernet) to ``MAX_LINK_GBPS`` (past any link)."""
+    if not math.isfinite(gbps) or not MIN_LINK_GBPS <= gbps <= MAX_LINK_GBPS:
+        raise BadInputError(f"{flag} {gbps:g}: give {MIN_LINK_GBPS:g} to {MAX_LINK_GBPS:,.0f} Gb/s each way (from "
+                            "gigabit Ethernet to over a hundred times the fastest GPU link)")
 
 
 def check_closed_loop(config: SimulateConfig) -> None:
@@ -419,11 +453,8 @@ def refuse_static_split(policies: list[Policy]) -> None:
 
 
 def check_kv_link(gbps: float) -> None:
-    """``--kv-link-gbps``: a positive number of Gb/s, at most ``MAX_KV_LINK_GBPS``."""
-    why = number_refusal(gbps, low=0, high=MAX_KV_LINK_GBPS)
-    if why:
-        raise BadInputError(f"--kv-link-gbps {gbps:g}: {why} Gb/s (over a hundred times the fastest GPU link)"
-                            if why.startswith("must be at most") else f"--kv-link-gbps {gbps:g}: {why}")
+    """``--kv-link-gbps``: a link's Gb/s (``check_link_gbps``)."""
+    check_link_gbps("--kv-link-gbps", gbps)
 
 
 def check_rates(rates: tuple[float, ...], flag: str) -> None:

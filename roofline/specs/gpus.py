@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from roofline.core.counting import compute_dtype
+from roofline.core.errors import BadInputError
 from roofline.core.roof import all_to_all_time_s, ring_all_reduce_time_s
 
 if sys.version_info >= (3, 11):
@@ -22,8 +23,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 GIB = 1024**3
 
 
-class SpecError(Exception):
-    """A profile that is missing or malformed; one line."""
+class SpecError(BadInputError):
+    """A spec sheet or model spec that is missing or malformed; one line (bad input, as every other)."""
 
 
 def profiles_dir() -> Path:
@@ -149,48 +150,95 @@ class GpuSpec:
         }
 
 
+# What a spec sheet's figures may be: about 1,000 times past the shipped sheets' extremes either way (profiles/gpus:
+# memory bandwidth 0.27-8 TB/s, memory 24-192 GB, dense peaks 13 TFLOP/s-9 PFLOP/s, links 32-900 GB/s one way,
+# latencies 0.6-6.6 us, boards 72-1,000 W).  Past them a figure is a typo, not a GPU: 0 divides by zero later, and
+# 1e300 overflows the first product (a step's FLOP over 1e300 FLOP/s underflows, its bytes' time prints with 300
+# digits).  A link's bounds are --interconnect-gbps' (1 to 1,000,000 Gb/s: gigabit Ethernet to past any link).
+MIN_LINK_GBPS = 1.0
+MAX_LINK_GBPS = 1e6
+BANDWIDTH_RANGE = (1e8, 1e16)  # bytes/s
+MEMORY_RANGE = (1e8, 1e15)  # bytes
+PEAK_RANGE = (1e9, 1e19)  # FLOP/s
+LINK_RANGE = (MIN_LINK_GBPS * 1e9 / 8, MAX_LINK_GBPS * 1e9 / 8)  # bytes/s one way
+LATENCY_RANGE = (0.0, 1.0)  # seconds
+POWER_RANGE = (1.0, 1e6)  # watts
+MEMORY_GIB_RANGE = (0.0, 1e6)  # the driver's report a sheet matches, GiB
+
+
+class _Figure(ValueError):
+    """A figure out of its range or not a number, said with its key."""
+
+
+def _figure(table: dict, key: str, section: str, bounds: tuple[float, float]) -> float:
+    """``table[key]``, a number within ``bounds`` (nan, inf, a string, a bool are not), else one line naming
+    ``section.key``."""
+    value = table[key]
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise _Figure(f"{section}.{key} = {value!r}: give a number from {low:g} to {high:g}")
+    return float(value)
+
+
 def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
     try:
         match, memory, peaks, link = data["match"], data["memory"], data["peak_flop_per_s"], data["interconnect"]
         lo, hi = match["memory_gib"]
-        bandwidth, peak_flop_per_s = float(memory["bandwidth_bytes_per_s"]), _peaks(peaks)
+        gib = {"low": lo, "high": hi}
+        lo, hi = (_figure(gib, "low", "match.memory_gib", MEMORY_GIB_RANGE),
+                  _figure(gib, "high", "match.memory_gib", MEMORY_GIB_RANGE))
+        bandwidth = _figure(memory, "bandwidth_bytes_per_s", "memory", BANDWIDTH_RANGE)
+        peak_flop_per_s = _peaks(peaks, "peak_flop_per_s")
         return GpuSpec(
             sku=sku,
             name=str(data["name"]),
             name_regex=str(match["name_regex"]),
-            memory_gib_range=(float(lo), float(hi)),
-            capacity_bytes=float(memory["capacity_bytes"]),
+            memory_gib_range=(lo, hi),
+            capacity_bytes=_figure(memory, "capacity_bytes", "memory", MEMORY_RANGE),
             bandwidth_bytes_per_s=bandwidth,
             peak_flop_per_s=peak_flop_per_s,
             bandwidth_source=str(memory["source"]),
             peak_source=str(peaks["source"]),
-            interconnect=Interconnect(kind=str(link["kind"]), link_bytes_per_s=_positive(link["link_bytes_per_s"]),
-                                      hop_latency_s=_non_negative(link["hop_latency_s"]),
+            interconnect=Interconnect(kind=str(link["kind"]),
+                                      link_bytes_per_s=_figure(link, "link_bytes_per_s", "interconnect", LINK_RANGE),
+                                      hop_latency_s=_figure(link, "hop_latency_s", "interconnect", LATENCY_RANGE),
                                       link_source=str(link["link_source"]),
                                       latency_source=str(link["latency_source"]),
-                                      base_latency_s=_non_negative(link["base_latency_s"]),
+                                      base_latency_s=_figure(link, "base_latency_s", "interconnect", LATENCY_RANGE),
                                       base_latency_source=str(link["base_latency_source"])),
-            reported_bytes=_positive(memory["reported_bytes"]),
+            reported_bytes=_figure(memory, "reported_bytes", "memory", MEMORY_RANGE),
             reported_source=str(memory["reported_source"]),
             achievable=_achievable(data["achievable"], bandwidth, peak_flop_per_s),
-            tdp_w=_positive(data["power"]["tdp_w"]) if "power" in data else None,
+            tdp_w=_figure(data["power"], "tdp_w", "power", POWER_RANGE) if "power" in data else None,
             tdp_source=str(data.get("power", {}).get("source", "")),
             reference_systems={str(k): str(v) for k, v in data.get("reference", {}).items() if k != "note"},
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except _Figure as exc:
+        raise SpecError(f"profile {sku}: {exc}") from None
+    except KeyError as exc:
+        raise SpecError(f"profile {sku}: malformed (no {exc})") from None
+    except (TypeError, ValueError, AttributeError) as exc:
         raise SpecError(f"profile {sku}: malformed ({exc})") from None
 
 
-def _peaks(table: dict) -> dict[str, float]:
-    """A peak table's figures; a zero means the SKU has no such unit (A100 and fp8): left out."""
-    return {k: float(v) for k, v in table.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0}
+# A peak table's words beside its figures.
+PEAK_WORDS = ("source", "note", "basis")
+
+
+def _peaks(table: dict, section: str) -> dict[str, float]:
+    """A peak table's figures (FLOP/s per dtype); a zero means the SKU has no such unit (A100 and fp8): left out."""
+    figures = {str(k): v for k, v in table.items() if k not in PEAK_WORDS}
+    return {k: _figure(figures, k, section, PEAK_RANGE) for k, v in figures.items() if v != 0 or isinstance(v, bool)}
 
 
 def _achievable(table: dict, spec_bandwidth: float, spec_peaks: dict[str, float]) -> Achievable:
     """The [achievable] table: a figure for every dtype the spec sheet has a peak for, each with its basis, and none
     above the spec sheet's (a typo there would make every default profile optimistic without a word)."""
-    peaks, bandwidth = _peaks(table["peak_flop_per_s"]), _positive(table["bandwidth_bytes_per_s"])
+    peaks = _peaks(table["peak_flop_per_s"], "achievable.peak_flop_per_s")
+    bandwidth = _figure(table, "bandwidth_bytes_per_s", "achievable", BANDWIDTH_RANGE)
     basis = table["peak_flop_per_s"]["basis"]
+    if not isinstance(basis, dict):
+        raise ValueError(f"achievable.peak_flop_per_s.basis = {basis!r}: give a table of one basis per dtype")
     missing = sorted(set(spec_peaks) - set(peaks)) + sorted(d for d in peaks if not basis.get(d))
     if missing:
         raise ValueError(f"[achievable] has no figure or no basis for {', '.join(missing)}")
@@ -202,20 +250,6 @@ def _achievable(table: dict, spec_bandwidth: float, spec_peaks: dict[str, float]
                       bandwidth_basis=str(table["bandwidth_basis"]), bandwidth_source=str(table["bandwidth_source"]),
                       peak_basis={d: str(basis[d]) for d in peaks},
                       peak_source=str(table["peak_flop_per_s"]["source"]))
-
-
-def _positive(value) -> float:
-    number = float(value)
-    if not number > 0 or number == float("inf"):
-        raise ValueError(f"{value!r} is not a positive number")
-    return number
-
-
-def _non_negative(value) -> float:
-    number = float(value)
-    if not 0 <= number < float("inf"):
-        raise ValueError(f"{value!r} is not a non-negative number")
-    return number
 
 
 def load_gpu_specs() -> dict[str, GpuSpec]:
@@ -237,17 +271,28 @@ def load_gpu_spec(sku: str) -> GpuSpec:
     return profiles[sku]
 
 
+# A spec sheet's largest size: the shipped ones are 4-6 KB (profiles/gpus), so 1 MiB is room for any, and a larger
+# file (a dataset given by mistake) is refused before it is read whole.
+MAX_SPEC_SHEET_BYTES = 2**20
+
+
 def load_gpu_spec_file(path: Path) -> GpuSpec:
     """A spec sheet of one's own, in the ``profiles/gpus/<sku>.toml`` format and checked by the same parser: its
     SKU is the file's name without ``.toml``, which must not be a shipped SKU's (the fleet and the plan read a SKU's
     figures by name)."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_SPEC_SHEET_BYTES + 1)
+        if len(raw) > MAX_SPEC_SHEET_BYTES:
+            raise SpecError(f"--gpu-spec {path}: larger than {MAX_SPEC_SHEET_BYTES:,} bytes; not a spec sheet")
+        data = tomllib.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise SpecError(f"--gpu-spec {path}: cannot read ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"--gpu-spec {path}: not a TOML spec sheet ({exc})") from None
+    except RecursionError:  # tomllib recurses once per level of a nested array or table: 500 deep overflows
+        raise SpecError(f"--gpu-spec {path}: nested too deep to be a spec sheet") from None
     if path.stem in load_gpu_specs():
         raise SpecError(f"--gpu-spec {path}: {path.stem} is a shipped SKU's name; name your spec sheet apart "
                         f"(e.g. {path.stem}-own.toml), or give --gpu {path.stem}")

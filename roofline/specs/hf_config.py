@@ -33,11 +33,11 @@ that is what is read; its own keys beside it must be known not to change the ste
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from roofline.core.jsonfile import read_json_file
 from roofline.specs.gpus import SpecError
 from roofline.specs.hf_keys import top_level_reason, unread_reason
 from roofline.specs.layers import Attention, DenseMlp, Indexer, LatentAttention, LinearAttention, Mamba2, MoeMlp
@@ -120,16 +120,9 @@ def _short(value: Any) -> str:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    path = Path(path)
-    try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise SpecError(f"{path}: {path.stat().st_size} bytes is not a config.json (at most {MAX_CONFIG_BYTES})")
-        # utf-8-sig: a byte-order mark some editors write is not JSON, and json.loads refuses it
-        config = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError) as exc:
-        raise SpecError(f"{path}: cannot read a config.json ({str(exc).splitlines()[0]})") from None
-    except RecursionError:
-        raise SpecError(f"{path}: cannot read a config.json (nested too deep to be one)") from None
+    """The config.json object at ``path``: a file of at most ``MAX_CONFIG_BYTES``, nested no deeper than any config
+    is (``roofline.core.jsonfile``), else one line."""
+    config = read_json_file(path, max_bytes=MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
         raise SpecError(f"{path}: not a config.json object")
     return config

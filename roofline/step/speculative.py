@@ -38,7 +38,9 @@ class SpecDecode:
     def __post_init__(self) -> None:
         if not 1 <= self.draft <= MAX_DRAFT:
             raise BadInputError(f"--spec-decode draft={self.draft}: give 1 to {MAX_DRAFT} draft tokens")
-        if len(self.accept) != self.draft + 1 or any(p < 0 for p in self.accept) or abs(sum(self.accept) - 1) > 1e-6:
+        # not (p >= 0) and not (|sum - 1| <= 1e-6): NaN fails every comparison, so it is refused with the rest
+        if len(self.accept) != self.draft + 1 or not all(p >= 0 for p in self.accept) \
+                or not abs(sum(self.accept) - 1) <= 1e-6:
             raise BadInputError(f"--spec-decode: the acceptance probabilities must be {self.draft + 1} non-negative "
                                 "numbers summing to 1")
 
@@ -87,6 +89,8 @@ def parse_spec_decode(text: str | None) -> SpecDecode | None:
     if not re.fullmatch(r"\d+", fields["draft"]):
         raise BadInputError(f"--spec-decode draft={fields['draft']!r} is not a whole number of tokens")
     draft, accept = int(fields["draft"]), fields["accept"]
+    if not 1 <= draft <= MAX_DRAFT:  # before the acceptance list is built: it holds draft + 1 probabilities
+        raise BadInputError(f"--spec-decode draft={fields['draft']}: give 1 to {MAX_DRAFT} draft tokens")
     try:
         if accept.startswith("geometric:"):
             probabilities = geometric(draft, float(accept.split(":", 1)[1]))

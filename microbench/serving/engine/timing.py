@@ -19,33 +19,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from roofline.serving.latency import ServedRequest
+from roofline.serving.workload import Request
 
-@dataclass(frozen=True)
-class RequestTiming:
-    """One request as the engine served it; times in seconds from the run's start."""
 
-    id: int
-    arrival_s: float
-    first_token_s: float
-    finish_s: float
-    prompt_tokens: int
-    output_tokens: int
-    first_step: int = -1  # index into the run's step_s (-1: not known)
+@dataclass(frozen=True, slots=True)
+class RequestTiming(ServedRequest):
+    """One request as the engine served it (``ServedRequest``: its request and its tokens' times, seconds from the
+    run's start) and the steps its tokens came at: the first's and the last's (-1: not known), and each output
+    token's in order (``token_steps``, empty: not known; the document keeps the steps, not the times)."""
+
+    first_step: int = -1
     finish_step: int = -1
-    token_steps: tuple[int, ...] = ()  # the step of each output token, in order (empty: not known)
-    token_times_s: tuple[float, ...] = ()  # those steps' stamps (the document keeps the steps, not the times)
+    token_steps: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "token_times_s"}
-        return {**out, "token_steps": list(self.token_steps)}
+        return {"id": self.id, "arrival_s": self.arrival_s, "first_token_s": self.first_token_s,
+                "finish_s": self.finish_s, "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
+                "first_step": self.first_step, "finish_step": self.finish_step, "token_steps": list(self.token_steps)}
 
 
-def stamped_timing(request, step_s: Sequence[float], token_steps: Sequence[int]) -> RequestTiming:
+def stamped_timing(request: Request, step_s: Sequence[float], token_steps: Sequence[int]) -> RequestTiming:
     """A request's timing read off its run's step stamps: its tokens came at ``token_steps`` (in order)."""
     first, last = token_steps[0], token_steps[-1]
-    return RequestTiming(request.id, request.arrival_s, step_s[first], step_s[last], request.prompt_tokens,
-                         request.output_tokens, first, last, tuple(token_steps),
-                         tuple(step_s[i] for i in token_steps))
+    return RequestTiming(request, step_s[first], step_s[last], tuple(step_s[i] for i in token_steps), first, last,
+                         tuple(token_steps))
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from roofline.serving import document as simulation_doc
 from roofline.serving import profile_doc
 from roofline.serving.policies import POLICY_KINDS, ROUTER_NAMES
 from roofline.serving.schemas.step_profile import ModelShape, Overhead, ProfileMemory, ProfileRoof
+from roofline.serving.workload import arrival_syntax, length_syntax
 
 REPLICA_ROLES = ("serving", "prefill", "decode")
 
@@ -46,12 +47,12 @@ class ProfileIdentity(Record):
 class Workload(Record):
     SECTION: ClassVar[str] = "workload"
     requests: Any = key("integer", nullable=False, doc="generated: how many requests")
-    arrivals: Any = key("string", nullable=False, doc="generated: poisson:RATE | burst")
+    arrivals: Any = key("string", nullable=False, doc=f"generated: {arrival_syntax()}")
     concurrency: Any = key("integer", nullable=False,
                            doc="--concurrency C: a closed loop of C clients, each sending its next request when its "
                                "last one ends (then no arrivals; a trace's arrival times unused)")
-    prompt: Any = key("string", nullable=False, doc="generated: prompt length distribution")
-    output: Any = key("string", nullable=False, doc="generated: output length distribution")
+    prompt: Any = key("string", nullable=False, doc=f"generated: prompt length distribution, {length_syntax()}")
+    output: Any = key("string", nullable=False, doc="generated: output length distribution, as prompt")
     lengths: Any = key("string", nullable=False,
                        doc="generated, --lengths FILE.csv: (prompt, output) pairs drawn from it (no prompt, output)")
     seed: Any = key("integer", nullable=False, doc="generated: the seed")

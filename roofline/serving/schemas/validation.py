@@ -16,6 +16,7 @@ from roofline.result.keys import Record
 from roofline.result.sections import SECTIONS
 from roofline.serving.schemas.simulation import PolicyRecord
 from roofline.serving.schemas.step_profile import ModelShape, Overhead
+from roofline.serving.workload import arrival_syntax, length_syntax
 
 VALIDATION_VERSION = 1
 VALIDATION_KIND = "gpubench-validation"
@@ -56,8 +57,8 @@ class ValidateSettings(Record):
     model: Any = key("string", required=True, nullable=True, doc="--model")
     hf_config: Any = key("string", required=True, nullable=True, doc="--hf-config")
     requests: Any = key("integer", required=True, doc="--requests: the workload predicted")
-    arrivals: Any = key("string", required=True, doc="--arrivals")
-    prompt: Any = key("string", required=True, doc="--prompt")
+    arrivals: Any = key("string", required=True, doc=f"--arrivals: {arrival_syntax()}")
+    prompt: Any = key("string", required=True, doc=f"--prompt: {length_syntax()}")
     output: Any = key("string", required=True, doc="--output")
     seed: Any = key("integer", required=True, doc="--seed (the calibration's: seed + 1)")
     calibration_requests: Any = key("integer", required=True, doc="--calibration-requests")
