@@ -87,7 +87,7 @@ def _hybrid_refusal(model) -> str | None:
 
 
 def _config(transformers, model, max_positions: int):
-    """The transformers config and model class of ``model``."""
+    """The transformers config of ``model`` and what builds the model from it (its class's constructor)."""
     if model.hybrid:
         values = {**_hybrid_config(model), "max_position_embeddings": max_positions, "bos_token_id": None,
                   "eos_token_id": None, "pad_token_id": 0}
@@ -96,14 +96,14 @@ def _config(transformers, model, max_positions: int):
         except (ValueError, KeyError) as exc:
             raise EngineError(f"{model.name}: transformers {transformers.__version__} cannot build it ({exc})") \
                 from None
-        return config, transformers.AutoModelForCausalLM
+        return config, transformers.AutoModelForCausalLM.from_config
     common = dict(hidden_size=model.hidden, num_hidden_layers=model.layers, num_attention_heads=model.heads,
                   num_key_value_heads=model.kv_heads, head_dim=model.head_dim, vocab_size=model.vocab,
                   max_position_embeddings=max_positions, tie_word_embeddings=model.tied_embeddings,
                   bos_token_id=None, eos_token_id=None, pad_token_id=0)
     if not model.is_moe:
         return transformers.LlamaConfig(intermediate_size=model.intermediate, **common), \
-            transformers.LlamaForCausalLM
+            transformers.LlamaForCausalLM._from_config
     # The dense layers of a partly routed mixture come first (DeepSeek's first_k_dense_replace): where they sit
     # does not change a step's cost.
     config = transformers.Qwen3MoeConfig(
@@ -111,7 +111,7 @@ def _config(transformers, model, max_positions: int):
         num_experts=model.experts, num_experts_per_tok=model.experts_per_token, decoder_sparse_step=1,
         mlp_only_layers=list(range(model.dense_layers)), norm_topk_prob=True, use_sliding_window=False, **common)
     config._experts_implementation = EXPERTS_IMPLEMENTATION
-    return config, transformers.Qwen3MoeForCausalLM
+    return config, transformers.Qwen3MoeForCausalLM._from_config
 
 
 def build_model(torch, model, dtype: str, device: str, max_positions: int, seed: int):
@@ -120,16 +120,13 @@ def build_model(torch, model, dtype: str, device: str, max_positions: int, seed:
     if problem:
         raise EngineError(problem)
     transformers = transformers_module()
-    config, model_class = _config(transformers, model, max_positions)
+    config, make = _config(transformers, model, max_positions)
     config._attn_implementation = "sdpa"
     from microbench.timing.ops import torch_dtype
 
     torch.manual_seed(seed)
     with torch.device(device):
-        if model_class is transformers.AutoModelForCausalLM:
-            built = model_class.from_config(config, dtype=torch_dtype(torch, dtype))
-        else:
-            built = model_class._from_config(config, dtype=torch_dtype(torch, dtype))
+        built = make(config, dtype=torch_dtype(torch, dtype))
     return built.eval()
 
 
