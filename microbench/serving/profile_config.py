@@ -21,7 +21,12 @@ from roofline.core.counting import DTYPES
 from roofline.core.options import Option, check_dtypes, check_seed, given_among, spelled
 from roofline.decode.ceilings import check_typed_efficiency
 from roofline.reference.database import check_engine, check_reference
-from roofline.serving.simulate_config import MODEL_FLAGS, check_spec_sheet, refuse_max_context_past_window
+from roofline.serving.simulate_config import (
+    MODEL_FLAGS,
+    ModelOptions,
+    check_spec_sheet,
+    refuse_max_context_past_window,
+)
 
 CLOCKS = ("wall", "thread-cpu")
 
@@ -63,25 +68,12 @@ FLAGS: dict[str, Option] = {
 }
 
 
-@dataclass(frozen=True)
-class ProfileConfig:
+@dataclass(frozen=True, kw_only=True)
+class ProfileConfig(ModelOptions):
+    """The model options (``ModelOptions``: ``dtype`` None when not typed, measured: bf16 on a GPU, fp32 on the
+    CPU; analytic and reference: the checkpoint's) and the profile command's own."""
+
     output: Path
-    model: str | None = FLAGS["model"].default
-    hf_config: Path | None = FLAGS["hf_config"].default
-    tp: int = FLAGS["tp"].default
-    ep: int = FLAGS["ep"].default
-    routing: str = FLAGS["routing"].default
-    # None: not typed (measured: bf16 on a GPU, fp32 on the CPU; analytic: bf16)
-    dtype: str | None = FLAGS["dtype"].default
-    kv_dtype: str | None = FLAGS["kv_dtype"].default
-    sku: str | None = FLAGS["sku"].default
-    gpu_spec: Path | None = FLAGS["gpu_spec"].default
-    interconnect_gbps: float | None = FLAGS["interconnect_gbps"].default
-    ideal: bool = FLAGS["ideal"].default
-    from_result: Path | None = FLAGS["from_result"].default
-    efficiency: str = FLAGS["efficiency"].default
-    max_tokens: int = FLAGS["max_tokens"].default
-    max_context: int = FLAGS["max_context"].default
     analytic: bool = FLAGS["analytic"].default
     reference: str | None = FLAGS["reference"].default
     engine: str | None = FLAGS["engine"].default

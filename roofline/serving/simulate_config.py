@@ -162,25 +162,33 @@ MAX_RATE_PER_S = 1e9
 MAX_KV_LINK_GBPS = MAX_LINK_GBPS
 
 
-@dataclass(frozen=True)
-class SimulateConfig:
+@dataclass(frozen=True, kw_only=True)
+class ModelOptions:
+    """The options that build an analytic profile (``MODEL_FLAGS``), declared once: ``SimulateConfig`` and the
+    profile command's ``ProfileConfig`` both hold them (their base), and
+    ``roofline.serving.profiles.analytic.analytic_profile_of`` reads them."""
+
+    model: str | None = MODEL_FLAGS["model"].default
+    hf_config: Path | None = MODEL_FLAGS["hf_config"].default
+    tp: int = MODEL_FLAGS["tp"].default
+    ep: int = MODEL_FLAGS["ep"].default
+    routing: str = MODEL_FLAGS["routing"].default
+    dtype: str | None = MODEL_FLAGS["dtype"].default  # None: the checkpoint's (roofline.specs.models.in_dtype)
+    kv_dtype: str | None = MODEL_FLAGS["kv_dtype"].default
+    sku: str | None = MODEL_FLAGS["sku"].default
+    gpu_spec: Path | None = MODEL_FLAGS["gpu_spec"].default
+    interconnect_gbps: float | None = MODEL_FLAGS["interconnect_gbps"].default
+    ideal: bool = MODEL_FLAGS["ideal"].default
+    from_result: Path | None = MODEL_FLAGS["from_result"].default
+    efficiency: str = MODEL_FLAGS["efficiency"].default
+    max_tokens: int = MODEL_FLAGS["max_tokens"].default
+    max_context: int = MODEL_FLAGS["max_context"].default
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulateConfig(ModelOptions):
     profile_file: Path | None = None
     analytic: bool = FLAGS["analytic"].default
-    model: str | None = FLAGS["model"].default
-    hf_config: Path | None = FLAGS["hf_config"].default
-    tp: int = FLAGS["tp"].default
-    ep: int = FLAGS["ep"].default
-    routing: str = FLAGS["routing"].default
-    dtype: str = FLAGS["dtype"].default
-    kv_dtype: str | None = FLAGS["kv_dtype"].default
-    sku: str | None = FLAGS["sku"].default
-    gpu_spec: Path | None = FLAGS["gpu_spec"].default
-    interconnect_gbps: float | None = FLAGS["interconnect_gbps"].default
-    ideal: bool = FLAGS["ideal"].default
-    from_result: Path | None = FLAGS["from_result"].default
-    efficiency: str = FLAGS["efficiency"].default
-    max_tokens: int = FLAGS["max_tokens"].default
-    max_context: int = FLAGS["max_context"].default
     requests: int = FLAGS["requests"].default
     arrivals: str = FLAGS["arrivals"].default
     concurrency: int | None = FLAGS["concurrency"].default  # --concurrency C: a closed loop of C clients

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from roofline.analysis.trust import busy_why
 from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, all_to_all_bytes
@@ -48,6 +48,7 @@ from roofline.serving.profile_doc import (
     no_power,
     power_record,
 )
+from roofline.serving.simulate_config import ModelOptions
 from roofline.specs.gpus import GpuSpec, SpecError, load_gpu_spec, load_gpu_spec_file, with_link_gbps
 from roofline.specs.hf_config import load_hf_config
 from roofline.specs.models import ModelSpec, load_model, step_formats
@@ -281,42 +282,6 @@ def _fits(step: StepModel, result: Result | None, series: list[dict[str, Any]], 
     for dtype in {lin.dtype for lin in step.linears} - set(fits):
         fits[dtype] = fitted_roofs(_fit_series(result, dtype), default)
     return fits
-
-
-class ModelOptions(Protocol):
-    """The options that build an analytic profile (``roofline.serving.simulate_config.MODEL_FLAGS``), as a
-    ``SimulateConfig`` or an ``--analytic`` ``ProfileConfig`` holds them."""
-
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def hf_config(self) -> Path | None: ...
-    @property
-    def tp(self) -> int: ...
-    @property
-    def ep(self) -> int: ...
-    @property
-    def routing(self) -> str: ...
-    @property
-    def dtype(self) -> str | None: ...
-    @property
-    def kv_dtype(self) -> str | None: ...
-    @property
-    def sku(self) -> str | None: ...
-    @property
-    def gpu_spec(self) -> Path | None: ...
-    @property
-    def interconnect_gbps(self) -> float | None: ...
-    @property
-    def ideal(self) -> bool: ...
-    @property
-    def efficiency(self) -> str: ...
-    @property
-    def from_result(self) -> Path | None: ...
-    @property
-    def max_tokens(self) -> int: ...
-    @property
-    def max_context(self) -> int: ...
 
 
 def analytic_profile_of(options: ModelOptions, provenance: Provenance) -> StepProfile:
