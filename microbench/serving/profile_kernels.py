@@ -48,6 +48,17 @@ class AttentionShape:
     latent: int | None = None
     rope: int | None = None
 
+    @classmethod
+    def of(cls, rules, tp: int) -> AttentionShape:
+        """An attention-like mixer kind's shape on one GPU (``roofline.step.kinds``: its heads per GPU; MLA: its
+        latent and rope widths)."""
+        from roofline.specs.layers import LatentAttention
+
+        spec = rules.spec
+        if isinstance(spec, LatentAttention):
+            return cls(spec.heads // tp, 1, spec.head_dim, latent=spec.kv_lora_rank, rope=spec.qk_rope_head_dim)
+        return cls(spec.heads // tp, rules.kv_heads_per_gpu(tp), spec.head_dim)
+
     @property
     def group(self) -> int:
         return self.heads // self.kv_heads

@@ -33,7 +33,6 @@ from microbench.timing.mixers.sparse_attention import SparseAttentionWorkload, S
 from microbench.timing.mixers.sparse_attention import bytes_per_copy as sparse_bytes_per_copy
 from roofline.core.counting import DTYPE_SIZES
 from roofline.decode.step import DecodeSetup
-from roofline.specs.layers import LatentAttention
 from roofline.step.batch import Batch
 from roofline.step.kinds import MixerRules
 from roofline.step.launches import StepModel
@@ -53,14 +52,6 @@ def sparse_layer(step: StepModel, rules: MixerRules) -> tuple[str, SparseLayer]:
     launch = step.mixer_launch(rules, 1, Batch.decode(1, 1))
     op, dtype, _, _, latent, mixer = DecodeSetup(step, 1).point_keys(launch)[0]
     return dtype, SparseLayer.of(latent, mixer)
-
-
-def kind_shape(rules: MixerRules, tp: int) -> AttentionShape:
-    """An attention-like kind's shape on one GPU for the profile's attention workload (MLA: its latent and rope)."""
-    spec = rules.spec
-    if isinstance(spec, LatentAttention):
-        return AttentionShape(spec.heads // tp, 1, spec.head_dim, latent=spec.kv_lora_rank, rope=spec.qk_rope_head_dim)
-    return AttentionShape(spec.heads // tp, rules.kv_heads_per_gpu(tp), spec.head_dim)
 
 
 def sparse_workload(session, step: StepModel, rules: MixerRules, batch: int, q_len: int, kv_len: int,
@@ -100,7 +91,7 @@ def mixer_workload(session, step: StepModel, item: Item, kv_dtype: str, copies_f
         if is_sparse(rules):
             workload = sparse_workload(session, step, rules, batch, q_len, kv_len, copies_for, what)
         else:
-            shape = kind_shape(rules, tp)
+            shape = AttentionShape.of(rules, tp)
             size = DTYPE_SIZES[kv_dtype][0]
             per_copy = kv_bytes(shape, batch, kv_len, kv_dtype) + \
                 size * batch * shape.heads * q_len * 2 * max(shape.head_dim, shape.cached_values) + \

@@ -184,12 +184,5 @@ def mixer_items(step: StepModel, grids: Grids) -> list[Item]:
 
 
 def attention_shape(model: ModelSpec, tp: int) -> AttentionShape:
-    """One GPU's main attention (``StepModel.main_mixer``): its heads; MLA's latent and rope widths (its cache is
-    one latent per token)."""
-    from roofline.specs.layers import LatentAttention
-
-    main = StepModel.of(model, tp).main_mixer
-    if isinstance(main.spec, LatentAttention):
-        return AttentionShape(main.spec.heads // tp, 1, main.spec.head_dim, latent=main.spec.kv_lora_rank,
-                              rope=main.spec.qk_rope_head_dim)
-    return AttentionShape(main.spec.heads // tp, main.kv_heads_per_gpu(tp), main.spec.head_dim)
+    """One GPU's main attention (``StepModel.main_mixer``) as the profile's attention workload runs it."""
+    return AttentionShape.of(StepModel.of(model, tp).main_mixer, tp)
