@@ -238,7 +238,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
     if setup.get("layers"):
         lines.append(f"Layers: {setup['layers']}.")
     kept = next((document[k]["kv"].get("sequence_bytes") for k in ("analytic", "measured") if document.get(k)), None)
-    if kept and (kept.get("state") or kept.get("window")):
+    if kept:
         lines.append(f"One sequence at {setup['context']} tokens keeps {si_bytes(sum(kept.values()))}"
                      f"{' a GPU' if setup['tp'] > 1 else ''}: {_kept_words(kept)}.")
     if setup.get("dtype_note"):
