@@ -1,23 +1,25 @@
 """One engine step's kernel launches on one GPU, for a batch composition: the step model.
 
-``StepModel(model, parallelism, dtype, kv_dtype, routing)`` knows which matrices each layer multiplies (``linears``,
+``StepModel(model, parallelism, dtype, kv_dtype, routing)`` knows which matrices each block multiplies (``linears``,
 ``grouped``), and ``launches(batch)`` lists what one step of ``batch`` runs on the busiest GPU: each launch's op,
 shapes, dtype, count per step, and one launch's FLOP and bytes from ``roofline.core.counting``.
 
-- Dense GEMMs (``gemm``): attention's projections (GQA: qkv and o; MLA: the q and kv low-rank projections, the
-  absorbed ``kv_b`` and o), the dense layers' MLP, the MoE layers' router and shared experts, the LM head (on one
-  row per sequence: logits are only computed for a sequence's last position).  Weights N×K as ``nn.Linear``
-  stores them.
+- Dense GEMMs (``gemm``): each mixer kind's projections (``roofline.step.kinds``: GQA's qkv and o; MLA's low-rank
+  projections, the absorbed ``kv_b`` and o, and DSA's indexer; Gated DeltaNet's and Mamba-2's input and output
+  projections), the dense MLPs, the MoE layers' router, shared experts and a latent MoE's projections, the LM head
+  (on one row per sequence: logits are only computed for a sequence's last position).  Weights N×K as ``nn.Linear``
+  stores them; equal matrices of two kinds counted once in all their blocks.
 - Grouped GEMMs (``grouped``): each MoE layer's routed experts, gate_up and down, over the tokens the routing sends
   this GPU's experts (``roofline.step.routing``).
-- Attention (``attention``, ``mla_attention``): one launch per layer, over the step's queries, keys and query-key
-  pairs (``counting.attention_extent``); sliding-window layers attend over the window only (a decode's keys
-  ``min(context, window)``, reckoned from the contexts' sum: exact when all contexts are past the window or all
-  within it).
+- Mixers (``attention``, ``mla_attention``, ``dsa_attention``, ``linear_attention``, ``mamba2``): one launch per
+  kind, counted in the blocks that hold it, over the step's batch as the kind's rules count it (softmax attention
+  over its queries, keys and query-key pairs; a sliding window over the window only; a recurrent kind over its
+  states).
 
-Quantized formats: the LM head and the router stay bf16 in every quantized format; an MXFP4 mixture of experts
-(gpt-oss) quantizes its experts only, as its checkpoints do.  MLA's absorbed ``kv_b`` counts like a linear on
-the queries; prefill's unabsorbed form (``kv_b`` on every cached key) is not modelled apart.
+Quantized formats: a checkpoint's own formats per part where the model carries them (``ModelSpec.formats``); else
+the LM head and the router stay bf16 in every quantized format, and an MXFP4 mixture of experts (gpt-oss) quantizes
+its experts only, as its checkpoints do.  MLA's absorbed ``kv_b`` counts like a linear on the queries; prefill's
+unabsorbed form (``kv_b`` on every cached key) is not modelled apart.
 """
 
 from __future__ import annotations
