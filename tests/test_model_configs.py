@@ -304,3 +304,13 @@ def test_the_reference_profile_of_every_config_simulates(tmp_path, name):
     simulated = _run("simulate", str(profile), "--requests", "20", "--prompt", "fixed:512", "--output", "fixed:64",
                      "--policy", "paged", "--no-report", "-o", str(tmp_path / "sim"))
     assert simulated.exit_code == 0, simulated.output
+
+
+def test_a_profile_in_a_dtype_of_the_users_says_it_replaces_the_checkpoints_quantization(tmp_path):
+    profile = tmp_path / "p.json"
+    made = _run("profile", "--analytic", "--gpu", "h200-sxm", "--hf-config", str(CONFIGS / "kimi-k2.5.json"), "--tp",
+                "8", "--dtype", "w4a16", "--max-tokens", "256", "--max-context", "512", "-o", str(profile))
+    assert made.exit_code == 0, made.output
+    document = json.loads(profile.read_text())
+    assert "--dtype w4a16 replaces the checkpoint's quantization (experts w4a16-g32)" in document["basis"]
+    assert "formats" not in document["model"]  # every matrix in w4a16 as asked

@@ -88,6 +88,7 @@ def write_reference_profile(config) -> None:
     from microbench.cli.serving import provenance, warn_if_weights_overflow
     from roofline.reference.database import check_engine
     from roofline.serving.profile_doc import check_profile_output, save_profile
+    from roofline.serving.profiles.analytic import with_formats_note
     from roofline.serving.profiles.reference import reference_profile
     from roofline.specs.gpus import load_gpu_spec
     from roofline.specs.hf_config import load_hf_config
@@ -98,12 +99,13 @@ def write_reference_profile(config) -> None:
             raise BadInput("give one of --model NAME or --hf-config PATH")
         check_profile_output(config.output)
         model = load_model(config.model) if config.model else load_hf_config(config.hf_config)
-        model, dtype, kv_dtype, _ = step_formats(model, config.dtype, config.kv_dtype)
+        model, dtype, kv_dtype, note = step_formats(model, config.dtype, config.kv_dtype)
         made = provenance()
         profile = reference_profile(model, tp=config.tp, ep=config.ep, routing=config.routing, dtype=dtype,
                                     kv_dtype=kv_dtype, max_tokens=config.max_tokens,
                                     max_context=config.max_context, gpu=load_gpu_spec(config.sku),
                                     engine=check_engine(config.engine), tool=made.tool, host=made.host, argv=made.argv)
+        profile = with_formats_note(profile, note)
         save_profile(profile, config.output)
     click.echo(f"step profile of {profile.model['name']} ({profile.basis}) saved to {config.output}")
     for name, source in table_sources(profile):

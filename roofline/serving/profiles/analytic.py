@@ -304,13 +304,21 @@ def analytic_profile_of(options: ModelOptions, provenance: Provenance) -> StepPr
         if options.tp == 1 and options.ep == 1:
             raise BadInputError("--interconnect-gbps: at --tp 1 and --ep 1 nothing crosses a link between GPUs")
         gpu = with_link_gbps(gpu, options.interconnect_gbps)
-    model, dtype, kv_dtype, _ = step_formats(model, options.dtype, options.kv_dtype)
-    return analytic_profile(model, tp=options.tp, dtype=dtype, kv_dtype=kv_dtype,
-                            max_tokens=options.max_tokens, max_context=options.max_context,
-                            gpu=gpu, result=result,
-                            result_name=options.from_result.name if options.from_result else "",
-                            tool=provenance.tool, host=provenance.host, argv=provenance.argv, ideal=options.ideal,
-                            ep=options.ep, routing=options.routing, efficiency=_efficiency(options))
+    model, dtype, kv_dtype, note = step_formats(model, options.dtype, options.kv_dtype)
+    profile = analytic_profile(model, tp=options.tp, dtype=dtype, kv_dtype=kv_dtype,
+                               max_tokens=options.max_tokens, max_context=options.max_context,
+                               gpu=gpu, result=result,
+                               result_name=options.from_result.name if options.from_result else "",
+                               tool=provenance.tool, host=provenance.host, argv=provenance.argv, ideal=options.ideal,
+                               ep=options.ep, routing=options.routing, efficiency=_efficiency(options))
+    return with_formats_note(profile, note)
+
+
+def with_formats_note(profile: StepProfile, note: str | None) -> StepProfile:
+    """A profile whose basis says that ``--dtype`` replaced its checkpoint's quantization (``note``), where it did."""
+    from dataclasses import replace
+
+    return replace(profile, basis=f"{profile.basis}; {note}") if note else profile
 
 
 def _efficiency(options: ModelOptions) -> str:
