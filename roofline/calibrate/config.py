@@ -175,6 +175,6 @@ def one_policy(given: str | Sequence[str] | None) -> str:
         raise OptionError("--policy: give the engine's scheduling as a simulator policy")
     if len(policies) > 1:
         raise OptionError(f"--policy given {len(policies)} times ({', '.join(policies)}): the overhead is fitted on "
-                          "the schedule of the one scheduler the engine ran; give that one, and calibrate another "
-                          "policy in a run of its own")
+                          "the schedule of the one scheduler the engine ran; give that one, and predict another "
+                          "configuration's benchmark with --predict FILE:POLICY")
     return policies[0]
