@@ -11,11 +11,12 @@ from dataclasses import replace
 from typing import Any
 
 from roofline.calibrate.bench import BenchRun, measured_lengths, read_bench
-from roofline.calibrate.config import CalibrateConfig
+from roofline.calibrate.config import CalibrateConfig, replay_policy
 from roofline.calibrate.fit import compare_pooled, compare_runs
-from roofline.calibrate.replay import Calibration, calibrate, replay
+from roofline.calibrate.replay import Calibration, Replay, calibrate, replay
 from roofline.core.units import seconds
 from roofline.result.folders import FolderKind
+from roofline.serving.metrics import prefix_figures
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
 
 CALIBRATION_KIND = "gpubench-calibration"
@@ -30,15 +31,24 @@ SHOWN = ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "tpot_p90_s", "itl_p50_s", "i
 def bench_record(bench: BenchRun) -> dict[str, Any]:
     return {"path": bench.path, "format": bench.format, "label": bench.label, "arrivals": bench.arrivals,
             "requests": len(bench.requests), "dropped": bench.dropped, "lengths": measured_lengths(bench.requests),
-            "source": bench.source}
+            "prefix": bench.prefix or None, "engine": bench.engine or None, "source": bench.source}
 
 
-def calibrated_profile(profile: StepProfile, fit: Calibration, benches: list[BenchRun], config: CalibrateConfig
-                       ) -> StepProfile:
+def run_record(bench: BenchRun, policy: tuple[str, str], replayed: Replay) -> dict[str, Any]:
+    """One benchmark replayed: what it is, the policy it ran under and whence, the replay's prefix cache, and its
+    figures predicted against measured."""
+    return {"bench": bench_record(bench), "policy": policy[0], "policy_from": policy[1],
+            "replay": prefix_figures(replayed.run),
+            "comparison": compare_runs(replayed.run.requests, bench.requests)}
+
+
+def calibrated_profile(profile: StepProfile, fit: Calibration, benches: list[BenchRun], policies: list[str],
+                       config: CalibrateConfig) -> StepProfile:
     """``profile`` with the fitted overhead, which says the engine runs and benchmark it belongs to."""
     source = {"calibration": str(config.out_dir / "calibrate.json"), "bench": [str(p) for p in config.bench],
               "format": benches[0].format, "generator": benches[0].source.get("generator"),
-              "runs": [b.label for b in benches], "arrivals": [b.arrivals for b in benches], "policy": config.policy,
+              "runs": [b.label for b in benches], "arrivals": [b.arrivals for b in benches],
+              "policy": policies[0] if len(set(policies)) == 1 else policies,
               "requests": sum(len(b.requests) for b in benches)}
     overhead = replace(fit.overhead, fitted_on=f"gpubench calibrate: {fit.overhead.fitted_on}", fitted_from=source)
     return replace(profile, engine_overhead=overhead,
@@ -52,14 +62,18 @@ def run_calibration(config: CalibrateConfig, tool: dict[str, Any], host: dict[st
     calibrated profile."""
     profile = load_profile(config.profile)
     benches = [run for path in config.bench for run in read_bench(path, config.fmt, config.run, config.seed)]
-    others = [run for path in config.predict for run in read_bench(path, config.fmt, config.run, config.seed)]
-    fit = calibrate(profile, benches, config.policy, config.mem_fraction)
+    others = [(run, target.policy) for target in config.predict
+              for run in read_bench(target.path, config.fmt, config.run, config.seed)]
+    # Each run under the configuration its engine ran: --policy, with the limits the file records put in, or a
+    # --predict FILE:POLICY's own.
+    policies = [replay_policy(config.policy, bench) for bench in benches]
+    predicted = [(other, replay_policy(config.policy, other, given)) for other, given in others]
+    fit = calibrate(profile, benches, [p for p, _ in policies], config.mem_fraction)
     predictions, pairs = [], []
-    for other in others:
-        replayed = replay(profile, other, config.policy, fit.overhead, config.mem_fraction)
+    for other, policy in predicted:
+        replayed = replay(profile, other, policy[0], fit.overhead, config.mem_fraction)
         pairs.append((replayed.run.requests, other.requests))
-        predictions.append({"bench": bench_record(other),
-                            "comparison": compare_runs(replayed.run.requests, other.requests)})
+        predictions.append(run_record(other, policy, replayed))
     document = {
         "schema_version": CALIBRATION_VERSION, "kind": CALIBRATION_KIND, "tool": tool,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "argv": list(argv),
@@ -68,15 +82,14 @@ def run_calibration(config: CalibrateConfig, tool: dict[str, Any], host: dict[st
                     "model": profile.model.get("name"), "device": profile.device.get("name")},
         "calibration": {"overhead": fit.overhead.to_dict(), "rows": fit.rows, "settled": fit.settled,
                         "rounds": list(fit.rounds),
-                        "runs": [{"bench": bench_record(bench),
-                                  "comparison": compare_runs(replayed.run.requests, bench.requests)}
-                                 for bench, replayed in zip(benches, fit.replayed, strict=True)]},
+                        "runs": [run_record(bench, policy, replayed)
+                                 for bench, policy, replayed in zip(benches, policies, fit.replayed, strict=True)]},
         "predictions": predictions,
         # Several runs of one workload (a benchmark repeated): their requests together, as one longer run.
         **({"predictions_together": {"runs": len(pairs), "requests": sum(len(m) for _, m in pairs),
                                      "comparison": compare_pooled(pairs)}} if len(pairs) > 1 else {}),
     }
-    return document, calibrated_profile(profile, fit, benches, config)
+    return document, calibrated_profile(profile, fit, benches, [p for p, _ in policies], config)
 
 
 def overhead_text(overhead: dict[str, Any]) -> str:
@@ -86,7 +99,7 @@ def overhead_text(overhead: dict[str, Any]) -> str:
 
 def comparison_lines(title: str, comparison: dict[str, dict[str, Any]]) -> list[str]:
     """One benchmark's table: predicted, measured and the error per metric (latencies in seconds)."""
-    lines = [title, f"  {'metric':<16}{'predicted':>12}{'measured':>12}{'err':>9}"]
+    lines = [*title.split("\n"), f"  {'metric':<16}{'predicted':>12}{'measured':>12}{'err':>9}"]
     for key in SHOWN:
         entry = comparison.get(key)
         if entry is None:
@@ -96,9 +109,18 @@ def comparison_lines(title: str, comparison: dict[str, dict[str, Any]]) -> list[
     return lines
 
 
-def _title(verb: str, bench: dict[str, Any]) -> str:
-    return (f"{verb} {bench['path']}: {bench['format']} {bench['label']}, {bench['requests']} requests "
-            f"({bench['lengths']}), arrivals {bench['arrivals']}")
+def _title(verb: str, entry: dict[str, Any], note: str = "") -> str:
+    """A benchmark's heading: what it ran, its requests and arrivals, then the policy replayed and whence, and
+    its shared prefix with the replay's hit rate."""
+    bench = entry["bench"]
+    lines = [f"{verb} {bench['path']}: {bench['format']} {bench['label']}, {bench['requests']} requests "
+             f"({bench['lengths']}), arrivals {bench['arrivals']}{note}",
+             f"  policy {entry['policy']} ({entry['policy_from']})"]
+    if bench.get("prefix"):
+        hit = entry["replay"].get("prefix_hit_rate")
+        lines.append(f"  {bench['prefix']}; replayed prefix hit rate "
+                     + (f"{100 * hit:.1f}%" if hit is not None else "– (the policy keeps no prefix cache)"))
+    return "\n".join(lines)
 
 
 def summary_lines(document: dict[str, Any]) -> list[str]:
@@ -106,10 +128,10 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
     lines = [f"engine overhead: {overhead_text(calibration['overhead'])} ({calibration['rows']} measured stretches"
              + ("" if calibration["settled"] else "; the fit did not settle: the mean of its last rounds") + ")"]
     for entry in calibration["runs"]:
-        lines += comparison_lines(_title("fitted on", entry["bench"]) + " (time to first token is not fitted)",
+        lines += comparison_lines(_title("fitted on", entry, " (time to first token is not fitted)"),
                                   entry["comparison"])
     for entry in document["predictions"]:
-        lines += comparison_lines(_title("predicted", entry["bench"]), entry["comparison"])
+        lines += comparison_lines(_title("predicted", entry), entry["comparison"])
     together = document.get("predictions_together")
     if together:
         lines += comparison_lines(f"predicted, the {together['runs']} --predict runs together ({together['requests']} "

@@ -1,8 +1,10 @@
 """A benchmark's requests replayed through the simulator, and the engine's overhead fitted on them.
 
-The replay runs the same requests (their prompt and output tokens) arriving as they did (``BenchRun.arrivals``:
-the measured send times, the generator's arrival process drawn again, or a closed loop of C in flight, which
-sends each request when the simulated one before it ends) under the engine's policy on the step profile.
+The replay runs the same requests (their prompt and output tokens, and the shared prefix their prompts opened
+with, which the policy's prefix cache finds again) arriving as they did (``BenchRun.arrivals``: the measured send
+times, the generator's arrival process drawn again, or a closed loop of C in flight, which sends each request
+when the simulated one before it ends; a synchronous run is a closed loop of one) under the engine's policy (the
+configuration each benchmark's engine ran) on the step profile.
 
 The fit, like validate's, is one row per stretch of measured engine time: for a request whose every token's
 time was kept (vLLM's ``itls``), each gap between two tokens; otherwise (GuideLLM) its decode span, first token
@@ -115,15 +117,20 @@ class Calibration:
     settled: bool  # False: MAX_ROUNDS ran out, and the overhead is the mean of the last half of the rounds
 
 
-def calibrate(profile: StepProfile, benches: Sequence[BenchRun], policy: str, mem_fraction: float = 0.9
-              ) -> Calibration:
+def calibrate(profile: StepProfile, benches: Sequence[BenchRun], policy: str | Sequence[str],
+              mem_fraction: float = 0.9) -> Calibration:
     """Fit the overhead on ``benches``, all together (module docstring): replay each, fit, replay with the fit,
-    until it settles."""
+    until it settles.  ``policy``: the engine's scheduling, one for all or one per benchmark (each the
+    configuration its engine ran: ``roofline.calibrate.config.replay_policy``)."""
+    policies = [policy] * len(benches) if isinstance(policy, str) else list(policy)
+    if len(policies) != len(benches):
+        raise ValueError(f"{len(policies)} policies for {len(benches)} benchmarks")  # a bug, loudly
     overhead: EngineOverhead | None = None
     rounds: list[dict[str, Any]] = []
     settled = False
     for _ in range(MAX_ROUNDS):
-        parts = [fit_rows(b, replay(profile, b, policy, overhead, mem_fraction)) for b in benches]
+        pairs = zip(benches, policies, strict=True)
+        parts = [fit_rows(b, replay(profile, b, p, overhead, mem_fraction)) for b, p in pairs]
         a_matrix, y = np.vstack([a for a, _ in parts]), np.concatenate([y for _, y in parts])
         raw = nnls(a_matrix, y)
         previous = None if overhead is None else _terms(overhead)
@@ -139,7 +146,8 @@ def calibrate(profile: StepProfile, benches: Sequence[BenchRun], policy: str, me
     if not settled:  # still circling: the middle of the last half of the rounds
         last = rounds[len(rounds) // 2:]
         overhead = replace(overhead, **{n: float(np.mean([r[n] for r in last])) for n in EngineOverhead.TERMS})
-    return Calibration(overhead, tuple(replay(profile, b, policy, overhead, mem_fraction) for b in benches),
+    return Calibration(overhead, tuple(replay(profile, b, p, overhead, mem_fraction)
+                                       for b, p in zip(benches, policies, strict=True)),
                        tuple(rounds), len(y), settled)
 
 
