@@ -40,7 +40,7 @@ def comm_part(setup: DecodeSetup, interconnect: Interconnect | None, where: str)
     per_layer = {c.name: c.count / setup.model.layers for c in kinds}
     return {"all_reduces_per_layer": per_layer.get("all_reduce", 0), "ranks": setup.step.parallelism.gpus,
             "collectives": [{"kind": c.name, "ranks": c.ranks, "per_step": c.count,
-                             "crosses": interconnect.crossing(c.ranks) if interconnect else None} for c in kinds],
+                             "crosses": c.crossing(interconnect) if interconnect else None} for c in kinds],
             "source": where, "interconnect": interconnect.to_dict() if interconnect else None}
 
 
