@@ -3,7 +3,7 @@ import pytest
 from roofline.specs.gpus import GIB, SpecError, load_gpu_spec, load_gpu_specs, match_gpu_spec
 
 REQUIRED = {"h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "a100-sxm-40gb", "a100-sxm-80gb",
-            "a100-pcie-80gb", "l40s", "l4", "b200"}
+            "a100-pcie-80gb", "l40s", "l4", "b200", "gb200", "b300", "gb300", "mi300x", "mi325x", "mi355x"}
 
 
 def test_all_required_skus_ship_with_sources():
@@ -26,6 +26,11 @@ def test_all_required_skus_ship_with_sources():
     ("NVIDIA L40S", 44.4, "l40s"),
     ("NVIDIA L4", 22.0, "l4"),
     ("NVIDIA B200", 178.4, "b200"),
+    ("NVIDIA GB200", 185.03, "gb200"),  # 189471 MiB: B200's memory range too, so its pattern must leave GB200 out
+    ("NVIDIA B300 SXM6 AC", 268.6, "b300"),
+    ("NVIDIA GB300", 277.55, "gb300"),
+    ("AMD Instinct MI300X", 191.69, "mi300x"),
+    ("AMD Instinct MI355X", 288.0, "mi355x"),
     ("NVIDIA H200 NVL", 139.8, None),
     ("NVIDIA GeForce RTX 4090", 24.0, None),
 ])
@@ -88,8 +93,9 @@ def test_every_sheet_has_the_memory_its_board_reports_and_achievable_ceilings_wi
         assert 0.6 * spec.bandwidth_bytes_per_s <= ach.bandwidth_bytes_per_s <= spec.bandwidth_bytes_per_s, sku
         assert set(ach.peak_flop_per_s) == set(spec.peak_flop_per_s), sku
         for dtype, peak in ach.peak_flop_per_s.items():
-            # The one published FP4 measurement (torchao's NVFP4 matmul at 8192^3 on a B200) reaches 59.7%.
-            floor = 0.55 if dtype == "fp4" else 0.6
+            # The one published FP4 measurement (torchao's NVFP4 matmul at 8192^3 on a B200) reaches 59.7%; the
+            # MI300X's mamf-finder bf16 reaches 51.1% (668.4 of 1307.4 TFLOP/s, and its sheet carries the fraction).
+            floor = 0.55 if dtype == "fp4" else 0.5 if sku == "mi300x" else 0.6
             assert floor * spec.peak_flop_per_s[dtype] <= peak <= spec.peak_flop_per_s[dtype], (sku, dtype)
             assert ach.peak_basis[dtype].startswith(("measured", "derived")), (sku, dtype)
         assert ach.bandwidth_basis.startswith(("measured", "derived")) and ach.bandwidth_source and ach.peak_source

@@ -80,7 +80,7 @@ def test_each_sku_mapped_to_a_system_is_the_gpu_its_rows_were_measured_on():
     from roofline.specs.gpus import load_gpu_specs
 
     mapped = {sku: spec for sku, spec in load_gpu_specs().items() if spec.reference_systems}
-    assert set(mapped) == {"h200-sxm", "h100-sxm", "b200", "a100-sxm-80gb", "l40s"}
+    assert set(mapped) == {"h200-sxm", "h100-sxm", "b200", "a100-sxm-80gb", "l40s", "gb200", "gb300", "b300"}
     for sku, spec in mapped.items():
         table = GemmTable.read(database.open_database(), spec, "vllm", "bf16")
         assert spec.matches(table.source.device, None), (sku, table.source.device)

@@ -39,7 +39,8 @@ def comm_part(setup: DecodeSetup, interconnect: Interconnect | None, where: str)
         return None
     per_layer = {c.name: c.count / setup.model.layers for c in kinds}
     return {"all_reduces_per_layer": per_layer.get("all_reduce", 0), "ranks": setup.step.parallelism.gpus,
-            "collectives": [{"kind": c.name, "ranks": c.ranks, "per_step": c.count} for c in kinds],
+            "collectives": [{"kind": c.name, "ranks": c.ranks, "per_step": c.count,
+                             "crosses": c.crossing(interconnect) if interconnect else None} for c in kinds],
             "source": where, "interconnect": interconnect.to_dict() if interconnect else None}
 
 
@@ -159,14 +160,15 @@ def _inversions(rows) -> list[str]:
 
 
 def _comm_words(part: dict[str, Any], first: dict[str, Any]) -> str:
-    """The all-reduces' share of the first row's step, and whether they bind it (half the step or more)."""
+    """The collectives' share of the first row's step, the link each crosses (the domain's, or the scale-out link
+    between domains), and whether they bind the step (half of it or more)."""
     comm = part.get("comm")
     if not comm or not comm.get("interconnect"):
         return ""
     link = comm["interconnect"]
-    kinds = " and ".join(f"{c['per_step']} {c['kind'].replace('_', '-')}s over {c['ranks']} GPUs"
-                         for c in comm.get("collectives") or [])
-    words = (f"; the step's {kinds} ({link['kind']}) take {seconds(first['comm_time_s'])}, "
+    kinds = " and ".join(f"{c['per_step']} {c['kind'].replace('_', '-')}s over {c['ranks']} GPUs "
+                         f"({c.get('crosses') or link['kind']})" for c in comm.get("collectives") or [])
+    words = (f"; the step's {kinds} take {seconds(first['comm_time_s'])}, "
              f"{100 * first['comm_share']:.0f}% of the step")
     return words + (": communication binds the step" if first["comm_share"] >= 0.5 else "")
 

@@ -1,5 +1,5 @@
-"""The reference database's all-reduce tables: one all-reduce of a message over N GPUs, for a step profile's
-``comm`` table.
+"""The reference database's all-reduce and all-to-all tables: one collective of a message over N GPUs, for a step
+profile's ``comm`` and ``all_to_all`` tables.
 
 The engine's own all-reduce where the database timed it (``comm/<engine>/<version>/custom_allreduce_perf.parquet``:
 vLLM's and SGLang's custom all-reduce, TensorRT-LLM's; the CUDA-graph rows where both were timed, as a decode step
@@ -10,6 +10,12 @@ version the system's file names).  Convention, read in aiconfigurator's collecto
 milliseconds.  A message is interpolated linearly between the measured sizes that bracket it; one smaller than the
 smallest measured takes the smallest's time (an all-reduce of fewer elements is no slower: its latency floor), and
 one larger than the largest is refused.
+
+The all-to-all is NCCL's (the same ``nccl_perf.parquet``, ``op_name`` ``alltoall``: nccl-tests' ``alltoall_perf``,
+whose size is each rank's whole send buffer, ``1/N`` of it to each peer): the engines' own expert-parallel exchanges
+(DeepEP's dispatch and combine in ``comm/<engine>/<version>/moe_a2a_perf.parquet``) are timed per model shape and at
+eight GPUs only, and which one an engine runs is a deployment's choice, so they are not read here.  A message past
+the largest measured takes that row's time plus the spec sheet's link time for the bytes beyond it (``time_for``).
 """
 
 from __future__ import annotations
@@ -17,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.core.interpolate import OutsideGrid, linear
-from roofline.reference.database import MS, Database, ReferenceDataError, TableSource, busiest_kernel
+from roofline.reference.database import MS, Database, ReferenceDataError, TableSource, busiest_kernel, median
 from roofline.reference.gemm import OutsideTable
-from roofline.specs.gpus import GpuSpec
+from roofline.specs.gpus import GpuSpec, Interconnect
 
 ELEMENT_BYTES = 2  # the tables' fp16 (NCCL's "half") and bf16 rows
 
@@ -67,3 +73,45 @@ class AllReduceTable:
                           what="an all-reduce's bytes")
         except OutsideGrid as exc:
             raise OutsideTable(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class AllToAllTable:
+    """Seconds of one NCCL all-to-all over ``ranks`` GPUs by the bytes each rank sends (its whole send buffer)."""
+
+    ranks: int
+    source: TableSource
+    sizes_bytes: tuple[int, ...]
+    time_s: tuple[float, ...]
+
+    @classmethod
+    def read(cls, db: Database, gpu: GpuSpec, ranks: int) -> AllToAllTable:
+        system = db.system(gpu)
+        path, version = db.nccl_table(system)
+        rows = db.read(path, ["message_size", "latency", "kernel_source", "device"],
+                       {"num_gpus": ranks, "nccl_dtype": "half", "op_name": "alltoall"})
+        if not rows["message_size"]:
+            raise ReferenceDataError(f"{db.label} has no all-to-all over {ranks} GPUs on {system}")
+        by_size: dict[int, list[float]] = {}
+        for size, latency in zip(rows["message_size"], rows["latency"], strict=True):
+            if latency and latency > 0:  # the 2.26.2 table times most sizes twice: their median
+                by_size.setdefault(int(size) * ELEMENT_BYTES, []).append(float(latency) * MS)
+        sizes = tuple(sorted(by_size))
+        source = TableSource(db.version, system, "all-to-all (nccl-tests alltoall_perf)", "nccl", version,
+                             db.relative(path), rows["device"][0], busiest_kernel(rows["kernel_source"]))
+        return cls(ranks, source, sizes, tuple(median(by_size[s]) for s in sizes))
+
+    def measures(self, message_bytes: float) -> bool:
+        """Whether ``message_bytes`` lies within the measured sizes (or below them, at the latency floor)."""
+        return message_bytes <= self.sizes_bytes[-1]
+
+    def time_for(self, message_bytes: float, link: Interconnect) -> float:
+        """One all-to-all of ``message_bytes`` from each GPU: interpolated between measured sizes, the smallest's time
+        below them (the latency floor), and past the largest that row's time plus ``link``'s time for the bytes
+        beyond it (its bandwidth term: the measured row already holds the latency)."""
+        if self.measures(message_bytes):
+            return linear(self.sizes_bytes, self.time_s, message_bytes, below="hold", above="refuse",
+                          what="an all-to-all's bytes")
+        largest = self.sizes_bytes[-1]
+        return self.time_s[-1] + (link.all_to_all_time_s(message_bytes, self.ranks)
+                                  - link.all_to_all_time_s(largest, self.ranks))

@@ -13,7 +13,14 @@ from pathlib import Path
 
 from roofline.core.counting import compute_dtype
 from roofline.core.errors import BadInputError
-from roofline.core.roof import all_to_all_time_s, ring_all_reduce_time_s
+from roofline.core.roof import (
+    ScaleOutLink,
+    all_to_all_across_time_s,
+    all_to_all_time_s,
+    domains_spanned,
+    ring_all_reduce_across_time_s,
+    ring_all_reduce_time_s,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,10 +46,43 @@ def profiles_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class ScaleOut:
+    """What a GPU reaches past its NVLink domain: its own NIC (InfiniBand or RoCE), the bandwidth one way, the
+    latency of one ring step over the network and NCCL's net overhead (the floor under every other step of a ring
+    that leaves the domain), each with its source.  Not part of the SKU: ``deployment`` says whose deployment the
+    figures are (a vendor's reference system)."""
+
+    kind: str
+    link_bytes_per_s: float
+    hop_latency_s: float
+    net_overhead_s: float
+    link_source: str
+    latency_source: str
+    net_overhead_source: str
+    deployment: str
+
+    @property
+    def link(self) -> ScaleOutLink:
+        return ScaleOutLink(self.link_bytes_per_s, self.hop_latency_s, self.net_overhead_s)
+
+    def describe(self) -> str:
+        return (f"{self.kind}, {self.link_bytes_per_s / 1e9:.0f} GB/s each way, {self.hop_latency_s * 1e6:.2g} us per "
+                "ring step")
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "link_bytes_per_s": self.link_bytes_per_s, "hop_latency_s": self.hop_latency_s,
+                "net_overhead_s": self.net_overhead_s, "deployment": self.deployment,
+                "sources": {"link": self.link_source, "latency": self.latency_source,
+                            "net_overhead": self.net_overhead_source}}
+
+
+@dataclass(frozen=True)
 class Interconnect:
-    """What a tensor-parallel all-reduce crosses between two GPUs of one node: the link's bandwidth one way (a
-    ring sends each byte one way along each link), the latency of one ring step and the fixed latency of one
-    collective (NCCL's base latency), each with its source."""
+    """What a collective crosses between GPUs: within one NVLink domain (``domain_gpus`` GPUs on one switch: an HGX
+    board's 8, an NVL72 rack's 72) the link's bandwidth one way (a ring sends each byte one way along each link), the
+    latency of one ring step and the fixed latency of one collective (NCCL's base latency); a group larger than the
+    domain also crosses ``scale_out``, each GPU's NIC.  Each figure with its source.  A sheet without a domain size
+    (a PCIe card's) costs every group on its link, as one domain."""
 
     kind: str
     link_bytes_per_s: float
@@ -51,27 +91,62 @@ class Interconnect:
     latency_source: str
     base_latency_s: float = 0.0
     base_latency_source: str = ""
+    domain_gpus: int | None = None
+    domain_source: str = ""
+    scale_out: ScaleOut | None = None
+
+    def domains(self, ranks: int) -> int:
+        """How many NVLink domains a group of ``ranks`` GPUs spans, placed contiguously (1 without a domain size)."""
+        if self.domain_gpus is None or self.scale_out is None:
+            return 1
+        return domains_spanned(ranks, self.domain_gpus)
 
     def all_reduce_time_s(self, message_bytes: float, ranks: int) -> float:
-        """One ring all-reduce of ``message_bytes`` over ``ranks`` GPUs on this link (``roofline.core.roof``), its
-        base latency included."""
+        """One ring all-reduce of ``message_bytes`` over ``ranks`` GPUs (``roofline.core.roof``), its base latency
+        included: on this link within a domain, as NCCL's ring between nodes when the group spans several."""
+        if self.domains(ranks) > 1:
+            assert self.domain_gpus is not None and self.scale_out is not None  # domains() is 1 without them
+            return ring_all_reduce_across_time_s(message_bytes, ranks, self.domain_gpus, self.link_bytes_per_s,
+                                                 self.hop_latency_s, self.base_latency_s, self.scale_out.link)
         return ring_all_reduce_time_s(message_bytes, ranks, self.link_bytes_per_s, self.hop_latency_s,
                                       self.base_latency_s)
 
     def all_to_all_time_s(self, message_bytes: float, ranks: int) -> float:
-        """One all-to-all over ``ranks`` GPUs sending ``message_bytes`` from each (``roofline.core.roof``)."""
-        return all_to_all_time_s(message_bytes, ranks, self.link_bytes_per_s, self.hop_latency_s)
+        """One all-to-all over ``ranks`` GPUs sending ``message_bytes`` from each (``roofline.core.roof``), NCCL's
+        base latency included as the all-reduce's is; the share bound for other domains through the scale-out link."""
+        if self.domains(ranks) > 1:
+            assert self.domain_gpus is not None and self.scale_out is not None
+            return all_to_all_across_time_s(message_bytes, ranks, self.domain_gpus, self.link_bytes_per_s,
+                                            self.hop_latency_s, self.base_latency_s, self.scale_out.link)
+        return all_to_all_time_s(message_bytes, ranks, self.link_bytes_per_s, self.hop_latency_s,
+                                 self.base_latency_s)
 
-    def describe(self) -> str:
-        return (f"{self.kind}, {self.link_bytes_per_s / 1e9:.0f} GB/s each way, "
-                f"{self.hop_latency_s * 1e6:.2g} us per ring step, {self.base_latency_s * 1e6:.2g} us per "
-                "all-reduce")
+    def crossing(self, ranks: int) -> str:
+        """The link a collective over ``ranks`` GPUs crosses, in words: this one, or the scale-out link between
+        domains."""
+        domains = self.domains(ranks)
+        if domains <= 1:
+            return self.kind
+        assert self.scale_out is not None
+        return f"scale-out {self.scale_out.kind} between {domains} {self.kind} domains of {self.domain_gpus}"
+
+    def describe(self, ranks: int | None = None) -> str:
+        """The link's figures; with ``ranks``, those of what a collective over that many GPUs crosses."""
+        words = (f"{self.kind}, {self.link_bytes_per_s / 1e9:.0f} GB/s each way, "
+                 f"{self.hop_latency_s * 1e6:.2g} us per ring step, {self.base_latency_s * 1e6:.2g} us per "
+                 "collective")
+        if ranks is not None and self.domains(ranks) > 1:
+            assert self.scale_out is not None
+            words += (f"; {ranks} GPUs span {self.domains(ranks)} domains of {self.domain_gpus}, joined by "
+                      f"{self.scale_out.describe()}")
+        return words
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "link_bytes_per_s": self.link_bytes_per_s, "hop_latency_s": self.hop_latency_s,
-                "base_latency_s": self.base_latency_s,
+                "base_latency_s": self.base_latency_s, "domain_gpus": self.domain_gpus,
+                "scale_out": self.scale_out.to_dict() if self.scale_out is not None else None,
                 "sources": {"link": self.link_source, "latency": self.latency_source,
-                            "base_latency": self.base_latency_source}}
+                            "base_latency": self.base_latency_source, "domain": self.domain_source}}
 
 
 @dataclass(frozen=True)
@@ -151,10 +226,11 @@ class GpuSpec:
 
 
 # What a spec sheet's figures may be: about 1,000 times past the shipped sheets' extremes either way (profiles/gpus:
-# memory bandwidth 0.27-8 TB/s, memory 24-192 GB, dense peaks 13 TFLOP/s-9 PFLOP/s, links 32-900 GB/s one way,
-# latencies 0.6-6.6 us, boards 72-1,000 W).  Past them a figure is a typo, not a GPU: 0 divides by zero later, and
-# 1e300 overflows the first product (a step's FLOP over 1e300 FLOP/s underflows, its bytes' time prints with 300
-# digits).  A link's bounds are --interconnect-gbps' (1 to 1,000,000 Gb/s: gigabit Ethernet to past any link).
+# memory bandwidth 0.27-8 TB/s, memory 24-288 GB, dense peaks 13 TFLOP/s-15 PFLOP/s, links 32-900 GB/s one way
+# (scale-out NICs 50-100 GB/s), latencies 0.6-12 us, boards 72-1,400 W).  Past them a figure is a typo, not a GPU: 0
+# divides by zero later, and 1e300 overflows the first product (a step's FLOP over 1e300 FLOP/s underflows, its
+# bytes' time prints with 300 digits).  A link's bounds are --interconnect-gbps' (1 to 1,000,000 Gb/s: gigabit
+# Ethernet to past any link).
 MIN_LINK_GBPS = 1.0
 MAX_LINK_GBPS = 1e6
 BANDWIDTH_RANGE = (1e8, 1e16)  # bytes/s
@@ -164,6 +240,9 @@ LINK_RANGE = (MIN_LINK_GBPS * 1e9 / 8, MAX_LINK_GBPS * 1e9 / 8)  # bytes/s one w
 LATENCY_RANGE = (0.0, 1.0)  # seconds
 POWER_RANGE = (1.0, 1e6)  # watts
 MEMORY_GIB_RANGE = (0.0, 1e6)  # the driver's report a sheet matches, GiB
+# GPUs in one NVLink domain: one (a lone card) to past any switch fabric built (the NVL72 rack holds 72; NVIDIA's
+# NVLink Switch System is specified to 576).
+DOMAIN_RANGE = (1, 100_000)
 
 
 class _Figure(ValueError):
@@ -199,13 +278,7 @@ def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
             peak_flop_per_s=peak_flop_per_s,
             bandwidth_source=str(memory["source"]),
             peak_source=str(peaks["source"]),
-            interconnect=Interconnect(kind=str(link["kind"]),
-                                      link_bytes_per_s=_figure(link, "link_bytes_per_s", "interconnect", LINK_RANGE),
-                                      hop_latency_s=_figure(link, "hop_latency_s", "interconnect", LATENCY_RANGE),
-                                      link_source=str(link["link_source"]),
-                                      latency_source=str(link["latency_source"]),
-                                      base_latency_s=_figure(link, "base_latency_s", "interconnect", LATENCY_RANGE),
-                                      base_latency_source=str(link["base_latency_source"])),
+            interconnect=_interconnect(link, data.get("scale_out")),
             reported_bytes=_figure(memory, "reported_bytes", "memory", MEMORY_RANGE),
             reported_source=str(memory["reported_source"]),
             achievable=_achievable(data["achievable"], bandwidth, peak_flop_per_s),
@@ -219,6 +292,41 @@ def _parse_gpu_profile(sku: str, data: dict) -> GpuSpec:
         raise SpecError(f"profile {sku}: malformed (no {exc})") from None
     except (TypeError, ValueError, AttributeError) as exc:
         raise SpecError(f"profile {sku}: malformed ({exc})") from None
+
+
+def _interconnect(link: dict, scale_out: dict | None) -> Interconnect:
+    """[interconnect], and with its NVLink domain size the [scale_out] table a larger group crosses: both or
+    neither (a domain without a way out, or a way out of no known domain, cannot cost a group past it)."""
+    within = Interconnect(kind=str(link["kind"]),
+                          link_bytes_per_s=_figure(link, "link_bytes_per_s", "interconnect", LINK_RANGE),
+                          hop_latency_s=_figure(link, "hop_latency_s", "interconnect", LATENCY_RANGE),
+                          link_source=str(link["link_source"]),
+                          latency_source=str(link["latency_source"]),
+                          base_latency_s=_figure(link, "base_latency_s", "interconnect", LATENCY_RANGE),
+                          base_latency_source=str(link["base_latency_source"]))
+    if ("domain_gpus" in link) != (scale_out is not None):
+        raise ValueError("give interconnect.domain_gpus and a [scale_out] table together (a group larger than the "
+                         "domain crosses the scale-out link), or neither")
+    if scale_out is None:
+        return within
+    out = ScaleOut(kind=str(scale_out["kind"]),
+                   link_bytes_per_s=_figure(scale_out, "link_bytes_per_s", "scale_out", LINK_RANGE),
+                   hop_latency_s=_figure(scale_out, "hop_latency_s", "scale_out", LATENCY_RANGE),
+                   net_overhead_s=_figure(scale_out, "net_overhead_s", "scale_out", LATENCY_RANGE),
+                   link_source=str(scale_out["link_source"]), latency_source=str(scale_out["latency_source"]),
+                   net_overhead_source=str(scale_out["net_overhead_source"]),
+                   deployment=str(scale_out["deployment"]))
+    return replace(within, domain_gpus=_count(link, "domain_gpus", "interconnect", DOMAIN_RANGE),
+                   domain_source=str(link["domain_source"]), scale_out=out)
+
+
+def _count(table: dict, key: str, section: str, bounds: tuple[int, int]) -> int:
+    """``table[key]``, a whole number within ``bounds``, else one line naming ``section.key``."""
+    value = table[key]
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _Figure(f"{section}.{key} = {value!r}: give a whole number from {low:,} to {high:,}")
+    return value
 
 
 # A peak table's words beside its figures.

@@ -1,6 +1,7 @@
 """What a step's collectives move between GPUs: tensor parallelism's all-reduces and expert parallelism's
-all-to-alls.  Their time is the interconnect's (``roofline.specs.gpus.Interconnect``); they move no HBM bytes the
-roofline counts, so a step reports them apart.
+all-to-alls.  Their time is the interconnect's (``roofline.specs.gpus.Interconnect``: within one NVLink domain its
+link, a group larger than the domain across the scale-out link too, each with NCCL's fixed latency per collective);
+they move no HBM bytes the roofline counts, so a step reports them apart.
 
 - TP > 1: a ring all-reduce after each mixer's output projection and each MLP (two per transformer layer; one per
   Nemotron-H block), each of the rank's tokens' hidden vectors (Megatron-LM's row-parallel linears).
@@ -26,6 +27,10 @@ class Collective:
     ranks: int
     count: int  # per step
     message_bytes: int  # one collective's, from each rank
+
+    def crossing(self, link: Interconnect) -> str:
+        """The link this collective crosses on ``link``'s sheet: its own, or the scale-out link between domains."""
+        return link.crossing(self.ranks)
 
     def time_s(self, link: Interconnect) -> float:
         one = link.all_reduce_time_s(self.message_bytes, self.ranks) if self.name == "all_reduce" \

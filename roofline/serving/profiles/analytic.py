@@ -185,15 +185,17 @@ def other_table(step: StepModel, bandwidth_bytes_per_s: float, tokens: tuple[int
 
 
 def comm_tables(step: StepModel, gpu: GpuSpec, tokens: tuple[int, ...]) -> tuple[CommTable | None, CommTable | None]:
-    """The all-reduce (TP > 1) and all-to-all (EP > 1) tables on ``gpu``'s interconnect, per GPU token count."""
+    """The all-reduce (TP > 1) and all-to-all (EP > 1) tables on ``gpu``'s interconnect, per GPU token count: a
+    group larger than the sheet's NVLink domain on its scale-out link too, and the source says so."""
     link, par, m = gpu.interconnect, step.parallelism, step.model
-    source = f"on spec sheet {gpu.sku}: {link.describe()}"
     reduce = None if par.tp <= 1 else CommTable(
-        ranks=par.tp, per_layer=TP_ALL_REDUCES_PER_LAYER, measured=False, source=f"ring all-reduce {source}",
+        ranks=par.tp, per_layer=TP_ALL_REDUCES_PER_LAYER, measured=False,
+        source=f"ring all-reduce on spec sheet {gpu.sku}: {link.describe(par.tp)}",
         tokens=tokens, time_s=tuple(link.all_reduce_time_s(all_reduce_bytes(step.dtype, t, m.hidden), par.tp)
                                     for t in tokens))
     exchange = None if par.ep <= 1 or m.moe is None else CommTable(
-        ranks=par.ep, per_layer=ALL_TO_ALLS_PER_MOE_LAYER, measured=False, source=f"all-to-all {source}",
+        ranks=par.ep, per_layer=ALL_TO_ALLS_PER_MOE_LAYER, measured=False,
+        source=f"all-to-all on spec sheet {gpu.sku}: {link.describe(par.ep)}",
         tokens=tokens, time_s=tuple(link.all_to_all_time_s(all_to_all_bytes(step.dtype, t, m.moe.topk, m.hidden),
                                                             par.ep) for t in tokens))
     return reduce, exchange

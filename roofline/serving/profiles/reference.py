@@ -13,10 +13,12 @@ Same document as any profile, ``source: reference``, each table naming its sourc
   the whole prompt's time less the prefix's (``chunk_attention`` null);
 - a mixture of experts' routed experts: the engine's fused MoE layer for the model's shape, split, dtype and
   routing, shared between the two grouped tables in proportion to their roofline times;
-- the all-reduces (TP > 1): the engine's own all-reduce over the profile's GPUs, else NCCL's.
+- the all-reduces (TP > 1): the engine's own all-reduce over the profile's GPUs, else NCCL's;
+- the all-to-alls (EP > 1): NCCL's over the profile's EP GPUs (a message past the largest measured: that row's time
+  plus the spec sheet's link time for the rest, and counted).
 
 What the database lacks (a shape below or past its tables, MLA attention, a dtype it does not time, a routing it
-does not run, the elementwise kernels, expert parallelism's all-to-alls) is timed on the SKU's analytic basis
+does not run, the elementwise kernels, an all-to-all over more GPUs than it timed) is timed on the SKU's analytic basis
 (``roofline.decode.ceilings``: per-matrix efficiencies from the same database where they apply) or its spec sheet's
 interconnect, and that table's source says so and why: never extrapolated without a word.
 """
@@ -26,11 +28,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes
+from roofline.core.counting import TP_ALL_REDUCES_PER_LAYER, all_reduce_bytes, all_to_all_bytes
 from roofline.core.options import check_dtypes
 from roofline.decode.ceilings import AnalyticBasis, sku_basis, sku_roof, step_dtypes
 from roofline.reference.attention import AttentionTable
-from roofline.reference.comm import AllReduceTable
+from roofline.reference.comm import AllReduceTable, AllToAllTable
 from roofline.reference.database import Database, ReferenceDataError, open_database
 from roofline.reference.gemm import GemmTable
 from roofline.reference.moe import MoeTable
@@ -184,6 +186,28 @@ def _all_reduce(tables: Tables, tokens: tuple[int, ...]) -> CommTable | None:
     return CommTable(step.parallelism.tp, TP_ALL_REDUCES_PER_LAYER, True, table.source.describe(), tokens, times)
 
 
+def _all_to_all(tables: Tables, tokens: tuple[int, ...]) -> CommTable | None:
+    """NCCL's measured all-to-all over the EP GPUs per token count (each rank's tokens' hidden vectors, once per expert
+    they are routed to); where the database timed no all-to-all over that many GPUs, the spec sheet's."""
+    step = tables.step
+    _, exchange = comm_tables(step, tables.gpu, tokens)
+    moe = step.model.moe
+    if exchange is None or moe is None:
+        return None
+    sizes = [all_to_all_bytes(step.dtype, t, moe.topk, step.model.hidden) for t in tokens]
+    try:
+        table = AllToAllTable.read(tables.db, tables.gpu, exchange.ranks)
+    except ReferenceDataError as exc:
+        return CommTable(exchange.ranks, exchange.per_layer, False, f"not in {tables.db.label} ({exc}): "
+                         f"{exchange.source}", tokens, exchange.time_s)
+    link = tables.gpu.interconnect
+    past = sum(not table.measures(b) for b in sizes)
+    beyond = (f"; {past} of {len(tokens)} token counts past its largest message ({table.sizes_bytes[-1]:,} bytes): "
+              f"that row's time plus {tables.gpu.sku}'s link time for the rest") if past else ""
+    return CommTable(exchange.ranks, exchange.per_layer, True, table.source.describe() + beyond, tokens,
+                     tuple(table.time_for(b, link) for b in sizes))
+
+
 def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, max_tokens: int, max_context: int,
                       gpu: GpuSpec, engine: str = "vllm", ep: int = 1, routing: str = "balanced",
                       db: Database | None = None, tool: dict[str, Any] | None = None,
@@ -202,7 +226,6 @@ def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, m
     every = [_linear_table(tables, linear, tokens) for linear in step.linears]
     bandwidth = fallback.roof.bandwidth_bytes_per_s or gpu.achievable.bandwidth_bytes_per_s
     other = other_table(step, bandwidth, tokens)
-    _, exchange = comm_tables(step, gpu, tokens)
     basis = (f"{db.label} on {system} ({gpu.sku}), {engine}'s kernels, measured by NVIDIA; each table "
              "names its source")
     return StepProfile(
@@ -220,9 +243,7 @@ def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, m
         mixers=mixer_tables(step, fallback.time_s, tokens, contexts,
                             f"not in {db.label} (it times no such layer): {fallback.basis}"),
         routing=step.routing.spelled,
-        all_to_all=None if exchange is None else CommTable(
-            exchange.ranks, exchange.per_layer, False, f"not read from {db.label}: {exchange.source}", tokens,
-            exchange.time_s),
+        all_to_all=_all_to_all(tables, tokens),
         roof={"bandwidth_bytes_per_s": fallback.roof.bandwidth_bytes_per_s,
               "peak_flop_per_s": fallback.roof.peak_flop_per_s,
               "basis": f"what compute-bound, MBU and MFU are judged against: the {sku_roof(gpu, dtype, False)[1]}"},
