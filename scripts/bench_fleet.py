@@ -12,10 +12,10 @@ logged at 176 bytes each, the requests' token times at 8 bytes a token).
 
 capacity: the highest Poisson rate meeting ttft_p90=0.5,tpot_p99=0.04 for 1 and for 2 replicas (round robin) of
 the same profile, over the same 8,000 requests (the capacity search of ``simulate --slo``).  Target: 2 replicas
-at least 1.8x one.  The same from the command line:
+at least 1.8x one.  The same from the command line (kernels only, as the library's profile here is):
 
     gpubench simulate --analytic --gpu h200-sxm --model llama-3-8b --requests 8000 --policy paged \\
-        --slo ttft_p90=0.5,tpot_p99=0.04 --no-report -o /tmp/one [--replicas 2]
+        --slo ttft_p90=0.5,tpot_p99=0.04 --engine none --no-report -o /tmp/one [--replicas 2]
 
 Times are wall-clock on whatever machine runs this (printed with the load average: a shared machine is slower).
 """

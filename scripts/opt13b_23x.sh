@@ -5,7 +5,8 @@
 # (15,837 tokens of KV fit beside the 25.7 GB of fp16 weights in 90% of the board's 40,960 MiB: batch =
 # 15837 // (512 + cap)),
 # paged continuous batching (vLLM-like: admission by KV blocks), and continuous batching with no memory limit
-# (what the kernels alone would give if the KV cache were free).  Writes OUTDIR/cap-N/ (the committed run is
+# (what the kernels alone would give if the KV cache were free).  Kernels only (--engine none): the claim's gap is
+# what an engine's own time adds, which the doc works out from these.  Writes OUTDIR/cap-N/ (the committed run is
 # results/opt13b-a100-40gb/: pass that folder to redraw it).
 #   bash scripts/opt13b_23x.sh OUTDIR        (PYTHON=... picks the interpreter; python3 by default)
 set -euo pipefail
@@ -23,5 +24,5 @@ for cap in 32 128 512 1536; do
   echo "== cap $cap: static batch $batch"
   $python -m microbench.cli simulate --analytic --gpu a100-sxm-40gb --model opt-13b --dtype fp16 \
     --requests 1000 --prompt fixed:512 --output "exp:128:$cap" --arrivals burst --seed 0 \
-    --policy "static:batch=$batch" --policy paged --policy continuous $report -o "$out/cap-$cap"
+    --policy "static:batch=$batch" --policy paged --policy continuous --engine none $report -o "$out/cap-$cap"
 done

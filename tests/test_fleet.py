@@ -284,7 +284,8 @@ def test_plan_reports_an_slo_no_fleet_meets_as_not_met_and_exits_0(candidates, t
     simulated at the bound and found short); a limit under a request's own prefill is answered without a fleet.
     (300: 20 requests at 5000/s arrive within 4 ms, too short for any fleet to show it keeps up: planner.COVERED.)"""
     run = CliRunner().invoke(main, ["plan", candidates[0], "--rate", "5000", "--slo", "ttft_p90=0.012",
-                                    "--requests", "300", "--max-gpus", "2", "--no-report", "-o", str(tmp_path / "p")])
+                                    "--requests", "300", "--max-gpus", "2", "--engine", "none", "--no-report",
+                                    "-o", str(tmp_path / "p")])
     assert run.exit_code == 0, run.output
     assert "the SLO is not met up to 2 GPUs at 5000 requests/s" in run.stdout
     assert "h200.json, continuous: 2 replicas behind round-robin at 5000 requests/s missed (TTFT p90 " in run.stderr
@@ -292,7 +293,8 @@ def test_plan_reports_an_slo_no_fleet_meets_as_not_met_and_exits_0(candidates, t
     assert (point["met"], point["replicas"], point["gpus"]) == (False, None, None)
     assert point["tried"] == [{"replicas": 2, "prefill_replicas": None, "decode_replicas": None, "met": False}]
     run = CliRunner().invoke(main, ["plan", candidates[0], "--rate", "5", "--slo", "ttft_p90=0.000001",
-                                    "--requests", "5", "--max-gpus", "4", "--no-report", "-o", str(tmp_path / "q")])
+                                    "--requests", "5", "--max-gpus", "4", "--engine", "none", "--no-report",
+                                    "-o", str(tmp_path / "q")])
     assert run.exit_code == 0, run.output
     assert "no fleet meets the SLO at 5 requests/s: even served alone" in run.output
     assert "(TTFT p90 10 ms > 1 µs)" in run.output

@@ -117,9 +117,9 @@ def test_what_the_database_lacks_is_on_the_analytic_basis_and_says_why(tmp_path)
     (["--reference", "aiconfigurator", "--gpu", "h200-sxm", "--model", "llama-3-8b", "--budget", "1"],
      "--reference measures nothing: drop --budget"),
     (["--reference", "aiconfigurator", "--gpu", "h200-sxm", "--model", "llama-3-8b", "--engine", "tgi"],
-     "--engine tgi: choose from vllm"),
+     "'tgi' is not one of 'sglang', 'trtllm', 'vllm', 'none'"),
     (["--reference", "nvidia", "--gpu", "h200-sxm", "--model", "llama-3-8b"], "--reference nvidia: unknown"),
-    (["--model", "llama-3-8b", "--engine", "vllm"], "--engine belongs to --reference"),
+    (["--model", "llama-3-8b", "--engine", "vllm"], "--engine belongs to --analytic and --reference"),
 ])
 def test_profile_reference_refuses_in_one_line(tmp_path, args, message):
     run = CliRunner().invoke(main, ["profile", *args, "-o", str(tmp_path / "p.json")])

@@ -275,7 +275,7 @@ def test_requests_past_the_profiles_max_context_are_refused(tmp_path, workload):
 
 def test_an_slo_a_burst_already_meets_gives_the_burst_rate_as_a_lower_bound(tmp_path):
     run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--efficiency", "flat",
-                    "--requests", "50", "--slo", "ttft_p90=2,tpot_p99=0.1", "--no-report")
+                    "--engine", "none", "--requests", "50", "--slo", "ttft_p90=2,tpot_p99=0.1", "--no-report")
     assert run.exit_code == 0, run.output
     entry = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]
     capacity = entry["capacity"]
@@ -296,8 +296,8 @@ def test_an_slo_below_one_requests_own_latency_is_answered_without_searching_rat
     from roofline.specs.models import load_model
 
     run = _simulate(tmp_path, "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--efficiency", "flat",
-                    "--requests", "5", "--prompt", "fixed:16", "--output", "fixed:4", "--slo", "ttft_p90=0.000001",
-                    "--no-report")
+                    "--engine", "none", "--requests", "5", "--prompt", "fixed:16", "--output", "fixed:4",
+                    "--slo", "ttft_p90=0.000001", "--no-report")
     assert run.exit_code == 0, run.output
     capacity = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["capacity"]
     assert capacity["capacity_requests_per_s"] is None and capacity["tried"] == []
@@ -311,7 +311,7 @@ def test_an_slo_below_one_requests_own_latency_is_answered_without_searching_rat
 
 
 def test_the_capacity_search_prints_a_line_to_stderr_for_each_simulation_as_it_ends(tmp_path):
-    run = _simulate(tmp_path, *ANALYTIC, "--requests", "30", "--policy", "paged",
+    run = _simulate(tmp_path, *ANALYTIC, "--engine", "none", "--requests", "30", "--policy", "paged",
                     "--slo", "ttft_p90=0.5,tpot_p99=0.004", "--no-report")
     assert run.exit_code == 0, run.output
     tried = json.loads((tmp_path / "sim" / "simulation.json").read_text())["runs"][0]["capacity"]["tried"]

@@ -85,11 +85,15 @@ def refuse_reference_options(gpu, engine, dtypes, shapes) -> None:
 
 def write_reference_profile(config) -> None:
     """``gpubench profile --reference NAME --gpu SKU``: the step profile from the database, saved to ``-o``."""
-    from microbench.cli.serving import provenance, warn_if_weights_overflow
+    from dataclasses import replace
+
+    from microbench.cli.serving import engine_time_line, provenance, warn_if_weights_overflow
     from roofline.reference.database import check_engine
     from roofline.serving.profile_doc import check_profile_output, save_profile
     from roofline.serving.profiles.analytic import with_formats_note
+    from roofline.serving.profiles.engine_time import preset_overhead
     from roofline.serving.profiles.reference import reference_profile
+    from roofline.specs.engines import kernel_engine
     from roofline.specs.gpus import load_gpu_spec
     from roofline.specs.hf_config import load_hf_config
     from roofline.specs.models import load_model, step_formats
@@ -104,10 +108,14 @@ def write_reference_profile(config) -> None:
         profile = reference_profile(model, tp=config.tp, ep=config.ep, routing=config.routing, dtype=dtype,
                                     kv_dtype=kv_dtype, max_tokens=config.max_tokens,
                                     max_context=config.max_context, gpu=load_gpu_spec(config.sku),
-                                    engine=check_engine(config.engine), tool=made.tool, host=made.host, argv=made.argv)
+                                    engine=check_engine(kernel_engine(config.engine)), tool=made.tool, host=made.host,
+                                    argv=made.argv)
         profile = with_formats_note(profile, note)
+        # The engine's overhead preset is the profile's engine time (none under --engine none), as --analytic's is.
+        profile = replace(profile, engine_overhead=preset_overhead(config.engine, profile.layers))
         save_profile(profile, config.output)
     click.echo(f"step profile of {profile.model['name']} ({profile.basis}) saved to {config.output}")
+    click.echo(engine_time_line(profile))
     for name, source in table_sources(profile):
         click.echo(f"  {name}: {source}")
     warn_if_weights_overflow(profile)

@@ -38,7 +38,14 @@ def write_analytic_profile(config) -> None:
         document = analytic_profile_of(config, provenance())
         save_profile(document, config.output)
     click.echo(f"step profile of {document.model['name']} ({document.basis}) saved to {config.output}")
+    click.echo(engine_time_line(document))
     warn_if_weights_overflow(document)
+
+
+def engine_time_line(profile) -> str:
+    """What engine time a profile just written carries: its ``--engine`` preset, or none."""
+    overhead = profile.engine_overhead
+    return f"engine time: {overhead.fitted_on}" if overhead else "engine time: none, kernels only (--engine none)"
 
 
 def warn_if_weights_overflow(profile) -> None:

@@ -22,11 +22,13 @@ from roofline.core.options import Option, check_dtypes, check_seed, given_among,
 from roofline.decode.ceilings import check_typed_efficiency
 from roofline.reference.database import check_engine, check_reference
 from roofline.serving.simulate_config import (
+    ENGINE_OPTION,
     MODEL_FLAGS,
     ModelOptions,
     check_spec_sheet,
     refuse_max_context_past_window,
 )
+from roofline.specs.engines import check_engine_name, kernel_engine
 
 CLOCKS = ("wall", "thread-cpu")
 
@@ -62,7 +64,9 @@ FLAGS: dict[str, Option] = {
                        help="from a SKU's ceilings (--gpu) or a sweep's fits (--from), no timers"),
     "reference": Option(("--reference",), metavar="aiconfigurator",
                         help="from a reference database's kernel times on --gpu (the [reference] extra), no timers"),
-    "engine": Option(("--engine",), help="--reference: vllm | sglang | trtllm, whose kernels it timed [vllm]"),
+    "engine": replace(ENGINE_OPTION, help="--analytic and --reference: the engine you serve with: its overhead "
+                      "preset (profiles/engines, each figure sourced) recorded as the profile's engine time, and its "
+                      "kernel tables where the reference database is read; none: kernels only, no engine time"),
     "output": Option(("-o", "--output"), "path", required=True, help="the step profile (JSON)"),
     **MEASURED_FLAGS,
 }
@@ -76,7 +80,6 @@ class ProfileConfig(ModelOptions):
     output: Path
     analytic: bool = FLAGS["analytic"].default
     reference: str | None = FLAGS["reference"].default
-    engine: str | None = FLAGS["engine"].default
     device: str = FLAGS["device"].default
     max_batch: int = FLAGS["max_batch"].default
     attention: str = FLAGS["attention"].default
@@ -89,16 +92,15 @@ class ProfileConfig(ModelOptions):
 
     def __post_init__(self) -> None:
         check_dtypes(self.dtype, self.kv_dtype)
+        check_engine_name(self.engine)
         if self.reference is not None:
             check_reference(self.reference)
-            check_engine(self.engine)
+            check_engine(kernel_engine(self.engine))
             if self.analytic or self.from_result or self.ideal or not self.sku or self.gpu_spec \
                     or self.interconnect_gbps is not None:
                 raise PlanError("--reference reads the database's kernel times on --gpu SKU: give --gpu, and none of "
                                 "--analytic, --from, --ideal, --gpu-spec, --interconnect-gbps")
             return
-        if self.engine is not None:
-            raise PlanError("--engine belongs to --reference")
         if self.analytic:
             check_typed_efficiency(self.efficiency, self.ideal, self.from_result is not None)
             check_spec_sheet(self.sku, self.gpu_spec, self.interconnect_gbps)
@@ -127,6 +129,10 @@ class ProfileConfig(ModelOptions):
         """The config of one command line (``options`` by field name as click parsed them; ``given``: the
         fields typed on the command line)."""
         values = {key: value for key, value in options.items() if key in {f.name for f in fields(cls)}}
+        values["engine_typed"] = "engine" in given
+        if "engine" in given and not values.get("analytic") and values.get("reference") is None:
+            raise PlanError("--engine belongs to --analytic and --reference: a measured profile times this device's "
+                            "kernels (simulate --engine names the engine time its steps carry)")
         planned = given_among(given, [f.name for f in fields(ProfilePlan)])
         if values.get("resume") and planned:  # each would be ignored: the plan is the partial file's own
             raise PlanError("--resume takes the plan from OUTPUT.partial; do not also give "

@@ -28,6 +28,7 @@ from roofline.serving.simulate_config import (
     refuse_static_split,
 )
 from roofline.serving.workload import check_request_count, parse_lengths
+from roofline.specs.engines import check_engine_name
 from roofline.step.speculative import SpecDecode, parse_spec_decode
 
 # The largest fleet a plan searches: past it a target is reported as not met (exit 0), not searched for ever.
@@ -61,6 +62,7 @@ FLAGS: dict[str, Option] = {
                            help="with --disaggregate: the link the KV cache crosses, Gb/s [each profile's spec "
                                 "sheet interconnect]"),
     "spec_decode": SIMULATE_FLAGS["spec_decode"],
+    "engine": SIMULATE_FLAGS["engine"],
     "mem_fraction": SIMULATE_FLAGS["mem_fraction"],
     "out_dir": Option(("-o", "--out-dir"), "path",
                       help="folder for plan.json and the report [results/plan-<UTC time>]"),
@@ -88,6 +90,8 @@ class PlanConfig:
     disaggregate: bool = FLAGS["disaggregate"].default
     kv_link_gbps: float | None = FLAGS["kv_link_gbps"].default
     spec_decode: str | None = FLAGS["spec_decode"].default  # --spec-decode draft=K,accept=DIST[,drafter=D]
+    engine: str = FLAGS["engine"].default  # --engine: whose overhead preset each profile's steps carry
+    engine_typed: bool = False  # --engine typed: it replaces a preset a profile carries
     mem_fraction: float = FLAGS["mem_fraction"].default
     out_dir: Path | None = FLAGS["out_dir"].default
     no_report: bool = FLAGS["no_report"].default
@@ -118,6 +122,7 @@ class PlanConfig:
         if not 0 < self.mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         check_router(self.router)
+        check_engine_name(self.engine)
         parse_spec_decode(self.spec_decode)
         if isinstance(self.max_gpus, bool) or not 1 <= self.max_gpus <= MAX_GPUS:
             raise BadInputError(f"--max-gpus {self.max_gpus}: give 1 to {MAX_GPUS}")
@@ -157,6 +162,7 @@ class PlanConfig:
         if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):  # never raises
             raise BadInputError(f"-o {out_dir}: is a file; give a folder for plan.json and the report")
         return cls(**{**values, "profile_files": tuple(values.get("profile_files") or ()),
+                      "engine_typed": "engine" in given,
                       "rates": parse_rates(values.get("rates")),
                       "slo": Slo.parse(values["slo"]) if values.get("slo") else None,
                       "policies": tuple(parse_policy(p) for p in values.get("policies") or ()),

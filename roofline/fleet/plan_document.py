@@ -25,7 +25,8 @@ def plan_document(candidates: list[Candidate], plans: list[list[dict[str, Any]]]
 ``on_front`` here)."""
     records = [{"profile": profile_identity(c.profile, str(c.path)), "sku": c.sku,
                 "gpu_hour_usd": c.price_usd_per_gpu_hour, "power": c.profile.power_figure,
-                "kv_link": c.link.to_dict() if c.link is not None else None, "plans": policy_plans}
+                "kv_link": c.link.to_dict() if c.link is not None else None,
+                **({"engine_time": c.engine_time} if c.engine_time is not None else {}), "plans": policy_plans}
                for c, policy_plans in zip(candidates, plans, strict=True)]
     answers = [front_answer(records, rate) for rate in target.rates]
     return {
@@ -162,10 +163,12 @@ def _number(value: float | None) -> str:
 
 
 def plan_sentences(document: dict[str, Any]) -> list[str]:
-    """Each rate's answer (the cheapest plan on the front), then each plan's in words, with its warnings; the
-    sentence of the one-replica search when it failed."""
+    """Each rate's answer (the cheapest plan on the front), whose engine time each candidate carries, then each plan's
+    in words, with its warnings; the sentence of the one-replica search when it failed."""
     lines = [answer["sentence"][0].upper() + answer["sentence"][1:] + "." for answer in document.get("answers", [])]
     for candidate in document["candidates"]:
+        if candidate.get("engine_time"):  # whose engine time its steps carry (older plans: not said)
+            lines.append(f"{candidate_label(candidate)}: engine time: {candidate['engine_time']['words']}.")
         power = candidate.get("power") or {}
         if power.get("watts_per_gpu") is None and power.get("why_none"):
             lines.append(f"{candidate_label(candidate)}: no tokens per joule: {power['why_none']}.")

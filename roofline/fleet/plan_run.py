@@ -1,16 +1,17 @@
 """``gpubench plan`` as the library runs it: everything between the command's parsed options and what it prints.
 
-``prepare_plan`` reads and checks every input before anything is simulated: each candidate profile with its SKU,
-its price and (with ``--disaggregate``) its KV link, and the workload.  ``Planning.run`` plans every candidate
-under every policy (``roofline.fleet.planner``) and assembles plan.json (``roofline.fleet.plan_document``);
-``PlanOutcome.write`` writes it and its report into a folder.  The CLI holds the output folder around them
-(``microbench.cli.guard``) and prints.
+``prepare_plan`` reads and checks every input before anything is simulated: each candidate profile with its SKU, its
+price, its engine time (``roofline.serving.profiles.engine_time``, simulate's rule) and (with ``--disaggregate``)
+its KV link, and the workload. ``Planning.run`` plans every candidate under every policy
+(``roofline.fleet.planner``) and assembles plan.json (``roofline.fleet.plan_document``); ``PlanOutcome.write``
+writes it and its report into a folder. The CLI holds the output folder around them (``microbench.cli.guard``) and
+prints.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,6 +24,7 @@ from roofline.fleet.simulate_run import ProbeReport, named_progress
 from roofline.result.sections import Provenance
 from roofline.serving.metrics import Slo
 from roofline.serving.profile_doc import load_profile, save_json_atomic
+from roofline.serving.profiles.engine_time import engine_time
 from roofline.serving.workload import check_fits_in_memory, read_workload
 
 
@@ -38,9 +40,13 @@ def load_candidates(config: PlanConfig) -> list[Candidate]:
     candidates = []
     for path in config.profile_files:
         profile = load_profile(path)
+        # Whose engine time its steps carry (simulate's rule: its calibrated terms, else the --engine preset).
+        chosen = engine_time(profile, config.engine, config.engine_typed)
+        profile = replace(profile, engine_overhead=chosen.overhead)
         sku = profile.device.get("sku")
         candidates.append(Candidate(path, profile, sku, prices.get(sku) if sku else None,
-                                    kv_link(profile, config.kv_link_gbps) if config.disaggregate else None))
+                                    kv_link(profile, config.kv_link_gbps) if config.disaggregate else None,
+                                    chosen.to_dict()))
     skus = sorted({c.sku for c in candidates if c.sku})
     for sku in prices:
         if sku not in skus:

@@ -54,6 +54,7 @@ class Candidate:
     sku: str | None
     price_usd_per_gpu_hour: float | None
     link: KvLink | None = None
+    engine_time: dict[str, Any] | None = None  # whose engine time its profile's steps carry (engine_time.EngineTime)
 
 
 @dataclass(frozen=True)

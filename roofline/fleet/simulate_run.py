@@ -1,13 +1,13 @@
 """``gpubench simulate`` as the library runs it: everything between the command's parsed options and what it prints.
 
-``prepare_simulation`` reads and checks every input before anything is simulated: the step profile (a file, or
-built from the model options with ``--analytic``: ``roofline.serving.profiles.analytic``), the workload (drawn, or
-a trace), that its runs fit in memory, the engine overhead (the profile's, each ``--overhead-*`` replacing its
-term) and a fleet's layout.  ``Simulation.run`` simulates each policy (``roofline.serving.simulate``, or the whole
-fleet: ``roofline.fleet.replicas``), with its rate curve (``--rates``) and capacity search (``--slo``), and
-assembles the document (``roofline.serving.document``); ``SimulationOutcome.write`` writes simulation.json,
-requests.csv and the report into a folder.  The CLI holds the output folder around them (``microbench.cli.guard``)
-and prints.
+``prepare_simulation`` reads and checks every input before anything is simulated: the step profile (a file, or built
+from the model options with ``--analytic``: ``roofline.serving.profiles.analytic``), the workload (drawn, or a
+trace), that its runs fit in memory, the engine time (``roofline.serving.profiles.engine_time``: a calibrated profile's
+terms, else the ``--engine`` preset's, each ``--overhead-*`` replacing its term) and a fleet's layout.
+``Simulation.run`` simulates each policy (``roofline.serving.simulate``, or the whole fleet:
+``roofline.fleet.replicas``), with its rate curve (``--rates``) and capacity search (``--slo``), and assembles the
+document (``roofline.serving.document``); ``SimulationOutcome.write`` writes simulation.json, requests.csv and the
+report into a folder. The CLI holds the output folder around them (``microbench.cli.guard``) and prints.
 
 It lives with the fleets because one simulate command may simulate a fleet, and the serving room never reads
 the fleet room; one replica is the serving room's engine loop, called directly.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from roofline.serving.metrics import energy_figures, summarize
 from roofline.serving.policies import Policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
 from roofline.serving.profiles.analytic import analytic_profile_of
+from roofline.serving.profiles.engine_time import EngineTime, engine_time
 from roofline.serving.simulate import SimulationRun
 from roofline.serving.simulate_config import FLAGS, SimulateConfig
 from roofline.serving.step_cost import drafter_cost_basis
@@ -72,14 +73,12 @@ def named_progress(progress: ProbeReport | None, subject: str) -> Callable[[Prob
     return lambda probe: report(subject, probe)
 
 
-def overhead_with(profile: StepProfile, given: dict[str, float]) -> EngineOverhead | None:
-    """The profile's calibrated overhead with the terms given on the command line replaced (the rest kept)."""
-    if not given:
-        return profile.engine_overhead
-    base = profile.engine_overhead or EngineOverhead(0.0, 0.0, "")
-    flags = ", ".join(FLAGS[term].spelled for term in given)
-    fitted_on = f"{base.fitted_on}; {flags} given on the command line" if base.fitted_on else f"{flags} given"
-    return replace(base, **given, fitted_on=fitted_on)
+def engine_time_of(config: SimulateConfig, profile: StepProfile) -> EngineTime:
+    """Whose engine time the config's steps carry (``roofline.serving.profiles.engine_time``: a calibrated
+    profile's terms, else the ``--engine`` preset's, or none), each ``--overhead-*`` typed replacing its term."""
+    given = config.overhead_given
+    chosen = engine_time(profile, config.engine, config.engine_typed)
+    return chosen.given(given, ", ".join(FLAGS[term].spelled for term in given))
 
 
 def fleet_layout(config: SimulateConfig, profile: StepProfile) -> FleetLayout:
@@ -101,8 +100,9 @@ def prepare_simulation(config: SimulateConfig, provenance: Provenance) -> Simula
     spec = config.speculation
     check_fits_in_memory(requests, len(config.policy_list), tokens_per_step=max(
         p.max_batch for p in config.policy_list) * (spec.queries if spec is not None else 1))
-    return Simulation(config, profile, requests, workload, overhead_with(profile, config.overhead_given),
-                      fleet_layout(config, profile) if config.fleet else None, provenance)
+    chosen = engine_time_of(config, profile)
+    return Simulation(config, profile, requests, workload, chosen.overhead,
+                      fleet_layout(config, profile) if config.fleet else None, provenance, chosen)
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,7 @@ class Simulation:
     overhead: EngineOverhead | None
     layout: FleetLayout | None
     provenance: Provenance
+    engine_time: EngineTime | None = None  # whose the overhead is (None: a caller that built the overhead itself)
 
     def default_folder(self, now: dt.datetime | None = None) -> Path:
         """Where the run is written without ``-o``: ``results/sim-<model id>-<UTC time>``."""
@@ -154,7 +155,8 @@ class Simulation:
             if config.sweep_load else None
         document = simulation_doc.simulation_document(
             entries, self.profile, profile_path, self.workload, config.mem_fraction, provenance.tool, provenance.host,
-            provenance.argv, layout_record(self.layout) if self.layout else None, sweep, self._spec_decode())
+            provenance.argv, layout_record(self.layout) if self.layout else None, sweep, self._spec_decode(),
+            self.engine_time.to_dict() if self.engine_time is not None else None)
         return SimulationOutcome(document, [entry["run"] for entry in entries], self.layout is not None)
 
     @property

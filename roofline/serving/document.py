@@ -79,11 +79,13 @@ def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, pro
                         workload: dict[str, Any], mem_fraction: float, tool: dict[str, Any], host: dict[str, Any],
                         argv: tuple[str, ...], fleet: dict[str, Any] | None = None,
                         load_sweep: dict[str, Any] | None = None,
-                        spec_decode: dict[str, Any] | None = None) -> dict[str, Any]:
+                        spec_decode: dict[str, Any] | None = None,
+                        engine_time: dict[str, Any] | None = None) -> dict[str, Any]:
     """``entries``: per policy ``{"run", "summary", "capacity"?, "rates"?, "energy"?, "fleet"?}``; ``fleet``: the
     layout of a fleet's replicas (``roofline.fleet``; None: one replica, and no fleet keys); ``load_sweep``:
     ``--sweep-load``'s points and front (``roofline.serving.capacity.load_sweep``; None: no key); ``spec_decode``:
-    the speculative decoding simulated (None: none, and no key)."""
+    the speculative decoding simulated (None: none, and no key); ``engine_time``: whose engine time the steps carry
+    (``roofline.serving.profiles.engine_time.EngineTime.to_dict``; None: no key)."""
     runs = []
     for entry in entries:
         run, summary = entry["run"], entry["summary"]
@@ -101,6 +103,7 @@ def simulation_document(entries: list[dict[str, Any]], profile: StepProfile, pro
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "argv": list(argv),
         "host": host,
         "profile": profile_identity(profile, profile_path),
+        **({"engine_time": engine_time} if engine_time else {}),
         "workload": workload, "mem_fraction": mem_fraction, **({"fleet": fleet} if fleet else {}),
         **({"spec_decode": spec_decode} if spec_decode else {}), "runs": runs,
         **({"load_sweep": load_sweep} if load_sweep else {}),

@@ -292,7 +292,9 @@ class EngineOverhead:
     the cache), and once more for a step that runs prefill (a static batch's ``generate`` set-up, a continuous
     engine admitting requests).  Documents written before the last two terms load with them at zero.
     ``fitted_from``: where ``gpubench validate`` fitted it (the validation, engine and version, mode, path,
-    calibration workload), so a calibrated profile says which engine its overhead belongs to; None: not recorded."""
+    calibration workload), so a calibrated profile says which engine its overhead belongs to; None: not recorded.
+    ``preset``: the engine preset (``profiles/engines/<preset>.toml``) the terms were taken from, not fitted; a
+    simulation's ``--engine`` replaces them, where it never replaces fitted ones."""
 
     per_step_s: float
     per_sequence_s: float = 0.0
@@ -300,6 +302,7 @@ class EngineOverhead:
     per_cached_token_s: float = 0.0
     per_prefill_step_s: float = 0.0
     fitted_from: dict[str, Any] | None = field(default=None, compare=False)
+    preset: str | None = None
 
     # Each term and what it is paid for, in the order a step adds them up: the one list of the terms.
     UNITS = {"per_step_s": "step", "per_sequence_s": "sequence", "per_cached_token_s": "cached token",
@@ -321,11 +324,13 @@ class EngineOverhead:
     def from_dict(cls, d: dict[str, Any]) -> EngineOverhead:
         return cls(per_step_s=d.get("per_step_s"), per_sequence_s=d.get("per_sequence_s", 0.0),
                    fitted_on=str(d.get("fitted_on", "")), per_cached_token_s=d.get("per_cached_token_s", 0.0),
-                   per_prefill_step_s=d.get("per_prefill_step_s", 0.0), fitted_from=d.get("fitted_from"))
+                   per_prefill_step_s=d.get("per_prefill_step_s", 0.0), fitted_from=d.get("fitted_from"),
+                   preset=str(d["preset"]) if d.get("preset") else None)
 
     def to_dict(self) -> dict[str, Any]:
         where = {"fitted_from": dict(self.fitted_from)} if self.fitted_from is not None else {}
-        return {**{name: getattr(self, name) for name in self.TERMS}, "fitted_on": self.fitted_on, **where}
+        preset = {"preset": self.preset} if self.preset else {}
+        return {**{name: getattr(self, name) for name in self.TERMS}, "fitted_on": self.fitted_on, **where, **preset}
 
 
 @dataclass(frozen=True)

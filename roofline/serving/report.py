@@ -331,6 +331,8 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
     dtype = p["dtype"] if head == p["dtype"] else f"{p['dtype']} (embeddings and LM head {head})"
     lines = [f"{p['model']['name']} on {p['device'].get('name') or p['basis']} ({p['source']}: {p['basis']}), "
              f"{dtype}, KV {p['kv_dtype']}, TP {p['tp']}."]
+    if document.get("engine_time"):  # whose engine time the steps carry (older documents: not said)
+        lines.append(f"Engine time: {document['engine_time']['words']}.")
     moe = _moe_sentence(p, document["runs"])
     if moe:
         lines.append(moe)

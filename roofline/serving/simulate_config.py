@@ -40,6 +40,7 @@ from roofline.serving.workload import (
     parse_prefix,
     parse_sessions,
 )
+from roofline.specs.engines import DEFAULT_ENGINE, check_engine_name, engine_names
 from roofline.specs.gpus import MAX_LINK_GBPS, MIN_LINK_GBPS
 from roofline.specs.hf_config import load_hf_config
 from roofline.specs.models import load_model, past_context_window
@@ -82,6 +83,14 @@ MODEL_FLAGS: dict[str, Option] = {
     "max_context": Option(("--max-context",), "int", 8192, show_default=True, help="largest context"),
 }
 
+# The engine you serve with (profiles/engines): not one of MODEL_FLAGS, since beside a PROFILE.json it still says
+# whose engine time the steps carry.  simulate's, profile's and plan's row.
+ENGINE_OPTION = Option(("--engine",), "choice", DEFAULT_ENGINE, choices=engine_names(), show_default=True,
+                       help="the engine you serve with: its overhead preset (profiles/engines, each figure sourced) "
+                            "is the engine time of every step, unless the profile's calibrated terms are; its "
+                            "kernel tables where the reference database is read (--efficiency auto, --reference); "
+                            "none: kernels only")
+
 OVERHEAD_HELP = {
     "per_step_s": "engine overhead per step (each --overhead-* replaces that term of the profile's calibrated one)",
     "per_sequence_s": "engine overhead per sequence in a step",
@@ -110,6 +119,7 @@ FLAGS: dict[str, Option] = {
     "trace": Option(("--trace",), "path", help="CSV arrival_s,prompt_tokens,output_tokens, or a Mooncake .jsonl"),
     "policies": Option(("--policy",), default=(), multiple=True,
                        help=f"{policy_syntax()} (repeatable: compared side by side) [{', '.join(DEFAULT_POLICIES)}]"),
+    "engine": ENGINE_OPTION,
     **{term: Option((flag,), "float", help=OVERHEAD_HELP[term]) for term, flag in zip(
         EngineOverhead.TERMS, ("--overhead-s", "--overhead-per-seq-s", "--overhead-per-cached-token-s",
                                "--overhead-per-prefill-s"), strict=True)},
@@ -183,6 +193,8 @@ class ModelOptions:
     efficiency: str = MODEL_FLAGS["efficiency"].default
     max_tokens: int = MODEL_FLAGS["max_tokens"].default
     max_context: int = MODEL_FLAGS["max_context"].default
+    engine: str = ENGINE_OPTION.default  # --engine: whose overhead preset, and whose kernel tables
+    engine_typed: bool = False  # --engine typed (not its default): it replaces a preset a profile carries
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,6 +240,7 @@ class SimulateConfig(ModelOptions):
         check_dtypes(self.dtype, self.kv_dtype)
         check_typed_efficiency(self.efficiency, self.ideal, self.from_result is not None)
         check_spec_sheet(self.sku, self.gpu_spec, self.interconnect_gbps)
+        check_engine_name(self.engine)
         if not 0 < self.mem_fraction <= 1:
             raise BadInputError("--mem-fraction must be in (0, 1]")
         for term, value in self.overhead_given.items():  # EngineOverhead's own bound, worded with the flag
@@ -282,6 +295,7 @@ class SimulateConfig(ModelOptions):
         ``profile_file``); ``given``: the fields typed on the command line."""
         values = dict(options)
         split = parse_split(values.get("disaggregate"))
+        values["engine_typed"] = "engine" in given
         config = cls(**{**values, "policies": (), "slo": None, "rates": (), "sweep_load": (),  # plain ones first
                         "disaggregate": split})
         building = given_among(given, MODEL_FLAGS)

@@ -19,11 +19,16 @@ Tensor parallelism adds the ``comm`` table (one ring all-reduce of a GPU's token
 two per layer) and expert parallelism the ``all_to_all`` table (one dispatch or combine per token count, two per MoE
 layer), costed on the spec sheet's interconnect.  A sweep measures one GPU, never the links between several, so
 with ``--from`` they take the matched SKU's sheet (none matched: no comm tables).
+
+``analytic_profile_of`` records ``--engine``'s overhead preset (``roofline.specs.engines``) as the profile's
+``engine_overhead`` (none under ``--engine none``), and reads that engine's kernel tables where the reference
+database is read.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -48,7 +53,9 @@ from roofline.serving.profile_doc import (
     no_power,
     power_record,
 )
+from roofline.serving.profiles.engine_time import preset_overhead
 from roofline.serving.simulate_config import ModelOptions
+from roofline.specs.engines import kernel_engine
 from roofline.specs.gpus import GpuSpec, SpecError, load_gpu_spec, load_gpu_spec_file, with_link_gbps
 from roofline.specs.hf_config import load_hf_config
 from roofline.specs.models import ModelSpec, load_model, step_formats
@@ -220,9 +227,10 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
                      gpu: GpuSpec | None, result: Result | None = None, result_name: str = "",
                      tool: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
                      argv: tuple[str, ...] = (), ideal: bool = False, ep: int = 1,
-                     routing: str = "balanced", efficiency: str = "flat") -> StepProfile:
+                     routing: str = "balanced", efficiency: str = "flat", engine: str = "vllm") -> StepProfile:
     """The step profile of ``model`` on a roofline: ``gpu``'s analytic basis (``roofline.decode.ceilings``:
-    ``efficiency`` reference, flat, or auto; the datasheet with ``ideal``), or the fits of ``result``."""
+    ``efficiency`` reference, flat, or auto, on ``engine``'s kernel tables; the datasheet with ``ideal``), or the
+    fits of ``result``."""
     step = StepModel.of(model, tp, ep, dtype, kv_dtype, routing)
     if max_tokens < 2 or max_context < 2:
         raise SpecError("--max-tokens and --max-context must be at least 2")
@@ -233,7 +241,7 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
     series = _fit_series(result, dtype) if result is not None else []
     if result is None:
         assert gpu is not None  # refused above
-        sku = sku_basis(gpu, dtype, step_dtypes(step), ideal=ideal, efficiency=efficiency)
+        sku = sku_basis(gpu, dtype, step_dtypes(step), ideal=ideal, efficiency=efficiency, engine=engine)
         default, default_time, roof_basis = sku.roof, sku.time_s, sku.basis
     else:
         spec, sheet = sku_roof(gpu, dtype, ideal) if gpu else (None, "")
@@ -312,14 +320,15 @@ def analytic_profile_of(options: ModelOptions, provenance: Provenance) -> StepPr
                                gpu=gpu, result=result,
                                result_name=options.from_result.name if options.from_result else "",
                                tool=provenance.tool, host=provenance.host, argv=provenance.argv, ideal=options.ideal,
-                               ep=options.ep, routing=options.routing, efficiency=_efficiency(options))
-    return with_formats_note(profile, note)
+                               ep=options.ep, routing=options.routing, efficiency=_efficiency(options),
+                               engine=kernel_engine(options.engine))
+    profile = with_formats_note(profile, note)
+    # The engine's preset is the profile's engine time (none under --engine none): simulate and plan charge it.
+    return replace(profile, engine_overhead=preset_overhead(options.engine, profile.layers))
 
 
 def with_formats_note(profile: StepProfile, note: str | None) -> StepProfile:
     """A profile whose basis says that ``--dtype`` replaced its checkpoint's quantization (``note``), where it did."""
-    from dataclasses import replace
-
     return replace(profile, basis=f"{profile.basis}; {note}") if note else profile
 
 

@@ -15,6 +15,7 @@ from roofline.result.sections import SECTIONS
 from roofline.serving.policies import ROUTER_NAMES
 from roofline.serving.schemas.simulation import (
     Capacity,
+    EngineTimeRecord,
     KvLinkRecord,
     PolicyRecord,
     ProfileIdentity,
@@ -97,6 +98,8 @@ class PlanCandidate(Record):
                      doc="the profile's power figure, or why none (absent: not recorded)")
     kv_link: Any = key("object", record=KvLinkRecord, required=True, nullable=True,
                        doc="with --disaggregate: what a prompt's KV cache crosses")
+    engine_time: Any = key("object", record=EngineTimeRecord, nullable=False,
+                           doc="whose engine time its steps carry (absent: written before engine presets)")
     plans: Any = key("array", items="object", item_record=PolicyPlan, required=True, doc="one per policy")
 
 

@@ -16,6 +16,7 @@ from roofline.result.sections import SECTIONS
 from roofline.serving import document as simulation_doc
 from roofline.serving import profile_doc
 from roofline.serving.policies import POLICY_KINDS, ROUTER_NAMES
+from roofline.serving.profiles import engine_time
 from roofline.serving.schemas.step_profile import ModelShape, Overhead, ProfileMemory, ProfileRoof
 from roofline.serving.workload import arrival_syntax, length_syntax
 
@@ -382,6 +383,30 @@ class SpecDecodeSetting(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class EnginePresetRecord(Record):
+    SECTION: ClassVar[str] = "engine_time.preset"
+    name: Any = key("string", required=True, doc="the preset, profiles/engines/<name>.toml")
+    engine: Any = key("string", required=True, doc="the engine it describes (vLLM, SGLang, TensorRT-LLM)")
+    version: Any = key("string", required=True, doc="the engine's version its figures were measured on")
+    gpu: Any = key("string", required=True, doc="the GPU its figures were measured on")
+    source: Any = key("string", required=True, doc="whose figures, in a few words")
+    source_detail: Any = key("string", required=True, doc="the repository, file and commit of its figures")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineTimeRecord(Record):
+    SECTION: ClassVar[str] = "engine_time"
+    engine: Any = key("string", required=True, doc="the engine the answer is for (--engine, or the profile's own "
+                                                   "preset when --engine was not typed); none: kernels only")
+    whose: Any = key("string", required=True, choices=engine_time.WHOSE,
+                     doc="where the engine time of every step comes from: an engine preset, the profile's "
+                         "calibrated (fitted) terms, its own given terms, the --overhead-* typed, or none")
+    words: Any = key("string", required=True, doc="the same in words, as the table says it")
+    preset: Any = key("object", record=EnginePresetRecord, nullable=False,
+                      doc="the preset whose terms are used (absent: none is)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SimulatedPolicy(Record):
     SECTION: ClassVar[str] = "runs[]"
     policy: Any = key("object", record=PolicyRecord, required=True, doc="the policy simulated")
@@ -409,6 +434,8 @@ class SimulationDocument(Record):
     argv: Any = key("array", items="string", required=True, doc="the command line")
     host: Any = key("object", record=SECTIONS["host"], required=True, doc="the machine (as in a result)")
     profile: Any = key("object", record=ProfileIdentity, required=True, doc="the step profile simulated")
+    engine_time: Any = key("object", record=EngineTimeRecord, nullable=False,
+                           doc="whose engine time every step carries (absent: written before engine presets)")
     workload: Any = key("object", record=Workload, required=True, doc="the requests: generated, or a trace")
     mem_fraction: Any = key("number", required=True, doc="share of device memory for weights and KV")
     fleet: Any = key("object", record=FleetLayoutRecord, nullable=False,

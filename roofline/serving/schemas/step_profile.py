@@ -268,6 +268,9 @@ class Overhead(Record):
     fitted_on: Any = key("string", nullable=False, doc="what it was fitted on, or given")
     fitted_from: Any = key("object", record=OverheadSource, nullable=False,
                            doc="where validate fitted it (absent: not recorded, or given)")
+    preset: Any = key("string", nullable=False,
+                      doc="the engine preset the terms were taken from, profiles/engines/<preset>.toml (absent: "
+                          "fitted or given); simulate's --engine replaces a preset, never fitted terms")
 
 
 @dataclass(frozen=True, kw_only=True)
