@@ -82,6 +82,28 @@ def print_split_table(title: str, header: list[str], rows: list[list[str]], just
 
 
 @contextlib.contextmanager
+def search_progress():
+    """``gpubench search``'s bar: configurations simulated of all, elapsed and ETA; ``update(done, total, what)``."""
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("ETA"), TimeRemainingColumn(), console=stderr, transient=False,
+    )
+    task = {"id": None}
+
+    def update(done: int, total: int, what: str) -> None:
+        if task["id"] is None:
+            progress.start()
+            task["id"] = progress.add_task("searching", total=total, completed=done)
+        progress.update(task["id"], completed=done, description=escape(f"searching: {what}"[:60]))
+
+    try:
+        yield update
+    finally:
+        if task["id"] is not None:
+            progress.stop()
+
+
+@contextlib.contextmanager
 def terminal_observer():
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
