@@ -156,8 +156,14 @@ def _header(engine: str, answer: dict[str, Any], fleet: str) -> list[str]:
 
 def _script(engine: str, answer: dict[str, Any], info: ModelInfo, fleet: str, command: list[str]) -> str:
     lines = _header(engine, answer, fleet) + [_model_line(info)]
-    body = " \\\n    ".join(shlex.quote(token) if token != "$MODEL" else '"$MODEL"' for token in command)
-    return "\n".join(lines) + f"\nexec {body}\n"
+    quoted = [shlex.quote(token) if token != "$MODEL" else '"$MODEL"' for token in command]
+    first = next(i for i, token in enumerate(command) if token.startswith("--"))
+    rows, i = [" ".join(quoted[:first])], first
+    while i < len(quoted):  # a flag and its value on one line
+        takes = i + 1 < len(quoted) and not command[i + 1].startswith("--")
+        rows.append(" ".join(quoted[i:i + 1 + takes]))
+        i += 1 + takes
+    return "\n".join(lines) + "\nexec " + " \\\n    ".join(rows) + "\n"
 
 
 def _roles(answer: dict[str, Any]) -> list[tuple[str | None, int]]:
