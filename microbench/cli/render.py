@@ -13,6 +13,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -88,18 +89,18 @@ def search_progress():
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("ETA"), TimeRemainingColumn(), console=stderr, transient=False,
     )
-    task = {"id": None}
+    tasks: list[TaskID] = []
 
     def update(done: int, total: int, what: str) -> None:
-        if task["id"] is None:
+        if not tasks:
             progress.start()
-            task["id"] = progress.add_task("searching", total=total, completed=done)
-        progress.update(task["id"], completed=done, description=escape(f"searching: {what}"[:60]))
+            tasks.append(progress.add_task("searching", total=total, completed=done))
+        progress.update(tasks[0], completed=done, description=escape(f"searching: {what}"[:60]))
 
     try:
         yield update
     finally:
-        if task["id"] is not None:
+        if tasks:
             progress.stop()
 
 

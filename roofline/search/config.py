@@ -182,8 +182,8 @@ class SearchConfig:
                                     f"{' --gpu '.join(self.skus)})")
         if isinstance(self.gpus_per_node, bool) or not 1 <= self.gpus_per_node <= 72:
             raise BadInputError(f"--gpus-per-node {self.gpus_per_node}: give 1 to 72 (an NVLink domain)")
-        self.tp_values, self.dp_values, self.kv_values  # noqa: B018 - each parsed once here, refused in one line
-        self.max_batch_values, self.budget_values  # noqa: B018
+        axes = (self.tp_values, self.dp_values, self.kv_values, self.max_batch_values, self.budget_values)
+        assert all(axes)  # each parsed once here, so a bad value is refused in one line before anything runs
         parse_spec_decode(self.spec_decode)
         if self.speculation == "off" and self.spec_decode is not None:
             raise BadInputError("--spec-decode with --speculation off: it would never be tried")

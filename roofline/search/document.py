@@ -45,7 +45,7 @@ def configurations(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _value_basis(met: list[dict[str, Any]]) -> str:
+def _value_basis(met: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
     return "tokens_per_usd" if met and all(p["tokens_per_usd"] is not None for _, p in met) else "tokens_per_s_per_gpu"
 
 
