@@ -129,6 +129,12 @@ def search_document(*, model: dict[str, Any], space: dict[str, Any], pruned: lis
                   for r in records if r.get("status") == "pruned"]
     answers = [choose(configs, rate) for rate in rates]
     per_sku = [choose(configs, rate, sku) for rate in rates for sku in skus]
+    for answer in per_sku:  # a SKU nothing of which was simulated: say why
+        if not answer["met"] and not any(c["setting"]["sku"] == answer["scope"] for c in configs):
+            reasons = sorted({p["reason"] for p in pruned + slo_pruned if p["sku"] == answer["scope"]})
+            answer["sentence"] = (f"at {significant(answer['rate_requests_per_s'])} requests/s nothing on "
+                                  f"{answer['scope']} was simulated: every configuration was pruned "
+                                  f"({', '.join(reasons) or 'none planned'}; see the pruned list)")
     return {"schema_version": SEARCH_VERSION, "kind": SEARCH_KIND, "tool": tool,
             "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "argv": list(argv),
             "host": host, "model": model, "workload": {k: v for k, v in workload.items() if k != "arrivals"},
@@ -188,7 +194,8 @@ def pruned_lines(document: dict[str, Any]) -> list[str]:
 
 
 def answer_lines(document: dict[str, Any]) -> list[str]:
-    lines = [a["sentence"][0].upper() + a["sentence"][1:] + "." for a in document["answers"]]
+    lines = [a["sentence"][0].upper() + a["sentence"][1:] + "." + (f" {a['binding_sentence']}" if
+             a.get("binding_sentence") else "") for a in document["answers"]]
     lines += ["  " + a["sentence"] + "." + (f" {a['binding_sentence']}" if a.get("binding_sentence") else "")
               for a in document["answers_per_sku"]]
     return lines

@@ -76,7 +76,7 @@ def explain(answer: dict[str, Any], context: SearchContext) -> dict[str, Any]:
 def _sentences(out: dict[str, Any], setting: Setting) -> list[str]:
     parts = ", ".join(f"{name.removesuffix('_s')} {share:.0%}" for name, share in
                       sorted(out["composition_share"].items(), key=lambda kv: -kv[1]) if share >= 0.005)
-    lines = [out["binding_sentence"], f"Its busy time: {parts}."]
+    lines = [f"Its busy time: {parts}."]
     crossing = out["crossover"]
     if crossing is None:
         lines.append("The roofline's ridge is unknown (no peak for its dtype): no crossover.")

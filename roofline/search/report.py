@@ -82,7 +82,7 @@ def write_report(document: dict[str, Any], folder: Path) -> None:
     for answer in document["answers"]:
         if answer["met"]:
             blocks += [page.Heading(f"Why the choice at {significant(answer['rate_requests_per_s'])} requests/s"),
-                       page.Bullets(tuple(answer.get("sentences", [])))]
+                       page.Bullets((answer.get("binding_sentence", ""), *answer.get("sentences", [])))]
             parts = answer.get("composition_s") or {}
             total = sum(parts.values()) or 1.0
             blocks.append(page.Table(("part of the busy time", "seconds", "share"),
