@@ -87,6 +87,8 @@ ROOM_IMPORTS = {
                        "roofline.report", "roofline.decode", "roofline.serving"},
     "roofline.calibrate": {"roofline.core", "roofline.specs", "roofline.step", "roofline.result",
                            "roofline.analysis", "roofline.report", "roofline.decode", "roofline.serving"},
+    "roofline.search": {"roofline.core", "roofline.specs", "roofline.step", "roofline.result", "roofline.analysis",
+                        "roofline.report", "roofline.decode", "roofline.serving", "roofline.fleet"},
     "microbench.telemetry": set(),
     "microbench.device": {"microbench.telemetry"},
     "microbench.points": set(),

@@ -30,6 +30,8 @@ from roofline.core.errors import BadInputError
 from roofline.fleet.plan_config import FLAGS as PLAN_FLAGS
 from roofline.fleet.plan_config import PlanConfig
 from roofline.fleet.router import Router
+from roofline.search.config import FLAGS as SEARCH_FLAGS
+from roofline.search.config import SearchConfig
 from roofline.serving.metrics import Slo
 from roofline.serving.policies import POLICIES, POLICY_KINDS, ROUTER_NAMES, ROUTERS, SWITCHES, WORDS, parse_policy
 from roofline.serving.schemas.registry import schema
@@ -41,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TABLES = {"sweep": SWEEP_FLAGS, "ceilings": CEILINGS_FLAGS, "fit": FIT_FLAGS, "report": REPORT_FLAGS,
           "import": IMPORT_FLAGS, "compare": COMPARE_FLAGS, "decode": DECODE_FLAGS, "devices": {},
           "simulate": SIMULATE_FLAGS, "plan": PLAN_FLAGS, "profile": PROFILE_FLAGS, "validate": VALIDATE_FLAGS,
-          "calibrate": CALIBRATE_FLAGS}
+          "calibrate": CALIBRATE_FLAGS, "search": SEARCH_FLAGS}
 
 
 def _options(command: click.Command) -> list[click.Option]:
@@ -68,10 +70,10 @@ def test_every_option_of_a_command_is_made_from_a_row_of_its_table(name):
 # Fields the config parses from the option's text (--batch 1:8, --rates 1,2, --spec a,b): their default is the
 # parse of the row's, which the test below checks through the command line.
 PARSED = {DecodeConfig: {"batches"}, SimulateConfig: {"rates", "sweep_load"}, PlanConfig: {"rates", "prices"},
-          CompareConfig: {"specs"}}
+          CompareConfig: {"specs"}, SearchConfig: {"rates", "prices"}}
 CONFIGS = [(SweepConfig, SWEEP_FLAGS), (DecodeConfig, DECODE_FLAGS), (ProfileConfig, PROFILE_FLAGS),
            (ValidateConfig, VALIDATE_FLAGS), (SimulateConfig, SIMULATE_FLAGS), (PlanConfig, PLAN_FLAGS),
-           (CompareConfig, COMPARE_FLAGS)]
+           (CompareConfig, COMPARE_FLAGS), (SearchConfig, SEARCH_FLAGS)]
 
 
 @pytest.mark.parametrize("config, table", CONFIGS, ids=[c.__name__ for c, _ in CONFIGS])
@@ -94,6 +96,8 @@ NOTHING_TYPED = [
      lambda: ProfileConfig(output=Path("p.json"), model="llama-3-8b")),
     ("validate", ["--model", "llama-3-8b", "-o", "out"],
      lambda: ValidateConfig(model="llama-3-8b", out_dir=Path("out"))),
+    ("search", ["--model", "llama-3-8b", "--gpu", "h100-sxm", "--rate", "2", "--slo", "ttft_p90=1"],
+     lambda: SearchConfig(model="llama-3-8b", skus=("h100-sxm",), rates=(2.0,), slo=Slo.parse("ttft_p90=1"))),
 ]
 
 
@@ -105,7 +109,7 @@ def test_a_command_line_that_types_nothing_builds_the_configs_own_defaults(name,
     ctx = command.make_context(name, list(args))
     builder = {"sweep": SweepConfig, "ceilings": SweepConfig, "decode": DecodeConfig, "compare": CompareConfig,
                "simulate": SimulateConfig, "plan": PlanConfig, "profile": ProfileConfig,
-               "validate": ValidateConfig}[name]
+               "validate": ValidateConfig, "search": SearchConfig}[name]
     fixed = {"ops": (), "save": False} if name == "ceilings" else {}
     assert builder.from_options(ctx.params, given(ctx), **fixed) == expected()
 

@@ -54,6 +54,7 @@ def test_the_wheel_holds_profiles_and_kernels(wheel, tmp_path):
     for sku in ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "b200", "l4"):
         assert f"gpubench_profiles/gpus/{sku}.toml" in names
     assert "gpubench_profiles/models/llama-3-70b.toml" in names
+    assert all(f"gpubench_profiles/engines/{engine}.json" in names for engine in ("vllm", "sglang", "trtllm"))
     for kernel in ("common.cuh", "gemv.cu", "stream.cu"):
         assert f"microbench/timing/kernels/{kernel}" in names
     site = tmp_path / "site"

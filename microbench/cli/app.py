@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from microbench.cli import calibrate, engine, fleet, serving
+from microbench.cli import calibrate, engine, fleet, search, serving
 from microbench.cli.edges import (
     BadInput,
     OneLineGroup,
@@ -378,6 +378,7 @@ def devices() -> None:
 # profile and validate (cli.engine), whose profile hands --analytic to the analytic one, and plan (cli.fleet).
 main.add_command(serving.simulate)
 main.add_command(fleet.plan)
+main.add_command(search.search)
 engine.register(main)
 main.add_command(calibrate.calibrate)
 

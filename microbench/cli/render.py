@@ -13,6 +13,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -79,6 +80,28 @@ def print_split_table(title: str, header: list[str], rows: list[list[str]], just
         for row in cells:
             table.add_row(*(row[index] for index in columns))
         stdout.print(table)
+
+
+@contextlib.contextmanager
+def search_progress():
+    """``gpubench search``'s bar: configurations simulated of all, elapsed and ETA; ``update(done, total, what)``."""
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("ETA"), TimeRemainingColumn(), console=stderr, transient=False,
+    )
+    tasks: list[TaskID] = []
+
+    def update(done: int, total: int, what: str) -> None:
+        if not tasks:
+            progress.start()
+            tasks.append(progress.add_task("searching", total=total, completed=done))
+        progress.update(tasks[0], completed=done, description=escape(f"searching: {what}"[:60]))
+
+    try:
+        yield update
+    finally:
+        if tasks:
+            progress.stop()
 
 
 @contextlib.contextmanager
