@@ -149,6 +149,16 @@ def test_parameters_and_what_a_sequence_keeps_match_the_configs_own_numbers(name
     assert fixed_bytes_per_sequence(step) == fixed
 
 
+def test_the_llama_3_1_70b_spec_sheet_is_its_config():
+    """profiles/models/llama-3.1-70b.toml (what --model names) has the shapes its config.json has."""
+    from roofline.specs.models import load_model
+
+    sheet, config = (StepModel.of(m, dtype="bf16", kv_dtype="bf16") for m in
+                     (load_model("llama-3.1-70b"), load_hf_config(CONFIGS / "llama-3.1-70b.json")))
+    assert parameters(sheet) == parameters(config)
+    assert kv_bytes_per_token(sheet) == kv_bytes_per_token(config)
+
+
 @pytest.mark.parametrize("name, headline", [("qwen3.5-397b-a17b", (397e9, 17e9)),
                                             ("nemotron-3-super-120b-a12b-fp8", (120e9, 12e9)),
                                             ("gemma-4-26b-a4b", (26e9, 4e9)), ("glm-5", (744e9, 40e9))])
