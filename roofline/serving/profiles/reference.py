@@ -33,9 +33,15 @@ from roofline.reference.attention import AttentionTable
 from roofline.reference.comm import AllReduceTable
 from roofline.reference.database import Database, ReferenceDataError, open_database
 from roofline.reference.gemm import GemmTable
-from roofline.reference.moe import MoeTable
 from roofline.serving.profile_doc import CommTable, GroupedTable, LinearTable, StepProfile, Table1D, Table2D
-from roofline.serving.profiles.analytic import comm_tables, mixer_tables, other_table, sku_power
+from roofline.serving.profiles.analytic import (
+    comm_tables,
+    grouped_grid,
+    mixer_tables,
+    other_table,
+    other_words,
+    sku_power,
+)
 from roofline.specs.gpus import GpuSpec, SpecError
 from roofline.specs.layers import Attention
 from roofline.specs.models import ModelSpec
@@ -85,37 +91,34 @@ def _linear_table(tables: Tables, linear: Linear, tokens: tuple[int, ...]) -> Li
 
 
 def _grouped_tables(tables: Tables, tokens: tuple[int, ...]) -> tuple[GroupedTable, ...]:
-    """The routed experts: the fused MoE layer's time shared between its two grouped GEMMs by their roofline
-    times, or both on the fallback basis."""
-    step = tables.step
+    """The routed experts on the grid of rows this GPU's experts are given: the fused MoE layer's time shared between
+    its two grouped GEMMs by their roofline times (``roofline.reference.kernels``: the model's own table, kept under
+    expert parallelism and past its largest row; else the nearest measured shape's efficiency; else the analytic
+    basis), its source said."""
+    step, kernels = tables.step, tables.fallback.kernels
     if not step.grouped:
         return ()
-    m, par = step.model, step.parallelism
-    launches = [[step.grouped_launch(g, t) for t in tokens] for g in step.grouped]
-    roofline = [[tables.fallback.time_s(launch) for launch in row] for row in launches]
-    try:
-        if m.moe is not None and m.moe.latent:
-            raise ReferenceDataError(f"{tables.db.label} times MoE layers over the hidden size, not a latent MoE's "
-                                     f"{m.moe.latent}")
-        moe = MoeTable.read(tables.db, tables.gpu, tables.engine, step.grouped[0].dtype, m.hidden,
-                            m.expert_intermediate, m.experts_per_token, m.experts, par.expert_tp, par.ep,
-                            step.routing.spelled)
-        # The database's rows are indexed by the tokens entering the layer; a GPU's grouped table by the rows its
-        # experts are given: the same without expert parallelism, tokens × top-k / EP with it.
-        entering = [t * par.ep / m.experts_per_token if par.ep > 1 else t for t in tokens]
-        fused = [moe.time_for(t) for t in entering]
-    except ReferenceDataError as exc:
-        source = tables.lacks("the routed experts", exc)
-        return tuple(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, "roofline", tokens, tuple(times),
-                                  source) for g, times in zip(step.grouped, roofline, strict=True))
-    source = (f"{moe.source.describe()}: the fused layer's time shared between gate_up and down in proportion to "
-              f"their roofline times")
-    out = []
-    for g, own in zip(step.grouped, roofline, strict=True):
-        share = [fused[i] * own[i] / sum(row[i] for row in roofline) for i in range(len(tokens))]
-        out.append(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, moe.source.kernel, tokens,
-                                tuple(share), source))
-    return tuple(out)
+    rows = grouped_grid(step, tokens)
+    table = kernels.moe if kernels is not None and kernels.moe_exact else None
+    kernel = table.source.kernel if table is not None else "roofline"
+    source = kernels.describe_moe() if kernels is not None else tables.lacks("the routed experts", ReferenceDataError(
+        "no reference tables read"))
+    if table is not None:
+        source += ": the fused layer's time shared between gate_up and down in proportion to their roofline times"
+        below = sum(1 for r in rows if _entering(step, r) < table.tokens[0])
+        above = sum(1 for r in rows if _entering(step, r) > table.tokens[-1])
+        if below or above:
+            source += (f"; {below} row counts below its smallest measured ({table.tokens[0]} tokens) at that one's "
+                       f"time, {above} past its largest ({table.tokens[-1]}) at that one's time per token")
+    return tuple(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, kernel, rows,
+                              tuple(tables.fallback.time_s(step.grouped_launch(g, r)) for r in rows), source)
+                 for g in step.grouped)
+
+
+def _entering(step: StepModel, rows: int) -> float:
+    """Tokens entering the MoE layer when this GPU's grouped GEMMs are given ``rows`` rows."""
+    par, m = step.parallelism, step.model
+    return rows * par.ep / m.experts_per_token if par.ep > 1 else rows
 
 
 def _attention_launch(step: StepModel, batch: Batch) -> Launch:
@@ -195,13 +198,14 @@ def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, m
     check_dtypes(dtype, kv_dtype)
     db = db or open_database()
     system = db.system(gpu)  # refused in one line before anything is read
-    fallback = sku_basis(gpu, dtype, step_dtypes(step), efficiency="auto", engine=engine)
+    fallback = sku_basis(gpu, dtype, step_dtypes(step), efficiency="auto", engine=engine, step=step)
     tables = Tables(db, gpu, engine, step, fallback)
     tokens = token_grid(max_tokens)
     contexts = tuple(sorted({c for c in DECODE_CONTEXTS if c < max_context} | {max_context}))
     every = [_linear_table(tables, linear, tokens) for linear in step.linears]
     bandwidth = fallback.roof.bandwidth_bytes_per_s or gpu.achievable.bandwidth_bytes_per_s
-    other = other_table(step, bandwidth, tokens)
+    floor_s, fused, other_basis = other_words(step, bandwidth, fallback.kernels)
+    other = other_table(step, bandwidth, tokens, floor_s, fused)
     _, exchange = comm_tables(step, gpu, tokens)
     basis = (f"{db.label} on {system} ({gpu.sku}), {engine}'s kernels, measured by NVIDIA; each table "
              "names its source")
@@ -214,8 +218,8 @@ def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, m
         linears=tuple(every[:-1]), lm_head=every[-1], decode_attention=_decode_attention(tables, contexts),
         prefill_attention=_prefill_attention(tables, token_grid(max(contexts))), chunk_attention=None,
         other=Table1D(other.kernel, other.axis, other.grid, other.time_s,
-                      f"not in {db.label} (it times no elementwise kernel): their bytes at {bandwidth / 1e12:.3g} "
-                      f"TB/s, the achievable bandwidth of {gpu.sku}"),
+                      f"not in {db.label} (it times no norm, rotary embedding or activation kernel; the "
+                      f"achievable bandwidth of {gpu.sku}): {other_basis}"),
         engine_overhead=None, comm=_all_reduce(tables, tokens), grouped=_grouped_tables(tables, tokens), ep=ep,
         mixers=mixer_tables(step, fallback.time_s, tokens, contexts,
                             f"not in {db.label} (it times no such layer): {fallback.basis}"),
