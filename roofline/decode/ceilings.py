@@ -165,8 +165,7 @@ def curve_time(gpu: GpuSpec, curves, achievable_peaks: dict[str, float], kernels
             table = kernels.attention_s(launch)
             if table is not None:
                 return table
-            floor = kernels.attention_floor.time_s if kernels.attention_floor else 0.0
-            return max(floor, curves_only(launch))
+            return max(kernels.attention_floor_s(launch), curves_only(launch))
         return curves_only(launch)
 
     def curves_only(launch: Launch) -> float:

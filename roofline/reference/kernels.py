@@ -10,8 +10,9 @@ launch the database has no table of (attention of another shape, the elementwise
   all, each grouped launch is at least one GEMM launch (the bf16 table's fastest one-row time on the SKU).
 - **Attention.**  The main attention of a decode batch or of one whole prompt is the engine's generation or context
   attention table (``roofline.reference.attention``); sliding-window layers read it at the window.  Any other
-  attention (a shape, a prefill chunk over a cached prefix, MLA) is its roofline time, never under the fastest
-  attention launch the database measured on the SKU (its generation table's smallest row): a measured floor.
+  attention (a shape, a prefill chunk over a cached prefix, MLA) is its roofline time; a decode batch's never under
+  the fastest attention launch the database measured on the SKU (its generation table's smallest row): a measured
+  floor (not under a prefill chunk: the simulator sums those chunk by chunk, one launch running them all).
 - **Elementwise kernels.**  Each norm, rotary embedding and activation launch costs at least the launch floor the
   database measured for one elementwise kernel on the SKU: vLLM's ``static_scaled_fp8_quant`` (the ``scale_matrix``
   rows of its quantize table, one kernel reading bf16 and writing fp8), the median of its rows moving under 64 KiB.
@@ -181,6 +182,15 @@ class StepKernels:
                 f"{self.moe_shape.describe()} at the same rows per touched expert ({self.moe.describe()})")
 
     # ------------------------------------------------------------------ attention
+    def attention_floor_s(self, launch: Launch) -> float:
+        """The floor under an attention launch the tables do not time: a decode batch's (one launch a layer for the
+        whole batch); none under a prefill chunk's, whose table the simulator sums chunk by chunk although one
+        launch runs them all (a floor there would be charged once per chunk)."""
+        batch = launch.batch
+        if self.attention_floor is None or batch is None or batch.chunks or batch.queries != 1:
+            return 0.0
+        return self.attention_floor.time_s
+
     def attention_s(self, launch: Launch) -> float | None:
         """The main attention (or it over a window) from the database's tables: a decode batch, or one whole prompt;
         None for anything else."""
