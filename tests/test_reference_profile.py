@@ -30,7 +30,7 @@ def llama_70b(tmp_path_factory):
         pytest.skip("the [reference] extra is not installed")
     path = tmp_path_factory.mktemp("reference") / "P.json"
     run = CliRunner().invoke(main, ["profile", "--reference", "aiconfigurator", "--gpu", "h200-sxm", "--model",
-                                    "llama-3-70b", "--tp", "4", "-o", str(path)])
+                                    "llama-3-70b", "--tp", "4", "--max-tokens", "65536", "-o", str(path)])
     assert run.exit_code == 0, run.output
     return path, run.output
 

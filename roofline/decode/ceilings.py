@@ -162,7 +162,7 @@ def curve_time(gpu: GpuSpec, curves, achievable_peaks: dict[str, float], kernels
             floor = kernels.gemm_floor.time_s if kernels.gemm_floor else 0.0
             return max(floor, curves_only(launch))
         if kernels is not None and launch.part == "attention":
-            table = kernels.attention_s(launch)
+            table = kernels.attention_s(launch, time_s)
             if table is not None:
                 return table
             return max(kernels.attention_floor_s(launch), curves_only(launch))

@@ -13,6 +13,12 @@ launch the database has no table of (attention of another shape, the elementwise
   attention (a shape, a prefill chunk over a cached prefix, MLA) is its roofline time; a decode batch's never under
   the fastest attention launch the database measured on the SKU (its generation table's smallest row): a measured
   floor (not under a prefill chunk: the simulator sums those chunk by chunk, one launch running them all).
+- **MLA.**  The database times vLLM's whole ``DeepseekV2MLAAttention`` forward (``collector/vllm/
+  collect_mla_module.py``: its projections, the latent attention kernel, the latent norms, rotary embedding and the
+  cache write; ``mla_generation_module`` and ``mla_context_module`` rows, one GPU's heads) on DeepSeek-V3's
+  ``config.json``.  For a model whose latent attention has DeepSeek-V3's shape (heads aside), the MLA attention
+  launch of a decode batch or one whole prompt is that module's time less the module's projections as the basis
+  times them (gpubench's step model times the projections as GEMMs of their own), never under the attention floor.
 - **Elementwise kernels.**  Each norm, rotary embedding and activation launch costs at least the launch floor the
   database measured for one elementwise kernel on the SKU: vLLM's ``static_scaled_fp8_quant`` (the ``scale_matrix``
   rows of its quantize table, one kernel reading bf16 and writing fp8), the median of its rows moving under 64 KiB.
@@ -28,15 +34,21 @@ from functools import lru_cache
 from roofline.core.counting import grouped_work
 from roofline.core.roof import roof_time_s
 from roofline.reference.attention import AttentionTable
-from roofline.reference.database import MS, Database, ReferenceDataError, median
+from roofline.reference.database import KV_DTYPES, MS, Database, ReferenceDataError, TableSource, busiest_kernel, median
 from roofline.reference.moe import MoeShape, MoeTable, distribution, nearest_table
 from roofline.specs.gpus import GpuSpec
-from roofline.specs.layers import Attention
+from roofline.specs.layers import Attention, LatentAttention
 from roofline.step.launches import Launch, StepModel
 from roofline.step.routing import Routing
 
 # Rows of the elementwise table small enough that the launch, not the bytes, sets their time.
 LAUNCH_BOUND_BYTES = 64 * 1024
+# The MLA module tables: the model whose config the collector read (the rows' ``model`` column), its file in the
+# package's model_configs, and each kind's file and length column.
+MLA_MODEL = "deepseek-ai/DeepSeek-V3"
+MLA_TABLES = {"generation": ("mla_generation_module_perf.parquet", "step"),
+              "context": ("mla_context_module_perf.parquet", "isl")}
+MLA_GEMMS = {"bf16": "bfloat16", "fp8-block": "fp8_block"}
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,54 @@ def _moe_roof_s(gpu: GpuSpec, shape: MoeShape, dtype: str, tokens: float, routin
         grouped_work(dtype, rows, shape.hidden, width, local, topk, whole)))  # pyright: ignore[reportArgumentType]
 
 
+@lru_cache(maxsize=4)
+def _mla_reference_shape(db: Database) -> LatentAttention | None:
+    """DeepSeek-V3's latent attention as the config the collector read describes it (None: not shipped)."""
+    from roofline.specs.hf_config import load_hf_config
+
+    path = db.root.parent / "model_configs" / f"{MLA_MODEL.replace('/', '--')}_config.json"
+    if not path.is_file():
+        return None
+    spec = load_hf_config(path).mixer_layers[0][0]
+    return spec if isinstance(spec, LatentAttention) else None
+
+
+def mla_module_table(db: Database, gpu: GpuSpec, engine: str, kind: str, spec: LatentAttention, heads: int,
+                     gemm_dtype: str, kv_dtype: str) -> AttentionTable:
+    """The database's MLA module table of ``kind`` (generation, context) for one GPU's ``heads``: seconds by
+    (batch, cached tokens or prompt length); refused when the model's latent attention is not DeepSeek-V3's."""
+    reference = _mla_reference_shape(db)
+    if reference is None or replace_heads(reference, spec.heads) != spec:
+        raise ReferenceDataError(f"{db.label} times the MLA module of {MLA_MODEL} only, not {spec.label}")
+    gemm, kv = MLA_GEMMS.get(gemm_dtype), KV_DTYPES.get(kv_dtype)
+    if gemm is None or kv is None:
+        raise ReferenceDataError(f"{db.label} times the MLA module with {', '.join(MLA_GEMMS)} projections and "
+                                 f"{', '.join(KV_DTYPES)} KV, not {gemm_dtype} with {kv_dtype} KV")
+    system = db.system(gpu)
+    filename, length = MLA_TABLES[kind]
+    path, version = db.table(system, "mla", engine, filename)
+    rows = db.read(path, ["batch_size", length, "latency", "kernel_source", "device"],
+                   {"num_heads": heads, "gemm_type": gemm, "kv_cache_dtype": kv, "tp_size": 1, "model": MLA_MODEL})
+    if not rows["batch_size"]:
+        raise ReferenceDataError(f"{db.label} has no {kind} MLA module of {heads} heads ({gemm_dtype} projections, "
+                                 f"{kv_dtype} KV) for {engine} {version} on {system}")
+    kernel = busiest_kernel(rows["kernel_source"])
+    times: dict[tuple[int, int], list[float]] = {}
+    for batch, size, latency, source in zip(rows["batch_size"], rows[length], rows["latency"],
+                                            rows["kernel_source"], strict=True):
+        if source == kernel and latency and latency > 0:
+            times.setdefault((int(batch), int(size)), []).append(float(latency) * MS)
+    source = TableSource(db.version, system, f"mla (the {kind} module: projections, attention, norms, cache write)",
+                         engine, version, db.relative(path), rows["device"][0], kernel)
+    return AttentionTable(kind, source, {key: median(v) for key, v in times.items()})
+
+
+def replace_heads(spec: LatentAttention, heads: int) -> LatentAttention:
+    from dataclasses import replace
+
+    return replace(spec, heads=heads)
+
+
 @dataclass
 class StepKernels:
     """The database's tables for one step's experts, attention and elementwise kernels on one SKU (what it lacks:
@@ -101,6 +161,7 @@ class StepKernels:
     moe_shape: MoeShape | None = None  # the step's own shape (the table's differs when carried from the nearest)
     generation: AttentionTable | None = None
     context: AttentionTable | None = None
+    mla: bool = False  # the two attention tables are MLA modules (projections inside)
     gemm_floor: Floor | None = None
     attention_floor: Floor | None = None
     elementwise: Floor | None = None
@@ -133,9 +194,19 @@ class StepKernels:
                     out.lacks[kind] = str(exc)
                     continue
                 setattr(out, kind, table)
+        elif isinstance(main, LatentAttention) and main.indexer is None:
+            out.mla = True
+            for kind in ("generation", "context"):
+                try:
+                    table = mla_module_table(db, gpu, engine, kind, main, main.heads // par.tp,
+                                             step.stored_dtype("attention"), step.cache_dtype)
+                except ReferenceDataError as exc:
+                    out.lacks[kind] = str(exc)
+                    continue
+                setattr(out, kind, table)
         else:
-            out.lacks["generation"] = out.lacks["context"] = f"gpubench reads the database's GQA attention tables, " \
-                                                             f"not {step.main_mixer.label}"
+            out.lacks["generation"] = out.lacks["context"] = f"gpubench reads the database's GQA attention and MLA " \
+                                                             f"module tables, not {step.main_mixer.label}"
         for name, reader in (("attention_floor", attention_floor), ("elementwise", elementwise_floor)):
             try:
                 setattr(out, name, reader(db, system, engine))
@@ -191,9 +262,9 @@ class StepKernels:
             return 0.0
         return self.attention_floor.time_s
 
-    def attention_s(self, launch: Launch) -> float | None:
+    def attention_s(self, launch: Launch, gemm_s: Callable[[Launch], float] | None = None) -> float | None:
         """The main attention (or it over a window) from the database's tables: a decode batch, or one whole prompt;
-        None for anything else."""
+        None for anything else.  An MLA module's time less its projections as ``gemm_s`` times them."""
         batch, step = launch.batch, self.step
         if batch is None or launch.name not in ("attention", "sliding_attention"):
             return None
@@ -201,13 +272,20 @@ class StepKernels:
         try:  # past the measured lengths: None, the roofline over the floor
             if batch.decodes and not batch.chunks and batch.queries == 1 and self.generation is not None:
                 context = batch.context_sum / batch.decodes
-                return self.generation.time_s(batch.decodes, min(context, window or context))
-            if not batch.decodes and len(batch.chunks) == 1 and batch.chunks[0][1] == 0 \
+                whole = self.generation.time_s(batch.decodes, min(context, window or context))
+            elif not batch.decodes and len(batch.chunks) == 1 and batch.chunks[0][1] == 0 \
                     and self.context is not None and window is None:
-                return self.context.time_s(1, batch.chunks[0][0])
+                whole = self.context.time_s(1, batch.chunks[0][0])
+            else:
+                return None
         except ReferenceDataError:
             return None
-        return None
+        if not self.mla:
+            return whole
+        projections = sum(gemm_s(step.linear_launch(linear, batch.tokens)) for linear in step.linears
+                          if linear.part == "attention") if gemm_s is not None else 0.0
+        floor = self.attention_floor.time_s if self.attention_floor is not None else 0.0
+        return max(floor, whole - projections)
 
 
 def _rows_per_touched(shape: MoeShape, tokens: float, routing: Routing) -> float:

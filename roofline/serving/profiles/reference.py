@@ -43,7 +43,6 @@ from roofline.serving.profiles.analytic import (
     sku_power,
 )
 from roofline.specs.gpus import GpuSpec, SpecError
-from roofline.specs.layers import Attention
 from roofline.specs.models import ModelSpec
 from roofline.step.batch import Batch
 from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
@@ -127,20 +126,31 @@ def _attention_launch(step: StepModel, batch: Batch) -> Launch:
 
 
 def _decode_attention(tables: Tables, contexts: tuple[int, ...]) -> Table2D:
-    step = tables.step
-    try:
-        table = _attention(tables, "generation")
-        cells = tuple(tuple(table.time_s(b, c) for c in contexts) for b in DECODE_BATCHES)
-    except ReferenceDataError as exc:
-        cells = tuple(tuple(tables.fallback.time_s(_attention_launch(step, Batch.decode(b, c))) for c in contexts)
-                      for b in DECODE_BATCHES)
+    """Decode attention per batch and context: each cell as the basis times it (the database's generation table,
+    GQA or an MLA module less its projections; the roofline over the floor where it has none)."""
+    step, kernels = tables.step, tables.fallback.kernels
+    cells = tuple(tuple(tables.fallback.time_s(_attention_launch(step, Batch.decode(b, c))) for c in contexts)
+                  for b in DECODE_BATCHES)
+    table = kernels.generation if kernels is not None else None
+    if table is None:
         return Table2D("roofline", "batches", "contexts", DECODE_BATCHES, contexts, cells,
-                       tables.lacks("decode attention", exc))
+                       tables.lacks("decode attention", _lack(kernels, "generation")))
     beyond = sum(1 for b in DECODE_BATCHES for c in contexts if not _measured_batch(table, b, c))
     said = f"; {beyond} of {len(cells) * len(contexts)} cells past the largest batch measured at their context, " \
            "extrapolated linearly in the batch" if beyond else ""
     return Table2D(table.source.kernel, "batches", "contexts", DECODE_BATCHES, contexts, cells,
-                   table.source.describe() + said)
+                   _attention_source(kernels, table) + said)
+
+
+def _lack(kernels, kind: str) -> ReferenceDataError:
+    return ReferenceDataError(kernels.lacks.get(kind, "no table") if kernels is not None else "no tables read")
+
+
+def _attention_source(kernels, table: AttentionTable) -> str:
+    if not kernels.mla:
+        return table.source.describe()
+    return (f"{table.source.describe()}: the whole module less its projections as the analytic basis times them "
+            "(the step times them as GEMMs of their own), never under the fastest attention launch measured")
 
 
 def _measured_batch(table: AttentionTable, batch: int, context: int) -> bool:
@@ -150,26 +160,21 @@ def _measured_batch(table: AttentionTable, batch: int, context: int) -> bool:
     return all(batch <= max(b for b, s in table.latency_s if s == length) for length in around)
 
 
-def _attention(tables: Tables, kind: str) -> AttentionTable:
-    step, tp = tables.step, tables.step.parallelism.tp
-    main = step.main_mixer.spec
-    if not isinstance(main, Attention) or main.window is not None or main.value_dim != main.head_dim \
-            or main.output_gate:
-        raise ReferenceDataError(f"gpubench reads the database's GQA attention, not {step.main_mixer.label}")
-    return AttentionTable.read(tables.db, tables.gpu, tables.engine, kind, main.heads // tp,
-                               step.main_mixer.kv_heads_per_gpu(tp), main.head_dim, step.cache_dtype)
-
-
 def _prefill_attention(tables: Tables, prompts: tuple[int, ...]) -> Table1D:
-    step = tables.step
+    """A whole prompt's attention per prompt length, as the basis times it (the context table where it measured
+    the length)."""
+    step, kernels = tables.step, tables.fallback.kernels
     chunks = "; a chunk over a cached prefix: the whole prompt's time less the prefix's (the database times no prefix)"
-    try:
-        table = _attention(tables, "context")
-        times = tuple(table.time_s(1, p) for p in prompts)
-    except ReferenceDataError as exc:
-        times = tuple(tables.fallback.time_s(_attention_launch(step, Batch(chunks=((p, 0),)))) for p in prompts)
-        return Table1D("roofline", "prompt_tokens", prompts, times, tables.lacks("prefill attention", exc) + chunks)
-    return Table1D(table.source.kernel, "prompt_tokens", prompts, times, table.source.describe() + chunks)
+    times = tuple(tables.fallback.time_s(_attention_launch(step, Batch(chunks=((p, 0),)))) for p in prompts)
+    table = kernels.context if kernels is not None else None
+    if table is None:
+        return Table1D("roofline", "prompt_tokens", prompts, times,
+                       tables.lacks("prefill attention", _lack(kernels, "context")) + chunks)
+    lengths = sorted({length for _, length in table.latency_s})
+    past = sum(1 for p in prompts if p > lengths[-1])
+    said = f"; {past} prompt lengths past its longest ({lengths[-1]}) on the roofline" if past else ""
+    return Table1D(table.source.kernel, "prompt_tokens", prompts, times, _attention_source(kernels, table) + said
+                   + chunks)
 
 
 def _all_reduce(tables: Tables, tokens: tuple[int, ...]) -> CommTable | None:
