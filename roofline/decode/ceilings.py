@@ -24,6 +24,7 @@ what any kernel of that format reached.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,19 +116,38 @@ def sku_basis(gpu: GpuSpec, dtype: str, dtypes: set[str], *, ideal: bool = False
     from roofline.reference.database import ReferenceDataError, open_database
     from roofline.reference.efficiency import GemmEfficiency
     from roofline.reference.kernels import StepKernels
+    from roofline.reference.transfer import carried_words, covered, nearest_covered
 
     try:
         db = open_database()
-        curves = GemmEfficiency.read(db, gpu, engine, dtypes)
-        kernels = StepKernels.read(db, gpu, engine, step, curves.gemm_floor()) if step is not None else None
+        source, carried = gpu, ""
+        if not covered(db, gpu):  # the nearest covered SKU of its generation, carried (roofline.reference.transfer)
+            near = nearest_covered(db, gpu)
+            if near is not None:
+                source, carried = near, carried_words(near, gpu) + "; "
+        curves = GemmEfficiency.read(db, source, engine, dtypes)
+        kernels = StepKernels.read(db, source, engine, step, curves.gemm_floor()) if step is not None else None
     except ReferenceDataError as exc:
         if efficiency == "reference":
             raise
         return AnalyticBasis(roof, flat, f"{words}; one flat fraction per SKU, not per matrix ({exc})", "flat")
+    if kernels is not None and source is not gpu:
+        kernels.rescale = roofline_ratio(source, gpu)
     timer = capped(gpu, curve_time(gpu, curves, _peaks(gpu, False), kernels))
     said = f"{curves.describe(dtype)}; {kernels.describe_moe()}" if kernels is not None and step is not None \
         and step.grouped else curves.describe(dtype)
-    return AnalyticBasis(roof, timer, f"{said}; MBU and MFU against the {words}", "reference", kernels)
+    return AnalyticBasis(roof, timer, f"{carried}{said}; MBU and MFU against the {words}", "reference", kernels)
+
+
+def roofline_ratio(source: GpuSpec, target: GpuSpec) -> Callable[[Launch], float]:
+    """A launch's datasheet roofline time on ``target`` over its time on ``source``: what a time measured on
+    ``source`` is scaled by when its efficiency is carried to ``target``."""
+    def ratio(launch: Launch) -> float:
+        work = launch.work
+        there = roof_time_s(work.flop, work.bytes, source.bandwidth_bytes_per_s, source.peak_for(launch.dtype))
+        here = roof_time_s(work.flop, work.bytes, target.bandwidth_bytes_per_s, target.peak_for(launch.dtype))
+        return float(here / there) if there else 1.0
+    return ratio
 
 
 def capped(gpu: GpuSpec, time_fn: TimeFn) -> TimeFn:

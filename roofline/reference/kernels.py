@@ -166,6 +166,9 @@ class StepKernels:
     attention_floor: Floor | None = None
     elementwise: Floor | None = None
     lacks: dict[str, str] = field(default_factory=dict)
+    # Read on another SKU of the generation and carried (``roofline.reference.transfer``): a measured time of a
+    # launch times this (its roofline on the target over its roofline on the SKU measured).
+    rescale: Callable[[Launch], float] | None = None
 
     @classmethod
     def read(cls, db: Database, gpu: GpuSpec, engine: str, step: StepModel, gemm_floor: Floor | None
@@ -241,7 +244,8 @@ class StepKernels:
             return None
         own = [roofline(self.step.grouped_launch(g, launch.tokens)) for g in self.step.grouped]
         mine = roofline(launch)
-        return fused * mine / sum(own) if sum(own) > 0 else fused / len(own)
+        share = fused * mine / sum(own) if sum(own) > 0 else fused / len(own)
+        return share * self.rescale(launch) if self.rescale is not None else share
 
     def describe_moe(self) -> str:
         if self.moe is None:
@@ -280,6 +284,8 @@ class StepKernels:
                 return None
         except ReferenceDataError:
             return None
+        if self.rescale is not None:
+            whole *= self.rescale(launch)
         if not self.mla:
             return whole
         projections = sum(gemm_s(step.linear_launch(linear, batch.tokens)) for linear in step.linears
