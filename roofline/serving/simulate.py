@@ -367,10 +367,11 @@ def largest_step_tokens(policy: Policy, requests: Sequence[Request]) -> int:
     prompts = sorted((r.prompt_tokens for r in requests), reverse=True)
     if isinstance(policy, Static):
         return min(policy.max_batch, len(prompts)) * prompts[0]
+    decodes = min(policy.max_batch, len(prompts))  # a decode step: a token for each running sequence
     if isinstance(policy, Chunked):
-        return min(policy.budget, sum(prompts) + policy.max_batch)
+        return min(policy.budget, sum(prompts) + decodes)
     if isinstance(policy, Continuous):  # prompts up to the budget, at least one; at most max_batch of them
-        return max(prompts[0], min(policy.max_tokens, sum(prompts[:policy.max_batch])), policy.max_batch)
+        return max(prompts[0], min(policy.max_tokens, sum(prompts[:policy.max_batch])), decodes)
     return prompts[0]
 
 
