@@ -34,7 +34,7 @@ from functools import lru_cache
 from roofline.core.counting import grouped_work
 from roofline.core.roof import roof_time_s
 from roofline.reference.attention import AttentionTable
-from roofline.reference.database import KV_DTYPES, MS, Database, ReferenceDataError, TableSource, busiest_kernel, median
+from roofline.reference.database import KV_DTYPES, MS, Database, ReferenceDataError, TableSource, median
 from roofline.reference.moe import MoeShape, MoeTable, distribution, nearest_table
 from roofline.specs.gpus import GpuSpec
 from roofline.specs.layers import Attention, LatentAttention
@@ -131,14 +131,15 @@ def mla_module_table(db: Database, gpu: GpuSpec, engine: str, kind: str, spec: L
     if not rows["batch_size"]:
         raise ReferenceDataError(f"{db.label} has no {kind} MLA module of {heads} heads ({gemm_dtype} projections, "
                                  f"{kv_dtype} KV) for {engine} {version} on {system}")
-    kernel = busiest_kernel(rows["kernel_source"])
+    # Every kernel the engine ran: vLLM picks the MLA backend by the batch (a short "prompt" it classes as a decode
+    # runs the decode backend), so the engine's own choice per row is the module's time, not one kernel's.
+    kernels = " / ".join(sorted(set(rows["kernel_source"]), key=rows["kernel_source"].count, reverse=True))
     times: dict[tuple[int, int], list[float]] = {}
-    for batch, size, latency, source in zip(rows["batch_size"], rows[length], rows["latency"],
-                                            rows["kernel_source"], strict=True):
-        if source == kernel and latency and latency > 0:
+    for batch, size, latency in zip(rows["batch_size"], rows[length], rows["latency"], strict=True):
+        if latency and latency > 0:
             times.setdefault((int(batch), int(size)), []).append(float(latency) * MS)
     source = TableSource(db.version, system, f"mla (the {kind} module: projections, attention, norms, cache write)",
-                         engine, version, db.relative(path), rows["device"][0], kernel)
+                         engine, version, db.relative(path), rows["device"][0], kernels)
     return AttentionTable(kind, source, {key: median(v) for key, v in times.items()})
 
 

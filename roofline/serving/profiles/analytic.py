@@ -206,7 +206,8 @@ def other_words(step: StepModel, bandwidth_bytes_per_s: float, kernels) -> tuple
         " (the routed experts' activation left out: the fused MoE layer measured runs it)" if fused else "")
     floor = getattr(kernels, "elementwise", None)
     if floor is None:
-        return 0.0, fused, words
+        why = getattr(kernels, "lacks", {}).get("elementwise")
+        return 0.0, fused, words + (f", no launch floor ({why})" if why else "")
     return floor.time_s, fused, (f"{words}, plus {floor.time_s * 1e6:.2g} us for each of the step's "
                                  f"{step.elementwise_launches()} launches (the launch floor: {floor.source})")
 
