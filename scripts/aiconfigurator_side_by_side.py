@@ -137,7 +137,7 @@ def read_csv() -> dict[tuple[str, int], dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--aiconfigurator", default=shutil.which("aiconfigurator"),
                         help="aiconfigurator 0.12.0's executable (default: on PATH; else the committed CSV)")
     parser.add_argument("--write-csv", action="store_true", help="write its answers to the committed CSV")

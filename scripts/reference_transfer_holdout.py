@@ -94,7 +94,7 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--engine", default="vllm")
     args = parser.parse_args()
     db = open_database()
