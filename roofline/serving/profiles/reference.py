@@ -74,18 +74,31 @@ class Tables:
 
 
 def _linear_table(tables: Tables, linear: Linear, tokens: tuple[int, ...]) -> LinearTable:
+    """One linear per token count: the GEMM table's time where it holds the shape (measured, interpolated, split),
+    the analytic basis's (the same table's efficiency, carried) for a token count outside it, each counted."""
     step, layers = tables.step, tables.step.model.layers
     per = None if linear.layers == layers or linear.part == "head" else linear.layers
     try:
         table = tables.gemm(linear.dtype)
-        looked = [table.lookup(t, linear.n, linear.k) for t in tokens]
     except ReferenceDataError as exc:
         times = tuple(tables.fallback.time_s(step.linear_launch(linear, t)) for t in tokens)
         return LinearTable(linear.name, linear.n, linear.k, 1, tokens, times, per,
                            tables.lacks(f"{linear.dtype} {linear.n}x{linear.k}", exc))
-    counts = {how: sum(look.how == how for look in looked) for how in ("measured", "interpolated", "split")}
-    said = ", ".join(f"{count} {how}" for how, count in counts.items() if count)
-    return LinearTable(linear.name, linear.n, linear.k, 1, tokens, tuple(look.time_s for look in looked), per,
+    times, hows = [], []
+    for t in tokens:
+        try:
+            look = table.lookup(t, linear.n, linear.k)
+            times.append(look.time_s)
+            hows.append(look.how)
+        except ReferenceDataError:  # outside the table (past its largest m): the basis's efficiency there
+            times.append(tables.fallback.time_s(step.linear_launch(linear, t)))
+            hows.append("on the analytic basis (outside the table)")
+    if all(how.startswith("on the") for how in hows):
+        return LinearTable(linear.name, linear.n, linear.k, 1, tokens, tuple(times), per, tables.lacks(
+            f"{linear.dtype} {linear.n}x{linear.k}", ReferenceDataError("every token count is outside its table")))
+    counts = {how: hows.count(how) for how in dict.fromkeys(hows)}
+    said = ", ".join(f"{count} {how}" for how, count in counts.items())
+    return LinearTable(linear.name, linear.n, linear.k, 1, tokens, tuple(times), per,
                        f"{table.source.describe()}; {said} of {len(tokens)} token counts")
 
 
