@@ -1,6 +1,6 @@
 """What the reference database measured of a step beyond its dense GEMMs, for the analytic basis (``--efficiency
-auto|reference``) and the reference profile: the fused MoE layer, the GQA attention tables, and a floor under every
-launch the database has no table of (attention of another shape, the elementwise kernels).
+auto|reference``) and the reference profile: the fused MoE layer, the GQA attention and MLA module tables, and a
+floor under every launch the database has no table of (attention of another shape, the elementwise kernels).
 
 - **Experts.**  A grouped launch of the step's routed experts is the fused MoE layer's measured time
   (``roofline.reference.moe``) for as many tokens, shared between gate_up and down by their roofline times.  Where
@@ -10,7 +10,7 @@ launch the database has no table of (attention of another shape, the elementwise
   all, each grouped launch is at least one GEMM launch (the bf16 table's fastest one-row time on the SKU).
 - **Attention.**  The main attention of a decode batch or of one whole prompt is the engine's generation or context
   attention table (``roofline.reference.attention``); sliding-window layers read it at the window.  Any other
-  attention (a shape, a prefill chunk over a cached prefix, MLA) is its roofline time; a decode batch's never under
+  attention (another shape, a prefill chunk over a cached prefix) is its roofline time; a decode batch's never under
   the fastest attention launch the database measured on the SKU (its generation table's smallest row): a measured
   floor (not under a prefill chunk: the simulator sums those chunk by chunk, one launch running them all).
 - **MLA.**  The database times vLLM's whole ``DeepseekV2MLAAttention`` forward (``collector/vllm/
