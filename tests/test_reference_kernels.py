@@ -254,3 +254,17 @@ def test_a_sku_the_database_lacks_carries_its_generations_nearest_covered_skus_e
         ratio = roof_time_s(work.flop, work.bytes, target.bandwidth_bytes_per_s, target.peak_for("bf16")) / \
             roof_time_s(work.flop, work.bytes, source.bandwidth_bytes_per_s, source.peak_for("bf16"))
         assert carried.time_s(launch) == pytest.approx(own.time_s(launch) * ratio, rel=1e-9)
+
+
+@needs_database
+def test_profile_reference_sets_aside_a_gemm_table_slower_than_bf16_as_the_basis_does():
+    """vLLM 0.24.0's fp8-block GEMMs (DeepGEMM) on the H200 run a median 3.1x bf16's: a reference profile of
+    DeepSeek-V3 reads none of them (a step of 64 tokens on them and one of 1 token on bf16's efficiency would not be
+    one model), and says so per linear."""
+    from roofline.serving.profiles.reference import reference_profile
+
+    model, dtype, kv, _ = step_formats(load_hf_config(CONFIGS / "deepseek-v3.json"), None, None)
+    profile = reference_profile(model, tp=8, dtype=dtype, kv_dtype=kv, max_tokens=256, max_context=2048,
+                                gpu=load_gpu_spec("h200-sxm"), routing="power-law:1.01")
+    o_proj = next(t for t in profile.linears if t.name == "o_proj")
+    assert "slower than its bf16 ones" in o_proj.source and "set aside" in o_proj.source

@@ -32,6 +32,7 @@ from roofline.decode.ceilings import AnalyticBasis, sku_basis, sku_roof, step_dt
 from roofline.reference.attention import AttentionTable
 from roofline.reference.comm import AllReduceTable
 from roofline.reference.database import Database, ReferenceDataError, open_database
+from roofline.reference.efficiency import slower_than_bf16
 from roofline.reference.gemm import GemmTable
 from roofline.serving.profile_doc import CommTable, GroupedTable, LinearTable, StepProfile, Table1D, Table2D
 from roofline.serving.profiles.analytic import (
@@ -60,7 +61,13 @@ class Tables:
     def gemm(self, dtype: str) -> GemmTable:
         if dtype not in self.gemms:
             try:
-                self.gemms[dtype] = GemmTable.read(self.db, self.gpu, self.engine, dtype)
+                table = GemmTable.read(self.db, self.gpu, self.engine, dtype)
+                ratio = slower_than_bf16(table, self.gemm("bf16")) if dtype != "bf16" else 0.0
+                if ratio > 1.0:  # fewer bytes, slower: that kernel, not the format (the basis sets it aside too)
+                    raise ReferenceDataError(
+                        f"its {dtype} GEMMs run a median {ratio:.1f}x slower than its bf16 ones on the same shapes, "
+                        "which describes that kernel, not the format: set aside")
+                self.gemms[dtype] = table
             except ReferenceDataError as exc:
                 self.gemms[dtype] = exc
         found = self.gemms[dtype]
