@@ -107,10 +107,17 @@ def test_auto_takes_the_reference_where_it_covers_the_sku_and_says_why_not_elsew
     uncovered = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "l4", "--model", "llama-3-8b", "--batch",
                                           "1", "--context", "128", "--json"])
     part = json.loads(uncovered.output[: uncovered.output.rindex("}") + 1])["analytic"]
-    assert part["source"].startswith("achievable ceilings: ") and "has no data for l4" in part["basis"]
-    refused = CliRunner().invoke(main, ["decode", "--analytic", "--gpu", "l4", "--model", "llama-3-8b",
-                                        "--efficiency", "reference"])
-    assert refused.exit_code == 2 and "has no data for l4" in refused.output
+    # The database has no L4: the nearest covered SKU of its generation (Ada Lovelace), carried and said.
+    assert part["source"].startswith("per-matrix efficiencies: ") and \
+        part["basis"].startswith("l40s efficiencies carried to l4")
+    # A SKU of no generation the database covers: the achievable ceilings, and why.
+    from dataclasses import replace
+
+    alone = replace(load_gpu_spec("l4"), sku="custom", name="Custom Accelerator", reference_systems={})
+    flat = sku_basis(alone, "bf16", {"bf16"}, efficiency="auto")
+    assert flat.efficiency == "flat" and "has no data for custom" in flat.basis
+    with pytest.raises(database.ReferenceDataError, match="has no data for custom"):
+        sku_basis(alone, "bf16", {"bf16"}, efficiency="reference")
 
 
 def _steps(model, sku: str, dtype: str, batches: list[int], context: int = 2048, ep: int = 1) -> list[float]:

@@ -149,9 +149,9 @@ def test_a_vllm_random_prefix_recorded_by_its_sweep_is_replayed(tmp_path):
 # --- (b) another configuration's policy ---------------------------------------------------------------------------
 
 def test_predict_file_colon_policy_is_replayed_under_that_policy(tmp_path):
-    """--predict B.json:chunked:budget=512 replays B under budget 512, whatever --policy the fit ran."""
+    """--predict B.json:chunked:budget=128 replays B under budget 128, whatever --policy the fit ran."""
     out = tmp_path / "cal"
-    predicted = f"{BENCH / 'guidellm-prediction.json'}:chunked:budget=512"
+    predicted = f"{BENCH / 'guidellm-prediction.json'}:chunked:budget=128"
     result = CliRunner().invoke(main, ["calibrate", "--bench", str(BENCH / "guidellm-calibration.json"),
                                        "--predict", predicted, "--profile", str(PROFILE), "--policy", POLICY,
                                        "-o", str(out)])
@@ -159,15 +159,15 @@ def test_predict_file_colon_policy_is_replayed_under_that_policy(tmp_path):
     document = json.loads((out / "calibrate.json").read_text(encoding="utf-8"))
     assert [r["policy"] for r in document["calibration"]["runs"]] == [POLICY, POLICY]
     (entry,) = document["predictions"]
-    assert (entry["policy"], entry["policy_from"]) == ("chunked:budget=512", "given with the file")
+    assert (entry["policy"], entry["policy_from"]) == ("chunked:budget=128", "given with the file")
     assert document["setup"]["predict"] == [predicted]
     (bench,) = read_bench(BENCH / "guidellm-prediction.json")
     fitted = EngineOverhead.from_dict(document["calibration"]["overhead"])
-    own = replay(load_profile(PROFILE), bench, "chunked:budget=512", fitted)
-    assert own.run.policy["budget_tokens"] == 512
+    own = replay(load_profile(PROFILE), bench, "chunked:budget=128", fitted)
+    assert own.run.policy["budget_tokens"] == 128
     tpot = float(np.median([(r.finish_s - r.first_token_s) / (r.output_tokens - 1) for r in own.run.requests]))
     assert entry["comparison"]["tpot_p50_s"]["predicted"] == pytest.approx(tpot)
-    assert "policy chunked:budget=512 (given with the file)" in result.output
+    assert "policy chunked:budget=128 (given with the file)" in result.output
 
 
 @pytest.mark.parametrize("text, path, policy", [("b.json", "b.json", None),

@@ -17,7 +17,7 @@ from roofline.fleet.simulate_run import prepare_simulation
 from roofline.result.sections import Provenance
 from roofline.serving.simulate_config import SimulateConfig
 
-ANALYTIC = ["--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--max-tokens", "2048",
+ANALYTIC = ["--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--max-tokens", "8192",
             "--max-context", "2048"]
 WHO = Provenance({"name": "gpubench"}, {"hostname": "here"}, ("a", "test"))
 # What differs between two runs of one command: when, who and how it was asked.

@@ -38,7 +38,7 @@ def schema_errors(name, document):
 
 
 # The flat achievable ceilings: the same numbers with or without the [reference] extra installed.
-ANALYTIC = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b", "--max-tokens", "2048",
+ANALYTIC = ["--analytic", "--gpu", "h200-sxm", "--model", "llama-3-8b", "--max-tokens", "8192",
             "--max-context", "2048", "--efficiency", "flat"]
 
 
@@ -208,7 +208,7 @@ def candidates(tmp_path_factory):
     folder = tmp_path_factory.mktemp("candidates")
     for name, gpu, tp in (("h200.json", "h200-sxm", "1"), ("h100-tp2.json", "h100-sxm", "2")):
         run = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", gpu, "--model", "llama-3-8b", "--tp", tp,
-                                        "--max-tokens", "2048", "--max-context", "2048", "--efficiency", "flat",
+                                        "--max-tokens", "8192", "--max-context", "2048", "--efficiency", "flat",
                                         "-o", str(folder / name)])
         assert run.exit_code == 0, run.output
     return [str(folder / "h200.json"), str(folder / "h100-tp2.json")]
@@ -315,7 +315,7 @@ def test_a_plan_counts_every_gpu_of_an_expert_parallel_replica(tmp_path):
     cost per token count both, as simulate's energy and load sweep do, and its label says EP."""
     profile = tmp_path / "moe.json"
     run = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", "h100-sxm", "--hf-config",
-                                    "tests/data/tiny-qwen3-moe-config.json", "--ep", "2", "--max-tokens", "256",
+                                    "tests/data/tiny-qwen3-moe-config.json", "--ep", "2", "--max-tokens", "1024",
                                     "--max-context", "256", "--efficiency", "flat", "-o", str(profile)])
     assert run.exit_code == 0, run.output
     run = CliRunner().invoke(main, ["plan", str(profile), "--rate", "4", "--slo", "tpot_p99=1", "--requests", "20",

@@ -169,7 +169,7 @@ def two_skus(tmp_path_factory):
     folder = tmp_path_factory.mktemp("skus")
     for gpu in ("h100-sxm", "h200-sxm"):
         run = CliRunner().invoke(main, ["profile", *ANALYTIC[:1], "--gpu", gpu, "--model", "llama-3-8b",
-                                        "--max-tokens", "2048", "--max-context", "2048", "--efficiency", "flat",
+                                        "--max-tokens", "8192", "--max-context", "2048", "--efficiency", "flat",
                                         "-o", str(folder / f"{gpu}.json")])
         assert run.exit_code == 0, run.output
     return [str(folder / "h100-sxm.json"), str(folder / "h200-sxm.json")]

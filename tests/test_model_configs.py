@@ -284,7 +284,7 @@ def test_decode_profile_simulate_and_plan_run_on_every_config(tmp_path, name):
         setup = json.loads(decoded.output)["setup"]
         assert "blocks:" in setup["layers"]
     profile = tmp_path / "p.json"
-    made = _run("profile", "--analytic", "--hf-config", config, *split, "--max-tokens", "4096",
+    made = _run("profile", "--analytic", "--hf-config", config, *split, "--max-tokens", "8192",
                 "--max-context", "8192", "-o", str(profile))
     assert made.exit_code == 0, made.output
     simulated = _run("simulate", str(profile), "--requests", "30", "--arrivals", "poisson:2", "--prompt", "fixed:1024",
@@ -303,7 +303,7 @@ def test_the_reference_profile_of_every_config_simulates(tmp_path, name):
     config, split = str(CONFIGS / f"{name}.json"), SPLITS[name]
     split = split if "--gpu" in split else (*split, "--gpu", "h200-sxm")
     profile = tmp_path / "p.json"
-    made = _run("profile", "--reference", "aiconfigurator", "--hf-config", config, *split, "--max-tokens", "2048",
+    made = _run("profile", "--reference", "aiconfigurator", "--hf-config", config, *split, "--max-tokens", "8192",
                 "--max-context", "4096", "-o", str(profile))
     if "has no data for" in made.output or "has no nvfp4" in made.output:
         pytest.skip(made.output.strip())  # a SKU or format the database does not cover

@@ -30,7 +30,7 @@ def llama_70b(tmp_path_factory):
         pytest.skip("the [reference] extra is not installed")
     path = tmp_path_factory.mktemp("reference") / "P.json"
     run = CliRunner().invoke(main, ["profile", "--reference", "aiconfigurator", "--gpu", "h200-sxm", "--model",
-                                    "llama-3-70b", "--tp", "4", "-o", str(path)])
+                                    "llama-3-70b", "--tp", "4", "--max-tokens", "65536", "-o", str(path)])
     assert run.exit_code == 0, run.output
     return path, run.output
 
@@ -46,7 +46,8 @@ def test_a_reference_profile_names_every_tables_source_and_simulate_takes_it(lla
     assert all(table.get("source") for table in tables), [t for t in tables if not t.get("source")]
     assert all("vllm 0.24.0" in t["source"] for t in [*document["linears"], document["comm"]])
     assert document["comm"]["measured"] is True and "vLLM_custom_graph" in document["comm"]["source"]
-    assert "it times no elementwise kernel" in document["other"]["source"]
+    assert "it times no norm, rotary embedding or activation kernel" in document["other"]["source"]
+    assert "the launch floor: " in document["other"]["source"]  # each launch at least the database's elementwise
     assert "o_proj: " in output and "decode_attention: " in output  # each table's source printed
     run = CliRunner().invoke(main, ["simulate", str(path), "--requests", "64", "--arrivals", "burst", "--prompt",
                                     "fixed:1024", "--output", "fixed:256", "--policy", "static:batch=64",

@@ -85,7 +85,7 @@ def analytic_llama():
     from roofline.specs.gpus import load_gpu_spec
     from roofline.specs.models import load_model
 
-    return analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=2048,
+    return analytic_profile(load_model("llama-3-8b"), tp=1, dtype="bf16", kv_dtype="bf16", max_tokens=8192,
                             max_context=4096, gpu=load_gpu_spec("h100-sxm"), efficiency="flat")
 
 
@@ -179,7 +179,7 @@ def test_simulate_and_plan_refuse_a_bad_spec_decode_in_one_line(tmp_path, value,
 def test_plan_takes_spec_decode_and_records_it(tmp_path):
     profile = tmp_path / "h100.json"
     run = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b",
-                                    "--max-tokens", "2048", "--max-context", "2048", "--efficiency", "flat",
+                                    "--max-tokens", "8192", "--max-context", "2048", "--efficiency", "flat",
                                     "-o", str(profile)])
     assert run.exit_code == 0, run.output
     run = CliRunner().invoke(main, ["plan", str(profile), "--rate", "2", "--slo", "ttft_p90=1", "--requests", "20",

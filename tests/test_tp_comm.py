@@ -86,7 +86,7 @@ def test_tp_1_decode_is_exactly_as_before():
 
 
 def _profile(tp: int) -> StepProfile:
-    return analytic_profile(load_model("llama-3-8b"), tp=tp, dtype="bf16", kv_dtype="bf16", max_tokens=512,
+    return analytic_profile(load_model("llama-3-8b"), tp=tp, dtype="bf16", kv_dtype="bf16", max_tokens=1024,
                             max_context=2048, gpu=load_gpu_spec("h100-sxm"))
 
 
@@ -132,7 +132,7 @@ def test_tp_1_profile_and_simulation_are_exactly_as_before():
 def test_profile_analytic_tp_2_writes_the_comm_terms_and_simulate_shows_them(tmp_path):
     out = tmp_path / "p.json"
     run = CliRunner().invoke(main, ["profile", "--analytic", "--gpu", "h100-sxm", "--model", "llama-3-8b",
-                                    "--tp", "2", "--max-tokens", "256", "--max-context", "1024", "-o", str(out)])
+                                    "--tp", "2", "--max-tokens", "1024", "--max-context", "1024", "-o", str(out)])
     assert run.exit_code == 0, run.output
     written = json.loads(out.read_text())
     assert written["comm"]["ranks"] == 2 and len(written["comm"]["time_s"]) == len(written["comm"]["tokens"])

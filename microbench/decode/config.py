@@ -31,7 +31,7 @@ FLAGS: dict[str, Option] = {
     "ep": Option(("--ep",), "int", 1, show_default=True,
                  help="expert-parallel GPUs (a mixture of experts: experts split, attention data-parallel)"),
     "routing": Option(("--routing",), default="balanced", show_default=True,
-                      help="how tokens spread over experts: balanced | uniform | zipf:S"),
+                      help="tokens over experts: balanced | uniform | zipf:S | power-law:ALPHA (aiconfigurator's)"),
     "context": Option(("--context",), "int", 4096, show_default=True, help="tokens in each sequence's KV cache"),
     "spec_decode": Option(("--spec-decode",), metavar="draft=K,accept=DIST",
                           help="speculative decoding: K draft tokens, accept=geometric:P or hist:p0/../pK "

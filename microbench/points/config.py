@@ -78,7 +78,8 @@ FLAGS: dict[str, Option] = {
                       help="grouped: experts per --shape (with --topk) [the device's expert sets: "
                            f"{per_device(lambda d: ' + '.join(_expert_text(e) for e in d.expert_sets))}]"),
     "topk": Option(("--topk",), metavar="K", help="grouped: experts each token is routed to"),
-    "routing": Option(("--routing",), default="balanced", show_default=True, metavar="balanced|uniform|zipf:S",
+    "routing": Option(("--routing",), default="balanced", show_default=True,
+                      metavar="balanced|uniform|zipf:S|power-law:ALPHA",
                       help="grouped: how tokens spread over experts"),
     "mixer": Option(("--mixer",), metavar="|".join(STATE_KINDS),
                     help="state_update: the recurrent mixer, each --shape its value x key head size (mamba2: head "

@@ -58,7 +58,8 @@ def analytic_document(setup: DecodeSetup, profile: GpuSpec, batches: list[int], 
     ones; the datasheet's with ``ideal``).  The KV capacity is sized from the memory the driver reports for the
     board, not the datasheet's rounder figure."""
     dtypes = step_dtypes(setup.step) | (step_dtypes(setup.drafter) if setup.drafter else set())
-    basis = sku_basis(profile, setup.dtype, dtypes, ideal=ideal, efficiency=efficiency, require_peak=False)
+    basis = sku_basis(profile, setup.dtype, dtypes, ideal=ideal, efficiency=efficiency, require_peak=False,
+                      step=setup.step)
     bandwidth, peak = basis.roof.bandwidth_bytes_per_s, basis.roof.peak_flop_per_s  # never another dtype's peak
     capacity = kv_capacity(setup, profile.reported_bytes, mem_fraction)
     rows = step_rows(setup, batches, basis.time_s, bandwidth, peak, capacity["max_batch"],

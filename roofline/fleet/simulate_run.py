@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from roofline.serving.policies import Policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, load_profile
 from roofline.serving.profiles.analytic import analytic_profile_of
 from roofline.serving.profiles.engine_time import EngineTime, engine_time
-from roofline.serving.simulate import SimulationRun
+from roofline.serving.simulate import SimulationRun, largest_step_tokens
 from roofline.serving.simulate_config import FLAGS, SimulateConfig
 from roofline.serving.step_cost import drafter_cost_basis
 from roofline.serving.workload import (
@@ -91,10 +91,14 @@ def fleet_layout(config: SimulateConfig, profile: StepProfile) -> FleetLayout:
 
 def prepare_simulation(config: SimulateConfig, provenance: Provenance) -> Simulation:
     """Every input of a checked config read and checked, nothing simulated yet (a refusal is one line)."""
-    profile = load_profile(config.profile_file) if config.profile_file else analytic_profile_of(config, provenance)
     requests, workload = read_workload(config.trace, config.requests, config.arrivals, config.prompt,
                                        config.output_lengths, config.seed, config.prefix, config.sessions,
                                        config.lengths)
+    if config.profile_file:
+        profile = load_profile(config.profile_file)
+    else:  # the analytic profile's token grid reaches the workload's largest step: never read past it
+        needed = max(largest_step_tokens(p, requests) for p in config.policy_list) if requests else 0
+        profile = analytic_profile_of(replace(config, max_tokens=max(config.max_tokens, needed)), provenance)
     if config.concurrency is not None:
         workload = closed_loop_record(workload, config.concurrency)
     spec = config.speculation

@@ -117,6 +117,15 @@ class GemmEfficiency:
         return (tuple(float(s) for s in sizes),
                 tuple(sorted(by_size[s])[len(by_size[s]) // 2] for s in sizes))
 
+    def gemm_floor(self):
+        """The fastest one-row GEMM the bf16 table measured on the SKU: no launch of a GEMM kernel is faster (a
+        grouped launch the database has no MoE table of is charged at least this)."""
+        from roofline.reference.kernels import Floor
+
+        table = self.tables["bf16"]
+        (m, n, k), time_s = min(((key, t) for key, t in table.latency_s.items() if key[0] == 1), key=lambda kv: kv[1])
+        return Floor(time_s, f"the fastest one-row GEMM of {table.source.describe()} ({n}x{k})")
+
     def describe(self, dtype: str, example: tuple[int, int] = (8192, 8192)) -> str:
         """One line for a basis: where the efficiencies come from, and what they are on ``example``."""
         table = self.table_for(dtype)

@@ -93,8 +93,8 @@ class Point:
     superseded: bool = False
     kernel: str | None = None  # what ran: torch.matmul, cuBLAS via cupy.matmul, gpubench gemv_warp, ...
     # A grouped GEMM (op "grouped"): ``experts`` N×K matrices, each of the ``batch`` tokens routed to ``topk`` of
-    # them by ``routing`` (balanced | uniform | zipf:S, seeded), of which ``touched`` got at least one token: the
-    # weights the launch really read.  None for every other op.
+    # them by ``routing`` (balanced | uniform | zipf:S | power-law:ALPHA, seeded), of which ``touched`` got at least
+    # one token: the weights the launch really read.  None for every other op.
     experts: int | None = None
     topk: int | None = None
     routing: str | None = None

@@ -106,7 +106,7 @@ class PointDocument(Record):
     kernel: str | None = key("string", doc="what ran: torch.matmul, cuBLAS via cupy.matmul, ...")
     experts: int | None = key("integer", doc="grouped: the experts, each an N×K matrix")
     topk: int | None = key("integer", doc="grouped: experts each token is routed to")
-    routing: str | None = key("string", doc="grouped: balanced | uniform | zipf:S (seeded)")
+    routing: str | None = key("string", doc="grouped: balanced | uniform | zipf:S | power-law:ALPHA (seeded)")
     touched: int | None = key("integer", doc="grouped: experts the routing gave a token (their weights are read)")
     mixer: MixerShapeDocument | None = key("object", record=MixerShapeDocument,
                                            doc="state_update: n the value (Mamba-2: head) size, k the key (state) "

@@ -22,7 +22,7 @@ from typing import Any
 from roofline.core.errors import BadInputError
 from roofline.serving.kv_blocks import KvBlocks
 from roofline.serving.latency import ServedRequest, span_s
-from roofline.serving.policies import Policy, StepPlan, parse_policy
+from roofline.serving.policies import Chunked, Continuous, Policy, Static, StepPlan, parse_policy
 from roofline.serving.profile_doc import EngineOverhead, StepProfile, step_watts
 from roofline.serving.step_cost import CostModel
 from roofline.serving.step_log import StepLog
@@ -361,6 +361,20 @@ PREFIX_CACHE_OFF = ("the model's layers keep recurrent states, whose values at a
                     "gpubench models no per-block state checkpoints")
 
 
+def largest_step_tokens(policy: Policy, requests: Sequence[Request]) -> int:
+    """The most tokens one step of ``policy`` can run on ``requests``: a static batch's padded prompts, a
+    continuous step's prefill budget (or the longest prompt, admitted alone), a chunked step's budget."""
+    prompts = sorted((r.prompt_tokens for r in requests), reverse=True)
+    if isinstance(policy, Static):
+        return min(policy.max_batch, len(prompts)) * prompts[0]
+    decodes = min(policy.max_batch, len(prompts))  # a decode step: a token for each running sequence
+    if isinstance(policy, Chunked):
+        return min(policy.budget, sum(prompts) + decodes)
+    if isinstance(policy, Continuous):  # prompts up to the budget, at least one; at most max_batch of them
+        return max(prompts[0], min(policy.max_tokens, sum(prompts[:policy.max_batch])), decodes)
+    return prompts[0]
+
+
 def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Policy, mem_fraction: float,
                    lookahead: int = 0) -> int | None:
     """Refuse what no replica of ``profile`` can serve (a request past the context window, past the profile's
@@ -382,6 +396,11 @@ def check_requests(profile: StepProfile, requests: Sequence[Request], policy: Po
     if longest > limit:
         raise SimulationError(f"the longest request, {longest} tokens (prompt + output), is past the profile's "
                               f"max context of {limit} tokens: profile with a larger --max-context")
+    largest, grid = largest_step_tokens(policy, requests), min(t.tokens[-1] for t in profile.linears)
+    if profile.step_model().rank_tokens(largest) > grid:
+        # Past the token grid a step's linears would be a straight line through the grid's last two points.
+        raise SimulationError(f"a {policy.kind} step of up to {largest} tokens is past the profile's largest token "
+                              f"count, {grid}: profile with --max-tokens {largest}")
     overflow = profile.weights_overflow(mem_fraction)
     if overflow:  # every policy: a replica whose weights overflow its GPUs serves nothing
         raise SimulationError(overflow)

@@ -58,7 +58,7 @@ MODEL_FLAGS: dict[str, Option] = {
     "ep": Option(("--ep",), "int", 1, show_default=True,
                  help="expert-parallel GPUs (a mixture of experts: experts split, attention data-parallel)"),
     "routing": Option(("--routing",), default="balanced", show_default=True,
-                      help="how tokens spread over experts: balanced | uniform | zipf:S"),
+                      help="tokens over experts: balanced | uniform | zipf:S | power-law:ALPHA (aiconfigurator's)"),
     "dtype": Option(("--dtype",),
                     help=f"weights and activations: {' | '.join(DTYPES)} (quantized formats: the layers' linears) "
                          "[default: the checkpoint's quantization_config where --hf-config has one, else bf16]"),

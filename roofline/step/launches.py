@@ -95,6 +95,9 @@ class Launch:
     topk: int = 1
     touched: float = 1.0
     part: str = ""
+    # A mixer's launch: the batch composition it runs over (this GPU's share), so a timer that reads measured
+    # attention tables by batch and context can find its cell; None for GEMMs.
+    batch: Batch | None = field(default=None, compare=False)
 
     @property
     def total(self) -> Work:
@@ -325,7 +328,7 @@ class StepModel:
         """One layer of ``rules``' kind over ``batch`` (this GPU's share), ``layers`` times a step."""
         dtype = self.act_dtype if rules.recurrent else self.cache_dtype
         return Launch(self.mixer_name(rules), rules.op, dtype, batch.tokens, 0, 0, layers,
-                      self.mixer_layer_work(rules, batch), part="attention")
+                      self.mixer_layer_work(rules, batch), part="attention", batch=batch)
 
     def mixer_layer_work(self, rules: MixerRules, batch: Batch) -> Work:
         """One layer of ``rules``' kind over ``batch`` (already this GPU's share) on one GPU."""
@@ -344,25 +347,38 @@ class StepModel:
         width = math.ceil(self._activation_values() / m.layers)
         return Elementwise(m.hidden, heads, kv_heads, rope, width, m.gated_mlp, m.layers, math.ceil(m.vocab / tp))
 
-    def _activation_values(self) -> int:
-        """Values one token's MLP activations run over in all blocks on one GPU (one half of a gated gate_up)."""
+    def _activation_values(self, routed: bool = True) -> int:
+        """Values one token's MLP activations run over in all blocks on one GPU (one half of a gated gate_up);
+        without ``routed`` the routed experts' are left out (a fused MoE kernel runs them inside itself)."""
         tp, total = self.parallelism.tp, 0
         for mlp, count in self.model.mlp_layers:
             if isinstance(mlp, DenseMlp):
                 width = mlp.intermediate
             else:
-                width = mlp.topk * mlp.expert_intermediate + mlp.shared_width
+                width = (mlp.topk * mlp.expert_intermediate if routed else 0) + mlp.shared_width
             total += count * width
         return math.ceil(total / tp)
 
-    def other_bytes_per_token(self) -> int:
+    def other_bytes_per_token(self, routed_activation: bool = True) -> int:
         """Bytes one of this GPU's tokens moves through the step's elementwise kernels (``counting``): a norm and a
-        residual add per mixer and per MLP, each mixer's rotary embedding, each MLP's activation."""
+        residual add per mixer and per MLP, each mixer's rotary embedding, each MLP's activation (the routed
+        experts' left out with ``routed_activation`` off: timed inside a measured fused MoE layer)."""
         m, tp = self.model, self.parallelism.tp
         sublayers = sum(c for _, c in m.mixer_layers) + sum(c for _, c in m.mlp_layers)
         rope = sum(count * rules.rope_values_per_token(tp) for rules, count in self.mixers)
-        return elementwise_bytes_per_token(self.dtype, m.hidden, sublayers, rope, self._activation_values(),
-                                           m.gated_mlp)
+        return elementwise_bytes_per_token(self.dtype, m.hidden, sublayers, rope,
+                                           self._activation_values(routed_activation), m.gated_mlp)
+
+    def elementwise_launches(self) -> int:
+        """Elementwise kernel launches one step runs on a GPU, as vLLM's layers launch them: a norm per mixer and per
+        MLP with the residual add fused into it (``fused_add_rms_norm``), a rotary embedding per layer that has one,
+        an activation per dense MLP and per shared expert (a fused MoE kernel runs the routed experts' inside itself),
+        and the final norm."""
+        m, tp = self.model, self.parallelism.tp
+        norms = sum(c for _, c in m.mixer_layers) + sum(c for _, c in m.mlp_layers) + 1
+        rope = sum(count for rules, count in self.mixers if rules.rope_values_per_token(tp))
+        activations = sum(count for mlp, count in m.mlp_layers if isinstance(mlp, DenseMlp) or mlp.shared_width)
+        return norms + rope + activations
 
     def launches(self, batch: Batch) -> list[Launch]:
         return self.linear_launches(batch.tokens, batch.logits) + self.attention_launches(batch)

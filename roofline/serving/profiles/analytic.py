@@ -149,9 +149,17 @@ def _linear_tables(step: StepModel, timer: Timer, tokens: tuple[int, ...]) -> tu
     return tables[:-1], tables[-1]
 
 
+def grouped_grid(step: StepModel, tokens: tuple[int, ...]) -> tuple[int, ...]:
+    """The rows a GPU's grouped GEMMs are given, up to what a step of the profile's largest token count gives them
+    (with expert parallelism ``tokens × top-k / EP``, more than the step's tokens): the grid the grouped tables are
+    read on, never past."""
+    return token_grid(max(tokens[-1], step.grouped_tokens(tokens[-1])))
+
+
 def _grouped_tables(step: StepModel, timer: Timer, tokens: tuple[int, ...]) -> tuple[GroupedTable, ...]:
-    return tuple(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, "roofline", tokens,
-                              tuple(timer(step.grouped_launch(g, t)) for t in tokens)) for g in step.grouped)
+    rows = grouped_grid(step, tokens)
+    return tuple(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, "roofline", rows,
+                              tuple(timer(step.grouped_launch(g, r)) for r in rows)) for g in step.grouped)
 
 
 def kind_tables(step: StepModel, rules: MixerRules, time_s: TimeFn, tokens, contexts
@@ -185,10 +193,30 @@ def mixer_tables(step: StepModel, time_s: TimeFn, tokens, contexts, source: str 
     return tuple(out)
 
 
-def other_table(step: StepModel, bandwidth_bytes_per_s: float, tokens: tuple[int, ...]) -> Table1D:
-    """The step's elementwise kernels, all layers, per token count: their bytes at ``bandwidth_bytes_per_s``."""
-    per_token = step.other_bytes_per_token()
-    return Table1D("roofline", "tokens", tokens, tuple(per_token * t / bandwidth_bytes_per_s for t in tokens))
+def other_table(step: StepModel, bandwidth_bytes_per_s: float, tokens: tuple[int, ...], floor_s: float = 0.0,
+                fused: bool = False) -> Table1D:
+    """The step's elementwise kernels, all layers, per token count: their bytes at ``bandwidth_bytes_per_s``, plus
+    ``floor_s`` per launch (a measured launch floor; ``StepModel.elementwise_launches`` counts them); with
+    ``fused`` the routed experts' activation is left out (the grouped tables hold a measured fused MoE layer,
+    which runs it)."""
+    per_token = step.other_bytes_per_token(routed_activation=not fused)
+    fixed = floor_s * step.elementwise_launches()
+    return Table1D("roofline", "tokens", tokens, tuple(fixed + per_token * t / bandwidth_bytes_per_s for t in tokens))
+
+
+def other_words(step: StepModel, bandwidth_bytes_per_s: float, kernels) -> tuple[float, bool, str]:
+    """The launch floor the elementwise kernels are charged (from ``kernels``, the reference tables a basis read,
+    where they measured one), whether the routed experts' activation is inside a measured fused MoE layer, and the
+    words for the ``other`` table's source."""
+    fused = getattr(kernels, "moe", None) is not None
+    words = f"their bytes at {bandwidth_bytes_per_s / 1e12:.3g} TB/s" + (
+        " (the routed experts' activation left out: the fused MoE layer measured runs it)" if fused else "")
+    floor = getattr(kernels, "elementwise", None)
+    if floor is None:
+        why = getattr(kernels, "lacks", {}).get("elementwise")
+        return 0.0, fused, words + (f", no launch floor ({why})" if why else "")
+    return floor.time_s, fused, (f"{words}, plus {floor.time_s * 1e6:.2g} us for each of the step's "
+                                 f"{step.elementwise_launches()} launches (the launch floor: {floor.source})")
 
 
 def comm_tables(step: StepModel, gpu: GpuSpec, tokens: tuple[int, ...]) -> tuple[CommTable | None, CommTable | None]:
@@ -239,10 +267,12 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
     if result is None and gpu is None:
         raise SpecError("--analytic needs --gpu SKU or --from RESULT.json")
     series = _fit_series(result, dtype) if result is not None else []
+    kernels = None  # the reference's tables beyond GEMMs, where the SKU's basis read them
     if result is None:
         assert gpu is not None  # refused above
-        sku = sku_basis(gpu, dtype, step_dtypes(step), ideal=ideal, efficiency=efficiency, engine=engine)
-        default, default_time, roof_basis = sku.roof, sku.time_s, sku.basis
+        sku = sku_basis(gpu, dtype, step_dtypes(step), ideal=ideal, efficiency=efficiency, engine=engine,
+                        step=step)
+        default, default_time, roof_basis, kernels = sku.roof, sku.time_s, sku.basis, sku.kernels
     else:
         spec, sheet = sku_roof(gpu, dtype, ideal) if gpu else (None, "")
         default, rest = result_roof(result, dtype, spec, series)
@@ -265,7 +295,8 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
         roof_basis = _basis(result_name, dtype, fitted, len(shapes), rest, sheet, busy_why(result))
     # Each table's basis: the linears and attention on the roofline named, the other kernels their bytes (the comm
     # tables name their link themselves).
-    basis = f"{roof_basis}; other kernels: their bytes at {bandwidth / 1e12:.3g} TB/s"
+    floor_s, fused, other_basis = other_words(step, bandwidth, kernels)
+    basis = f"{roof_basis}; other kernels: {other_basis}"
     reduce, exchange = comm_tables(step, gpu, tokens) if gpu else (None, None)
     return StepProfile(
         source="analytic", basis=basis, model=model.to_record(), tp=tp, dtype=dtype, kv_dtype=step.cache_dtype,
@@ -274,7 +305,8 @@ def analytic_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, ma
                 "weight_bytes": weight_bytes(step), "kv_bytes_per_token": kv_bytes_per_token(step),
                 **memory_extras(step)},
         linears=tuple(linears), lm_head=lm_head, decode_attention=decode, prefill_attention=prefill,
-        chunk_attention=chunk, other=other_table(step, bandwidth, tokens), engine_overhead=None, comm=reduce,
+        chunk_attention=chunk, other=other_table(step, bandwidth, tokens, floor_s, fused), engine_overhead=None,
+        comm=reduce,
         grouped=_grouped_tables(step, timer, tokens), ep=ep, routing=step.routing.spelled, all_to_all=exchange,
         mixers=mixer_tables(step, default_time, tokens, contexts),
         roof={"bandwidth_bytes_per_s": default.bandwidth_bytes_per_s, "peak_flop_per_s": default.peak_flop_per_s,

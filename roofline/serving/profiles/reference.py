@@ -34,12 +34,18 @@ from roofline.decode.ceilings import AnalyticBasis, sku_basis, sku_roof, step_dt
 from roofline.reference.attention import AttentionTable
 from roofline.reference.comm import AllReduceTable, AllToAllTable
 from roofline.reference.database import Database, ReferenceDataError, open_database
+from roofline.reference.efficiency import slower_than_bf16
 from roofline.reference.gemm import GemmTable
-from roofline.reference.moe import MoeTable
 from roofline.serving.profile_doc import CommTable, GroupedTable, LinearTable, StepProfile, Table1D, Table2D
-from roofline.serving.profiles.analytic import comm_tables, mixer_tables, other_table, sku_power
+from roofline.serving.profiles.analytic import (
+    comm_tables,
+    grouped_grid,
+    mixer_tables,
+    other_table,
+    other_words,
+    sku_power,
+)
 from roofline.specs.gpus import GpuSpec, SpecError
-from roofline.specs.layers import Attention
 from roofline.specs.models import ModelSpec
 from roofline.step.batch import Batch
 from roofline.step.grids import DECODE_BATCHES, DECODE_CONTEXTS, token_grid
@@ -57,7 +63,13 @@ class Tables:
     def gemm(self, dtype: str) -> GemmTable:
         if dtype not in self.gemms:
             try:
-                self.gemms[dtype] = GemmTable.read(self.db, self.gpu, self.engine, dtype)
+                table = GemmTable.read(self.db, self.gpu, self.engine, dtype)
+                ratio = slower_than_bf16(table, self.gemm("bf16")) if dtype != "bf16" else 0.0
+                if ratio > 1.0:  # fewer bytes, slower: that kernel, not the format (the basis sets it aside too)
+                    raise ReferenceDataError(
+                        f"its {dtype} GEMMs run a median {ratio:.1f}x slower than its bf16 ones on the same shapes, "
+                        "which describes that kernel, not the format: set aside")
+                self.gemms[dtype] = table
             except ReferenceDataError as exc:
                 self.gemms[dtype] = exc
         found = self.gemms[dtype]
@@ -71,53 +83,63 @@ class Tables:
 
 
 def _linear_table(tables: Tables, linear: Linear, tokens: tuple[int, ...]) -> LinearTable:
+    """One linear per token count: the GEMM table's time where it holds the shape (measured, interpolated, split),
+    the analytic basis's (the same table's efficiency, carried) for a token count outside it, each counted."""
     step, layers = tables.step, tables.step.model.layers
     per = None if linear.layers == layers or linear.part == "head" else linear.layers
     try:
         table = tables.gemm(linear.dtype)
-        looked = [table.lookup(t, linear.n, linear.k) for t in tokens]
     except ReferenceDataError as exc:
         times = tuple(tables.fallback.time_s(step.linear_launch(linear, t)) for t in tokens)
         return LinearTable(linear.name, linear.n, linear.k, 1, tokens, times, per,
                            tables.lacks(f"{linear.dtype} {linear.n}x{linear.k}", exc))
-    counts = {how: sum(look.how == how for look in looked) for how in ("measured", "interpolated", "split")}
-    said = ", ".join(f"{count} {how}" for how, count in counts.items() if count)
-    return LinearTable(linear.name, linear.n, linear.k, 1, tokens, tuple(look.time_s for look in looked), per,
+    times, hows = [], []
+    for t in tokens:
+        try:
+            look = table.lookup(t, linear.n, linear.k)
+            times.append(look.time_s)
+            hows.append(look.how)
+        except ReferenceDataError:  # outside the table (past its largest m): the basis's efficiency there
+            times.append(tables.fallback.time_s(step.linear_launch(linear, t)))
+            hows.append("on the analytic basis (outside the table)")
+    if all(how.startswith("on the") for how in hows):
+        return LinearTable(linear.name, linear.n, linear.k, 1, tokens, tuple(times), per, tables.lacks(
+            f"{linear.dtype} {linear.n}x{linear.k}", ReferenceDataError("every token count is outside its table")))
+    counts = {how: hows.count(how) for how in dict.fromkeys(hows)}
+    said = ", ".join(f"{count} {how}" for how, count in counts.items())
+    return LinearTable(linear.name, linear.n, linear.k, 1, tokens, tuple(times), per,
                        f"{table.source.describe()}; {said} of {len(tokens)} token counts")
 
 
 def _grouped_tables(tables: Tables, tokens: tuple[int, ...]) -> tuple[GroupedTable, ...]:
-    """The routed experts: the fused MoE layer's time shared between its two grouped GEMMs by their roofline
-    times, or both on the fallback basis."""
-    step = tables.step
+    """The routed experts on the grid of rows this GPU's experts are given: the fused MoE layer's time shared between
+    its two grouped GEMMs by their roofline times (``roofline.reference.kernels``: the model's own table, kept under
+    expert parallelism and past its largest row; else the nearest measured shape's efficiency; else the analytic
+    basis), its source said."""
+    step, kernels = tables.step, tables.fallback.kernels
     if not step.grouped:
         return ()
-    m, par = step.model, step.parallelism
-    launches = [[step.grouped_launch(g, t) for t in tokens] for g in step.grouped]
-    roofline = [[tables.fallback.time_s(launch) for launch in row] for row in launches]
-    try:
-        if m.moe is not None and m.moe.latent:
-            raise ReferenceDataError(f"{tables.db.label} times MoE layers over the hidden size, not a latent MoE's "
-                                     f"{m.moe.latent}")
-        moe = MoeTable.read(tables.db, tables.gpu, tables.engine, step.grouped[0].dtype, m.hidden,
-                            m.expert_intermediate, m.experts_per_token, m.experts, par.expert_tp, par.ep,
-                            step.routing.spelled)
-        # The database's rows are indexed by the tokens entering the layer; a GPU's grouped table by the rows its
-        # experts are given: the same without expert parallelism, tokens × top-k / EP with it.
-        entering = [t * par.ep / m.experts_per_token if par.ep > 1 else t for t in tokens]
-        fused = [moe.time_for(t) for t in entering]
-    except ReferenceDataError as exc:
-        source = tables.lacks("the routed experts", exc)
-        return tuple(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, "roofline", tokens, tuple(times),
-                                  source) for g, times in zip(step.grouped, roofline, strict=True))
-    source = (f"{moe.source.describe()}: the fused layer's time shared between gate_up and down in proportion to "
-              f"their roofline times")
-    out = []
-    for g, own in zip(step.grouped, roofline, strict=True):
-        share = [fused[i] * own[i] / sum(row[i] for row in roofline) for i in range(len(tokens))]
-        out.append(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, moe.source.kernel, tokens,
-                                tuple(share), source))
-    return tuple(out)
+    rows = grouped_grid(step, tokens)
+    table = kernels.moe if kernels is not None and kernels.moe_exact else None
+    kernel = table.source.kernel if table is not None else "roofline"
+    source = kernels.describe_moe() if kernels is not None else tables.lacks("the routed experts", ReferenceDataError(
+        "no reference tables read"))
+    if table is not None:
+        source += ": the fused layer's time shared between gate_up and down in proportion to their roofline times"
+        below = sum(1 for r in rows if _entering(step, r) < table.tokens[0])
+        above = sum(1 for r in rows if _entering(step, r) > table.tokens[-1])
+        if below or above:
+            source += (f"; {below} row counts below its smallest measured ({table.tokens[0]} tokens) at that one's "
+                       f"time, {above} past its largest ({table.tokens[-1]}) at that one's time per token")
+    return tuple(GroupedTable(g.name, g.n, g.k, g.experts, g.topk, g.layers, kernel, rows,
+                              tuple(tables.fallback.time_s(step.grouped_launch(g, r)) for r in rows), source)
+                 for g in step.grouped)
+
+
+def _entering(step: StepModel, rows: int) -> float:
+    """Tokens entering the MoE layer when this GPU's grouped GEMMs are given ``rows`` rows."""
+    par, m = step.parallelism, step.model
+    return rows * par.ep / m.experts_per_token if par.ep > 1 else rows
 
 
 def _attention_launch(step: StepModel, batch: Batch) -> Launch:
@@ -126,20 +148,31 @@ def _attention_launch(step: StepModel, batch: Batch) -> Launch:
 
 
 def _decode_attention(tables: Tables, contexts: tuple[int, ...]) -> Table2D:
-    step = tables.step
-    try:
-        table = _attention(tables, "generation")
-        cells = tuple(tuple(table.time_s(b, c) for c in contexts) for b in DECODE_BATCHES)
-    except ReferenceDataError as exc:
-        cells = tuple(tuple(tables.fallback.time_s(_attention_launch(step, Batch.decode(b, c))) for c in contexts)
-                      for b in DECODE_BATCHES)
+    """Decode attention per batch and context: each cell as the basis times it (the database's generation table,
+    GQA or an MLA module less its projections; the roofline over the floor where it has none)."""
+    step, kernels = tables.step, tables.fallback.kernels
+    cells = tuple(tuple(tables.fallback.time_s(_attention_launch(step, Batch.decode(b, c))) for c in contexts)
+                  for b in DECODE_BATCHES)
+    table = kernels.generation if kernels is not None else None
+    if table is None:
         return Table2D("roofline", "batches", "contexts", DECODE_BATCHES, contexts, cells,
-                       tables.lacks("decode attention", exc))
+                       tables.lacks("decode attention", _lack(kernels, "generation")))
     beyond = sum(1 for b in DECODE_BATCHES for c in contexts if not _measured_batch(table, b, c))
     said = f"; {beyond} of {len(cells) * len(contexts)} cells past the largest batch measured at their context, " \
            "extrapolated linearly in the batch" if beyond else ""
     return Table2D(table.source.kernel, "batches", "contexts", DECODE_BATCHES, contexts, cells,
-                   table.source.describe() + said)
+                   _attention_source(kernels, table) + said)
+
+
+def _lack(kernels, kind: str) -> ReferenceDataError:
+    return ReferenceDataError(kernels.lacks.get(kind, "no table") if kernels is not None else "no tables read")
+
+
+def _attention_source(kernels, table: AttentionTable) -> str:
+    if not kernels.mla:
+        return table.source.describe()
+    return (f"{table.source.describe()}: the whole module less its projections as the analytic basis times them "
+            "(the step times them as GEMMs of their own), never under the fastest attention launch measured")
 
 
 def _measured_batch(table: AttentionTable, batch: int, context: int) -> bool:
@@ -149,26 +182,21 @@ def _measured_batch(table: AttentionTable, batch: int, context: int) -> bool:
     return all(batch <= max(b for b, s in table.latency_s if s == length) for length in around)
 
 
-def _attention(tables: Tables, kind: str) -> AttentionTable:
-    step, tp = tables.step, tables.step.parallelism.tp
-    main = step.main_mixer.spec
-    if not isinstance(main, Attention) or main.window is not None or main.value_dim != main.head_dim \
-            or main.output_gate:
-        raise ReferenceDataError(f"gpubench reads the database's GQA attention, not {step.main_mixer.label}")
-    return AttentionTable.read(tables.db, tables.gpu, tables.engine, kind, main.heads // tp,
-                               step.main_mixer.kv_heads_per_gpu(tp), main.head_dim, step.cache_dtype)
-
-
 def _prefill_attention(tables: Tables, prompts: tuple[int, ...]) -> Table1D:
-    step = tables.step
+    """A whole prompt's attention per prompt length, as the basis times it (the context table where it measured
+    the length)."""
+    step, kernels = tables.step, tables.fallback.kernels
     chunks = "; a chunk over a cached prefix: the whole prompt's time less the prefix's (the database times no prefix)"
-    try:
-        table = _attention(tables, "context")
-        times = tuple(table.time_s(1, p) for p in prompts)
-    except ReferenceDataError as exc:
-        times = tuple(tables.fallback.time_s(_attention_launch(step, Batch(chunks=((p, 0),)))) for p in prompts)
-        return Table1D("roofline", "prompt_tokens", prompts, times, tables.lacks("prefill attention", exc) + chunks)
-    return Table1D(table.source.kernel, "prompt_tokens", prompts, times, table.source.describe() + chunks)
+    times = tuple(tables.fallback.time_s(_attention_launch(step, Batch(chunks=((p, 0),)))) for p in prompts)
+    table = kernels.context if kernels is not None else None
+    if table is None:
+        return Table1D("roofline", "prompt_tokens", prompts, times,
+                       tables.lacks("prefill attention", _lack(kernels, "context")) + chunks)
+    lengths = sorted({length for _, length in table.latency_s})
+    past = sum(1 for p in prompts if p > lengths[-1])
+    said = f"; {past} prompt lengths past its longest ({lengths[-1]}) on the roofline" if past else ""
+    return Table1D(table.source.kernel, "prompt_tokens", prompts, times, _attention_source(kernels, table) + said
+                   + chunks)
 
 
 def _all_reduce(tables: Tables, tokens: tuple[int, ...]) -> CommTable | None:
@@ -219,13 +247,14 @@ def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, m
     check_dtypes(dtype, kv_dtype)
     db = db or open_database()
     system = db.system(gpu)  # refused in one line before anything is read
-    fallback = sku_basis(gpu, dtype, step_dtypes(step), efficiency="auto", engine=engine)
+    fallback = sku_basis(gpu, dtype, step_dtypes(step), efficiency="auto", engine=engine, step=step)
     tables = Tables(db, gpu, engine, step, fallback)
     tokens = token_grid(max_tokens)
     contexts = tuple(sorted({c for c in DECODE_CONTEXTS if c < max_context} | {max_context}))
     every = [_linear_table(tables, linear, tokens) for linear in step.linears]
     bandwidth = fallback.roof.bandwidth_bytes_per_s or gpu.achievable.bandwidth_bytes_per_s
-    other = other_table(step, bandwidth, tokens)
+    floor_s, fused, other_basis = other_words(step, bandwidth, fallback.kernels)
+    other = other_table(step, bandwidth, tokens, floor_s, fused)
     basis = (f"{db.label} on {system} ({gpu.sku}), {engine}'s kernels, measured by NVIDIA; each table "
              "names its source")
     return StepProfile(
@@ -237,8 +266,8 @@ def reference_profile(model: ModelSpec, *, tp: int, dtype: str, kv_dtype: str, m
         linears=tuple(every[:-1]), lm_head=every[-1], decode_attention=_decode_attention(tables, contexts),
         prefill_attention=_prefill_attention(tables, token_grid(max(contexts))), chunk_attention=None,
         other=Table1D(other.kernel, other.axis, other.grid, other.time_s,
-                      f"not in {db.label} (it times no elementwise kernel): their bytes at {bandwidth / 1e12:.3g} "
-                      f"TB/s, the achievable bandwidth of {gpu.sku}"),
+                      f"not in {db.label} (it times no norm, rotary embedding or activation kernel; the "
+                      f"achievable bandwidth of {gpu.sku}): {other_basis}"),
         engine_overhead=None, comm=_all_reduce(tables, tokens), grouped=_grouped_tables(tables, tokens), ep=ep,
         mixers=mixer_tables(step, fallback.time_s, tokens, contexts,
                             f"not in {db.label} (it times no such layer): {fallback.basis}"),

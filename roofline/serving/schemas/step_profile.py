@@ -351,7 +351,8 @@ class StepProfileDocument(Record):
     comm: Any = key("object", record=CommKernels, nullable=False,
                     doc="the tensor-parallel all-reduces (absent: none costed; TP 1 has none)")
     ep: Any = key("integer", nullable=False, doc="a mixture of experts: expert-parallel GPUs (absent: dense)")
-    routing: Any = key("string", nullable=False, doc="a mixture of experts: balanced | uniform | zipf:S")
+    routing: Any = key("string", nullable=False,
+                       doc="a mixture of experts: balanced | uniform | zipf:S | power-law:ALPHA")
     grouped: Any = key("array", items="object", item_record=GroupedKernel, nullable=False,
                        doc="a mixture of experts: each MoE layer's routed experts (absent: dense)")
     all_to_all: Any = key("object", record=CommKernels, nullable=False,
