@@ -115,9 +115,12 @@ def test_expert_parallelism_splits_experts_and_sends_all_to_alls():
     step = StepModel.of(config("deepseek-v3"), ep=8, dtype="fp8-block")
     assert step.parallelism.gpus == 8 and step.parallelism.attention_dp == 8
     [exchange] = collectives(step, 64)
-    # 64 sequences over 8 data-parallel ranks: each sends its 8 tokens' hidden vectors to 8 experts, in bf16.
+    # 64 sequences over 8 data-parallel ranks: each sends its 8 tokens' hidden vectors in bf16 once to each GPU
+    # holding one of a token's 8 experts (32 of the 256 a GPU: with probability 1 - C(224, 8) / C(256, 8)).
     assert exchange.name == "all_to_all" and exchange.count == 2 * 58
-    assert exchange.message_bytes == 8 * 8 * 7168 * 2
+    held = 1 - math.comb(224, 8) / math.comb(256, 8)
+    assert exchange.message_bytes == pytest.approx(8 * 7168 * 2 * 8 * held)
+    assert exchange.message_bytes < 8 * 8 * 7168 * 2  # less than a copy per expert: two of a GPU's go once
     # Each GPU's grouped GEMM is given its share of the 512 assignments, one of its 32 experts each.
     launch = step.grouped_launch(step.grouped[0], step.grouped_tokens(64))
     assert launch.tokens == 64 and launch.topk == 1 and launch.touched == 32
@@ -262,3 +265,15 @@ def test_a_verification_step_runs_the_lm_head_on_every_checked_draft():
     head = next(launch for launch in step.launches(Batch.decode(4, 100, queries=4)) if launch.name == "lm_head")
     assert head.tokens == 16
     assert head.work.flop == 2 * 16 * 128256 * 8192
+
+
+def test_an_all_to_all_sends_a_token_once_to_each_rank_holding_one_of_its_experts():
+    """One rank: nothing.  Every rank holding one of every token's experts (as many experts as ranks, top-k of all):
+    each token to every rank, vLLM's all-gather.  In between, fewer bytes than a copy per expert, more than one."""
+    from roofline.core.counting import all_to_all_bytes
+
+    assert all_to_all_bytes("bf16", 100, 4096, 8, 64, 1) == 0
+    assert all_to_all_bytes("bf16", 100, 4096, 8, 8, 8) == 100 * 4096 * 2 * 8
+    some = all_to_all_bytes("bf16", 100, 4096, 2, 64, 8)  # 2 of 64 experts: a rank holds one w.p. 1 - 56*55/(64*63)
+    assert some == pytest.approx(100 * 4096 * 2 * 8 * (1 - 56 * 55 / (64 * 63)))
+    assert 100 * 4096 * 2 < some < 100 * 4096 * 2 * 2

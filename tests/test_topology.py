@@ -6,6 +6,7 @@ spans two HGX boards costed, and said, on the scale-out link."""
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -164,17 +165,21 @@ def test_kimi_k2_fp8_at_ep_16_on_h200_costs_its_all_to_alls_on_the_scale_out_lin
     assert exchange["kind"] == "all_to_all" and exchange["ranks"] == 16 and exchange["per_step"] == 2 * 60
     assert exchange["crosses"] == "scale-out InfiniBand NDR 400 Gb/s between 2 NVLink 4 domains of 8"
     assert part["comm"]["interconnect"]["scale_out"]["link_bytes_per_s"] == 50e9
-    # Batch 1: one token a rank, 8 experts x 7168 bf16 values = 114,688 bytes from each GPU, 7,168 to each peer: 8
-    # peers on the other board through the NIC (1.15 us), the network's 2.7 us step and NCCL's 6.6 us launch.
-    one = 6.6e-6 + 8 * 7168 / 50e9 + 2.7e-6
+    # Batch 1: one token a rank, its 7168 bf16 values sent once to each GPU holding one of its 8 experts (384
+    # experts, 24 a GPU): a peer holds one with probability 1 - C(360, 8) / C(384, 8), about 0.40, so 5,780 bytes
+    # to each peer on average: 8 peers on the other board through the NIC (0.92 us), the network's 2.7 us step and
+    # NCCL's 6.6 us launch.
+    held = 1 - math.comb(360, 8) / math.comb(384, 8)
+    per_peer = 2 * 7168 * held
+    one = 6.6e-6 + 8 * per_peer / 50e9 + 2.7e-6
     assert part["rows"][0]["comm_time_s"] == pytest.approx(120 * one)
-    # On one board the same exchange would cost 120 x (6.6 + 0.6 + 15/16 x 114,688 B / 450 GB/s) us: the scale-out
-    # link makes it 1.4x; without the base latency, as before, one board's said 0.84 us each, a twelfth.
-    within = 120 * (6.6e-6 + 0.6e-6 + 15 / 16 * 114688 / 450e9)
-    assert part["rows"][0]["comm_time_s"] / within == pytest.approx(1.40, abs=0.01)
+    # On one board the same exchange would cost 120 x (6.6 + 0.6 + 15 peers' bytes / 450 GB/s) us: the scale-out link
+    # makes it 1.4x; without the base latency, one board's would be well under a microsecond each.
+    within = 120 * (6.6e-6 + 0.6e-6 + 15 * per_peer / 450e9)
+    assert part["rows"][0]["comm_time_s"] / within == pytest.approx(1.39, abs=0.01)
     summary = next(line for line in run.output.splitlines() if line.startswith("analytic, "))
     assert ("the step's 120 all-to-alls over 16 GPUs (scale-out InfiniBand NDR 400 Gb/s between 2 NVLink 4 domains "
-            "of 8) take 1.25 ms") in summary, summary
+            "of 8) take 1.23 ms") in summary, summary
 
 
 def test_the_analytic_profile_costs_a_spanning_group_on_the_scale_out_link_and_says_so():
@@ -230,11 +235,15 @@ def test_the_reference_profile_reads_nccls_all_to_all_where_the_database_has_it(
     exchange = reference_profile(model, tp=1, ep=8, dtype="bf16", kv_dtype="bf16", max_tokens=64, max_context=1024,
                                  gpu=gpu).all_to_all
     assert exchange is not None and exchange.measured and "alltoall_perf" in exchange.source
-    # One token a GPU: 8 experts x 2048 bf16 values = 32,768 bytes from each, the database's row.
-    assert exchange.at(1) == pytest.approx(H200_ALLTOALL_8[32768] * 1e-6, abs=0.01e-6)
+    # One token a GPU: its 2048 bf16 values to each of the 8 GPUs holding one of its 8 experts (16 of the 128 a GPU:
+    # with probability 1 - C(112, 8) / C(128, 8), about 0.66): 21,600 bytes from each, between the database's rows.
+    sent = 2 * 2048 * 8 * (1 - math.comb(112, 8) / math.comb(128, 8))
+    between = H200_ALLTOALL_8[16384] + (sent - 16384) / 16384 * (H200_ALLTOALL_8[32768] - H200_ALLTOALL_8[16384])
+    assert exchange.at(1) == pytest.approx(between * 1e-6, abs=0.01e-6)
     # EP 16 spans two boards, and the database timed no all-to-all over 16 GPUs: the spec sheet's, across the NIC.
     wide = reference_profile(model, tp=1, ep=16, dtype="bf16", kv_dtype="bf16", max_tokens=64, max_context=1024,
                              gpu=gpu).all_to_all
     assert wide is not None and not wide.measured and "no all-to-all over 16 GPUs" in wide.source
     assert "joined by InfiniBand NDR 400 Gb/s" in wide.source
-    assert wide.at(1) == pytest.approx(gpu.interconnect.all_to_all_time_s(32768, 16))
+    wide_sent = 2 * 2048 * 16 * (1 - math.comb(120, 8) / math.comb(128, 8))
+    assert wide.at(1) == pytest.approx(gpu.interconnect.all_to_all_time_s(wide_sent, 16))

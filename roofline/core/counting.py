@@ -194,10 +194,23 @@ def all_reduce_bytes(dtype: str, tokens: int, hidden: int) -> int:
     return output_size(dtype) * tokens * hidden
 
 
-def all_to_all_bytes(dtype: str, tokens: int, topk: int, hidden: int) -> int:
-    """Bytes one expert-parallel all-to-all moves from one rank (dispatch or combine): each of its ``tokens`` hidden
-    vectors once per expert it is routed to, in the activations' dtype (bf16 beside the quantized formats)."""
-    return output_size(dtype) * tokens * topk * hidden
+def all_to_all_bytes(dtype: str, tokens: int, width: int, topk: int, experts: int, ranks: int) -> float:
+    """Bytes one expert-parallel all-to-all (dispatch or combine) sends from one rank, spread evenly over the
+    ``ranks``: each of its ``tokens`` vectors of ``width`` (the hidden size, or a latent MoE's latent) once per rank
+    that holds at least one of its ``topk`` experts, in the activations' dtype (bf16 beside the quantized formats).
+
+    Once per rank, not once per expert: DeepEP's dispatch sends a token to a rank once however many of that rank's
+    experts it chose, and its combine returns one sum per rank; vLLM's default exchange (all-gather, then
+    reduce-scatter) sends every token to every rank, which this reaches once the top-k touches every rank.  With
+    ``experts`` spread evenly and a token's top-k chosen uniformly, a rank holds one of them with probability
+    ``1 - C(E - E/N, k) / C(E, k)``."""
+    if ranks <= 1:
+        return 0.0
+    local = experts / ranks
+    missed = 1.0
+    for i in range(topk):  # the chance that none of the token's k distinct experts is one of this rank's
+        missed *= max(0.0, (experts - local - i) / (experts - i))
+    return output_size(dtype) * tokens * width * ranks * (1.0 - missed)
 
 
 # A step's kernels besides its GEMMs, mixers and collectives, per token: around each mixer and each MLP (a

@@ -26,7 +26,7 @@ class Collective:
     name: str  # all_reduce | all_to_all
     ranks: int
     count: int  # per step
-    message_bytes: int  # one collective's, from each rank
+    message_bytes: float  # one collective's, from each rank
 
     def crossing(self, link: Interconnect) -> str:
         """The link this collective crosses on ``link``'s sheet: its own, or the scale-out link between domains."""
@@ -47,7 +47,8 @@ def collectives(step: StepModel, tokens: int) -> list[Collective]:
                               all_reduce_bytes(step.dtype, step.rank_tokens(tokens), m.hidden)))
     if par.ep > 1 and tokens and m.moe is not None:
         out.append(Collective("all_to_all", par.ep, ALL_TO_ALLS_PER_MOE_LAYER * m.routed_layers,
-                              all_to_all_bytes(step.dtype, step.rank_tokens(tokens), m.moe.topk, m.hidden)))
+                              all_to_all_bytes(step.dtype, step.rank_tokens(tokens), m.moe.latent or m.hidden,
+                                               m.moe.topk, m.moe.experts, par.ep)))
     return out
 
 

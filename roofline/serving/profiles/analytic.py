@@ -231,8 +231,9 @@ def comm_tables(step: StepModel, gpu: GpuSpec, tokens: tuple[int, ...]) -> tuple
     exchange = None if par.ep <= 1 or m.moe is None else CommTable(
         ranks=par.ep, per_layer=ALL_TO_ALLS_PER_MOE_LAYER, measured=False,
         source=f"all-to-all on spec sheet {gpu.sku}: {link.describe(par.ep)}",
-        tokens=tokens, time_s=tuple(link.all_to_all_time_s(all_to_all_bytes(step.dtype, t, m.moe.topk, m.hidden),
-                                                            par.ep) for t in tokens))
+        tokens=tokens, time_s=tuple(link.all_to_all_time_s(
+            all_to_all_bytes(step.dtype, t, m.moe.latent or m.hidden, m.moe.topk, m.moe.experts, par.ep), par.ep)
+            for t in tokens))
     return reduce, exchange
 
 

@@ -215,14 +215,16 @@ def _all_reduce(tables: Tables, tokens: tuple[int, ...]) -> CommTable | None:
 
 
 def _all_to_all(tables: Tables, tokens: tuple[int, ...]) -> CommTable | None:
-    """NCCL's measured all-to-all over the EP GPUs per token count (each rank's tokens' hidden vectors, once per expert
-    they are routed to); where the database timed no all-to-all over that many GPUs, the spec sheet's."""
+    """NCCL's measured all-to-all over the EP GPUs per token count (each rank's tokens' hidden vectors, once per rank
+    holding one of their experts: ``all_to_all_bytes``); where the database timed no all-to-all over that many GPUs,
+    the spec sheet's."""
     step = tables.step
     _, exchange = comm_tables(step, tables.gpu, tokens)
     moe = step.model.moe
     if exchange is None or moe is None:
         return None
-    sizes = [all_to_all_bytes(step.dtype, t, moe.topk, step.model.hidden) for t in tokens]
+    width, ranks = moe.latent or step.model.hidden, step.parallelism.ep
+    sizes = [all_to_all_bytes(step.dtype, t, width, moe.topk, moe.experts, ranks) for t in tokens]
     try:
         table = AllToAllTable.read(tables.db, tables.gpu, exchange.ranks)
     except ReferenceDataError as exc:
