@@ -58,9 +58,11 @@ def test_a_hybrid_profile_is_measured_on_the_cpu_and_simulates(config, tmp_path)
     if config == "tiny-dsa-config.json":  # every layer DSA: the main tables time the sparse attention
         assert profile.decode_attention.kernel == SPARSE_KERNEL
     requests = make_workload(8, "burst", "fixed:8", "uniform:2:6", 0)
-    assert simulate(profile, requests, "continuous").makespan_s > 0
+    # Steps of at most 8 tokens, the profile's grid (a profile is never read past its grid).
+    assert simulate(profile, requests, "chunked:budget=8").makespan_s > 0
     simulated = CliRunner().invoke(main, ["simulate", str(output), "--requests", "8", "--prompt", "fixed:8",
-                                          "--output", "uniform:2:6", "-o", str(tmp_path / "sim")])
+                                          "--output", "uniform:2:6", "--policy", "chunked:budget=8",
+                                          "-o", str(tmp_path / "sim")])
     assert simulated.exit_code == 0, simulated.output
 
 

@@ -110,7 +110,7 @@ def test_a_tiny_profile_is_measured_whole_and_simulates(tmp_path):
     choice = run.session.choice
     assert loaded.memory["device_bytes"] == (torch.cuda.mem_get_info(choice.index)[1] if choice.kind == "cuda"
                                              else meminfo_bytes("MemTotal"))
-    requests = make_workload(8, "burst", "fixed:8", "uniform:2:6", 0)
+    requests = make_workload(8, "burst", "fixed:4", "uniform:2:6", 0)  # a batch of 2 prompts: 8 tokens, the grid's top
     assert simulate(loaded, requests, "static:batch=2").makespan_s > 0
 
 
@@ -265,7 +265,7 @@ def test_a_tiny_mla_mixture_is_profiled_and_simulates(tmp_path):
     assert profile.memory["kv_bytes_per_token"] == 2 * (64 + 16) * 4  # two layers of latent + rope key, fp32
     tables = [t.time_s for t in (*profile.linears, *profile.grouped)] + list(profile.decode_attention.time_s)
     assert all(t > 0 for times in tables for t in times)
-    simulated = CliRunner().invoke(main, ["simulate", str(output), "--requests", "8", "--prompt", "fixed:4",
+    simulated = CliRunner().invoke(main, ["simulate", str(output), "--requests", "8", "--prompt", "fixed:2",
                                           "--output", "uniform:2:6", "--policy", "static:batch=2", "--no-report",
                                           "-o", str(tmp_path / "sim")])
     assert simulated.exit_code == 0, simulated.output

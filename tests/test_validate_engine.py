@@ -269,9 +269,10 @@ def test_calibrated_profiles_carry_each_paths_overhead_into_simulate(tiny_valida
         policy = document["runs"][engine_path]["predicted"]["policy"]["policy"]
         composition = {}
         for name, file in (("bare", document["profile"]["path"]), ("calibrated", tmp_path / path.name)):
+            # --engine none: the bare profile's steps carry no preset, and the calibrated one's fitted terms win
             run = CliRunner().invoke(main, ["simulate", str(file), "--requests", "32", "--prompt", "fixed:8",
                                             "--output", "uniform:4:24", "--policy", policy, "--no-report",
-                                            "-o", str(tmp_path / f"sim-{engine_path}-{name}")])
+                                            "--engine", "none", "-o", str(tmp_path / f"sim-{engine_path}-{name}")])
             assert run.exit_code == 0, run.output
             simulated = json.loads((tmp_path / f"sim-{engine_path}-{name}" / "simulation.json").read_text())
             composition[name] = simulated["runs"][0]["composition_s"]
