@@ -2,9 +2,10 @@
 
     python scripts/bench_suite_time.py [PYTEST ARGS ...]
 
-Runs `python -m pytest` in the checkout's root (pyproject.toml's addopts make it the fast tier, as the README's
-plain `pytest` is), with this interpreter, and prints its wall time, pytest's last line (passed, skipped, ...), the
-cores this process may use and the load averages before and after.  Extra arguments go to pytest.  The README's
+Runs `python -m pytest -n auto` in the checkout's root (pyproject.toml's addopts make it the fast tier, as the
+README's `pytest -n auto` is; give `-n 0` to run it in one process), with this interpreter, and prints its wall
+time, pytest's last line (passed, skipped, ...), the cores this process may use and the load averages before and
+after.  Extra arguments go to pytest.  The README's
 figure for the test command comes from this script; `.ci/run` runs the same command.  Exits with pytest's status.
 """
 
@@ -27,7 +28,8 @@ def machine() -> str:
 
 
 def main() -> int:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *sys.argv[1:]]
+    spread = [] if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in sys.argv[1:]) else ["-n", "auto"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *spread, *sys.argv[1:]]
     print(f"before: {machine()}", flush=True)
     print(f"running: {' '.join(command[1:])} (in {ROOT})", flush=True)
     start = time.perf_counter()

@@ -150,9 +150,8 @@ def test_the_docs_show_commands_with_their_output():
 def test_each_command_shown_still_prints_what_the_doc_shows(block, tmp_path, monkeypatch):
     command = block.args[0]
     if command == "sweep":
-        import microbench.cli.render as render
 
-        monkeypatch.setattr(render.stdout, "width", 150)  # as a sweep printed to a pipe lays its table out
+        monkeypatch.setenv("COLUMNS", "150")  # as a sweep printed to a pipe lays its table out
         printed = sweep_summary(block.args[1:])
     else:
         assert command in READ_ONLY, f"{block.name}: gpubench {command} measures; show a command that reads documents"

@@ -107,6 +107,7 @@ def test_devices_prints_the_recorded_h200_as_nvml_described_it(monkeypatch):
     monkeypatch.setattr(provenance, "describe_cuda", lambda index: recorded)
     result = CliRunner().invoke(main, ["devices"], env={"COLUMNS": "250"}, catch_exceptions=False)
     assert result.exit_code == 0, result.output
+    assert "NVIDIA H200" in result.output, result.output
     row = next(line for line in result.output.splitlines() if "NVIDIA H200" in line)
     cells = [cell.strip() for cell in row.strip("│ ").split("│")]
     assert cells == ["0", "NVIDIA H200", "h200-sxm", "150 GB", "1.98 GHz / 3.2 GHz", "700 W", "True", "False",
@@ -129,6 +130,7 @@ def test_devices_without_nvml_shows_dashes_not_a_traceback(monkeypatch):
     monkeypatch.setattr(provenance, "describe_cuda", lambda index: bare)
     result = CliRunner().invoke(main, ["devices"], env={"COLUMNS": "250"}, catch_exceptions=False)
     assert result.exit_code == 0, result.output
+    assert "NVIDIA H200" in result.output, result.output
     row = next(line for line in result.output.splitlines() if "NVIDIA H200" in line)
     assert [cell.strip() for cell in row.strip("│ ").split("│")][5:] == ["–"] * 6, row
     assert "GPU 0: no NVML (no libnvidia-ml)" in result.output

@@ -23,7 +23,7 @@ TABLE_EDGES = tuple("┏┃┡│└")
 @pytest.fixture
 def narrow(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(render.stdout, "width", WIDTH)
+    monkeypatch.setenv("COLUMNS", str(WIDTH))  # the console reads COLUMNS at each print
 
 
 def _table_lines(output: str) -> list[str]:

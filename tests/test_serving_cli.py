@@ -328,10 +328,12 @@ def test_the_capacity_search_prints_a_line_to_stderr_for_each_simulation_as_it_e
 def test_the_tiny_models_table_reads_in_significant_digits_with_units(tmp_path):
     path = tmp_path / "p.json"
     assert CliRunner().invoke(main, ["profile", *TINY, "-o", str(path)]).exit_code == 0
-    run = _simulate(tmp_path, str(path), "--requests", "50", "--no-report")
+    # A table as wide as a pipe gets (pytest-xdist's workers set COLUMNS=80, which would split it)
+    run = CliRunner().invoke(main, ["simulate", str(path), "--requests", "50", "--no-report", "-o",
+                                    str(tmp_path / "sim")], env={"COLUMNS": "150"})
     assert run.exit_code == 0, run.output
     row = next(line for line in run.output.splitlines() if line.startswith("continuous"))
-    assert "µs" in row and "0.0/" not in row and " 0.00 " not in row and "." not in row.split()[2], row
+    assert "µs" in row and "0.0/" not in row and " 0.00 " not in row and "." not in row.split()[2], run.output
 
 
 @pytest.mark.parametrize("args, message", [

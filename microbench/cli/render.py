@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -30,10 +29,32 @@ from roofline.report.tables import formats_table, series_table
 from roofline.result.document import Result, backend_tag
 from roofline.result.sections import BandwidthChoice, Ceilings, Device, PeakRun, SpecCeilings
 
-stdout = Console()
+PIPED_WIDTH = 150  # piped or captured: tables keep their columns instead of folding at 80
+
+
+class PipedConsole(Console):
+    """A console that lays out to ``PIPED_WIDTH`` columns when it writes to no terminal and ``COLUMNS`` is unset,
+    decided at each print rather than once at import (where it would hang on whether ``COLUMNS`` happened to be
+    set when this module was first imported); a width set on it, or ``COLUMNS``, wins."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if kwargs.get("width") is None:
+            self._width = None  # rich fixed COLUMNS as it was at construction: read it at each print instead
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        if self._width is None and not self.is_terminal and not self._environ.get("COLUMNS", "").isdigit():
+            return ConsoleDimensions(PIPED_WIDTH, super().size.height)
+        return super().size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+stdout = PipedConsole()
 stderr = Console(stderr=True)
-if not stdout.is_terminal and "COLUMNS" not in os.environ:
-    stdout.width = 150  # piped or captured: tables keep their columns instead of folding at 80
 if not stdout.is_terminal:
     stdout.soft_wrap = True  # and a sentence stays one line, however long (tables still lay out to the width)
 if not stderr.is_terminal:
