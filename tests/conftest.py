@@ -4,6 +4,7 @@ real runs and committed documents (each made once for every test that only reads
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -93,6 +94,15 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMITTED_CPU_RESULT = ROOT / "results" / "cpu-amd-epyc-2core-20261201.json"
 TINY_LLAMA = {"_name_or_path": "tiny-llama-test", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
               "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024, "hidden_act": "silu"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def reference_rows_cache(tmp_path_factory) -> Path:
+    """The reference tables' rows that gpubench keeps between processes (roofline.reference.rows_cache) go to a
+    folder of this session's, never the user's ~/.cache (commands the tests start in subprocesses inherit it)."""
+    folder = tmp_path_factory.mktemp("reference-rows")
+    os.environ["GPUBENCH_CACHE_DIR"] = str(folder)
+    return folder
 
 
 @pytest.fixture(scope="session")

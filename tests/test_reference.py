@@ -6,6 +6,7 @@ extra is not installed (it needs Python 3.11 to 3.13)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -203,6 +204,77 @@ def test_a_table_in_an_older_layout_is_said_as_such_not_as_missing_data(tmp_path
     db = database.Database(tmp_path, "test")
     with pytest.raises(ReferenceDataError, match="an older table layout, without the columns window_size"):
         db.read(folder / "t.parquet", ["batch_size", "latency"], {"window_size": 0})
+
+
+@needs_database
+def test_a_gemm_cell_measured_again_takes_its_median_and_other_kernels_and_bad_rows_are_left_out(tmp_path):
+    """A synthetic table read through GemmTable: a cell of one row is that row; a cell of three rows their median
+    (not the first, not the last); the busiest kernel's rows only; a NaN, zero or null latency dropped."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from roofline.reference.gemm import GemmTable
+
+    folder = tmp_path / "data" / "sys" / "gemm" / "vllm" / "1.0"
+    folder.mkdir(parents=True)
+    rows = [  # m, n, k, latency (ms), kernel, dtype
+        (1, 8, 16, 0.5, "main", "bfloat16"),
+        (2, 8, 16, 0.9, "main", "bfloat16"), (2, 8, 16, 0.1, "main", "bfloat16"), (2, 8, 16, 0.3, "main", "bfloat16"),
+        (4, 8, 16, 7.0, "other", "bfloat16"), (4, 8, 16, 0.7, "main", "bfloat16"),
+        (8, 8, 16, float("nan"), "main", "bfloat16"), (8, 8, 16, 0.0, "main", "bfloat16"),
+        (8, 8, 16, None, "main", "bfloat16"),
+        (1, 8, 16, 9.0, "main", "fp8"),
+    ]
+    columns = dict(zip(["m", "n", "k", "latency", "kernel_source", "gemm_dtype"], zip(*rows, strict=True), strict=True))
+    table = pa.table({**{name: list(values) for name, values in columns.items()}, "device": ["dev"] * len(rows)})
+    pq.write_table(table, folder / "gemm_perf.parquet")
+    (tmp_path / "query_versions.yaml").write_text("defaults: {vllm: {current: '1.0'}}\n")
+    gemm = GemmTable._read(database.Database(tmp_path, "test"), "sys", "vllm", "bf16")
+    assert gemm.source.kernel == "main"
+    assert gemm.latency_s == pytest.approx({(1, 8, 16): 0.5e-3, (2, 8, 16): 0.3e-3, (4, 8, 16): 0.7e-3})
+
+
+@needs_database
+def test_a_tables_rows_are_kept_for_the_next_process_and_read_again_when_the_table_changes(tmp_path, monkeypatch):
+    """roofline.reference.rows_cache: a second read (the lru cache cleared, as in a new process) finds the rows kept
+    without importing pyarrow; a changed table is read again; a damaged or unwritable cache is never an error."""
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from roofline.reference import rows_cache
+
+    monkeypatch.setenv(rows_cache.ENV, str(tmp_path / "cache"))
+    table = tmp_path / "data" / "t.parquet"
+    table.parent.mkdir()
+    pq.write_table(pa.table({"batch_size": [1, 2, 4], "latency": [0.1, 0.2, 0.4], "window_size": [0, 8, 0]}), table)
+    db = database.Database(tmp_path, "test")
+    first = db.read(table, ["batch_size", "latency"], {"window_size": 0})
+    assert first == {"batch_size": [1, 4], "latency": [0.1, 0.4]}
+    assert len(list((tmp_path / "cache").glob("*.marshal"))) == 1
+
+    database._read_rows.cache_clear()
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # an import of it now fails: the rows must be kept
+    assert db.read(table, ["batch_size", "latency"], {"window_size": 0}) == first
+    monkeypatch.delitem(sys.modules, "pyarrow.parquet")
+
+    database._read_rows.cache_clear()
+    pq.write_table(pa.table({"batch_size": [1], "latency": [0.5], "window_size": [0]}), table)
+    os.utime(table, ns=(1, 1))  # another modification time, whatever the clock's resolution
+    assert db.read(table, ["batch_size", "latency"], {"window_size": 0}) == {"batch_size": [1], "latency": [0.5]}
+
+    for kept in (tmp_path / "cache").glob("*.marshal"):
+        kept.write_bytes(b"\x00damaged")
+    database._read_rows.cache_clear()
+    assert db.read(table, ["batch_size", "latency"], {"window_size": 0}) == {"batch_size": [1], "latency": [0.5]}
+
+    (tmp_path / "blocked").write_text("a file where the cache folder would be")
+    monkeypatch.setenv(rows_cache.ENV, str(tmp_path / "blocked"))
+    database._read_rows.cache_clear()
+    assert db.read(table, ["latency"]) == {"latency": [0.5]}
+    monkeypatch.setenv(rows_cache.ENV, "")  # set empty: off
+    assert rows_cache.folder() is None
 
 
 # Interpolation checked off the midpoints on synthetic tables (no database needed): tables whose values are linear

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from roofline.core.errors import BadInputError
+from roofline.reference import rows_cache
 from roofline.specs.gpus import GpuSpec
 
 NAME = "aiconfigurator"  # what --reference takes
@@ -80,7 +81,10 @@ def _version_key(version: str) -> tuple:
     return (release, rank, suffix)
 
 
+@lru_cache(maxsize=64)
 def _yaml(path: Path) -> dict[str, Any]:
+    """The YAML file at ``path``, parsed once per process (every table lookup reads ``query_versions.yaml``): the
+    dict is shared, read it and never change it."""
     import yaml
 
     try:
@@ -153,9 +157,17 @@ class Database:
 def _read_rows(path: Path, shown: str, columns: tuple[str, ...], equal_items: tuple[tuple[str, Any], ...]
                ) -> dict[str, list]:
     """``Database.read``'s rows (``shown``: the file as a message names it)."""
+    kept = rows_cache.load(path, columns, equal_items)
+    if kept is not None:
+        return kept
+    rows = _read_parquet(path, shown, columns, dict(equal_items))
+    rows_cache.store(path, columns, equal_items, rows)
+    return rows
+
+
+def _read_parquet(path: Path, shown: str, columns: tuple[str, ...], equal: dict[str, Any]) -> dict[str, list]:
     import pyarrow.parquet as pq
 
-    equal = dict(equal_items)
     # Read whole with ParquetFile and filtered here: pyarrow's row filters and its Table.filter/to_numpy import its
     # dataset layer and pandas (0.4 s, more than reading the table); to_pylist imports neither.
     try:
@@ -165,7 +177,7 @@ def _read_rows(path: Path, shown: str, columns: tuple[str, ...], equal_items: tu
         if not set(wanted) <= present:  # an older table's layout: the data is there, in columns of its own
             raise ReferenceDataError(f"{shown}: an older table layout, without the columns "
                                      f"{', '.join(sorted(set(wanted) - present))} gpubench reads")
-        read = table.read(columns=wanted)
+        read = table.read(columns=wanted, use_threads=False)  # one small row group: a thread pool costs more
         rows = {name: read.column(name).to_pylist() for name in wanted}
     except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors derive from these
         raise ReferenceDataError(f"{path}: cannot read ({str(exc).splitlines()[0]})") from None
