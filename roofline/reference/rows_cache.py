@@ -32,7 +32,12 @@ def folder() -> Path | None:
     chosen = os.environ.get(ENV)
     if chosen is not None:
         return Path(chosen) if chosen else None
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home to find: no cache, the tables are read each time
+            return None
     return Path(base) / "gpubench" / "reference"
 
 
