@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +18,11 @@ from roofline.fleet.planner import Candidate, Target, plan_policy
 from roofline.result.sections import Provenance
 from roofline.search.space import Group, Setting
 from roofline.serving.capacity import describe_checks, unloaded_checks
-from roofline.serving.metrics import Slo
 from roofline.serving.policies import parse_policy
 from roofline.serving.profile_doc import StepProfile
 from roofline.serving.profiles.analytic import analytic_profile_of
 from roofline.serving.simulate import simulate
 from roofline.serving.simulate_config import ModelOptions
-from roofline.serving.workload import Request
 from roofline.specs.gpus import SpecError
 from roofline.step.speculative import parse_spec_decode
 
@@ -41,14 +39,7 @@ class SearchContext:
     engine: str  # --engine: whose overhead preset every step carries (none: kernels only)
     max_tokens: int
     max_context: int
-    requests: tuple[Request, ...]
-    slo: Slo
-    rates: tuple[float, ...]
-    router: str
-    max_gpus: int
-    mem_fraction: float
-    seed: int
-    disaggregate: bool
+    plan: Target  # what every configuration's plan meets (plan's own), without speculation: that is per setting
     prices: tuple[tuple[str, float], ...]
 
     def options(self, setting: Setting) -> ModelOptions:
@@ -58,8 +49,7 @@ class SearchContext:
                             engine=self.engine, engine_typed=True)
 
     def target(self, setting: Setting) -> Target:
-        return Target(list(self.requests), self.slo, self.rates, self.router, self.max_gpus, self.mem_fraction,
-                      self.seed, self.disaggregate, parse_spec_decode(setting.spec))
+        return replace(self.plan, spec=parse_spec_decode(setting.spec))
 
 
 _CONTEXT: SearchContext | None = None
@@ -92,12 +82,12 @@ def alone_missed(context: SearchContext, setting: Setting, profile: StepProfile)
     spec = parse_spec_decode(setting.spec)
 
     def run_at(workload):
-        return simulate(profile, workload, policy, profile.engine_overhead, context.mem_fraction, log_steps=False,
-                        spec=spec, seed=context.seed)
+        return simulate(profile, workload, policy, profile.engine_overhead, context.plan.mem_fraction, log_steps=False,
+                        spec=spec, seed=context.plan.seed)
 
-    if any(r.segments for r in context.requests):  # shared prefixes run faster together than alone: no bound
+    if any(r.segments for r in context.plan.requests):  # shared prefixes run faster together than alone: no bound
         return None
-    probe = unloaded_checks(context.requests, context.slo, run_at)
+    probe = unloaded_checks(context.plan.requests, context.plan.slo, run_at)
     return None if probe.met else describe_checks(probe.checks, missed_only=True)
 
 
@@ -120,7 +110,7 @@ def evaluate_group(group: Group, context: SearchContext | None = None) -> list[d
         else:
             started = time.perf_counter()
             price = dict(context.prices).get(setting.sku)
-            link = kv_link(profile, None) if context.disaggregate else None
+            link = kv_link(profile, None) if context.plan.disaggregate else None
             candidate = Candidate(Path(setting.key), profile, setting.sku, price, link)
             plan = plan_policy(candidate, parse_policy(setting.policy), context.target(setting))
             record.update(status="planned", plan=plan, seconds=time.perf_counter() - started,

@@ -28,7 +28,7 @@ from roofline.step.speculative import parse_spec_decode
 
 def mean_context(context: SearchContext) -> int:
     """The context a decode sees on average: a prompt plus half its output, over the workload."""
-    requests = context.requests
+    requests = context.plan.requests
     return max(1, round(sum(r.prompt_tokens + r.output_tokens / 2 for r in requests) / len(requests)))
 
 
@@ -40,12 +40,13 @@ def explain(answer: dict[str, Any], context: SearchContext) -> dict[str, Any]:
     spec = parse_spec_decode(setting.spec)
     policy = parse_policy(setting.policy)
     split = answer["prefill_replicas"] is not None
-    layout = FleetLayout(router=context.router, split=(answer["prefill_replicas"], answer["decode_replicas"]),
-                         link=kv_link(profile, None)) if split else FleetLayout(answer["replicas"], context.router)
-    workload = with_arrivals(list(context.requests), f"poisson:{answer['rate_requests_per_s']!r}", context.seed)
-    run = simulate_fleet(profile, workload, policy, layout, profile.engine_overhead, context.mem_fraction,
-                         log_steps=True, spec=spec, seed=context.seed)
-    summary = summarize(run, profile, context.mem_fraction, context.slo)
+    plan = context.plan
+    layout = FleetLayout(router=plan.router, split=(answer["prefill_replicas"], answer["decode_replicas"]),
+                         link=kv_link(profile, None)) if split else FleetLayout(answer["replicas"], plan.router)
+    workload = with_arrivals(list(plan.requests), f"poisson:{answer['rate_requests_per_s']!r}", plan.seed)
+    run = simulate_fleet(profile, workload, policy, layout, profile.engine_overhead, plan.mem_fraction,
+                         log_steps=True, spec=spec, seed=plan.seed)
+    summary = summarize(run, profile, plan.mem_fraction, plan.slo)
     parts = composition(run, with_comm=profile.comm is not None)
     if profile.all_to_all is not None and "comm_s" not in parts:
         parts["comm_s"] = 0.0
@@ -55,7 +56,7 @@ def explain(answer: dict[str, Any], context: SearchContext) -> dict[str, Any]:
     roof = profile.roof or {}
     ridge = ridge_flop_per_byte(roof.get("peak_flop_per_s"), roof.get("bandwidth_bytes_per_s"))
     crossing = ridge_crossing(DecodeSetup(step, at, spec), ridge, list(DECODE_BATCHES)) if ridge else None
-    memory = kv_capacity(step, at, profile.memory.get("device_bytes"), context.mem_fraction)
+    memory = kv_capacity(step, at, profile.memory.get("device_bytes"), plan.mem_fraction)
     states = state_bytes_per_sequence(step)
     kv_batch = memory["max_batch"]
     limit = "max-batch" if kv_batch is None or setting.max_batch <= kv_batch else \

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from roofline.fleet.planner import Target
 from roofline.result.sections import Provenance
 from roofline.search.config import SearchConfig
 from roofline.search.deploy import deploy_files
@@ -85,8 +86,8 @@ class Searching:
         records = [r for r in records if r["key"] in wanted]
         document = search_document(
             model=self.info.to_dict(), space=self.space, pruned=[p.to_dict() for p in self.pruned], records=records,
-            rates=self.context.rates, slo=dict(self.context.slo.limits_s), workload=self.workload,
-            router=self.context.router, mem_fraction=self.context.mem_fraction, prices=self.config.price_of,
+            rates=self.context.plan.rates, slo=dict(self.context.plan.slo.limits_s), workload=self.workload,
+            router=self.context.plan.router, mem_fraction=self.context.plan.mem_fraction, prices=self.config.price_of,
             skus=self.config.skus, tool=self.provenance.tool, host=self.provenance.host, argv=self.provenance.argv,
             timing={"simulate_s": simulated, "configurations": self.total, "resumed": len(self.kept),
                     "workers": workers or self.config.worker_count})
@@ -99,12 +100,12 @@ class Searching:
             if name not in explained:
                 explained[name] = explain(answer, self.context)
             answer.update(explained[name])
-        folder_of = _deploy_folders(self.context.rates)
+        folder_of = _deploy_folders(self.context.plan.rates)
         for answer in document["answers"]:
             if answer["met"]:
                 memory = next(r["memory"] for r in records if r["key"] == answer["setting"]["key"])
                 deploy[folder_of[answer["rate_requests_per_s"]]] = deploy_files(
-                    answer, self.info, longest_context(self.context.requests), self.context.mem_fraction,
+                    answer, self.info, longest_context(self.context.plan.requests), self.context.plan.mem_fraction,
                     memory["weight_bytes"], memory.get("device_bytes"), self.space["engine_time"])
         document["deploy"] = {folder: sorted(files) for folder, files in deploy.items()}
         document["timing"]["total_s"] = time.perf_counter() - began
@@ -155,9 +156,9 @@ def prepare_search(config: SearchConfig, provenance: Provenance, out_dir: Path) 
         model=config.model, hf_config=config.hf_config, dtype=config.dtype, routing=config.routing,
         efficiency=config.efficiency, engine=config.engine, max_tokens=_grid_top(most_tokens),
         max_context=_grid_top(longest),
-        requests=tuple(requests), slo=cast(Slo, config.slo), rates=config.rates, router=config.router,
-        max_gpus=config.max_gpus, mem_fraction=config.mem_fraction, seed=config.seed,
-        disaggregate=not config.aggregated_only, prices=config.prices)
+        plan=Target(requests, cast(Slo, config.slo), config.rates, config.router, config.max_gpus, config.mem_fraction,
+                    config.seed, disaggregate=not config.aggregated_only),
+        prices=config.prices)
     journal = SearchJournal(out_dir, identity(config, info, space))
     kept = journal.read() if config.resume else []
     return Searching(config, info, context, groups, pruned, space, workload, provenance, journal, kept)
