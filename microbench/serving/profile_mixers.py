@@ -25,7 +25,7 @@ from typing import Any
 
 from microbench.points.plan import PlanError, PointSpec
 from microbench.serving.profile_kernels import AttentionShape, AttentionWorkload, kv_bytes
-from microbench.serving.profile_plan import Grids, Item
+from microbench.serving.profile_plan import Grids, Item, own_mixers
 from microbench.timing import ops
 from microbench.timing.mixers.recurrent import GDN_CHUNK, PromptScanWorkload, RecurrentLayer, StateUpdateWorkload
 from microbench.timing.mixers.recurrent import bytes_per_copy as state_bytes_per_copy
@@ -125,11 +125,7 @@ def mixer_tables(step: StepModel, grids: Grids, times: Callable[[str, str, list]
     """The document's ``mixers``: one table set per other mixer kind, from the measured medians (``times(kind, name,
     [(a, b), ...])``), each table naming the kernel that ran (``kernels`` by mixer name and item kind)."""
     out = []
-    for rules, count in step.mixers:
-        if step.reads_main_tables(rules):
-            continue
-        name = step.mixer_name(rules)
-        contexts = (1,) if rules.recurrent else grids.contexts
+    for rules, count, name, contexts in own_mixers(step, grids):
         decode = {"kernel": kernels.get(f"mixer_decode/{name}", ""), "batches": list(grids.batches),
                   "contexts": list(contexts),
                   "time_s": [times("mixer_decode", name, [(b, c) for c in contexts]) for b in grids.batches]}

@@ -17,6 +17,7 @@ from roofline.core.options import check_dtypes
 from roofline.specs.hf_config import load_hf_config
 from roofline.specs.models import ModelSpec, load_model
 from roofline.step.grids import power_grid, token_grid
+from roofline.step.kinds import MixerRules
 from roofline.step.launches import StepModel
 
 # Decode batches stop here unless --max-batch says otherwise: vLLM's default max_num_seqs.
@@ -168,16 +169,18 @@ def plan_items(plan: ProfilePlan, model: ModelSpec) -> list[Item]:
     return items
 
 
-def mixer_items(step: StepModel, grids: Grids) -> list[Item]:
+def own_mixers(step: StepModel, grids: Grids) -> list[tuple[MixerRules, int, str, tuple[int, ...]]]:
     """Each mixer kind the main attention's tables do not time (a hybrid's linear attention, Mamba-2, attention of
-    its own shape): decode over batches × contexts (a recurrent kind at one context: its state is the same at any
-    length) and prefill per prompt."""
+    its own shape), with its layer count, its name and the contexts its decode is timed at (a recurrent kind at one:
+    its state is the same at any length)."""
+    return [(rules, count, step.mixer_name(rules), (1,) if rules.recurrent else tuple(grids.contexts))
+            for rules, count in step.mixers if not step.reads_main_tables(rules)]
+
+
+def mixer_items(step: StepModel, grids: Grids) -> list[Item]:
+    """Each of ``own_mixers``: decode over batches × its contexts and prefill per prompt."""
     items = []
-    for rules, _ in step.mixers:
-        if step.reads_main_tables(rules):
-            continue
-        name = step.mixer_name(rules)
-        contexts = (1,) if rules.recurrent else grids.contexts
+    for _, _, name, contexts in own_mixers(step, grids):
         items += [Item("mixer_decode", name, b, c) for b in grids.batches for c in contexts]
         items += [Item("mixer_prefill", name, p) for p in grids.prompts]
     return items
